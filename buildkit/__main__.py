@@ -1,0 +1,3 @@
+from buildkit.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""Version facts: which torch release ships wheels for which CUDA, ROCm and Python, with what arch lists.
+
+The facts live in buildkit/data/compat.toml, each with its source; this module turns that data (plus a
+team's explicit [compat] overrides) into frozen lookups. Loading the file is the caller's job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from packaging.version import Version
+
+_UBUNTU_RE = re.compile(r"ubuntu-?([0-9]{2}\.[0-9]{2})")
+
+BACKENDS = ("cuda", "rocm")
+VENDOR_OF = {"cuda": "nvidia", "rocm": "amd"}
+BACKEND_OF = {vendor: backend for backend, vendor in VENDOR_OF.items()}
+
+
+@dataclass(frozen=True)
+class BackendRelease:
+    """One CUDA or ROCm version as torch's wheels use it."""
+
+    backend: str
+    version: str
+    archs: tuple[str, ...]
+    devel_base: str
+    driver_min: str = ""
+    driver_toolkit: str = ""
+    thin_wheels: bool = False
+    unconfirmed: tuple[str, ...] = ()
+
+    @property
+    def index_tag(self) -> str:
+        """The wheel index directory: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2."""
+        if self.backend == "cuda":
+            return "cu" + self.version.replace(".", "")
+        return "rocm" + self.version
+
+    @property
+    def devel_os(self) -> str:
+        """ubuntu24.04, read from nvidia/cuda:…-ubuntu24.04 or rocm/dev-ubuntu-24.04:…"""
+        found = _UBUNTU_RE.search(self.devel_base)
+        return f"ubuntu{found.group(1)}" if found else ""
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    """What one torch minor release (2.14) supports."""
+
+    minor: str
+    python: tuple[str, ...]
+    backends: Mapping[str, tuple[str, ...]]
+    torchvision: str
+    unconfirmed: tuple[str, ...] = ()
+
+    def companion_version(self, package: str, torch_version: str) -> str | None:
+        """torchvision's release tracks torch's patch number (torch 2.14.1 ↔ torchvision 0.29.1)."""
+        if package == "torchvision" and self.torchvision:
+            return f"{self.torchvision}.{Version(torch_version).micro}"
+        return None
+
+
+@dataclass(frozen=True)
+class Compat:
+    torch: Mapping[str, TorchRelease]
+    backends: Mapping[tuple[str, str], BackendRelease]
+    known_archs: Mapping[str, tuple[str, ...]]
+    os_python: Mapping[str, str]
+    wheel_index: str
+    channels: Mapping[str, str]
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def torch_release(self, torch_version: str) -> TorchRelease | None:
+        release = Version(torch_version)
+        return self.torch.get(f"{release.major}.{release.minor}")
+
+    def backend(self, backend: str, version: str) -> BackendRelease | None:
+        return self.backends.get((backend, version))
+
+    def wheel_index_url(self, base_url: str, channel: str, index_tag: str) -> str:
+        return f"{base_url.rstrip('/')}/{self.channels[channel]}{index_tag}/"
+
+
+def merge_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge a team's [compat] table over the shipped data: tables merge, other values replace."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_overrides(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def compat_from_data(data: Mapping[str, Any]) -> Compat:
+    """Build lookups from compat.toml's structure (already validated by matrix validation for overrides)."""
+    torch = {
+        minor: TorchRelease(
+            minor=minor,
+            python=tuple(entry.get("python", ())),
+            backends={backend: tuple(entry.get(backend, ())) for backend in BACKENDS},
+            torchvision=entry.get("torchvision", ""),
+            unconfirmed=tuple(entry.get("unconfirmed", ())),
+        )
+        for minor, entry in data.get("torch", {}).items()
+    }
+    backends = {
+        (backend, version): BackendRelease(
+            backend=backend,
+            version=version,
+            archs=tuple(entry.get("archs", ())),
+            devel_base=entry.get("devel_base", ""),
+            driver_min=entry.get("driver_min", ""),
+            driver_toolkit=entry.get("driver_toolkit", ""),
+            thin_wheels=bool(entry.get("thin_wheels", False)),
+            unconfirmed=tuple(entry.get("unconfirmed", ())),
+        )
+        for backend in BACKENDS
+        for version, entry in data.get(backend, {}).items()
+    }
+    index = data.get("wheel_index", {})
+    return Compat(
+        torch=torch,
+        backends=backends,
+        known_archs={backend: tuple(data.get("archs", {}).get(backend, ())) for backend in BACKENDS},
+        os_python=dict(data.get("os_python", {})),
+        wheel_index=index.get("url", ""),
+        channels=dict(index.get("channels", {"release": ""})),
+        sources=dict(data.get("sources", {})),
+    )

@@ -1,0 +1,267 @@
+"""Targets: the matrix expanded into one image each, with tags, pair keys and labels.
+
+A target is one (vendor, backend version, torch, python, flavor). The CUDA and ROCm twins of a pair are the
+targets of one (torch, python, flavor) whose backend versions the stack names in `pair` (by default the
+newest confirmed of each); they share a `pair` key and the floating tags move for them together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from buildkit.core import grammar
+from buildkit.core.compat import BACKENDS, VENDOR_OF
+from buildkit.core.matrix import Matrix, Rule, Stack, User
+from buildkit.errors import Problem, UserError
+
+LABEL_PREFIX = "dev.buildkit."
+VENDORS = ("nvidia", "amd")
+# Flavors whose base is the vendor's devel image; every other flavor starts from the slim runtime base.
+DEVEL_BASED_FLAVORS = ("devel",)
+
+
+@dataclass(frozen=True)
+class Target:
+    id: str
+    vendor: str
+    backend: str
+    backend_version: str
+    torch: str
+    python: str
+    flavor: str
+    pair: str | None  # shared by the CUDA and ROCm twins; None when this target is not a twin or lacks one
+    base_image: str
+    index_url: str
+    archs: tuple[str, ...]
+    companions: tuple[str, ...]  # exact requirements, built for the same backend as torch
+    packages: tuple[str, ...]
+    os_packages: tuple[str, ...]
+    channel: str
+    user: User | None
+    registry: str
+    repository: str
+    tag_names: tuple[str, ...]  # the immutable tag first, then floating aliases
+    unconfirmed: tuple[str, ...]
+    thin_wheels: bool
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return tuple(f"{self.image_name}:{name}" for name in self.tag_names)
+
+    @property
+    def image_name(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+    @property
+    def facts(self) -> dict[str, str]:
+        """What --select and include/exclude rules match against."""
+        return {
+            "torch": self.torch,
+            "python": self.python,
+            "backend": self.backend,
+            "backend_version": self.backend_version,
+            "flavor": self.flavor,
+            "vendor": self.vendor,
+            "id": self.id,
+        }
+
+    @property
+    def torch_requirement(self) -> str:
+        # No local version here: the backend's wheel index is added as an extra index and its build
+        # (2.14.1+rocm7.2) sorts above PyPI's plain 2.14.1, so pip picks it; the exact build installed is
+        # then frozen as a constraint for everything that follows.
+        return f"torch=={self.torch}"
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the expansion did that a user should hear about (never a silent drop)."""
+
+    subject: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    targets: tuple[Target, ...]
+    notes: tuple[Note, ...]
+
+    def counts(self) -> dict[str, int]:
+        return {vendor: sum(1 for t in self.targets if t.vendor == vendor) for vendor in VENDORS}
+
+
+def target_id(prefix: str, torch: str, backend: str, backend_version: str, python: str, flavor: str) -> str:
+    return f"{prefix}{torch}-{backend}{backend_version}-py{python}-{flavor}"
+
+
+def pair_key(prefix: str, torch: str, python: str, flavor: str) -> str:
+    return f"{prefix}{torch}-py{python}-{flavor}"
+
+
+def _base_image(matrix: Matrix, flavor: str, backend: str, version: str, python: str) -> str:
+    if flavor in DEVEL_BASED_FLAVORS:
+        return matrix.compat.backend(backend, version).devel_base  # type: ignore[union-attr]
+    return matrix.runtime_base.replace("{python}", python)
+
+
+def _python_for_flavor(matrix: Matrix, flavor: str, backend: str, version: str) -> str | None:
+    """Devel images use the Python their OS ships; None means any Python the stack lists."""
+    if flavor not in DEVEL_BASED_FLAVORS:
+        return None
+    release = matrix.compat.backend(backend, version)
+    return matrix.compat.os_python.get(release.devel_os, "") if release else ""
+
+
+def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Target]:
+    compat = matrix.compat
+    release = compat.torch_release(stack.torch)
+    assert release is not None  # resolve_matrix guarantees it
+    companions = tuple(f"{name}=={release.companion_version(name, stack.torch)}" for name in stack.companions)
+    targets = []
+    for flavor in stack.flavors:
+        for backend in BACKENDS:
+            for version in stack.backends[backend]:
+                facts = compat.backend(backend, version)
+                assert facts is not None
+                only_python = _python_for_flavor(matrix, flavor, backend, version)
+                skipped = [p for p in stack.python if only_python is not None and p != only_python]
+                if skipped:
+                    notes.append(Note(
+                        f"{stack.torch} {flavor}",
+                        f"Python {', '.join(skipped)} skipped for {backend}: its devel base images ship Python "
+                        f"{only_python or '(unknown)'} only",
+                    ))
+                for python in stack.python:
+                    if python in skipped:
+                        continue
+                    ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor)
+                    twin = stack.pair.get(backend) == version
+                    floating = f"{matrix.tag_prefix}{stack.torch}-{backend}-py{python}-{flavor}"
+                    unconfirmed = tuple(
+                        [f"torch {release.minor}: {item}" for item in release.unconfirmed if item == f"{backend} {version}"]
+                        + [f"{backend} {version}: {item}" for item in facts.unconfirmed]
+                    )
+                    targets.append(Target(
+                        id=ident,
+                        vendor=VENDOR_OF[backend],
+                        backend=backend,
+                        backend_version=version,
+                        torch=stack.torch,
+                        python=python,
+                        flavor=flavor,
+                        pair=pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
+                        base_image=_base_image(matrix, flavor, backend, version, python),
+                        index_url=compat.wheel_index_url(matrix.wheel_index, stack.channel, facts.index_tag),
+                        archs=stack.archs.get(backend, facts.archs),
+                        companions=companions,
+                        packages=stack.packages,
+                        os_packages=stack.os_packages,
+                        channel=stack.channel,
+                        user=matrix.user,
+                        registry=matrix.registry,
+                        repository=matrix.repository,
+                        tag_names=(ident, floating) if twin else (ident,),
+                        unconfirmed=unconfirmed,
+                        thin_wheels=facts.thin_wheels,
+                    ))
+    return targets
+
+
+def _settle_pairs(targets: list[Target], notes: list[Note]) -> list[Target]:
+    """A twin whose other half is missing keeps its tags but no pair key, and the plan says why."""
+    halves: dict[str, set[str]] = {}
+    for target in targets:
+        if target.pair:
+            halves.setdefault(target.pair, set()).add(target.backend)
+    settled = []
+    for target in targets:
+        if target.pair and len(halves[target.pair]) < len(BACKENDS):
+            missing = next(b for b in BACKENDS if b not in halves[target.pair])
+            notes.append(Note(
+                target.pair,
+                f"unpaired: {target.id} has no {missing} twin (not in the stack's {missing} versions, "
+                "or removed by include/exclude); it is built alone and no pair tag moves for it",
+            ))
+            target = replace(target, pair=None)
+        settled.append(target)
+    return settled
+
+
+def expand(matrix: Matrix) -> Plan:
+    """Every target the matrix describes, after its include/exclude rules; raises on impossible tags."""
+    notes: list[Note] = []
+    targets: list[Target] = []
+    for stack in matrix.stacks:
+        targets.extend(_stack_targets(matrix, stack, notes))
+    if matrix.include:
+        targets = [t for t in targets if any(rule.matches(t.facts) for rule in matrix.include)]
+    targets = [t for t in targets if not any(rule.matches(t.facts) for rule in matrix.exclude)]
+
+    problems = []
+    seen: dict[str, Target] = {}
+    for target in targets:
+        if target.id in seen:
+            problems.append(Problem(matrix.files[-1], f"duplicate target {target.id}: two [[torch]] entries describe it", key="torch"))
+        seen[target.id] = target
+        for name in target.tag_names:
+            expected = grammar.tag(name)
+            if expected:
+                problems.append(Problem(
+                    matrix.files[-1], f"tag {name!r} ({len(name)} characters) is not valid: expected {expected}; shorten tag_prefix or the flavor name",
+                    key="tag_prefix",
+                ))
+        reference = f"{target.image_name}:{target.tag_names[0]}"
+        if len(reference) > 255:
+            problems.append(Problem(matrix.files[-1], f"image reference {reference!r} exceeds 255 characters", key="repository"))
+    if problems:
+        raise UserError(problems)
+    return Plan(tuple(_settle_pairs(targets, notes)), tuple(dict.fromkeys(notes)))
+
+
+def select(plan: Plan, vendor: str = "all", rule: Rule | None = None) -> Plan:
+    """The targets of one vendor (or all) that match a --select rule."""
+    chosen = tuple(
+        t for t in plan.targets
+        if (vendor == "all" or t.vendor == vendor) and (rule is None or rule.matches(t.facts))
+    )
+    return Plan(chosen, plan.notes)
+
+
+def labels(target: Target, source: str) -> dict[str, str]:
+    """The labels that describe an image to the smoke test and doctor (no time- or commit-dependent ones)."""
+    return {
+        "org.opencontainers.image.title": f"PyTorch {target.torch} for {target.backend.upper() if target.backend == 'cuda' else 'ROCm'} "
+        f"{target.backend_version}, Python {target.python} ({target.flavor})",
+        "org.opencontainers.image.version": target.tag_names[0],
+        "org.opencontainers.image.source": source,
+        f"{LABEL_PREFIX}target": target.id,
+        f"{LABEL_PREFIX}torch": target.torch,
+        f"{LABEL_PREFIX}vendor": target.vendor,
+        f"{LABEL_PREFIX}backend": target.backend,
+        f"{LABEL_PREFIX}backend-version": target.backend_version,
+        f"{LABEL_PREFIX}python": target.python,
+        f"{LABEL_PREFIX}flavor": target.flavor,
+        f"{LABEL_PREFIX}gpu-archs": ";".join(target.archs),
+        f"{LABEL_PREFIX}pair": target.pair or "",
+        f"{LABEL_PREFIX}base-image": target.base_image,
+    }
+
+
+def provenance_labels(created: str, revision: str) -> dict[str, str]:
+    """Labels that vary per build; kept out of the fingerprint so an unchanged image is not rebuilt."""
+    result = {"org.opencontainers.image.created": created}
+    if revision:
+        result["org.opencontainers.image.revision"] = revision
+    return result
+
+
+def by_pair(targets: tuple[Target, ...]) -> Mapping[str, tuple[Target, ...]]:
+    groups: dict[str, list[Target]] = {}
+    for target in targets:
+        if target.pair:
+            groups.setdefault(target.pair, []).append(target)
+    return {key: tuple(group) for key, group in groups.items()}

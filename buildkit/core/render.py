@@ -1,0 +1,107 @@
+"""Rendering: a target and its templates -> Dockerfile text, build args and the image fingerprint.
+
+Templates are found through a Jinja loader the caller supplies (team directories first, then the built-in
+ones); StrictUndefined turns a misspelt variable into an error instead of an empty string in a Dockerfile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import jinja2
+
+from buildkit.core.plan import LABEL_PREFIX, Target, labels
+from buildkit.errors import Problem, UserError
+
+FINGERPRINT_SCHEMA = 1
+FINGERPRINT_LABEL = f"{LABEL_PREFIX}fingerprint"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    target: Target
+    template: str
+    dockerfile: str
+    build_args: Mapping[str, str]
+    labels: Mapping[str, str]  # without provenance (created, revision); the fingerprint label included
+    fingerprint: str
+    context_files: Mapping[str, bytes] = field(default_factory=dict)
+
+
+def template_name(flavor: str) -> str:
+    return f"{flavor}.Dockerfile.j2"
+
+
+def build_args(target: Target) -> dict[str, str]:
+    """The values the vendor-specific part of a template takes as ARGs (shown by `render`, passed by `build`)."""
+    return {"TORCH_INDEX_URL": target.index_url, "TORCH_REQUIREMENT": target.torch_requirement}
+
+
+def fingerprint(
+    dockerfile: str, args: Mapping[str, str], base_image: str, image_labels: Mapping[str, str], context: Mapping[str, bytes]
+) -> str:
+    """sha256 over everything that determines the image; the same inputs give the same hex on any machine."""
+    document = {
+        "schema": FINGERPRINT_SCHEMA,
+        "dockerfile": dockerfile,
+        "build_args": dict(sorted(args.items())),
+        "base_image": base_image,
+        "labels": dict(sorted(image_labels.items())),
+        "context": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(context.items())},
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=loader,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # Dockerfiles, not HTML; every value is grammar-checked before it gets here
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters["shell_quote"] = shlex.quote
+    return environment
+
+
+class Renderer:
+    def __init__(self, loader: jinja2.BaseLoader, source: str):
+        self.environment = make_environment(loader)
+        self.source = source
+        self._templates: dict[str, jinja2.Template] = {}
+
+    def _template(self, name: str, target: Target) -> jinja2.Template:
+        if name not in self._templates:
+            try:
+                self._templates[name] = self.environment.get_template(name)
+            except jinja2.TemplateNotFound:
+                raise UserError(Problem(
+                    "templates", f"no template {name} for flavor {target.flavor!r} (target {target.id}); "
+                    "add it to your template_dir or use a built-in flavor (runtime, devel)",
+                )) from None
+            except jinja2.TemplateSyntaxError as error:
+                raise UserError(Problem(error.filename or name, f"template syntax error: {error.message}", line=error.lineno)) from None
+        return self._templates[name]
+
+    def render(self, target: Target) -> Rendered:
+        name = template_name(target.flavor)
+        args = build_args(target)
+        try:
+            text = self._template(name, target).render(target=target, build_args=args)
+        except jinja2.UndefinedError as error:
+            raise UserError(Problem(name, f"template uses an undefined value: {error.message} (target {target.id})")) from None
+        image_labels = labels(target, self.source)
+        digest = fingerprint(text, args, target.base_image, image_labels, {})
+        return Rendered(
+            target=target,
+            template=name,
+            dockerfile=text,
+            build_args=args,
+            labels={**image_labels, FINGERPRINT_LABEL: digest},
+            fingerprint=digest,
+        )

@@ -1,0 +1,36 @@
+"""User-facing errors: each says what is wrong, where, and how to fix it.
+
+The CLI turns a UserError into its message and exit code 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input, located as precisely as the input allows."""
+
+    where: str  # a file, a command-line option or a service
+    message: str
+    key: str = ""  # key path inside the file, e.g. "torch[2].rocm[1]"
+    line: int | None = None
+
+    def __str__(self) -> str:
+        location = self.where if self.line is None else f"{self.where}:{self.line}"
+        return f"{location}: {self.key}: {self.message}" if self.key else f"{location}: {self.message}"
+
+
+class UserError(Exception):
+    """Bad input or an unusable environment: reported without a traceback, exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[Problem] | Problem | str):
+        if isinstance(problems, str):
+            problems = [Problem("buildkit", problems)]
+        elif isinstance(problems, Problem):
+            problems = [problems]
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))

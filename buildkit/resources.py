@@ -1,0 +1,38 @@
+"""Where the shipped default matrix, templates and compatibility data live.
+
+In a wheel they sit inside the package (buildkit/_bundled); in a source checkout or an editable install
+they are read from the repository root, where teams see and fork them.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _bundled_root() -> Path:
+    bundled = PACKAGE_DIR / "_bundled"
+    return bundled if bundled.is_dir() else PACKAGE_DIR.parent
+
+
+def default_matrix_path() -> Path:
+    return _bundled_root() / "matrix.toml"
+
+
+def builtin_templates_dir() -> Path:
+    return _bundled_root() / "templates"
+
+
+@lru_cache(maxsize=1)
+def compat_data() -> dict[str, Any]:
+    with open(PACKAGE_DIR / "data" / "compat.toml", "rb") as handle:
+        return tomllib.load(handle)
