@@ -121,6 +121,6 @@ def debian_package(value: str) -> str | None:
 def tag_prefix(value: str) -> str | None:
     if value == "":
         return None
-    if not isinstance(value, str) or not re.match(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$", value):
-        return 'a tag prefix such as "team-" (letters, digits, . _ -, at most 64 characters)'
+    if not isinstance(value, str) or not TAG_RE.match(value):
+        return 'a tag prefix such as "team-" (letters, digits, . _ -)'
     return None

@@ -56,6 +56,10 @@ class Rule:
     def matches(self, facts: Mapping[str, str]) -> bool:
         return all(fnmatch.fnmatchcase(facts[key], pattern) for key, pattern in self.criteria)
 
+    def could_match(self, partial: Mapping[str, str]) -> bool:
+        """Whether something described only by `partial` facts may match (unknown keys do not rule it out)."""
+        return all(fnmatch.fnmatchcase(partial[key], pattern) for key, pattern in self.criteria if key in partial)
+
     def __str__(self) -> str:
         return ",".join(f"{key}={pattern}" for key, pattern in self.criteria)
 
@@ -105,29 +109,38 @@ class Matrix:
 
 
 def _merge_stacks(
-    base: list[dict[str, Any]], child: list[Any], origins: dict[int, str], path: str
+    base: list[dict[str, Any]], child: list[Any], origins: dict[int, str], path: str, duplicates: list[Problem]
 ) -> list[dict[str, Any]]:
     merged = [dict(entry) for entry in base]
     by_version = {entry.get("version"): index for index, entry in enumerate(merged)}
+    in_this_file: set[Any] = set()
     for position, entry in enumerate(child):
         label = f"{path} torch[{position}]"
         if not isinstance(entry, Mapping):
             merged.append({"__invalid__": entry})
             origins[len(merged) - 1] = label
             continue
-        index = by_version.get(entry.get("version"))
-        if index is None or entry.get("version") is None:
+        version = entry.get("version")
+        if isinstance(version, str) and version in in_this_file:
+            duplicates.append(Problem(path, f"duplicate [[torch]] entry for {version} in this file; merge the two", key=f"torch[{position}].version"))
+            continue
+        in_this_file.add(version if isinstance(version, str) else None)
+        index = by_version.get(version) if isinstance(version, str) else None
+        if index is None:
             merged.append(dict(entry))
-            by_version[entry.get("version")] = len(merged) - 1
+            by_version[version] = len(merged) - 1
             origins[len(merged) - 1] = label
         else:
-            merged[index].update(entry)
+            merged[index].update(entry)  # a team's entry for a release the parent has: its keys win
             origins[index] = label
     return merged
 
 
-def merge_layers(layers: list[Layer]) -> tuple[dict[str, Any], dict[str, str], dict[int, str], list[str]]:
+def merge_layers(
+    layers: list[Layer],
+) -> tuple[dict[str, Any], dict[str, str], dict[int, str], list[str], list[Problem]]:
     """Fold the layers into one table; remember which file set each top-level key and each stack."""
+    duplicates: list[Problem] = []
     merged: dict[str, Any] = {}
     key_origin: dict[str, str] = {}
     stack_origin: dict[int, str] = {}
@@ -137,7 +150,7 @@ def merge_layers(layers: list[Layer]) -> tuple[dict[str, Any], dict[str, str], d
             if key == "extends":
                 continue
             if key == "torch" and isinstance(value, list):
-                merged["torch"] = _merge_stacks(merged.get("torch", []), value, stack_origin, layer.path)
+                merged["torch"] = _merge_stacks(merged.get("torch", []), value, stack_origin, layer.path, duplicates)
             elif key == "compat" and isinstance(value, Mapping) and isinstance(merged.get("compat"), Mapping):
                 merged["compat"] = merge_overrides(merged["compat"], value)
             else:
@@ -145,7 +158,7 @@ def merge_layers(layers: list[Layer]) -> tuple[dict[str, Any], dict[str, str], d
             key_origin[key] = layer.path
         if layer.template_dir:
             template_dirs.insert(0, layer.template_dir)  # the most specific file's templates win
-    return merged, key_origin, stack_origin, template_dirs
+    return merged, key_origin, stack_origin, template_dirs, duplicates
 
 
 # --- validation -------------------------------------------------------------------------------------------
@@ -257,6 +270,7 @@ def _check_stack(
     compat: Compat,
     where: str,
     key: str,
+    default_origin: Callable[[str], str],
 ) -> Stack | None:
     if "__invalid__" in entry:
         check.fail(where, key, "expected a table ([[torch]] with version = \"2.14.1\"), got a value")
@@ -279,17 +293,18 @@ def _check_stack(
         )
         return None
 
-    def setting(name: str) -> tuple[Any, str]:
+    def setting(name: str) -> tuple[Any, str, str]:
+        """A stack's own value, or the top-level default it inherits (problems then point at that)."""
         if name in entry:
-            return entry[name], f"{key}.{name}"
-        return defaults[name], name
+            return entry[name], where, f"{key}.{name}"
+        return defaults[name], default_origin(name), name
 
-    python_value, python_key = setting("python")
-    pythons = check.string_list(python_value, where, python_key, grammar.python_version, allow_empty=False)
+    python_value, python_where, python_key = setting("python")
+    pythons = check.string_list(python_value, python_where, python_key, grammar.python_version, allow_empty=False)
     for index, python in enumerate(pythons or ()):
         if python not in release.python:
             check.fail(
-                where, f"{python_key}[{index}]",
+                python_where, f"{python_key}[{index}]",
                 f"torch {release.minor} has no wheels for Python {python}; supported: {', '.join(release.python)}",
             )
 
@@ -309,39 +324,39 @@ def _check_stack(
                 check.fail(where, f"{path}[{index}]", f"no {backend} {version} entry in the compatibility data; add [compat.{backend}.\"{version}\"]")
         backends[backend] = versions or ()
 
-    flavors_value, flavors_key = setting("flavors")
-    flavors = check.string_list(flavors_value, where, flavors_key, grammar.name, allow_empty=False)
-    companions_value, companions_key = setting("companions")
-    companions = check.string_list(companions_value, where, companions_key, grammar.name)
+    flavors_value, flavors_where, flavors_key = setting("flavors")
+    flavors = check.string_list(flavors_value, flavors_where, flavors_key, grammar.name, allow_empty=False)
+    companions_value, companions_where, companions_key = setting("companions")
+    companions = check.string_list(companions_value, companions_where, companions_key, grammar.name)
     for index, companion in enumerate(companions or ()):
         if release.companion_version(companion, torch) is None:
             check.fail(
-                where, f"{companions_key}[{index}]",
+                companions_where, f"{companions_key}[{index}]",
                 f"no version of {companion!r} is known for torch {release.minor}; companions are built per backend "
                 "(torchvision); put other packages in `packages`",
             )
-    packages_value, packages_key = setting("packages")
-    packages = check.string_list(packages_value, where, packages_key, grammar.requirement)
+    packages_value, packages_where, packages_key = setting("packages")
+    packages = check.string_list(packages_value, packages_where, packages_key, grammar.requirement)
     for index, package in enumerate(packages or ()):
         if canonicalize_name(Requirement(package).name) == "torch":
-            check.fail(where, f"{packages_key}[{index}]", "torch is installed by buildkit from the backend's wheel index; remove it from `packages`")
-    os_value, os_key = setting("os_packages")
-    os_packages = check.string_list(os_value, where, os_key, grammar.debian_package)
-    channel_value, channel_key = setting("channel")
-    channel = check.string(channel_value, where, channel_key, _channel)
+            check.fail(packages_where, f"{packages_key}[{index}]", "torch is installed by buildkit from the backend's wheel index; remove it from `packages`")
+    os_value, os_where, os_key = setting("os_packages")
+    os_packages = check.string_list(os_value, os_where, os_key, grammar.debian_package)
+    channel_value, channel_where, channel_key = setting("channel")
+    channel = check.string(channel_value, channel_where, channel_key, _channel)
 
-    archs_value, archs_key = setting("archs")
+    archs_value, archs_where, archs_key = setting("archs")
     archs: dict[str, tuple[str, ...]] = {}
     if not isinstance(archs_value, Mapping):
-        check.fail(where, archs_key, f"expected a table such as {{ rocm = [\"gfx942\"] }}, got {_describe(archs_value)}")
+        check.fail(archs_where, archs_key, f"expected a table such as {{ rocm = [\"gfx942\"] }}, got {_describe(archs_value)}")
     else:
-        check.unknown_keys(archs_value, set(BACKENDS), where, archs_key)
+        check.unknown_keys(archs_value, set(BACKENDS), archs_where, archs_key)
         for backend in BACKENDS:
             if backend not in archs_value:
                 continue
             arch_grammar = grammar.CUDA_ARCH_RE if backend == "cuda" else grammar.ROCM_ARCH_RE
             names = check.string_list(
-                archs_value[backend], where, f"{archs_key}.{backend}",
+                archs_value[backend], archs_where, f"{archs_key}.{backend}",
                 lambda value, rx=arch_grammar: None if rx.match(value) else f"a {backend} arch name",
                 allow_empty=False,
             )
@@ -351,7 +366,7 @@ def _check_stack(
             for index, arch in enumerate(names):
                 if arch.removesuffix("+PTX") not in known:
                     check.fail(
-                        where, f"{archs_key}.{backend}[{index}]",
+                        archs_where, f"{archs_key}.{backend}[{index}]",
                         f"unknown {backend} arch {arch!r}; known: {', '.join(known)}",
                     )
             # A wheel carries the arch list it was built with: a team can narrow it, never widen it.
@@ -362,7 +377,7 @@ def _check_stack(
                 extra = [arch for arch in names if arch not in official.archs and arch in known]
                 if extra:
                     check.fail(
-                        where, f"{archs_key}.{backend}",
+                        archs_where, f"{archs_key}.{backend}",
                         f"{', '.join(extra)} not in the {backend} {version} wheels' arch list ({', '.join(official.archs)}); "
                         "a wheel image can only narrow it",
                     )
@@ -454,8 +469,9 @@ def _check_compat_overrides(check: _Checker, value: Any, where: str) -> None:
 
 def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any]) -> Matrix:
     """Merge, validate and freeze. Raises UserError listing every problem found."""
-    merged, key_origin, stack_origin, template_dirs = merge_layers(layers)
+    merged, key_origin, stack_origin, template_dirs, duplicates = merge_layers(layers)
     check = _Checker()
+    check.problems.extend(duplicates)
     last = layers[-1].path if layers else "matrix"
 
     def where(key: str) -> str:
@@ -474,12 +490,19 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any]) -> Matri
             compat_data = merge_overrides(compat_data, merged["compat"])
     compat = compat_from_data(compat_data)
 
-    registry = check.string(merged.get("registry", ""), where("registry"), "registry", grammar.registry)
-    repository = check.string(merged.get("repository", ""), where("repository"), "repository", grammar.repository)
-    tag_prefix = check.string(merged.get("tag_prefix", ""), where("tag_prefix"), "tag_prefix", grammar.tag_prefix)
-    source = check.string(merged.get("source", ""), where("source"), "source", grammar.http_url)
-    wheel_index = check.string(merged.get("wheel_index", compat.wheel_index), where("wheel_index"), "wheel_index", grammar.http_url)
-    runtime_base = check.string(merged.get("runtime_base", ""), where("runtime_base"), "runtime_base", _runtime_base)
+    def top_string(key: str, rule: Callable[[str], str | None], default: str | None = None) -> str:
+        if key not in merged:
+            if default is None:
+                check.fail(last, key, 'missing; set it, or start the file with extends = "default" to inherit it')
+            return default or ""
+        return check.string(merged[key], where(key), key, rule) or ""
+
+    registry = top_string("registry", grammar.registry)
+    repository = top_string("repository", grammar.repository)
+    tag_prefix = top_string("tag_prefix", grammar.tag_prefix, default="")
+    source = top_string("source", grammar.http_url)
+    wheel_index = top_string("wheel_index", grammar.http_url, default=compat.wheel_index)
+    runtime_base = top_string("runtime_base", _runtime_base)
 
     run_as_root = merged.get("run_as_root", False)
     if not isinstance(run_as_root, bool):
@@ -517,20 +540,21 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any]) -> Matri
     for index, entry in enumerate(entries):
         origin = stack_origin.get(index, f"{where('torch')} torch[{index}]")
         file, _, key = origin.rpartition(" ")
-        stack = _check_stack(check, entry, defaults, compat, file, key)
+        stack = _check_stack(check, entry, defaults, compat, file, key, where)
         if stack is not None:
             stacks.append(stack)
 
     if check.problems:
-        raise UserError(check.problems)
+        # Stacks that inherit the same bad default would repeat its problem once each.
+        raise UserError(list(dict.fromkeys(check.problems)))
     return Matrix(
         files=tuple(layer.path for layer in layers),
-        registry=registry or "",
-        repository=repository or "",
-        tag_prefix=tag_prefix or "",
-        source=source or "",
-        wheel_index=wheel_index or "",
-        runtime_base=runtime_base or "",
+        registry=registry,
+        repository=repository,
+        tag_prefix=tag_prefix,
+        source=source,
+        wheel_index=wheel_index,
+        runtime_base=runtime_base,
         template_dirs=tuple(template_dirs),
         user=user,
         stacks=tuple(stacks),

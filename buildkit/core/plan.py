@@ -80,6 +80,7 @@ class Note:
 
     subject: str
     message: str
+    facts: tuple[tuple[str, str], ...] = ()  # what the note is about, so a selection keeps only its own notes
 
     def __str__(self) -> str:
         return f"{self.subject}: {self.message}"
@@ -134,6 +135,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                         f"{stack.torch} {flavor}",
                         f"Python {', '.join(skipped)} skipped for {backend}: its devel base images ship Python "
                         f"{only_python or '(unknown)'} only",
+                        (("torch", stack.torch), ("flavor", flavor), ("backend", backend), ("vendor", VENDOR_OF[backend])),
                     ))
                 for python in stack.python:
                     if python in skipped:
@@ -185,6 +187,7 @@ def _settle_pairs(targets: list[Target], notes: list[Note]) -> list[Target]:
                 target.pair,
                 f"unpaired: {target.id} has no {missing} twin (not in the stack's {missing} versions, "
                 "or removed by include/exclude); it is built alone and no pair tag moves for it",
+                tuple(target.facts.items()),
             ))
             target = replace(target, pair=None)
         settled.append(target)
@@ -201,34 +204,25 @@ def expand(matrix: Matrix) -> Plan:
         targets = [t for t in targets if any(rule.matches(t.facts) for rule in matrix.include)]
     targets = [t for t in targets if not any(rule.matches(t.facts) for rule in matrix.exclude)]
 
-    problems = []
-    seen: dict[str, Target] = {}
-    for target in targets:
-        if target.id in seen:
-            problems.append(Problem(matrix.files[-1], f"duplicate target {target.id}: two [[torch]] entries describe it", key="torch"))
-        seen[target.id] = target
-        for name in target.tag_names:
-            expected = grammar.tag(name)
-            if expected:
-                problems.append(Problem(
-                    matrix.files[-1], f"tag {name!r} ({len(name)} characters) is not valid: expected {expected}; shorten tag_prefix or the flavor name",
-                    key="tag_prefix",
-                ))
-        reference = f"{target.image_name}:{target.tag_names[0]}"
-        if len(reference) > 255:
-            problems.append(Problem(matrix.files[-1], f"image reference {reference!r} exceeds 255 characters", key="repository"))
-    if problems:
-        raise UserError(problems)
+    bad_tags = [name for target in targets for name in target.tag_names if grammar.tag(name)]
+    if bad_tags:
+        more = f" (and {len(bad_tags) - 1} more)" if len(bad_tags) > 1 else ""
+        raise UserError(Problem(
+            matrix.files[-1],
+            f"tag {bad_tags[0]!r} ({len(bad_tags[0])} characters){more} is not valid: expected {grammar.tag(bad_tags[0])}; "
+            "shorten tag_prefix or the flavor name",
+            key="tag_prefix",
+        ))
     return Plan(tuple(_settle_pairs(targets, notes)), tuple(dict.fromkeys(notes)))
 
 
 def select(plan: Plan, vendor: str = "all", rule: Rule | None = None) -> Plan:
     """The targets of one vendor (or all) that match a --select rule."""
-    chosen = tuple(
-        t for t in plan.targets
-        if (vendor == "all" or t.vendor == vendor) and (rule is None or rule.matches(t.facts))
-    )
-    return Plan(chosen, plan.notes)
+    rule = rule or Rule(())
+    if vendor != "all":
+        rule = Rule((*rule.criteria, ("vendor", vendor)))
+    chosen = tuple(t for t in plan.targets if rule.matches(t.facts))
+    return Plan(chosen, tuple(note for note in plan.notes if rule.could_match(dict(note.facts))))
 
 
 def labels(target: Target, source: str) -> dict[str, str]:

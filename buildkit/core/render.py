@@ -7,7 +7,6 @@ ones); StrictUndefined turns a misspelt variable into an error instead of an emp
 from __future__ import annotations
 
 import hashlib
-import json
 import shlex
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -44,16 +43,20 @@ def build_args(target: Target) -> dict[str, str]:
 def fingerprint(
     dockerfile: str, args: Mapping[str, str], base_image: str, image_labels: Mapping[str, str], context: Mapping[str, bytes]
 ) -> str:
-    """sha256 over everything that determines the image; the same inputs give the same hex on any machine."""
-    document = {
-        "schema": FINGERPRINT_SCHEMA,
-        "dockerfile": dockerfile,
-        "build_args": dict(sorted(args.items())),
-        "base_image": base_image,
-        "labels": dict(sorted(image_labels.items())),
-        "context": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(context.items())},
-    }
-    return hashlib.sha256(json.dumps(document, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    """sha256 over everything that determines the image; the same inputs give the same hex on any machine.
+
+    Each field goes in as a length-prefixed name and value, in a fixed order, so no two different inputs
+    produce the same text to hash.
+    """
+    fields = [
+        ("dockerfile", dockerfile),
+        ("base_image", base_image),
+        *((f"arg:{key}", value) for key, value in sorted(args.items())),
+        *((f"label:{key}", value) for key, value in sorted(image_labels.items())),
+        *((f"context:{key}", hashlib.sha256(data).hexdigest()) for key, data in sorted(context.items())),
+    ]
+    text = f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}" + "".join(f"\n{name}:{len(value)}:{value}" for name, value in fields)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
@@ -62,6 +65,7 @@ def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # Dockerfiles, not HTML; every value is grammar-checked before it gets here
         keep_trailing_newline=True,
+        auto_reload=False,  # one run renders many targets from templates that do not change under it
         trim_blocks=True,
         lstrip_blocks=True,
     )

@@ -1,0 +1,47 @@
+"""Shared helpers: run the real CLI in-process and write small team matrices."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from buildkit.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `buildkit ARGS...` exactly as the console script does, returning exit code and output."""
+
+    def run(*args: str) -> Result:
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exit_:  # argparse: --help, --version, usage errors
+            code = exit_.code if isinstance(exit_.code, int) else 2
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def team_matrix(tmp_path):
+    """Write a matrix file (dedented) into a temp folder and return its path."""
+
+    def write(text: str, name: str = "matrix.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return path
+
+    return write

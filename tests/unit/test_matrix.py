@@ -1,0 +1,177 @@
+"""Loading, layering and expanding matrices: the default one and team forks."""
+
+from __future__ import annotations
+
+import json
+
+from buildkit.core.plan import expand
+from buildkit.loader import load_matrix, locate
+
+
+def ids(path=None) -> set[str]:
+    return {t.id for t in expand(load_matrix(path)).targets}
+
+
+def test_default_matrix_has_every_recent_release_with_both_vendors():
+    plan = expand(load_matrix(None))
+    for torch in ("2.12.0", "2.13.0", "2.14.1"):
+        vendors = {t.vendor for t in plan.targets if t.torch == torch}
+        assert vendors == {"nvidia", "amd"}, torch
+    assert {t.flavor for t in plan.targets} == {"runtime", "devel"}
+
+
+def test_every_pair_has_exactly_one_cuda_and_one_rocm_twin():
+    plan = expand(load_matrix(None))
+    pairs: dict[str, list[str]] = {}
+    for target in plan.targets:
+        if target.pair:
+            pairs.setdefault(target.pair, []).append(target.backend)
+    assert pairs, "the default matrix must have pairs"
+    assert all(sorted(backends) == ["cuda", "rocm"] for backends in pairs.values())
+
+
+def test_twins_carry_the_floating_tags():
+    plan = expand(load_matrix(None))
+    twin = next(t for t in plan.targets if t.id == "2.14.1-rocm7.2-py3.12-runtime")
+    assert twin.pair == "2.14.1-py3.12-runtime"
+    assert twin.tags == (
+        "ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime",
+        "ghcr.io/buildkit-images/pytorch:2.14.1-rocm-py3.12-runtime",
+    )
+    other = next(t for t in plan.targets if t.id == "2.14.1-cuda12.6-py3.12-runtime")
+    assert other.pair is None and len(other.tags) == 1
+
+
+def test_index_urls_follow_the_pytorch_layout():
+    plan = expand(load_matrix(None))
+    by_id = {t.id: t for t in plan.targets}
+    assert by_id["2.14.1-cuda13.0-py3.12-runtime"].index_url == "https://download.pytorch.org/whl/cu130/"
+    assert by_id["2.14.1-rocm7.2-py3.12-runtime"].index_url == "https://download.pytorch.org/whl/rocm7.2/"
+    assert by_id["2.14.1-rocm7.2-py3.12-runtime"].companions == ("torchvision==0.29.1",)
+
+
+def test_devel_targets_use_the_vendor_base_and_its_python(cli):
+    plan = expand(load_matrix(None))
+    devel = [t for t in plan.targets if t.flavor == "devel"]
+    assert devel and {t.python for t in devel} == {"3.12"}
+    rocm = next(t for t in devel if t.id == "2.14.1-rocm7.2-py3.12-devel")
+    assert rocm.base_image == "rocm/dev-ubuntu-24.04:7.2.1-complete"
+    result = cli("plan")
+    assert "Python 3.10, 3.11, 3.13 skipped for rocm" in result.err
+
+
+def test_team_fork_adds_packages_and_narrows_rocm_archs(team_matrix, tmp_path):
+    (tmp_path / "templates").mkdir()
+    path = team_matrix("""
+        extends = "default"
+        registry = "registry.example.com"
+        repository = "vision/pytorch"
+        template_dir = "templates"
+        include = [{ torch = "2.14.1", python = "3.12", flavor = "runtime" }]
+
+        [[torch]]
+        version = "2.14.1"
+        packages = ["einops==0.8.1", "timm>=1.0"]
+        archs = { rocm = ["gfx942"] }
+    """)
+    matrix = load_matrix(path)
+    plan = expand(matrix)
+    assert {t.id for t in plan.targets} == {
+        "2.14.1-cuda12.6-py3.12-runtime", "2.14.1-cuda13.0-py3.12-runtime",
+        "2.14.1-cuda13.2-py3.12-runtime", "2.14.1-rocm7.2-py3.12-runtime",
+    }
+    rocm = next(t for t in plan.targets if t.backend == "rocm")
+    assert rocm.archs == ("gfx942",)
+    assert rocm.packages == ("einops==0.8.1", "timm>=1.0")
+    assert rocm.tags[0] == "registry.example.com/vision/pytorch:2.14.1-rocm7.2-py3.12-runtime"
+    assert matrix.template_dirs == (str((tmp_path / "templates").resolve()),)
+    cuda = next(t for t in plan.targets if t.id == "2.14.1-cuda13.0-py3.12-runtime")
+    assert cuda.archs == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX")  # untouched: only ROCm narrowed
+
+
+def test_stack_entries_merge_by_version_and_new_ones_are_added(team_matrix):
+    path = team_matrix("""
+        extends = "default"
+        [[torch]]
+        version = "2.14.1"
+        python = ["3.11"]
+        [[torch]]
+        version = "2.11.0"
+        python = ["3.12"]
+        flavors = ["runtime"]
+    """)
+    plan = expand(load_matrix(path))
+    assert {t.python for t in plan.targets if t.torch == "2.14.1"} == {"3.11"}
+    assert {t.torch for t in plan.targets} == {"2.11.0", "2.12.0", "2.13.0", "2.14.1"}
+    assert {t.backend_version for t in plan.targets if t.torch == "2.11.0"} == {"12.6", "12.8", "13.0", "7.1", "7.2"}
+
+
+def test_exclude_rule_removes_targets_and_an_unpaired_twin_is_reported(team_matrix, cli):
+    path = team_matrix("""
+        extends = "default"
+        exclude = [{ backend = "rocm", python = "3.10" }]
+    """)
+    assert not any(t.startswith("2.14.1-rocm") and "py3.10" in t for t in ids(path))
+    plan = expand(load_matrix(path))
+    cuda_twin = next(t for t in plan.targets if t.id == "2.14.1-cuda13.0-py3.10-runtime")
+    assert cuda_twin.pair is None
+    assert any("unpaired: 2.14.1-cuda13.0-py3.10-runtime has no rocm twin" in str(n) for n in plan.notes)
+    result = cli("plan", "--matrix", path, "--select", "python=3.10", "--select", "torch=2.14.1")
+    assert "unpaired: 2.14.1-cuda13.0-py3.10-runtime has no rocm twin" in result.err
+
+
+def test_compat_override_describes_a_custom_stack(team_matrix):
+    path = team_matrix("""
+        extends = "default"
+        [compat.torch."2.15"]
+        python = ["3.12"]
+        cuda = ["13.2"]
+        rocm = ["7.14"]
+        torchvision = "0.30"
+        [[torch]]
+        version = "2.15.0"
+        python = ["3.12"]
+        flavors = ["runtime"]
+    """)
+    matrix = load_matrix(path)
+    assert matrix.compat_overridden
+    targets = [t for t in expand(matrix).targets if t.torch == "2.15.0"]
+    assert {t.id for t in targets} == {"2.15.0-cuda13.2-py3.12-runtime", "2.15.0-rocm7.14-py3.12-runtime"}
+    assert targets[0].companions == ("torchvision==0.30.0",)
+
+
+def test_run_as_root_drops_the_user(team_matrix):
+    path = team_matrix('extends = "default"\nrun_as_root = true\n')
+    assert all(t.user is None for t in expand(load_matrix(path)).targets)
+
+
+def test_locate_finds_lines_of_key_paths():
+    text = 'a = 1\npython = ["3.12"]\n[[torch]]\nversion = "1"\n[[torch]]\nversion = "2"\nrocm = ["x", "y"]\n'
+    assert locate(text, "python[0]") == 2
+    assert locate(text, "torch[1].rocm[1]") == 7
+    assert locate(text, "torch[0].version") == 4
+    assert locate(text, "nowhere") is None
+
+
+def test_plan_json_carries_the_contract_keys(cli):
+    result = cli("plan", "--format", "json", "--vendor", "amd")
+    assert result.code == 0
+    targets = json.loads(result.out)
+    assert targets and all(t["vendor"] == "amd" for t in targets)
+    for key in ("id", "vendor", "backend", "backend_version", "torch", "python", "flavor", "tags", "pair", "fingerprint"):
+        assert all(key in t for t in targets), key
+    assert all(len(t["fingerprint"]) == 64 for t in targets)
+
+
+def test_plan_github_format_is_an_actions_matrix(cli):
+    result = cli("plan", "--format", "github", "--select", "torch=2.14.*", "--select", "python=3.12")
+    document = json.loads(result.out)
+    assert set(document) == {"include"}
+    assert {job["id"] for job in document["include"]} >= {"2.14.1-cuda13.0-py3.12-runtime", "2.14.1-rocm7.2-py3.12-runtime"}
+    assert all(job["python"] == "3.12" for job in document["include"])
+
+
+def test_select_rejects_unknown_keys(cli):
+    result = cli("plan", "--select", "pyhton=3.12")
+    assert result.code == 2
+    assert "--select: 'pyhton=3.12': expected KEY=GLOB" in result.err

@@ -1,0 +1,144 @@
+"""Rendering: golden Dockerfiles, the invariants every template keeps, and fingerprints."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from buildkit.core.plan import expand
+from buildkit.core.render import Renderer, fingerprint
+from buildkit.loader import load_matrix, template_loader
+from buildkit.planning import select_targets
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+GOLDEN_IDS = ["2.14.1-cuda13.0-py3.12-runtime", "2.14.1-rocm7.2-py3.12-runtime", "2.14.1-rocm7.2-py3.12-devel"]
+DIVERGE_MARKER = "# ---- The twins diverge here"
+
+
+@pytest.fixture(scope="module")
+def default():
+    return {item.target.id: item for item in select_targets(None).rendered}
+
+
+@pytest.mark.parametrize("target_id", GOLDEN_IDS)
+def test_golden_dockerfile(default, target_id):
+    """Set BUILDKIT_UPDATE_GOLDEN=1 to rewrite the golden files after a deliberate template change."""
+    path = GOLDEN / f"{target_id}.Dockerfile"
+    text = default[target_id].dockerfile
+    if os.environ.get("BUILDKIT_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_golden_fingerprints_are_stable_across_runs_and_machines(default):
+    path = GOLDEN / "fingerprints.json"
+    current = {target_id: default[target_id].fingerprint for target_id in GOLDEN_IDS}
+    if os.environ.get("BUILDKIT_UPDATE_GOLDEN"):
+        path.write_text(json.dumps(current, indent=2) + "\n")
+    assert current == json.loads(path.read_text())
+    again = {item.target.id: item.fingerprint for item in select_targets(None).rendered}
+    assert all(again[target_id] == current[target_id] for target_id in GOLDEN_IDS)
+
+
+def test_runtime_twins_are_identical_above_the_torch_install(default):
+    for pair in {item.target.pair for item in default.values() if item.target.pair and item.target.flavor == "runtime"}:
+        cuda, rocm = sorted((i for i in default.values() if i.target.pair == pair), key=lambda i: i.target.backend)
+        assert cuda.target.backend == "cuda" and rocm.target.backend == "rocm"
+        shared_cuda = cuda.dockerfile.split(DIVERGE_MARKER)[0].splitlines()[1:]  # line 0 names the target
+        shared_rocm = rocm.dockerfile.split(DIVERGE_MARKER)[0].splitlines()[1:]
+        assert shared_cuda == shared_rocm, pair
+        assert any("libnuma1" in line for line in shared_cuda)  # ROCm's runtime need, shared by both
+
+
+def test_templates_keep_their_invariants(default):
+    for item in default.values():
+        text = item.dockerfile
+        target = item.target
+        assert "# syntax=" not in text  # a syntax line makes BuildKit pull a frontend image
+        assert text.count("FROM ") == 1 and f"FROM {target.base_image}\n" in text
+        assert "--mount=type=cache,target=/var/lib/apt/lists" in text  # apt lists never land in a layer
+        assert "--no-cache-dir" not in text and "--mount=type=cache,target=/root/.cache/pip" in text
+        assert "ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt" in text
+        # the constraint is written before any companion or team package is installed
+        assert text.index("> /opt/venv/torch-constraint.txt") < text.index("ENV PIP_CONSTRAINT") < text.rindex("pip install")
+        assert "USER 1000\n" in text
+        assert ("NVIDIA_DRIVER_CAPABILITIES=compute,utility" in text) == (target.vendor == "nvidia")
+        assert ("NVIDIA_VISIBLE_DEVICES=all" in text) == (target.vendor == "nvidia")
+        for name, value in item.build_args.items():
+            assert f"ARG {name}={value}\n" in text
+        assert "ca-bundle" not in "".join(item.build_args.values())
+
+
+def test_root_option_leaves_no_user_switch(team_matrix):
+    path = team_matrix('extends = "default"\nrun_as_root = true\ninclude = [{ id = "2.14.1-rocm7.2-py3.12-runtime" }]\n')
+    (item,) = select_targets(path).rendered
+    assert "USER" not in item.dockerfile and "useradd" not in item.dockerfile
+
+
+def test_team_template_dir_is_searched_first(team_matrix, tmp_path):
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "notebook.Dockerfile.j2").write_text(
+        '{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}\nRUN pip install jupyterlab==4.4.0\n{% endblock %}\n'
+    )
+    path = team_matrix("""
+        extends = "default"
+        template_dir = "templates"
+        flavors = ["notebook"]
+        include = [{ torch = "2.14.1", python = "3.12" }]
+    """)
+    rendered = select_targets(path).rendered
+    assert rendered and all("RUN pip install jupyterlab==4.4.0" in item.dockerfile for item in rendered)
+    assert all(item.target.base_image == "python:3.12-slim-bookworm" for item in rendered)
+
+
+def test_missing_flavor_template_is_a_user_error(cli, team_matrix):
+    path = team_matrix('extends = "default"\nflavors = ["jupyter"]\n')
+    result = cli("render", "--matrix", path)
+    assert result.code == 2
+    assert "no template jupyter.Dockerfile.j2 for flavor 'jupyter'" in result.err
+
+
+def test_strict_undefined_turns_a_typo_into_an_error():
+    matrix = load_matrix(None)
+    target = expand(matrix).targets[0]
+    renderer = Renderer(jinja2.DictLoader({"runtime.Dockerfile.j2": "FROM {{ target.base_imag }}\n",
+                                           "devel.Dockerfile.j2": "x"}), matrix.source)
+    with pytest.raises(Exception) as error:
+        renderer.render(target)
+    assert "undefined value" in str(error.value)
+
+
+# --- fingerprints ------------------------------------------------------------------------------------------
+
+BASE = dict(dockerfile="FROM a\n", args={"A": "1"}, base_image="a:1", image_labels={"l": "v"}, context={"f": b"x"})
+
+
+@pytest.mark.parametrize("field,changed", [
+    ("dockerfile", "FROM a\nRUN true\n"),
+    ("args", {"A": "2"}),
+    ("base_image", "a:2"),
+    ("image_labels", {"l": "w"}),
+    ("context", {"f": b"y"}),
+])
+def test_fingerprint_changes_when_any_input_changes(field, changed):
+    assert fingerprint(**{**BASE, field: changed}) != fingerprint(**BASE)
+
+
+def test_fingerprint_is_a_pure_function_of_its_inputs():
+    assert fingerprint(**BASE) == fingerprint(**{**BASE, "args": dict(reversed(list({"A": "1"}.items())))})
+    assert len(fingerprint(**BASE)) == 64
+
+
+def test_fingerprint_follows_a_companion_package_change(default):
+    matrix = load_matrix(None)
+    renderer = Renderer(template_loader(matrix), matrix.source)
+    original = default["2.14.1-rocm7.2-py3.12-runtime"]
+    changed = renderer.render(replace(original.target, packages=("einops==0.8.1",)))
+    assert changed.fingerprint != original.fingerprint
+    assert renderer.render(original.target).fingerprint == original.fingerprint
