@@ -133,9 +133,9 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                 if skipped:
                     notes.append(Note(
                         f"{stack.torch} {flavor}",
-                        f"Python {', '.join(skipped)} skipped for {backend}: its devel base images ship Python "
+                        f"Python {', '.join(skipped)} skipped: the vendors' devel base images ship Python "
                         f"{only_python or '(unknown)'} only",
-                        (("torch", stack.torch), ("flavor", flavor), ("backend", backend), ("vendor", VENDOR_OF[backend])),
+                        (("torch", stack.torch), ("flavor", flavor)),
                     ))
                 for python in stack.python:
                     if python in skipped:
