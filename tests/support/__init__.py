@@ -1,0 +1,1 @@
+"""Test support: wheel doubles, a local wheel index server, engine fixtures' helpers."""

@@ -1,0 +1,121 @@
+"""A PEP 503 simple index on 127.0.0.1, served from wheel files, for builds that must not reach the internet.
+
+Index paths map to sets of wheels, e.g. {"cu130": [...], "rocm7.2": [...]}; a path can require HTTP basic
+auth, which is how tests prove that index credentials reach pip as a BuildKit secret and nowhere else.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+_NAME_RE = re.compile(r"^(.+?)-\d")
+
+
+def project_of(filename: str) -> str:
+    found = _NAME_RE.match(filename)
+    name = found.group(1) if found else filename
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass
+class WheelIndex:
+    indexes: dict[str, list[Path]]
+    auth: dict[str, tuple[str, str]] = field(default_factory=dict)  # index name -> (user, password)
+    requests: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._files = {path.name: path for paths in self.indexes.values() for path in paths}
+        self._digests: dict[str, str] = {}
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet: tests read `requests` instead
+                pass
+
+            def do_GET(self):
+                index.requests.append(self.path)
+                index._serve(self)
+
+            do_HEAD = do_GET
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def start(self) -> "WheelIndex":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _digest(self, name: str) -> str:
+        if name not in self._digests:
+            sha = hashlib.sha256()
+            with open(self._files[name], "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    sha.update(block)
+            self._digests[name] = sha.hexdigest()
+        return self._digests[name]
+
+    def _serve(self, handler: BaseHTTPRequestHandler) -> None:
+        parts = [unquote(p) for p in handler.path.split("?")[0].split("/") if p]
+        if parts and parts[0] in self.auth:
+            user, password = self.auth[parts[0]]
+            expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            if handler.headers.get("Authorization") != expected:
+                handler.send_response(401)
+                handler.send_header("WWW-Authenticate", 'Basic realm="wheels"')
+                handler.end_headers()
+                return
+        if len(parts) == 2 and parts[0] == "files" and parts[1] in self._files:
+            return self._send_file(handler, self._files[parts[1]])
+        if parts and parts[0] in self.indexes:
+            wheels = self.indexes[parts[0]]
+            if len(parts) == 1:
+                names = sorted({project_of(p.name) for p in wheels})
+                body = "".join(f'<a href="{n}/">{n}</a>\n' for n in names)
+                return self._send_html(handler, body)
+            if len(parts) == 2:
+                chosen = [p for p in wheels if project_of(p.name) == parts[1]]
+                if chosen:
+                    body = "".join(
+                        f'<a href="/files/{html.escape(p.name)}#sha256={self._digest(p.name)}">{html.escape(p.name)}</a>\n'
+                        for p in chosen
+                    )
+                    return self._send_html(handler, body)
+        handler.send_response(404)
+        handler.end_headers()
+
+    @staticmethod
+    def _send_html(handler: BaseHTTPRequestHandler, body: str) -> None:
+        data = f"<!DOCTYPE html><html><body>\n{body}</body></html>\n".encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/html")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        if handler.command == "GET":
+            handler.wfile.write(data)
+
+    @staticmethod
+    def _send_file(handler: BaseHTTPRequestHandler, path: Path) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Content-Length", str(path.stat().st_size))
+        handler.end_headers()
+        if handler.command == "GET":
+            with open(path, "rb") as source:
+                while block := source.read(1 << 20):
+                    handler.wfile.write(block)
