@@ -47,7 +47,32 @@ def build_parser() -> argparse.ArgumentParser:
     render = commands.add_parser("render", help="write one Dockerfile per target into a folder tree")
     _selection_options(render)
     render.add_argument("--out", type=Path, default=Path("dist"), help="output folder (default: dist)")
+
+    build = commands.add_parser("build", help="build, tag and report the selected targets on BuildKit")
+    _selection_options(build)
+    build.add_argument("-j", "--jobs", type=_positive, default=1, help="targets built at once (default 1)")
+    build.add_argument("--no-cache", action="store_true", help="build every step again")
+    build.add_argument("--fail-fast", action="store_true", help="stop all builds at the first failure")
+    build.add_argument("--report", type=Path, help="JSON report path (default: OUT/report.json; Markdown next to it)")
+    build.add_argument("--out", type=Path, default=Path("buildkit-out"), help="logs, build contexts, reports (default: buildkit-out)")
+    build.add_argument("--docker", help="docker CLI to build with (default: $BUILDKIT_DOCKER, else the first BuildKit-capable one on PATH)")
+    build.add_argument("--network", help="network mode for RUN steps, e.g. host (needed where pip reaches the network only from the host)")
+    build.add_argument("--pip-conf", type=Path, help="pip.conf for a private index, passed as a BuildKit secret")
+    build.add_argument("--index-url", help="pip index URL (credentials allowed), passed as a BuildKit secret")
+    build.add_argument("--extra-index-url", action="append", default=[], help="extra pip index URL (credentials allowed); repeatable")
+    build.add_argument("--ca-bundle", type=Path, help="CA bundle pip should trust, passed as a BuildKit secret")
+    build.add_argument("--no-efficiency", action="store_true", help="skip measuring image size against its filesystem")
     return parser
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
+    return number
 
 
 def _print_notes(notes, console: Console) -> None:
@@ -96,10 +121,52 @@ def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
+def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.adapters import engine
+    from buildkit.build import BuildOptions, Builder
+    from buildkit.build_secrets import IndexSettings, build_secrets
+    from buildkit.console import LiveDisplay, PlainDisplay
+    from buildkit.planning import select_targets
+    from buildkit.provenance import created_now, source_revision
+    from buildkit.report import run_markdown, write_reports
+
+    selection = select_targets(args.matrix, args.vendor, args.select)
+    if not selection.rendered:
+        raise UserError("no target matches the selection; see `buildkit plan` with the same options")
+    cli = engine.detect_buildkit(args.docker)
+    client = engine.connect()
+    matrix_folder = (args.matrix or Path.cwd()).resolve()
+    options = BuildOptions(
+        out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
+        efficiency=not args.no_efficiency, created=created_now(),
+        revision=source_revision(matrix_folder if matrix_folder.is_dir() else matrix_folder.parent),
+    )
+    settings = IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
+    _print_notes(selection.notes, err)
+    err.print(f"building {len(selection.rendered)} targets with {cli.describe()}, {args.jobs} at a time", highlight=False)
+    with build_secrets(settings) as (secrets, redact):
+        if err.is_terminal:
+            with LiveDisplay(err) as display:
+                run = Builder(client, cli, options, secrets, redact, display).run(selection.rendered)
+        else:
+            run = Builder(client, cli, options, secrets, redact, PlainDisplay(err)).run(selection.rendered)
+    report = args.report or args.out / "report.json"
+    markdown = write_reports(run, cli.describe(), report)
+    out.print(run_markdown(run), highlight=False, markup=False)
+    err.print(f"report: {report} and {markdown}", highlight=False)
+    if run.engine_lost:
+        err.print("error: the Docker engine stopped during the build; restart it and run the build again", highlight=False)
+    if run.interrupted:
+        err.print("interrupted: running builds were stopped", highlight=False)
+        return 130
+    return 1 if run.failed else 0
+
+
 COMMANDS = {
     ("matrix", "validate"): cmd_matrix_validate,
     ("plan", None): cmd_plan,
     ("render", None): cmd_render,
+    ("build", None): cmd_build,
 }
 
 

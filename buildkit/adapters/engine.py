@@ -7,10 +7,12 @@ A newer client without buildx cannot do BuildKit builds at all; detection says s
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import signal
 import subprocess
+import tarfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,3 +209,69 @@ def _stop_on_cancel(process: subprocess.Popen, cancel: threading.Event) -> None:
             except ProcessLookupError:
                 pass
             return
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    image_id: str
+    size: int
+    layers: tuple[str, ...]  # diff ids, base first
+    history: tuple[tuple[str, int], ...]  # (created_by, size), oldest first
+    labels: dict[str, str]
+
+
+def image_facts(client: docker.DockerClient, reference: str) -> ImageFacts:
+    image = client.images.get(reference)
+    history = client.api.history(image.id)
+    return ImageFacts(
+        image_id=image.id,
+        size=int(image.attrs.get("Size", 0)),
+        layers=tuple(image.attrs.get("RootFS", {}).get("Layers", [])),
+        history=tuple((entry.get("CreatedBy", ""), int(entry.get("Size", 0))) for entry in reversed(history)),
+        labels=dict(image.attrs.get("Config", {}).get("Labels") or {}),
+    )
+
+
+def tag_image(client: docker.DockerClient, image_id: str, reference: str) -> None:
+    repository, _, tag = reference.rpartition(":")
+    client.images.get(image_id).tag(repository, tag)
+
+
+class _ChunkStream(io.RawIOBase):
+    """A file object over the SDK's chunk iterator, so tarfile can read an export as a stream."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks = iter(chunks)
+        self._buffer = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target) -> int:
+        while not self._buffer:
+            try:
+                self._buffer = next(self._chunks)
+            except StopIteration:
+                return 0
+        size = min(len(target), len(self._buffer))
+        target[:size] = self._buffer[:size]
+        self._buffer = self._buffer[size:]
+        return size
+
+
+def filesystem_bytes(client: docker.DockerClient, image_id: str) -> int:
+    """Bytes of the files in the image's final filesystem, counted as the engine counts layer sizes
+    (regular files and symlink targets, each hard-linked file once), streamed from a container export."""
+    container = client.containers.create(image_id, command=["true"])
+    try:
+        total = 0
+        stream = io.BufferedReader(_ChunkStream(container.export(chunk_size=1 << 20)), buffer_size=1 << 20)
+        with tarfile.open(fileobj=stream, mode="r|") as archive:
+            for member in archive:
+                if member.isreg():
+                    total += member.size
+                elif member.issym():
+                    total += len(member.linkname)
+        return total
+    finally:
+        container.remove(force=True)

@@ -29,6 +29,7 @@ def project_of(filename: str) -> str:
 class WheelIndex:
     indexes: dict[str, list[Path]]
     auth: dict[str, tuple[str, str]] = field(default_factory=dict)  # index name -> (user, password)
+    flat: set[str] = field(default_factory=set)  # index names served as one page of files (pip's find-links)
     requests: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -84,6 +85,9 @@ class WheelIndex:
             return self._send_file(handler, self._files[parts[1]])
         if parts and parts[0] in self.indexes:
             wheels = self.indexes[parts[0]]
+            if len(parts) == 1 and parts[0] in self.flat:
+                body = "".join(f'<a href="/files/{html.escape(p.name)}">{html.escape(p.name)}</a>\n' for p in wheels)
+                return self._send_html(handler, body)
             if len(parts) == 1:
                 names = sorted({project_of(p.name) for p in wheels})
                 body = "".join(f'<a href="{n}/">{n}</a>\n' for n in names)

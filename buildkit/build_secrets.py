@@ -1,0 +1,96 @@
+"""Private index settings and CA bundles, handed to BuildKit as secrets and redacted everywhere else.
+
+They never become build args, ENV or labels: a pip.conf (given, or written here from --index-url /
+--extra-index-url into a private temporary folder) and a CA bundle are mounted only into the RUN steps that
+run pip. Every credential found in them is registered with the Redactor that filters logs and reports.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit
+
+from buildkit.adapters.engine import Redactor
+from buildkit.errors import Problem, UserError
+
+_USERINFO_RE = re.compile(r"://([^/@\s]+)@")
+PIP_CONF_SECRET = "pip_conf"
+CA_BUNDLE_SECRET = "ca_bundle"
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    pip_conf: Path | None = None
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    ca_bundle: Path | None = None
+
+
+def credentials_in(text: str) -> list[str]:
+    """The user-info parts of every URL in a text (tokens often sit in the user name, so all of it)."""
+    found = []
+    for userinfo in _USERINFO_RE.findall(text):
+        found.append(userinfo)
+        found.extend(part for part in userinfo.split(":") if len(part) >= 4)
+    return found
+
+
+def _check_url(option: str, url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(Problem(option, "expected an http(s) index URL such as https://user:token@pypi.example.com/simple/"))
+
+
+def _readable(option: str, path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(Problem(option, f"cannot read {path}: {error.strerror if isinstance(error, OSError) else error}")) from None
+
+
+@contextmanager
+def build_secrets(settings: IndexSettings) -> Iterator[tuple[dict[str, Path], Redactor]]:
+    """Secret id -> file for BuildKit, and the redactor for everything logged or reported."""
+    secrets: dict[str, Path] = {}
+    sensitive: list[str] = []
+    folder = Path(tempfile.mkdtemp(prefix="buildkit-secrets-"))
+    os.chmod(folder, 0o700)
+    try:
+        if settings.pip_conf or settings.index_url or settings.extra_index_urls:
+            config = configparser.ConfigParser(interpolation=None)
+            if settings.pip_conf:
+                text = _readable("--pip-conf", settings.pip_conf)
+                sensitive.extend(credentials_in(text))
+                try:
+                    config.read_string(text)
+                except configparser.Error as error:
+                    raise UserError(Problem("--pip-conf", f"{settings.pip_conf} is not a pip configuration file: {error}")) from None
+            if not config.has_section("global"):
+                config.add_section("global")
+            if settings.index_url:
+                _check_url("--index-url", settings.index_url)
+                config.set("global", "index-url", settings.index_url)
+            if settings.extra_index_urls:
+                for url in settings.extra_index_urls:
+                    _check_url("--extra-index-url", url)
+                config.set("global", "extra-index-url", "\n".join(settings.extra_index_urls))
+            for url in (settings.index_url or "", *settings.extra_index_urls):
+                sensitive.extend(credentials_in(url))
+            path = folder / "pip.conf"
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w", encoding="utf-8") as handle:
+                config.write(handle)
+            secrets[PIP_CONF_SECRET] = path
+        if settings.ca_bundle:
+            _readable("--ca-bundle", settings.ca_bundle)
+            secrets[CA_BUNDLE_SECRET] = settings.ca_bundle.resolve()
+        yield secrets, Redactor(sensitive)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

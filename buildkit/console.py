@@ -1,0 +1,86 @@
+"""What a build shows on the terminal: one live line per running target on a TTY, plain lines otherwise."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from buildkit.build import Display, TargetResult
+
+# BuildKit's plain progress: "#8 [stage-0 5/7] RUN pip install ..." starts a step.
+_STEP_RE = re.compile(r"^#\d+ \[[^\]]+\] ")
+
+
+def _outcome(result: TargetResult) -> str:
+    if result.status == "built":
+        size = f"{result.size / 2**20:.1f} MiB" if result.size else "?"
+        return f"built in {result.seconds:.1f} s, {size}"
+    return f"{result.status}: {result.error}"
+
+
+class PlainDisplay(Display):
+    """Step headers and outcomes as plain lines, safe for logs and CI."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.lock = threading.Lock()
+
+    def _print(self, text: str) -> None:
+        with self.lock:
+            self.console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    def started(self, target_id: str) -> None:
+        self._print(f"[{target_id}] building")
+
+    def line(self, target_id: str, text: str) -> None:
+        if _STEP_RE.match(text):
+            self._print(f"[{target_id}] {text[:160]}")
+
+    def finished(self, result: TargetResult) -> None:
+        self._print(f"[{result.id}] {_outcome(result)}")
+
+
+class LiveDisplay(Display):
+    """A live table: one line per running target with its current step; outcomes scroll above it."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.lock = threading.Lock()
+        self.running: dict[str, tuple[float, str]] = {}
+        self.live = Live(self._table(), console=console, refresh_per_second=4, transient=True)
+
+    def __enter__(self) -> "LiveDisplay":
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.live.__exit__(*exc)
+
+    def _table(self) -> Table:
+        table = Table.grid(padding=(0, 1))
+        for target_id, (started, step) in sorted(self.running.items()):
+            table.add_row(f"[bold]{target_id}[/]", f"{time.monotonic() - started:5.0f}s", step[:100])
+        return table
+
+    def started(self, target_id: str) -> None:
+        with self.lock:
+            self.running[target_id] = (time.monotonic(), "starting")
+            self.live.update(self._table())
+
+    def line(self, target_id: str, text: str) -> None:
+        if _STEP_RE.match(text):
+            with self.lock:
+                started, _ = self.running.get(target_id, (time.monotonic(), ""))
+                self.running[target_id] = (started, text)
+                self.live.update(self._table())
+
+    def finished(self, result: TargetResult) -> None:
+        with self.lock:
+            self.running.pop(result.id, None)
+            self.live.console.print(f"{result.id}: {_outcome(result)}", highlight=False, markup=False)
+            self.live.update(self._table())

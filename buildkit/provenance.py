@@ -1,0 +1,22 @@
+"""Per-build facts from the world: the time and the source revision (kept out of the pure core)."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def created_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def source_revision(folder: Path) -> str:
+    """The git commit of the folder holding the matrix, or "" outside a git checkout."""
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return result.stdout.strip() if result.returncode == 0 else ""

@@ -1,0 +1,80 @@
+"""Build reports: JSON for machines, a Markdown table for people (and $GITHUB_STEP_SUMMARY)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from buildkit.build import BuildRun, TargetResult
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return str(value)  # pragma: no cover
+
+
+def target_json(result: TargetResult) -> dict:
+    return {
+        "id": result.id,
+        "vendor": result.vendor,
+        "pair": result.pair,
+        "status": result.status,
+        "tags": result.tags if result.status == "built" else [],
+        "image_id": result.image_id,
+        "size": result.size,
+        "filesystem_bytes": result.filesystem_bytes,
+        "efficiency": round(result.efficiency, 4) if result.efficiency else None,
+        "seconds": result.seconds,
+        "log": result.log,
+        "error": result.error or None,
+        "log_tail": result.log_tail,
+    }
+
+
+def run_json(run: BuildRun, engine_description: str) -> dict:
+    return {
+        "engine": engine_description,
+        "interrupted": run.interrupted,
+        "engine_lost": run.engine_lost,
+        "totals": {status: sum(1 for r in run.results if r.status == status) for status in ("built", "failed", "cancelled", "not-started")},
+        "targets": [target_json(result) for result in run.results],
+        "pairs": [
+            {"pair": p.pair, "members": list(p.members), "shared_layers": p.shared_layers, "shared_bytes": p.shared_bytes}
+            for p in run.pairs
+        ],
+    }
+
+
+def run_markdown(run: BuildRun) -> str:
+    lines = [
+        "| target | status | size | efficiency | time | tags / error |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in run.results:
+        detail = "<br>".join(f"`{t}`" for t in r.tags) if r.status == "built" else (r.error or r.status)
+        efficiency = f"{r.efficiency:.3f}" if r.efficiency else "-"
+        seconds = f"{r.seconds:.1f} s" if r.seconds is not None else "-"
+        lines.append(f"| `{r.id}` | {r.status} | {_size(r.size)} | {efficiency} | {seconds} | {detail} |")
+    if run.pairs:
+        lines += ["", "| pair | twins | shared layers | shared bytes |", "|---|---|---|---|"]
+        lines += [f"| `{p.pair}` | {' / '.join(p.members)} | {p.shared_layers} | {_size(p.shared_bytes)} |" for p in run.pairs]
+    for r in run.results:
+        if r.status == "failed" and r.log_tail:
+            lines += ["", f"<details><summary>{r.id}: last lines of {r.log}</summary>", "", "```", *r.log_tail, "```", "</details>"]
+    if run.interrupted:
+        lines += ["", "Interrupted: targets not finished are listed as cancelled or not-started."]
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(run: BuildRun, engine_description: str, json_path: Path) -> Path:
+    """Writes the JSON report and a Markdown twin next to it (same name, .md)."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(run_json(run, engine_description), indent=2) + "\n", encoding="utf-8")
+    markdown = json_path.with_suffix(".md")
+    markdown.write_text(run_markdown(run), encoding="utf-8")
+    return markdown

@@ -1,0 +1,146 @@
+"""A whole pair built on the real engine from the default templates, with torch test doubles.
+
+One build run (two pairs, -j 2) is shared by the tests below: tags, labels, shared layers, the report,
+a failing target with its log tail while its twin builds, image hygiene, and secrets that stay secret.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.runner import INDEX_PASSWORD, INDEX_USER, docker_output, run_buildkit
+
+pytestmark = pytest.mark.engine
+
+PAIR = "2.14.1-py3.11-runtime"
+CUDA = "2.14.1-cuda13.0-py3.11-runtime"
+ROCM = "2.14.1-rocm7.2-py3.11-runtime"
+BROKEN = "2.13.0-rocm7.2-py3.11-runtime"  # the ROCm double index has no torch 2.13.0
+BROKEN_TWIN = "2.13.0-cuda13.0-py3.11-runtime"
+
+
+@pytest.fixture(scope="module")
+def built(pair_setup, base_image, docker_env, tmp_path_factory, cleanup_images, double_index):
+    matrix, pip_conf = pair_setup
+    out = tmp_path_factory.mktemp("build")
+    result = run_buildkit(
+        "build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "-j", "2", "--out", out,
+        env=docker_env,
+    )
+    report = json.loads((out / "report.json").read_text())
+    return result, report, out, {t["id"]: t for t in report["targets"]}
+
+
+def test_one_failure_fails_the_run_but_not_the_others(built):
+    result, report, _, targets = built
+    assert result.returncode == 1, result.stderr
+    assert {i: t["status"] for i, t in targets.items()} == {CUDA: "built", ROCM: "built", BROKEN_TWIN: "built", BROKEN: "failed"}
+    assert report["totals"] == {"built": 3, "failed": 1, "cancelled": 0, "not-started": 0}
+
+
+def test_failure_is_reported_with_its_log_tail(built):
+    _, _, out, targets = built
+    broken = targets[BROKEN]
+    assert broken["tags"] == [] and broken["image_id"] is None
+    assert any("torch==2.14.1" in line or "torch==2.13.0" in line for line in broken["log_tail"])
+    assert any("No matching distribution" in line for line in broken["log_tail"])
+    markdown = (out / "report.md").read_text()
+    assert f"{BROKEN}: last lines of" in markdown
+
+
+def test_built_images_carry_their_tags_and_labels(built, client, repository):
+    _, _, _, targets = built
+    image = client.images.get(targets[ROCM]["image_id"])
+    assert f"localhost:5000/{repository}:2.14.1-rocm7.2-py3.11-runtime" in image.tags
+    assert f"localhost:5000/{repository}:2.14.1-rocm-py3.11-runtime" in image.tags
+    labels = image.labels
+    assert labels["dev.buildkit.backend"] == "rocm" and labels["dev.buildkit.backend-version"] == "7.2"
+    assert labels["dev.buildkit.pair"] == PAIR and labels["dev.buildkit.gpu-archs"].startswith("gfx900;")
+    assert labels["org.opencontainers.image.created"].endswith("Z")
+    plan = json.loads(run_buildkit("plan", "--matrix", built_matrix(built), "--format", "json").stdout)
+    assert labels["dev.buildkit.fingerprint"] == next(t["fingerprint"] for t in plan if t["id"] == ROCM)
+
+
+def built_matrix(built) -> str:
+    result, _, _, _ = built
+    return result.args[result.args.index("--matrix") + 1]
+
+
+def test_torch_inside_is_the_backend_build(built, client):
+    _, _, _, targets = built
+    script = "import torch, torchvision; print(torch.__version__, torch.version.cuda, torch.version.hip, torchvision.__version__)"
+    for target_id, expected in ((CUDA, "2.14.1+cu130 13.0 None 0.29.1+cu130"), (ROCM, "2.14.1+rocm7.2 None 7.2.26015 0.29.1+rocm7.2")):
+        output = client.containers.run(targets[target_id]["image_id"], ["python", "-c", script], remove=True).decode()
+        assert output.strip() == expected
+
+
+def test_twins_share_every_layer_below_the_torch_install(built, client):
+    _, report, _, targets = built
+    cuda = client.images.get(targets[CUDA]["image_id"]).attrs["RootFS"]["Layers"]
+    rocm = client.images.get(targets[ROCM]["image_id"]).attrs["RootFS"]["Layers"]
+    base = client.images.get("python:3.11-slim-bookworm").attrs["RootFS"]["Layers"]
+    shared = next(i for i, (a, b) in enumerate(zip(cuda, rocm)) if a != b)
+    # base layers, then apt (libnuma1), venv, user: everything above "The twins diverge here"
+    assert shared == len(base) + 3
+    assert cuda[shared] != rocm[shared]  # the torch layer
+    (pair,) = [p for p in report["pairs"] if p["pair"] == PAIR]
+    assert pair["shared_layers"] == shared
+    assert pair["shared_bytes"] >= client.images.get("python:3.11-slim-bookworm").attrs["Size"]
+
+
+def test_no_caches_apt_lists_or_secrets_in_the_image(built, client):
+    _, _, _, targets = built
+    script = (
+        "import os, pathlib;"
+        "lists=[p for p in pathlib.Path('/var/lib/apt/lists').rglob('*') if p.is_file() and p.stat().st_size];"
+        "secrets=[p for p in pathlib.Path('/run/secrets').rglob('*') if p.is_file() and p.stat().st_size] if os.path.isdir('/run/secrets') else [];"
+        "cache=[p for p in pathlib.Path('/root/.cache').rglob('*') if p.is_file()];"
+        "print(len(lists), len(cache), len(secrets), os.getuid(), os.environ['PIP_CONSTRAINT'])"
+    )
+    output = client.containers.run(targets[CUDA]["image_id"], ["python", "-c", script], user="0", remove=True).decode().split()
+    assert output == ["0", "0", "0", "0", "/opt/venv/torch-constraint.txt"]
+    default_user = client.containers.run(targets[CUDA]["image_id"], ["id", "-u"], remove=True).decode().strip()
+    assert default_user == "1000"
+
+
+def test_index_password_is_used_but_appears_nowhere(built, client, buildkit_cli, double_index):
+    result, _, out, targets = built
+    # pip really authenticated against the index (the secret was mounted and read)...
+    assert any(path.startswith("/simple/torch") for path in double_index.requests)
+    # ...and the password is in no layer, config, Dockerfile, log, report or output
+    for target in targets.values():
+        if target["image_id"]:
+            assert INDEX_PASSWORD not in docker_output(buildkit_cli.docker, "history", "--no-trunc", target["image_id"])
+            assert INDEX_PASSWORD not in docker_output(buildkit_cli.docker, "inspect", target["image_id"])
+            assert INDEX_USER not in docker_output(buildkit_cli.docker, "inspect", target["image_id"])
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert INDEX_PASSWORD not in path.read_text(errors="replace"), path
+    assert INDEX_PASSWORD not in result.stdout + result.stderr
+
+
+def test_serial_build_gives_the_same_images(built, pair_setup, docker_env, tmp_path, client):
+    _, _, _, parallel = built
+    matrix, pip_conf = pair_setup
+    out = tmp_path / "serial"
+    result = run_buildkit(
+        "build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "-j", "1", "--out", out,
+        "--select", "torch=2.14.1", "--no-efficiency", env=docker_env,
+    )
+    assert result.returncode == 0, result.stderr
+    serial = {t["id"]: t for t in json.loads((out / "report.json").read_text())["targets"]}
+    for target_id in (CUDA, ROCM):
+        a = client.images.get(parallel[target_id]["image_id"]).attrs
+        b = client.images.get(serial[target_id]["image_id"]).attrs
+        assert a["RootFS"]["Layers"] == b["RootFS"]["Layers"]
+        drop = "org.opencontainers.image.created"
+        assert {k: v for k, v in a["Config"]["Labels"].items() if k != drop} == {k: v for k, v in b["Config"]["Labels"].items() if k != drop}
+        assert parallel[target_id]["tags"] == serial[target_id]["tags"]
+
+
+def test_efficiency_ratio_is_measured(built):
+    _, _, _, targets = built
+    ratio = targets[CUDA]["efficiency"]
+    assert ratio is not None and 0.98 < ratio <= 1.02
