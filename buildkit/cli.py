@@ -133,8 +133,6 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     selection = select_targets(args.matrix, args.vendor, args.select)
     if not selection.rendered:
         raise UserError("no target matches the selection; see `buildkit plan` with the same options")
-    cli = engine.detect_buildkit(args.docker)
-    client = engine.connect()
     matrix_folder = (args.matrix or Path.cwd()).resolve()
     options = BuildOptions(
         out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
@@ -142,9 +140,11 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
         revision=source_revision(matrix_folder if matrix_folder.is_dir() else matrix_folder.parent),
     )
     settings = IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
-    _print_notes(selection.notes, err)
-    err.print(f"building {len(selection.rendered)} targets with {cli.describe()}, {args.jobs} at a time", highlight=False)
-    with build_secrets(settings) as (secrets, redact):
+    with build_secrets(settings) as (secrets, redact):  # bad secret inputs fail before the engine is touched
+        cli = engine.detect_buildkit(args.docker)
+        client = engine.connect()
+        _print_notes(selection.notes, err)
+        err.print(f"building {len(selection.rendered)} targets with {cli.describe()}, {args.jobs} at a time", highlight=False)
         if err.is_terminal:
             with LiveDisplay(err) as display:
                 run = Builder(client, cli, options, secrets, redact, display).run(selection.rendered)

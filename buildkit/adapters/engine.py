@@ -183,7 +183,7 @@ def run_build(
         arguments.append("--no-cache")
     argv, environment = cli.build_argv([*arguments, str(request.context)])
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w", encoding="utf-8") as handle:
+    with open(log, "w", encoding="utf-8", buffering=1) as handle:  # line-buffered: users tail it live
         handle.write(redact("$ " + " ".join(argv)) + "\n")
         process = subprocess.Popen(
             argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

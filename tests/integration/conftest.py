@@ -67,17 +67,17 @@ def repository() -> str:
 
 @pytest.fixture(scope="session")
 def cleanup_images(client, repository):
-    """Removes every image tagged into this session's repository at the end."""
+    """Removes, at the end, every image tagged into this session's repository and the untagged buildkit
+    images that rebuilds left behind."""
     yield
-    for image in client.images.list():
-        if any(tag.split(":")[0].endswith(repository) for tag in image.tags):
-            for tag in image.tags:
+    for image in client.images.list(filters={"label": "dev.buildkit.target"}):
+        ours = [tag for tag in image.tags if tag.rpartition(":")[0].endswith(repository)]
+        if ours or not image.tags:
+            for reference in ours or [image.id]:
                 try:
-                    client.images.remove(tag, force=True)
+                    client.images.remove(reference, force=True)
                 except docker.errors.APIError:
                     pass
-    for container in client.containers.list(all=True, filters={"label": "dev.buildkit.target"}):
-        container.remove(force=True)
 
 
 @pytest.fixture(scope="session")
