@@ -1,0 +1,98 @@
+"""Pair build timings on the real engine: cold, warm (nothing changed), and after a package change.
+
+Run: python bench/build_pair.py   (needs dockerd, a BuildKit-capable docker CLI and the local base image
+from .ci/base-image.sh). torch is a test double here, so the figures measure buildkit and BuildKit's
+caching, not pip downloading gigabytes. One run measures all three, so the ratios compare like with like.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support.runner import run_buildkit  # noqa: E402
+from support.wheel_index import WheelIndex  # noqa: E402
+from support.wheels import build_wheel, companion_double, torch_double  # noqa: E402
+
+STEP_RE = re.compile(r"^#(\d+) \[([^\]]*)\] (.*)$")
+
+
+def step_report(log: Path) -> list[tuple[str, bool]]:
+    """(instruction, rebuilt?) for each Dockerfile step in a BuildKit plain log."""
+    steps: dict[str, str] = {}
+    cached: set[str] = set()
+    for line in log.read_text().splitlines():
+        if (match := STEP_RE.match(line)) and match.group(2) != "internal":
+            steps.setdefault(match.group(1), match.group(3).rsplit("&& ", 1)[-1][:80])  # the command, not the mounts
+        elif line.endswith(" CACHED"):
+            cached.add(line.split()[0].lstrip("#"))
+    return [(text, number not in cached) for number, text in steps.items() if not text.startswith("FROM")]
+
+
+def build(matrix: Path, pip_conf: Path, out: Path, *extra: str) -> tuple[float, dict]:
+    started = time.perf_counter()
+    result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "-j", "2",
+                          "--out", out, "--no-efficiency", *extra)
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        sys.exit(f"build failed:\n{result.stderr[-2000:]}")
+    return elapsed, json.loads((out / "report.json").read_text())
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        wheels = folder / "wheels"
+        index = WheelIndex({
+            "cu130": [torch_double(wheels / "cu", "2.14.1", "cu130", "13.0", None, ["sm_90"]),
+                      companion_double(wheels / "cu", "torchvision", "0.29.1", "cu130", "2.14.1")],
+            "rocm7.2": [torch_double(wheels / "ro", "2.14.1", "rocm7.2", None, "7.2.0", ["gfx942"]),
+                        companion_double(wheels / "ro", "torchvision", "0.29.1", "rocm7.2", "2.14.1")],
+            "simple": [build_wheel(wheels / "extra", "bench-extra", "1.0", {"bench_extra/__init__.py": ""})],
+        }).start()
+        repository = f"buildkit-bench-{int(time.time())}/pytorch"
+
+        def matrix(packages: list[str]) -> Path:
+            path = folder / "matrix.toml"
+            path.write_text(textwrap.dedent(f"""
+                extends = "default"
+                registry = "localhost:5000"
+                repository = "{repository}"
+                wheel_index = "{index.url}"
+                include = [{{ id = "2.14.1-*13.0-py3.11-runtime" }}, {{ id = "2.14.1-rocm7.2-py3.11-runtime" }}]
+                packages = {json.dumps(packages)}
+            """))
+            return path
+
+        pip_conf = folder / "pip.conf"
+        pip_conf.write_text(f"[global]\nindex-url = {index.url}/simple/\n")
+        cold, _ = build(matrix([]), pip_conf, folder / "cold", "--no-cache")
+        warm, _ = build(matrix([]), pip_conf, folder / "warm")
+        changed, report = build(matrix(["bench-extra==1.0"]), pip_conf, folder / "changed")
+        rebuilt = {t["id"]: [text for text, again in step_report(Path(t["log"])) if again] for t in report["targets"]}
+        index.stop()
+        print(json.dumps({
+            "benchmark": "pair build (2 targets, -j 2, torch test doubles)",
+            "cold_s": round(cold, 2),
+            "warm_s": round(warm, 2),
+            "warm_over_cold": round(warm / cold, 3),
+            "package_change_s": round(changed, 2),
+            "rebuilt_steps_after_package_change": rebuilt,
+            "shared": report["pairs"],
+        }, indent=2))
+        import docker
+        client = docker.from_env()
+        for image in client.images.list(filters={"label": "dev.buildkit.target"}):
+            if any(repository in tag for tag in image.tags) or not image.tags:
+                client.images.remove(image.id, force=True)
+
+
+if __name__ == "__main__":
+    main()

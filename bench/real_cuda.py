@@ -1,0 +1,71 @@
+"""The real CUDA runtime image (torch 2.14.1, CUDA 13.0, Python 3.11): cold build, warm rebuild, size and
+efficiency ratio (image size / bytes of its final filesystem; goal <= 1.02).
+
+Run: python bench/real_cuda.py   (needs dockerd, a BuildKit-capable docker CLI, the local base image from
+.ci/base-image.sh, and the torch 2.14.1 cp311 wheels this machine's pip configuration points at).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support.machine_wheels import local_wheels  # noqa: E402
+from support.runner import run_buildkit  # noqa: E402
+from support.wheel_index import WheelIndex  # noqa: E402
+
+TARGET = "2.14.1-cuda13.0-py3.11-runtime"
+
+
+def main() -> None:
+    wheels = local_wheels()
+    index = WheelIndex({"cu130": wheels, "all": wheels}, flat={"all"}).start()
+    repository = f"buildkit-bench-{int(time.time())}/pytorch"
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        matrix = folder / "matrix.toml"
+        matrix.write_text(textwrap.dedent(f"""
+            extends = "default"
+            registry = "localhost:5000"
+            repository = "{repository}"
+            wheel_index = "{index.url}"
+            include = [{{ id = "{TARGET}" }}]
+        """))
+        pip_conf = folder / "pip.conf"
+        pip_conf.write_text(f"[global]\nfind-links = {index.url}/all/\n")
+        ca = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE")
+        common = ["build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, *(["--ca-bundle", ca] if ca else [])]
+        timings = {}
+        for name, extra in (("cold", ["--no-cache"]), ("warm", ["--no-efficiency"])):
+            started = time.perf_counter()
+            result = run_buildkit(*common, "--out", folder / name, *extra, timeout=3600)
+            timings[name] = time.perf_counter() - started
+            if result.returncode != 0:
+                sys.exit(result.stderr[-3000:])
+        target = json.loads((folder / "cold" / "report.json").read_text())["targets"][0]
+    index.stop()
+    print(json.dumps({
+        "benchmark": f"real CUDA image {TARGET}",
+        "cold_s (includes the efficiency measurement)": round(timings["cold"], 1),
+        "warm_s": round(timings["warm"], 1),
+        "warm_over_cold": round(timings["warm"] / timings["cold"], 4),
+        "image_bytes": target["size"],
+        "filesystem_bytes": target["filesystem_bytes"],
+        "efficiency": target["efficiency"],
+    }, indent=2))
+    import docker
+    client = docker.from_env()
+    for image in client.images.list(filters={"label": "dev.buildkit.target"}):
+        if any(repository in tag for tag in image.tags) or not image.tags:
+            client.images.remove(image.id, force=True)
+
+
+if __name__ == "__main__":
+    main()
