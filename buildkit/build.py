@@ -16,8 +16,13 @@ from typing import Callable
 import docker
 
 from buildkit.adapters import engine
+from buildkit.adapters.host import GpuAccess, gpu_access
+from buildkit.build_secrets import IndexSettings, build_secrets
 from buildkit.core.plan import provenance_labels
 from buildkit.core.render import Rendered
+from buildkit.smoke.check import DEFAULT_TIMEOUT, smoke_test
+from buildkit.smoke.judge import Verdict
+from buildkit.smoke.parity import Parity, compare
 
 LOG_TAIL_LINES = 25
 
@@ -34,6 +39,8 @@ class BuildOptions:
     efficiency: bool = True
     created: str = ""
     revision: str = ""
+    gpu: str = "auto"  # smoke-test kernels: auto | require | skip
+    smoke_timeout: int = DEFAULT_TIMEOUT
 
 
 @dataclass
@@ -52,6 +59,7 @@ class TargetResult:
     filesystem_bytes: int | None = None
     layers: list[str] = field(default_factory=list)
     history: list[tuple[str, int]] = field(default_factory=list)
+    smoke: Verdict | None = None
 
     @property
     def efficiency(self) -> float | None:
@@ -67,6 +75,7 @@ class PairResult:
     members: tuple[str, ...]
     shared_layers: int
     shared_bytes: int
+    parity: Parity | None = None
 
 
 @dataclass
@@ -78,12 +87,17 @@ class BuildRun:
 
     @property
     def failed(self) -> bool:
-        return self.interrupted or any(r.status != "built" for r in self.results)
+        return (
+            self.interrupted
+            or any(r.status != "built" for r in self.results)
+            or any(p.parity is not None and not p.parity.passed for p in self.pairs)
+        )
 
 
 class Display:
     """What the terminal shows while building; the CLI supplies a rich or a plain one."""
 
+    def begin(self, engine_description: str, count: int, jobs: int) -> None: ...
     def started(self, target_id: str) -> None: ...
     def line(self, target_id: str, text: str) -> None: ...
     def finished(self, result: TargetResult) -> None: ...
@@ -105,8 +119,9 @@ def _common_prefix(first: tuple, second: tuple) -> int:
     return count
 
 
-def pair_results(results: list[TargetResult]) -> list[PairResult]:
-    """Layers the twins of each built pair share (digests), and their bytes (from the shared history)."""
+def pair_results(results: list[TargetResult], vendor_packages: tuple[str, ...] = ()) -> list[PairResult]:
+    """Per built pair: the layers the twins share (digests), their bytes (from the shared history), and
+    whether the twins hold the same packages (from their smoke-test probes)."""
     groups: dict[str, list[TargetResult]] = {}
     for result in results:
         if result.pair and result.status == "built":
@@ -116,12 +131,16 @@ def pair_results(results: list[TargetResult]) -> list[PairResult]:
         if len(members) != 2:
             continue
         first, second = members
+        parity = None
+        if first.smoke and second.smoke and first.smoke.report and second.smoke.report:
+            parity = compare(first.id, first.smoke.report, second.id, second.smoke.report, vendor_packages)
         shared_history = _common_prefix(tuple(first.history), tuple(second.history))
         pairs.append(PairResult(
             pair=key,
             members=(first.id, second.id),
             shared_layers=_common_prefix(tuple(first.layers), tuple(second.layers)),
             shared_bytes=sum(size for _, size in first.history[:shared_history]),
+            parity=parity,
         ))
     return pairs
 
@@ -135,6 +154,8 @@ class Builder:
         secrets: dict[str, Path],
         redact: engine.Redactor,
         display: Display,
+        access: GpuAccess,
+        vendor_packages: tuple[str, ...] = (),
     ):
         self.client = client
         self.cli = cli
@@ -142,6 +163,8 @@ class Builder:
         self.secrets = secrets
         self.redact = redact
         self.display = display
+        self.access = access
+        self.vendor_packages = vendor_packages
         self.cancel = threading.Event()
         self.engine_lost = False
 
@@ -176,11 +199,17 @@ class Builder:
             facts = engine.image_facts(self.client, outcome.image_id)
             result.image_id, result.size = facts.image_id, facts.size
             result.layers, result.history = list(facts.layers), list(facts.history)
-            for reference in target.tags:
-                engine.tag_image(self.client, facts.image_id, reference)
+            # An image gets its tags only once its smoke test passed: a failed one can never be published.
+            result.smoke = smoke_test(self.client, facts.image_id, self.options.gpu, self.access, self.options.smoke_timeout)
+            if result.smoke.passed:
+                for reference in target.tags:
+                    engine.tag_image(self.client, facts.image_id, reference)
+                result.status = "built"
+            else:
+                result.status = "failed"
+                result.error = "smoke test failed: " + "; ".join(result.smoke.failures)
             if self.options.efficiency:
                 result.filesystem_bytes = engine.filesystem_bytes(self.client, facts.image_id)
-            result.status = "built"
         elif outcome.cancelled:
             result.status = "cancelled"
             result.error = "stopped before it finished (interrupted or --fail-fast)"
@@ -225,4 +254,24 @@ class Builder:
                         item.target.id, item.target.vendor, item.target.pair, list(item.target.tags), status="not-started",
                     )
         ordered = [results[item.target.id] for item in rendered]
-        return BuildRun(ordered, pair_results(ordered), interrupted=interrupted, engine_lost=self.engine_lost)
+        return BuildRun(ordered, pair_results(ordered, self.vendor_packages), interrupted=interrupted, engine_lost=self.engine_lost)
+
+
+def build_targets(
+    rendered: tuple[Rendered, ...],
+    options: BuildOptions,
+    settings: IndexSettings,
+    docker_cli: str | None,
+    display: Display,
+    vendor_packages: tuple[str, ...],
+) -> tuple[BuildRun, str]:
+    """Find BuildKit and the engine, then build; returns the run and the engine's description.
+
+    Secret inputs are checked first, so a bad --pip-conf fails before anything touches the engine.
+    """
+    with build_secrets(settings) as (secrets, redact):
+        cli = engine.detect_buildkit(docker_cli)
+        client = engine.connect()
+        display.begin(cli.describe(), len(rendered), options.jobs)
+        builder = Builder(client, cli, options, secrets, redact, display, gpu_access(), vendor_packages)
+        return builder.run(rendered), cli.describe()

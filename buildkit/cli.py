@@ -62,7 +62,24 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--extra-index-url", action="append", default=[], help="extra pip index URL (credentials allowed); repeatable")
     build.add_argument("--ca-bundle", type=Path, help="CA bundle pip should trust, passed as a BuildKit secret")
     build.add_argument("--no-efficiency", action="store_true", help="skip measuring image size against its filesystem")
+    build.add_argument("--gpu", choices=GPU_MODES, default="auto", help=GPU_HELP)
+
+    test = commands.add_parser("test", help="smoke-test images: backend build check and, with a GPU, real kernels")
+    test.add_argument("images", nargs="*", metavar="IMAGE", help="image references (default: the selected targets' images)")
+    _selection_options(test)
+    test.add_argument("--gpu", choices=GPU_MODES, default="auto", help=GPU_HELP)
+    test.add_argument("--json", type=Path, help="write the verdicts and probe reports as JSON")
+    test.add_argument("--timeout", type=_positive, default=300, help="seconds the probe may run per image (default 300)")
+
+    parity = commands.add_parser("parity", help="compare a pair's CUDA and ROCm twins: OS, Python, packages")
+    parity.add_argument("subjects", nargs="+", metavar="PAIR | IMAGE IMAGE", help="a pair key from the matrix, or two images")
+    parity.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit)")
+    parity.add_argument("--json", type=Path, help="write the differences as JSON")
     return parser
+
+
+GPU_MODES = ("auto", "require", "skip")
+GPU_HELP = "auto: run kernels when the host has the image's GPU vendor (default); require: fail without one; skip: never"
 
 
 def _positive(value: str) -> int:
@@ -122,9 +139,8 @@ def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.adapters import engine
-    from buildkit.build import BuildOptions, Builder
-    from buildkit.build_secrets import IndexSettings, build_secrets
+    from buildkit.build import BuildOptions, build_targets
+    from buildkit.build_secrets import IndexSettings
     from buildkit.console import LiveDisplay, PlainDisplay
     from buildkit.planning import select_targets
     from buildkit.provenance import created_now, source_revision
@@ -133,25 +149,20 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     selection = select_targets(args.matrix, args.vendor, args.select)
     if not selection.rendered:
         raise UserError("no target matches the selection; see `buildkit plan` with the same options")
-    matrix_folder = (args.matrix or Path.cwd()).resolve()
+    matrix_folder = args.matrix.resolve().parent if args.matrix else Path.cwd()
     options = BuildOptions(
         out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
-        efficiency=not args.no_efficiency, created=created_now(),
-        revision=source_revision(matrix_folder if matrix_folder.is_dir() else matrix_folder.parent),
+        efficiency=not args.no_efficiency, created=created_now(), revision=source_revision(matrix_folder), gpu=args.gpu,
     )
     settings = IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
-    with build_secrets(settings) as (secrets, redact):  # bad secret inputs fail before the engine is touched
-        cli = engine.detect_buildkit(args.docker)
-        client = engine.connect()
-        _print_notes(selection.notes, err)
-        err.print(f"building {len(selection.rendered)} targets with {cli.describe()}, {args.jobs} at a time", highlight=False)
-        if err.is_terminal:
-            with LiveDisplay(err) as display:
-                run = Builder(client, cli, options, secrets, redact, display).run(selection.rendered)
-        else:
-            run = Builder(client, cli, options, secrets, redact, PlainDisplay(err)).run(selection.rendered)
+    _print_notes(selection.notes, err)
+    display = LiveDisplay(err) if err.is_terminal else PlainDisplay(err)
+    with display:
+        run, engine_description = build_targets(
+            selection.rendered, options, settings, args.docker, display, selection.matrix.compat.vendor_packages,
+        )
     report = args.report or args.out / "report.json"
-    markdown = write_reports(run, cli.describe(), report)
+    markdown = write_reports(run, engine_description, report)
     out.print(run_markdown(run), highlight=False, markup=False)
     err.print(f"report: {report} and {markdown}", highlight=False)
     if run.engine_lost:
@@ -162,11 +173,74 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 1 if run.failed else 0
 
 
+def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.adapters import engine
+    from buildkit.adapters.host import gpu_access
+    from buildkit.planning import select_targets
+    from buildkit.report import verdict_json
+    from buildkit.smoke.check import smoke_test
+
+    images = list(args.images) or [item.target.tags[0] for item in select_targets(args.matrix, args.vendor, args.select).rendered]
+    if not images:
+        raise UserError("no image to test: name images, or select targets whose images were built")
+    client = engine.connect()
+    access = gpu_access()
+    verdicts = []
+    for image in images:
+        err.print(f"testing {image}", highlight=False)
+        verdicts.append(smoke_test(client, image, args.gpu, access, args.timeout))
+    table = Table(title=f"smoke tests (--gpu {args.gpu})", title_justify="left")
+    for column in ("image", "torch", "verdict", "kernels", "failures"):
+        table.add_column(column, overflow="fold")
+    for verdict in verdicts:
+        table.add_row(
+            verdict.image, verdict.torch or "-", "pass" if verdict.passed else "FAIL", verdict.kernels,
+            "\n".join(verdict.failures) or "-",
+        )
+    out.print(table)
+    if args.json:
+        args.json.write_text(json.dumps([verdict_json(v) for v in verdicts], indent=2) + "\n", encoding="utf-8")
+    return 0 if all(v.passed for v in verdicts) else 1
+
+
+def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.adapters import engine
+    from buildkit.planning import select_targets
+    from buildkit.smoke.check import probe_report
+    from buildkit.smoke.parity import compare
+
+    selection = select_targets(args.matrix)
+    if len(args.subjects) == 1:
+        twins = [item.target for item in selection.rendered if item.target.pair == args.subjects[0]]
+        if len(twins) != 2:
+            known = sorted({item.target.pair for item in selection.rendered if item.target.pair})
+            raise UserError(f"{args.subjects[0]!r} is not a pair of this matrix; pairs: {', '.join(known[:8])}{' …' if len(known) > 8 else ''}")
+        images = [twin.tags[0] for twin in sorted(twins, key=lambda t: t.backend)]
+    elif len(args.subjects) == 2:
+        images = list(args.subjects)
+    else:
+        raise UserError("parity compares one pair (PAIR) or two images (IMAGE IMAGE)")
+    client = engine.connect()
+    reports = [probe_report(client, image) for image in images]
+    result = compare(images[0], reports[0], images[1], reports[1], selection.matrix.compat.vendor_packages)
+    if args.json:
+        args.json.write_text(json.dumps({"images": images, "passed": result.passed, "differences": list(result.differences)}, indent=2) + "\n")
+    if result.passed:
+        out.print(f"parity: {images[0]} and {images[1]} hold the same OS, Python and packages (vendor runtimes aside)", highlight=False)
+        return 0
+    out.print(f"parity: {len(result.differences)} difference(s) between {images[0]} and {images[1]}:", highlight=False)
+    for difference in result.differences:
+        out.print(f"  - {difference}", highlight=False, markup=False)
+    return 1
+
+
 COMMANDS = {
     ("matrix", "validate"): cmd_matrix_validate,
     ("plan", None): cmd_plan,
     ("render", None): cmd_render,
     ("build", None): cmd_build,
+    ("test", None): cmd_test,
+    ("parity", None): cmd_parity,
 }
 
 

@@ -30,6 +30,15 @@ class PlainDisplay(Display):
         self.console = console
         self.lock = threading.Lock()
 
+    def __enter__(self) -> "PlainDisplay":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def begin(self, engine_description: str, count: int, jobs: int) -> None:
+        self._print(f"building {count} targets with {engine_description}, {jobs} at a time")
+
     def _print(self, text: str) -> None:
         with self.lock:
             self.console.print(text, highlight=False, markup=False, soft_wrap=True)
@@ -60,6 +69,9 @@ class LiveDisplay(Display):
 
     def __exit__(self, *exc) -> None:
         self.live.__exit__(*exc)
+
+    def begin(self, engine_description: str, count: int, jobs: int) -> None:
+        self.live.console.print(f"building {count} targets with {engine_description}, {jobs} at a time", highlight=False)
 
     def _table(self) -> Table:
         table = Table.grid(padding=(0, 1))

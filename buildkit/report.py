@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from buildkit.build import BuildRun, TargetResult
+from buildkit.smoke.judge import Verdict
 
 
 def _size(value: int | None) -> str:
@@ -33,6 +34,18 @@ def target_json(result: TargetResult) -> dict:
         "log": result.log,
         "error": result.error or None,
         "log_tail": result.log_tail,
+        "smoke": verdict_json(result.smoke) if result.smoke else None,
+    }
+
+
+def verdict_json(verdict: Verdict) -> dict:
+    return {
+        "image": verdict.image,
+        "passed": verdict.passed,
+        "torch": verdict.torch,
+        "kernels": verdict.kernels,
+        "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in verdict.checks],
+        "probe": dict(verdict.report),
     }
 
 
@@ -44,7 +57,10 @@ def run_json(run: BuildRun, engine_description: str) -> dict:
         "totals": {status: sum(1 for r in run.results if r.status == status) for status in ("built", "failed", "cancelled", "not-started")},
         "targets": [target_json(result) for result in run.results],
         "pairs": [
-            {"pair": p.pair, "members": list(p.members), "shared_layers": p.shared_layers, "shared_bytes": p.shared_bytes}
+            {
+                "pair": p.pair, "members": list(p.members), "shared_layers": p.shared_layers, "shared_bytes": p.shared_bytes,
+                "parity": None if p.parity is None else {"passed": p.parity.passed, "differences": list(p.parity.differences)},
+            }
             for p in run.pairs
         ],
     }
@@ -52,17 +68,20 @@ def run_json(run: BuildRun, engine_description: str) -> dict:
 
 def run_markdown(run: BuildRun) -> str:
     lines = [
-        "| target | status | size | efficiency | time | tags / error |",
-        "|---|---|---|---|---|---|",
+        "| target | status | smoke test | size | efficiency | time | tags / error |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in run.results:
         detail = "<br>".join(f"`{t}`" for t in r.tags) if r.status == "built" else (r.error or r.status)
         efficiency = f"{r.efficiency:.3f}" if r.efficiency else "-"
         seconds = f"{r.seconds:.1f} s" if r.seconds is not None else "-"
-        lines.append(f"| `{r.id}` | {r.status} | {_size(r.size)} | {efficiency} | {seconds} | {detail} |")
+        smoke = "-" if r.smoke is None else ("passed" if r.smoke.passed else "failed") + f", kernels {r.smoke.kernels}"
+        lines.append(f"| `{r.id}` | {r.status} | {smoke} | {_size(r.size)} | {efficiency} | {seconds} | {detail} |")
     if run.pairs:
-        lines += ["", "| pair | twins | shared layers | shared bytes |", "|---|---|---|---|"]
-        lines += [f"| `{p.pair}` | {' / '.join(p.members)} | {p.shared_layers} | {_size(p.shared_bytes)} |" for p in run.pairs]
+        lines += ["", "| pair | twins | shared layers | shared bytes | parity |", "|---|---|---|---|---|"]
+        for p in run.pairs:
+            parity = "-" if p.parity is None else ("same" if p.parity.passed else "<br>".join(p.parity.differences))
+            lines.append(f"| `{p.pair}` | {' / '.join(p.members)} | {p.shared_layers} | {_size(p.shared_bytes)} | {parity} |")
     for r in run.results:
         if r.status == "failed" and r.log_tail:
             lines += ["", f"<details><summary>{r.id}: last lines of {r.log}</summary>", "", "```", *r.log_tail, "```", "</details>"]

@@ -72,6 +72,7 @@ class Compat:
     wheel_index: str
     channels: Mapping[str, str]
     sources: Mapping[str, str] = field(default_factory=dict)
+    vendor_packages: tuple[str, ...] = ()  # distributions that differ between twins by design
 
     def torch_release(self, torch_version: str) -> TorchRelease | None:
         release = Version(torch_version)
@@ -130,4 +131,5 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
         wheel_index=index.get("url", ""),
         channels=dict(index.get("channels", {"release": ""})),
         sources=dict(data.get("sources", {})),
+        vendor_packages=tuple(data.get("parity", {}).get("vendor_packages", ())),
     )

@@ -20,7 +20,7 @@ ENV VIRTUAL_ENV=/opt/venv \
 
 # The image runs as buildkit (UID 1000) by default; a base image's own user with that UID
 # (ubuntu in Ubuntu 24.04 images) gives way. Set run_as_root = true in the matrix to keep root.
-RUN existing="$(getent passwd 1000 | cut -d: -f1)" \
+RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \
  && if [ -n "$existing" ] && [ "$existing" != buildkit ]; then userdel "$existing"; fi \
  && useradd --uid 1000 --user-group --create-home --shell /bin/bash buildkit
 

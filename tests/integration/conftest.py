@@ -6,7 +6,6 @@ Without an engine these tests skip on a laptop; under CI (BUILDKIT_REQUIRE_DOCKE
 from __future__ import annotations
 
 import os
-import textwrap
 import uuid
 from pathlib import Path
 
@@ -14,13 +13,22 @@ import docker
 import pytest
 
 from buildkit.adapters import engine
+from buildkit.core.compat import compat_from_data
+from buildkit.resources import compat_data
+from buildkit.smoke.judge import cuda_arch_names
 from buildkit.errors import UserError
+from support.builds import Build, build, machine_ca_bundle, machine_pip_conf, team_matrix
+from support.machine_wheels import local_wheels
 from support.runner import INDEX_PASSWORD, INDEX_USER
 from support.wheel_index import WheelIndex
 from support.wheels import companion_double, torch_double
 
 BASE_IMAGE = "python:3.11-slim-bookworm"  # what the default runtime template uses for Python 3.11
 REQUIRE = os.environ.get("BUILDKIT_REQUIRE_DOCKER") == "1"
+# What the doubles report as compiled: the official lists, as the real wheels would
+_COMPAT = compat_from_data(compat_data())
+CUDA_13_ARCHS = [*cuda_arch_names(_COMPAT.backend("cuda", "13.0").archs), "compute_120"]
+ROCM_7_2_ARCHS = list(_COMPAT.backend("rocm", "7.2").archs)
 
 
 def unavailable(reason: str):
@@ -89,13 +97,13 @@ def double_index(tmp_path_factory):
     """
     folder = tmp_path_factory.mktemp("doubles")
     cuda = [
-        torch_double(folder / "cu130", "2.14.1", "cu130", "13.0", None, ["sm_75", "sm_80", "sm_90"]),
-        torch_double(folder / "cu130", "2.13.0", "cu130", "13.0", None, ["sm_75", "sm_80", "sm_90"]),
+        torch_double(folder / "cu130", "2.14.1", "cu130", "13.0", None, CUDA_13_ARCHS),
+        torch_double(folder / "cu130", "2.13.0", "cu130", "13.0", None, CUDA_13_ARCHS),
         companion_double(folder / "cu130", "torchvision", "0.29.1", "cu130", "2.14.1"),
         companion_double(folder / "cu130", "torchvision", "0.28.0", "cu130", "2.13.0"),
     ]
     rocm = [
-        torch_double(folder / "rocm", "2.14.1", "rocm7.2", None, "7.2.26015", ["gfx90a", "gfx942"]),
+        torch_double(folder / "rocm", "2.14.1", "rocm7.2", None, "7.2.26015", ROCM_7_2_ARCHS),
         companion_double(folder / "rocm", "torchvision", "0.29.1", "rocm7.2", "2.14.1"),
     ]
     index = WheelIndex({"cu130": cuda, "rocm7.2": rocm, "simple": []}, auth={"simple": (INDEX_USER, INDEX_PASSWORD)}).start()
@@ -107,25 +115,42 @@ def double_index(tmp_path_factory):
 def pair_setup(tmp_path_factory, double_index, repository):
     """A team matrix for the test pair (2.14.1) and a second pair (2.13.0) whose ROCm side cannot build."""
     folder = tmp_path_factory.mktemp("pair")
-    matrix = folder / "matrix.toml"
-    matrix.write_text(textwrap.dedent(f"""
-        extends = "default"
-        registry = "localhost:5000"
-        repository = "{repository}"
-        wheel_index = "{double_index.url}"
-        include = [{{ torch = "2.1[34].*", python = "3.11", flavor = "runtime" }}]
-
-        [[torch]]
-        version = "2.14.1"
-        cuda = ["13.0"]
-        rocm = ["7.2"]
-
-        [[torch]]
-        version = "2.13.0"
-        cuda = ["13.0"]
-        rocm = ["7.2"]
-    """))
+    matrix = team_matrix(
+        folder, double_index.url, repository, '[{ torch = "2.1[34].*", python = "3.11", flavor = "runtime" }]',
+        '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n\n[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
+    )
     pip_conf = folder / "pip.conf"
     url = double_index.url.replace("http://", f"http://{INDEX_USER}:{INDEX_PASSWORD}@")
     pip_conf.write_text(f"[global]\nindex-url = {url}/simple/\n")
     return matrix, pip_conf
+
+
+@pytest.fixture(scope="session")
+def pair_build(pair_setup, base_image, docker_env, tmp_path_factory, cleanup_images) -> Build:
+    """The test pairs built once, two at a time."""
+    matrix, pip_conf = pair_setup
+    return build(matrix, pip_conf, tmp_path_factory.mktemp("build"), docker_env, "-j", "2")
+
+
+@pytest.fixture(scope="session")
+def machine_index():
+    """This machine's own wheels (found through its pip configuration) on 127.0.0.1: /cu130/ as a
+    simple index for the torch install, /all/ as find-links, which pip reads before any index."""
+    wheels = local_wheels()
+    if not any(w.name.startswith("torch-2.14.1-cp311") for w in wheels):
+        pytest.fail("this machine's pip configuration names no torch 2.14.1 cp311 wheel")
+    index = WheelIndex({"cu130": wheels, "all": wheels}, flat={"all"}).start()
+    yield index
+    index.stop()
+
+
+REAL_CUDA = "2.14.1-cuda13.0-py3.11-runtime"
+
+
+@pytest.fixture(scope="session")
+def real_cuda_build(machine_index, base_image, docker_env, tmp_path_factory, repository, cleanup_images) -> Build:
+    """The real CUDA 13.0 runtime image from the default templates and this machine's wheels."""
+    folder = tmp_path_factory.mktemp("real-cuda")
+    matrix = team_matrix(folder, machine_index.url, repository, f'[{{ id = "{REAL_CUDA}" }}]')
+    extra = ["--ca-bundle", machine_ca_bundle()] if machine_ca_bundle() else []
+    return build(matrix, machine_pip_conf(folder, machine_index), folder / "out", docker_env, *extra)

@@ -22,15 +22,8 @@ BROKEN_TWIN = "2.13.0-cuda13.0-py3.11-runtime"
 
 
 @pytest.fixture(scope="module")
-def built(pair_setup, base_image, docker_env, tmp_path_factory, cleanup_images, double_index):
-    matrix, pip_conf = pair_setup
-    out = tmp_path_factory.mktemp("build")
-    result = run_buildkit(
-        "build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "-j", "2", "--out", out,
-        env=docker_env,
-    )
-    report = json.loads((out / "report.json").read_text())
-    return result, report, out, {t["id"]: t for t in report["targets"]}
+def built(pair_build):
+    return pair_build.result, pair_build.report, pair_build.out, pair_build.targets
 
 
 def test_one_failure_fails_the_run_but_not_the_others(built):
@@ -59,13 +52,13 @@ def test_built_images_carry_their_tags_and_labels(built, client, repository):
     assert labels["dev.buildkit.backend"] == "rocm" and labels["dev.buildkit.backend-version"] == "7.2"
     assert labels["dev.buildkit.pair"] == PAIR and labels["dev.buildkit.gpu-archs"].startswith("gfx900;")
     assert labels["org.opencontainers.image.created"].endswith("Z")
-    plan = json.loads(run_buildkit("plan", "--matrix", built_matrix(built), "--format", "json").stdout)
-    assert labels["dev.buildkit.fingerprint"] == next(t["fingerprint"] for t in plan if t["id"] == ROCM)
 
 
-def built_matrix(built) -> str:
-    result, _, _, _ = built
-    return result.args[result.args.index("--matrix") + 1]
+
+def test_fingerprint_label_is_the_plans(pair_build, client):
+    image = client.images.get(pair_build.targets[ROCM]["image_id"])
+    plan = json.loads(run_buildkit("plan", "--matrix", pair_build.matrix, "--format", "json").stdout)
+    assert image.labels["dev.buildkit.fingerprint"] == next(t["fingerprint"] for t in plan if t["id"] == ROCM)
 
 
 def test_torch_inside_is_the_backend_build(built, client):

@@ -33,8 +33,9 @@ class WheelIndex:
     requests: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._files = {path.name: path for paths in self.indexes.values() for path in paths}
-        self._digests: dict[str, str] = {}
+        # files are addressed per index: two indexes may hold different wheels with the same name
+        self._files = {(index, path.name): path for index, paths in self.indexes.items() for path in paths}
+        self._digests: dict[tuple[str, str], str] = {}
         index = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -62,14 +63,14 @@ class WheelIndex:
         self.server.shutdown()
         self.server.server_close()
 
-    def _digest(self, name: str) -> str:
-        if name not in self._digests:
+    def _digest(self, key: tuple[str, str]) -> str:
+        if key not in self._digests:
             sha = hashlib.sha256()
-            with open(self._files[name], "rb") as handle:
+            with open(self._files[key], "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     sha.update(block)
-            self._digests[name] = sha.hexdigest()
-        return self._digests[name]
+            self._digests[key] = sha.hexdigest()
+        return self._digests[key]
 
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
         parts = [unquote(p) for p in handler.path.split("?")[0].split("/") if p]
@@ -81,12 +82,12 @@ class WheelIndex:
                 handler.send_header("WWW-Authenticate", 'Basic realm="wheels"')
                 handler.end_headers()
                 return
-        if len(parts) == 2 and parts[0] == "files" and parts[1] in self._files:
-            return self._send_file(handler, self._files[parts[1]])
+        if len(parts) == 3 and parts[0] == "files" and (parts[1], parts[2]) in self._files:
+            return self._send_file(handler, self._files[(parts[1], parts[2])])
         if parts and parts[0] in self.indexes:
             wheels = self.indexes[parts[0]]
             if len(parts) == 1 and parts[0] in self.flat:
-                body = "".join(f'<a href="/files/{html.escape(p.name)}">{html.escape(p.name)}</a>\n' for p in wheels)
+                body = "".join(f'<a href="/files/{parts[0]}/{html.escape(p.name)}">{html.escape(p.name)}</a>\n' for p in wheels)
                 return self._send_html(handler, body)
             if len(parts) == 1:
                 names = sorted({project_of(p.name) for p in wheels})
@@ -96,7 +97,8 @@ class WheelIndex:
                 chosen = [p for p in wheels if project_of(p.name) == parts[1]]
                 if chosen:
                     body = "".join(
-                        f'<a href="/files/{html.escape(p.name)}#sha256={self._digest(p.name)}">{html.escape(p.name)}</a>\n'
+                        f'<a href="/files/{parts[0]}/{html.escape(p.name)}#sha256={self._digest((parts[0], p.name))}">'
+                        f"{html.escape(p.name)}</a>\n"
                         for p in chosen
                     )
                     return self._send_html(handler, body)

@@ -1,0 +1,156 @@
+"""Judging a probe's report against what the image says it is (its labels). Pure: no I/O.
+
+The expected backend comes from the labels, never from torch.cuda.is_available(): a ROCm torch also
+answers True there, and a CUDA torch on an AMD host answers False and runs on the CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from buildkit.core.plan import LABEL_PREFIX
+
+GPU_MODES = ("auto", "require", "skip")
+CPU_BUILD = "torch is a CPU build: this image would run on the CPU"
+VENDOR_NAME = {"cuda": "NVIDIA", "rocm": "AMD"}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    backend: str  # cuda | rocm
+    version: str  # 13.0, 7.2
+    archs: tuple[str, ...]
+
+    @classmethod
+    def from_labels(cls, labels: Mapping[str, str]) -> "Expectation | None":
+        backend = labels.get(f"{LABEL_PREFIX}backend")
+        version = labels.get(f"{LABEL_PREFIX}backend-version")
+        if backend not in VENDOR_NAME or not version:
+            return None
+        archs = tuple(a for a in labels.get(f"{LABEL_PREFIX}gpu-archs", "").split(";") if a)
+        return cls(backend, version, archs)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    image: str
+    passed: bool
+    checks: tuple[Check, ...]
+    kernels: str  # "ran on N device(s)" | "skipped (...)" | "failed"
+    torch: str = ""
+    report: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def failures(self) -> list[str]:
+        return [f"{c.name}: {c.detail}" for c in self.checks if not c.passed]
+
+
+def _minor(version: str | None) -> str:
+    return ".".join((version or "").split(".")[:2])
+
+
+def cuda_arch_names(label_archs: tuple[str, ...]) -> tuple[str, ...]:
+    """TORCH_CUDA_ARCH_LIST style (8.0, 12.0+PTX) as torch reports them (sm_80, sm_120)."""
+    return tuple("sm_" + arch.removesuffix("+PTX").replace(".", "") for arch in label_archs)
+
+
+def _backend_checks(expect: Expectation, torch: Mapping[str, Any]) -> list[Check]:
+    cuda, hip = torch.get("cuda"), torch.get("hip")
+    if cuda is None and hip is None:
+        return [Check("backend", False, f"{CPU_BUILD} (torch {torch.get('version')})")]
+    if expect.backend == "cuda":
+        if hip is not None:
+            return [Check("backend", False, f"torch is a ROCm build (hip {hip}) in a CUDA image: it cannot use an NVIDIA GPU")]
+        if _minor(cuda) != _minor(expect.version):
+            return [Check("backend", False, f"torch.version.cuda is {cuda}, the image is labelled CUDA {expect.version}")]
+        return [Check("backend", True, f"CUDA {cuda}, no HIP")]
+    if cuda is not None:
+        return [Check("backend", False, f"torch is a CUDA build ({cuda}) in a ROCm image: on an AMD GPU it would run on the CPU")]
+    if _minor(hip) != _minor(expect.version):
+        return [Check("backend", False, f"torch.version.hip is {hip}, the image is labelled ROCm {expect.version}")]
+    return [Check("backend", True, f"ROCm (hip {hip}), no CUDA")]
+
+
+def _companion_checks(report: Mapping[str, Any]) -> list[Check]:
+    local = report["torch"].get("local", "")
+    checks = []
+    for name, info in sorted((report.get("companions") or {}).items()):
+        same = info.get("local", "") == local
+        detail = f"{name} {info.get('version')}" + ("" if same else f" is not the {local or 'default'} build torch is")
+        checks.append(Check(f"companion {name}", same, detail))
+    return checks
+
+
+def _arch_checks(expect: Expectation, report: Mapping[str, Any]) -> list[Check]:
+    compiled = report.get("compiled_archs") or []
+    if not compiled:
+        return []  # not knowable without a device on some builds; the device check below covers GPUs
+    declared = cuda_arch_names(expect.archs) if expect.backend == "cuda" else expect.archs
+    missing = [a for a in declared if a not in compiled and not (expect.backend == "cuda" and f"compute_{a[3:]}" in compiled)]
+    if missing:
+        return [Check("arch list", False, f"the image declares {', '.join(missing)} but torch was built for {' '.join(compiled)}")]
+    return [Check("arch list", True, f"{len(declared)} declared archs are in the build")]
+
+
+def _device_checks(expect: Expectation, report: Mapping[str, Any]) -> tuple[list[Check], int]:
+    checks = []
+    for device in report.get("devices") or []:
+        label = f"device {device.get('index')} ({device.get('name', '?')}, {device.get('arch', '?')})"
+        if "failure" in device:
+            checks.append(Check(label, False, device["failure"]))
+            continue
+        if not device.get("arch_in_build"):
+            hint = "hipErrorNoBinaryForGpu / invalid device function" if expect.backend == "rocm" else "no kernel image is available"
+            checks.append(Check(label, False, f"{device.get('arch')} is not in the compiled arch list ({hint})"))
+        for kernel in device.get("kernels") or []:
+            if kernel.get("passed"):
+                detail = f"relative error {kernel['error']:.2e} <= {kernel['threshold']:.0e} in {kernel['seconds']} s"
+            else:
+                detail = kernel.get("failure") or f"relative error {kernel.get('error', float('nan')):.2e} > {kernel['threshold']:.0e}"
+            checks.append(Check(f"{label} {kernel['name']}", bool(kernel.get("passed")), detail))
+    return checks, len(report.get("devices") or [])
+
+
+def judge(
+    image: str,
+    labels: Mapping[str, str],
+    report: Mapping[str, Any] | None,
+    mode: str,
+    host_has_gpu: bool,
+    stderr_tail: str = "",
+    probe_failure: str = "",
+) -> Verdict:
+    """Pass or fail, with every check that decided it."""
+    expect = Expectation.from_labels(labels)
+    if expect is None:
+        return Verdict(image, False, (Check("labels", False, f"no {LABEL_PREFIX}backend / backend-version labels: not a buildkit image"),), "skipped (no labels)")
+    vendor = VENDOR_NAME[expect.backend]
+    if report is None:
+        detail = probe_failure or "the probe printed no JSON"
+        return Verdict(image, False, (Check("probe", False, f"{detail}; stderr: {stderr_tail.strip()[-800:] or '(empty)'}"),), "failed")
+    if "import_error" in report:
+        return Verdict(image, False, (Check("import torch", False, report["import_error"]),), "failed", report=report)
+    checks = _backend_checks(expect, report["torch"]) + _companion_checks(report) + _arch_checks(expect, report)
+    device_checks, devices = _device_checks(expect, report)
+    checks += device_checks
+    if mode == "skip":
+        kernels = "skipped (--gpu skip)"
+    elif not host_has_gpu:
+        kernels = f"skipped (no {vendor} GPU on this host)"
+        if mode == "require":
+            checks.append(Check("gpu", False, f"--gpu require: no {vendor} GPU on this host"))
+    elif not devices:
+        kernels = "failed"
+        checks.append(Check("gpu", False, f"the host has a {vendor} GPU but torch sees none in the container (torch.cuda.is_available() is False)"))
+    else:
+        kernels = f"ran on {devices} device(s)"
+    passed = all(check.passed for check in checks)
+    return Verdict(image, passed, tuple(checks), kernels, report["torch"].get("version", ""), report)

@@ -1,0 +1,49 @@
+"""Parity of a pair's twins: same OS, same Python, same packages, except what must differ. Pure."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+
+@dataclass(frozen=True)
+class Parity:
+    first: str
+    second: str
+    differences: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.differences
+
+
+def _public(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def compare(
+    first: str, first_report: Mapping[str, Any], second: str, second_report: Mapping[str, Any], vendor_packages: Sequence[str]
+) -> Parity:
+    """Every difference between two probe reports that is not a vendor runtime package or a local tag."""
+    differences = []
+    for key, name in (("os", "OS"), ("python", "Python")):
+        if first_report.get(key) != second_report.get(key):
+            differences.append(f"{name}: {first_report.get(key)} vs {second_report.get(key)}")
+
+    def comparable(report: Mapping[str, Any]) -> dict[str, str]:
+        return {
+            name: _public(version)
+            for name, version in (report.get("distributions") or {}).items()
+            if not any(fnmatch.fnmatchcase(name, pattern) for pattern in vendor_packages)
+        }
+
+    a, b = comparable(first_report), comparable(second_report)
+    for name in sorted(a.keys() - b.keys()):
+        differences.append(f"{name} {a[name]} only in {first}")
+    for name in sorted(b.keys() - a.keys()):
+        differences.append(f"{name} {b[name]} only in {second}")
+    for name in sorted(a.keys() & b.keys()):
+        if a[name] != b[name]:
+            differences.append(f"{name}: {a[name]} in {first} vs {b[name]} in {second}")
+    return Parity(first, second, tuple(differences))

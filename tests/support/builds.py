@@ -1,0 +1,58 @@
+"""Running `buildkit build` for a test and reading its report; team matrices over local wheel indexes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from support.runner import run_buildkit
+from support.wheel_index import WheelIndex
+
+
+@dataclass
+class Build:
+    """One `buildkit build` run: its process result, its JSON report and its output folder."""
+
+    result: subprocess.CompletedProcess
+    report: dict
+    out: Path
+    matrix: Path
+
+    @property
+    def targets(self) -> dict[str, dict]:
+        return {t["id"]: t for t in self.report["targets"]}
+
+
+def build(matrix: Path, pip_conf: Path, out: Path, env: dict, *extra) -> Build:
+    result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--out", out, *extra, env=env)
+    report_path = out / "report.json"
+    if not report_path.exists():
+        pytest.fail(f"buildkit build wrote no report (exit {result.returncode}):\n{result.stderr[-3000:]}")
+    return Build(result, json.loads(report_path.read_text()), out, matrix)
+
+
+def team_matrix(folder: Path, index_url: str, repository: str, include: str, stacks: str = "") -> Path:
+    """A team fork of the default matrix whose wheels come from a local index."""
+    path = folder / "matrix.toml"
+    path.write_text(f'extends = "default"\nregistry = "localhost:5000"\nrepository = "{repository}"\n'
+                    f'wheel_index = "{index_url}"\ninclude = {include}\n{textwrap.dedent(stacks)}')
+    return path
+
+
+def machine_ca_bundle() -> Path | None:
+    for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        if os.environ.get(name) and Path(os.environ[name]).is_file():
+            return Path(os.environ[name])
+    return None
+
+
+def machine_pip_conf(folder: Path, index: WheelIndex) -> Path:
+    path = folder / "pip.conf"
+    path.write_text(f"[global]\nfind-links = {index.url}/all/\n")
+    return path
