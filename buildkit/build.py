@@ -16,8 +16,10 @@ from typing import Callable
 import docker
 
 from buildkit.adapters import engine
-from buildkit.adapters.host import GpuAccess, gpu_access
+from buildkit.adapters.host import read_host
 from buildkit.build_secrets import IndexSettings, build_secrets
+from buildkit.core.compat import Compat
+from buildkit.core.host import HostFacts
 from buildkit.core.plan import provenance_labels
 from buildkit.core.render import Rendered
 from buildkit.smoke.check import DEFAULT_TIMEOUT, smoke_test
@@ -154,7 +156,7 @@ class Builder:
         secrets: dict[str, Path],
         redact: engine.Redactor,
         display: Display,
-        access: GpuAccess,
+        host: HostFacts,
         vendor_packages: tuple[str, ...] = (),
     ):
         self.client = client
@@ -163,7 +165,7 @@ class Builder:
         self.secrets = secrets
         self.redact = redact
         self.display = display
-        self.access = access
+        self.host = host
         self.vendor_packages = vendor_packages
         self.cancel = threading.Event()
         self.engine_lost = False
@@ -200,7 +202,7 @@ class Builder:
             result.image_id, result.size = facts.image_id, facts.size
             result.layers, result.history = list(facts.layers), list(facts.history)
             # An image gets its tags only once its smoke test passed: a failed one can never be published.
-            result.smoke = smoke_test(self.client, facts.image_id, self.options.gpu, self.access, self.options.smoke_timeout)
+            result.smoke = smoke_test(self.client, facts.image_id, self.options.gpu, self.host, self.options.smoke_timeout)
             if result.smoke.passed:
                 for reference in target.tags:
                     engine.tag_image(self.client, facts.image_id, reference)
@@ -263,7 +265,7 @@ def build_targets(
     settings: IndexSettings,
     docker_cli: str | None,
     display: Display,
-    vendor_packages: tuple[str, ...],
+    compat: Compat,
 ) -> tuple[BuildRun, str]:
     """Find BuildKit and the engine, then build; returns the run and the engine's description.
 
@@ -273,5 +275,5 @@ def build_targets(
         cli = engine.detect_buildkit(docker_cli)
         client = engine.connect()
         display.begin(cli.describe(), len(rendered), options.jobs)
-        builder = Builder(client, cli, options, secrets, redact, display, gpu_access(), vendor_packages)
+        builder = Builder(client, cli, options, secrets, redact, display, read_host(compat), compat.vendor_packages)
         return builder.run(rendered), cli.describe()

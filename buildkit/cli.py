@@ -75,7 +75,30 @@ def build_parser() -> argparse.ArgumentParser:
     parity.add_argument("subjects", nargs="+", metavar="PAIR | IMAGE IMAGE", help="a pair key from the matrix, or two images")
     parity.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit)")
     parity.add_argument("--json", type=Path, help="write the differences as JSON")
+
+    detect = commands.add_parser("detect", help="this host's GPUs, what they need, and the image that fits")
+    _host_options(detect)
+    detect.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    run = commands.add_parser(
+        "run", help="run the image that fits this host's GPU, with the right flags",
+        usage="buildkit run [IMAGE] [options] [-- CMD...]",
+    )
+    run.add_argument("image", nargs="?", help="image to run (default: the matrix target that fits this host)")
+    _host_options(run)
+    run.add_argument("--print", action="store_true", help="show the docker run command instead of running it")
+
+    doctor = commands.add_parser("doctor", help="explain why GPU acceleration would or would not work here")
+    doctor.add_argument("image", nargs="?", help="image to check against this host (labels from the engine or the matrix)")
+    _host_options(doctor)
+    doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
+
+
+def _host_options(parser: argparse.ArgumentParser) -> None:
+    _selection_options(parser)
+    parser.add_argument("--python", help="Python version of the image to pick (default: the newest)")
+    parser.add_argument("--host-root", type=Path, default=Path("/"), help="read /sys, /proc, /dev below this folder (default /)")
 
 
 GPU_MODES = ("auto", "require", "skip")
@@ -159,7 +182,7 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     display = LiveDisplay(err) if err.is_terminal else PlainDisplay(err)
     with display:
         run, engine_description = build_targets(
-            selection.rendered, options, settings, args.docker, display, selection.matrix.compat.vendor_packages,
+            selection.rendered, options, settings, args.docker, display, selection.matrix.compat,
         )
     report = args.report or args.out / "report.json"
     markdown = write_reports(run, engine_description, report)
@@ -175,20 +198,21 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.adapters import engine
-    from buildkit.adapters.host import gpu_access
+    from buildkit.adapters.host import read_host
     from buildkit.planning import select_targets
     from buildkit.report import verdict_json
     from buildkit.smoke.check import smoke_test
 
-    images = list(args.images) or [item.target.tags[0] for item in select_targets(args.matrix, args.vendor, args.select).rendered]
+    selection = select_targets(args.matrix, args.vendor, args.select)
+    images = list(args.images) or [item.target.tags[0] for item in selection.rendered]
     if not images:
         raise UserError("no image to test: name images, or select targets whose images were built")
     client = engine.connect()
-    access = gpu_access()
+    host = read_host(selection.matrix.compat)
     verdicts = []
     for image in images:
         err.print(f"testing {image}", highlight=False)
-        verdicts.append(smoke_test(client, image, args.gpu, access, args.timeout))
+        verdicts.append(smoke_test(client, image, args.gpu, host, args.timeout))
     table = Table(title=f"smoke tests (--gpu {args.gpu})", title_justify="left")
     for column in ("image", "torch", "verdict", "kernels", "failures"):
         table.add_column(column, overflow="fold")
@@ -234,6 +258,130 @@ def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 1
 
 
+def _gpu_json(host) -> dict:
+    nodes = [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None]
+    return {
+        "gpus": [{"vendor": g.vendor, "pci": g.pci, "device_id": g.device_id, "name": g.name, "arch": g.arch} for g in host.gpus],
+        "drivers": {"nvidia": host.nvidia_driver or None, "amdgpu": host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else None)},
+        "device_nodes": [{"path": n.path, "group": n.group, "gid": n.gid, "accessible": n.accessible} for n in nodes],
+    }
+
+
+def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit import routing
+    from buildkit.core.host import primary_vendor, run_arguments
+    from buildkit.planning import select_targets
+
+    selection = select_targets(args.matrix, args.vendor, args.select)
+    host = routing.host_facts(selection, args.host_root, None)
+    picks = routing.choices(host, selection, args.python)
+    vendor = primary_vendor(host)
+    document = {
+        **_gpu_json(host),
+        "vendor": vendor,
+        "targets": {
+            v: {"id": c.target.id if c.target else None, "tag": c.target.tags[0] if c.target else None,
+                "run_flags": run_arguments(v, host), "passed_over": list(c.reasons)}
+            for v, c in picks.items()
+        },
+    }
+    if args.json:
+        print(json.dumps(document, indent=2))
+        return 0
+    if not host.gpus:
+        out.print("no GPU on this host: images run on the CPU here (torch.cuda.is_available() is False)", highlight=False)
+        return 0
+    table = Table(title="GPUs", title_justify="left")
+    for column in ("pci", "vendor", "model", "arch"):
+        table.add_column(column)
+    for gpu in host.gpus:
+        table.add_row(gpu.pci, gpu.vendor, gpu.name, gpu.arch or "?")
+    out.print(table)
+    out.print(f"drivers: nvidia {host.nvidia_driver or '-'}, amdgpu {host.amdgpu_driver or ('loaded' if host.amdgpu_loaded else '-')}", highlight=False)
+    for node in document["device_nodes"]:
+        out.print(f"{node['path']}: group {node['group'] or node['gid']}, {'accessible' if node['accessible'] else 'NOT accessible'} to you", highlight=False)
+    for v, choice in picks.items():
+        mark = " (this host's vendor)" if v == vendor and len(picks) > 1 else ""
+        if choice.target:
+            out.print(f"{v}{mark}: {choice.target.tags[0]}\n  docker run {' '.join(run_arguments(v, host))} {choice.target.tags[0]}", highlight=False)
+        else:
+            out.print(f"{v}{mark}: no target fits: {'; '.join(choice.reasons)}", highlight=False)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import os
+    import shlex
+    import subprocess
+
+    from buildkit import routing
+    from buildkit.core.host import VENDOR_NAME, run_arguments
+    from buildkit.planning import select_targets
+
+    selection = select_targets(args.matrix, args.vendor, args.select)
+    client = routing.engine_client()
+    host = routing.host_facts(selection, args.host_root, None)
+    if args.image:
+        info = routing.image_info(args.image, selection, client)
+    else:
+        choice = routing.routed(host, selection, args.python)
+        if choice is None or choice.target is None:
+            reasons = "; ".join(choice.reasons) if choice else "this host has no GPU"
+            raise UserError(f"no matrix target fits this host ({reasons}); name an image to run it anyway")
+        info = routing.image_info(choice.target.tags[0], selection, client)
+    image_vendor = {"cuda": "nvidia", "rocm": "amd"}.get(info.labels.get("dev.buildkit.backend", ""))
+    flags: list[str] = []
+    if image_vendor and host.vendors() and image_vendor not in host.vendors():
+        other = host.vendors()[0]
+        twin = routing.twin_of(info.labels, selection, other) or routing.choices(host, selection, args.python)[other].target
+        hint = f"; run {twin.tags[0]} instead" if twin else ""
+        raise UserError(
+            f"{info.reference} is an {VENDOR_NAME[image_vendor]} image and this host has only {VENDOR_NAME[other]} GPUs: "
+            f"torch would find no usable GPU and silently run on the CPU{hint}"
+        )
+    if image_vendor in host.vendors():
+        flags = run_arguments(image_vendor, host)
+    elif not host.vendors():
+        err.print("note: this host has no GPU; the container runs on the CPU", highlight=False)
+    command = args.container_command
+    docker_cli = os.environ.get("BUILDKIT_DOCKER", "docker")
+    argv = [docker_cli, "run", "--rm", *(["-it"] if os.isatty(0) and os.isatty(1) else []), *flags, info.reference, *command]
+    if args.print:
+        print(shlex.join(argv))
+        return 0
+    return subprocess.call(argv)
+
+
+def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit import routing
+    from buildkit.core.host import diagnose
+    from buildkit.planning import select_targets
+
+    selection = select_targets(args.matrix, args.vendor, args.select)
+    client = routing.engine_client()
+    host = routing.host_facts(selection, args.host_root, client)
+    info = routing.image_info(args.image, selection, client) if args.image else None
+    findings = diagnose(host, selection.matrix.compat, info.labels if info else None, info.reference if info else "")
+    if client is None:
+        err.print("note: the Docker engine is not reachable, so its NVIDIA runtime was not checked", highlight=False)
+    blocking = any(f.blocking for f in findings)
+    if args.json:
+        print(json.dumps({
+            **_gpu_json(host), "image": info.reference if info else None, "ok": not blocking,
+            "findings": [{"blocking": f.blocking, "finding": f.title, "fix": f.fix} for f in findings],
+        }, indent=2))
+        return 1 if blocking else 0
+    table = Table(title=f"doctor{': ' + info.reference if info else ''}", title_justify="left")
+    for column in ("", "finding", "fix"):
+        table.add_column(column, overflow="fold")
+    for finding in findings:
+        table.add_row("BLOCKS" if finding.blocking else "note", finding.title, finding.fix)
+    if findings:
+        out.print(table)
+    out.print("GPU acceleration is blocked here: fix the findings marked BLOCKS" if blocking else "ok: nothing blocks GPU acceleration here", highlight=False)
+    return 1 if blocking else 0
+
+
 COMMANDS = {
     ("matrix", "validate"): cmd_matrix_validate,
     ("plan", None): cmd_plan,
@@ -241,11 +389,18 @@ COMMANDS = {
     ("build", None): cmd_build,
     ("test", None): cmd_test,
     ("parity", None): cmd_parity,
+    ("detect", None): cmd_detect,
+    ("run", None): cmd_run,
+    ("doctor", None): cmd_doctor,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # everything after `--` is the container's command (buildkit run), never buildkit's options
+    container_command = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = build_parser().parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    args.container_command = container_command
     # Piped output is read by people too: give tables room instead of rich's 80-column default.
     width = None if sys.stdout.isatty() else 160
     out = Console(width=width, soft_wrap=True)

@@ -73,6 +73,8 @@ class Compat:
     channels: Mapping[str, str]
     sources: Mapping[str, str] = field(default_factory=dict)
     vendor_packages: tuple[str, ...] = ()  # distributions that differ between twins by design
+    gpu_names: Mapping[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)  # vendor -> PCI id -> facts
+    hsa_override: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # gfx arch -> (override, runs as)
 
     def torch_release(self, torch_version: str) -> TorchRelease | None:
         release = Version(torch_version)
@@ -132,4 +134,6 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
         channels=dict(index.get("channels", {"release": ""})),
         sources=dict(data.get("sources", {})),
         vendor_packages=tuple(data.get("parity", {}).get("vendor_packages", ())),
+        gpu_names={vendor: dict(data.get("gpus", {}).get(vendor, {})) for vendor in ("nvidia", "amd")},
+        hsa_override={arch: tuple(value) for arch, value in data.get("gpus", {}).get("hsa_override", {}).items()},
     )

@@ -10,7 +10,9 @@ import docker.errors
 import requests.exceptions
 
 from buildkit.adapters.engine import image_facts
-from buildkit.adapters.host import GpuAccess, container_gpu_options
+from buildkit.adapters.host import container_gpu_options
+from buildkit.core.compat import VENDOR_OF
+from buildkit.core.host import HostFacts
 from buildkit.core.plan import LABEL_PREFIX
 from buildkit.errors import Problem, UserError
 from buildkit.smoke.judge import Expectation, Verdict, judge
@@ -34,12 +36,12 @@ def _parse(stdout: str) -> dict | None:
 
 
 def run_probe(
-    client: docker.DockerClient, image: str, backend: str, access: GpuAccess, kernels: bool, timeout: int
+    client: docker.DockerClient, image: str, backend: str, host: HostFacts, kernels: bool, timeout: int
 ) -> tuple[dict | None, str, str]:
     """(probe report or None, stderr tail, why there is no report)."""
     command = ["python", "-c", probe_source(), *(["--kernels"] if kernels else [])]
     container = client.containers.create(
-        image, command=command, labels={f"{LABEL_PREFIX}probe": "1"}, **container_gpu_options(backend, access),
+        image, command=command, labels={f"{LABEL_PREFIX}probe": "1"}, **container_gpu_options(backend, host),
     )
     try:
         container.start()
@@ -63,7 +65,7 @@ def run_probe(
 
 
 def smoke_test(
-    client: docker.DockerClient, image: str, mode: str, access: GpuAccess, timeout: int = DEFAULT_TIMEOUT
+    client: docker.DockerClient, image: str, mode: str, host: HostFacts, timeout: int = DEFAULT_TIMEOUT
 ) -> Verdict:
     try:
         labels = image_facts(client, image).labels
@@ -72,9 +74,9 @@ def smoke_test(
     expect = Expectation.from_labels(labels)
     if expect is None:
         return judge(image, labels, None, mode, False)
-    host_has_gpu = access.has(expect.backend)
+    host_has_gpu = VENDOR_OF[expect.backend] in host.vendors()
     kernels = mode != "skip" and host_has_gpu
-    report, stderr, failure = run_probe(client, image, expect.backend, access, kernels, timeout)
+    report, stderr, failure = run_probe(client, image, expect.backend, host, kernels, timeout)
     return judge(image, labels, report, mode, host_has_gpu, stderr_tail=stderr, probe_failure=failure)
 
 
@@ -84,7 +86,7 @@ def probe_report(client: docker.DockerClient, image: str, timeout: int = DEFAULT
         client.images.get(image)
     except docker.errors.ImageNotFound:
         raise UserError(Problem(image, "no such image in the engine; build it or pull it first")) from None
-    report, stderr, failure = run_probe(client, image, "cuda", GpuAccess(False, False, None), False, timeout)
+    report, stderr, failure = run_probe(client, image, "cuda", HostFacts(), False, timeout)
     if report is None:
         raise UserError(Problem(image, f"{failure}; stderr: {stderr.strip()[-500:] or '(empty)'}"))
     return report

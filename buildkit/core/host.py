@@ -1,0 +1,272 @@
+"""What a host offers GPU containers, and what follows for an image: the best target, run flags, findings.
+
+Pure: the facts come in (from buildkit.adapters.host reading /sys, /proc and /dev); verdicts go out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from packaging.version import InvalidVersion, Version
+
+from buildkit.core.compat import VENDOR_OF, Compat
+from buildkit.core.plan import LABEL_PREFIX, Plan, Target
+
+VENDOR_NAME = {"nvidia": "NVIDIA", "amd": "AMD"}
+BACKEND_OF_VENDOR = {vendor: backend for backend, vendor in VENDOR_OF.items()}
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    path: str
+    group: str  # name of the owning group ("" when unknown)
+    gid: int
+    accessible: bool  # whether the current user can open it read-write
+
+
+@dataclass(frozen=True)
+class Gpu:
+    vendor: str  # nvidia | amd
+    pci: str
+    device_id: str
+    name: str
+    arch: str  # sm_90, gfx942, or "" when unknown
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    gpus: tuple[Gpu, ...] = ()
+    nvidia_driver: str = ""  # kernel module version; "" when not loaded
+    amdgpu_driver: str = ""  # amdgpu module version ("" when built in or not loaded)
+    amdgpu_loaded: bool = False
+    kfd: DeviceNode | None = None
+    render_nodes: tuple[DeviceNode, ...] = ()
+    nvidia_nodes: tuple[DeviceNode, ...] = ()
+    engine_runtimes: tuple[str, ...] | None = None  # docker runtimes; None when the engine was not asked
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def vendors(self) -> tuple[str, ...]:
+        present = {gpu.vendor for gpu in self.gpus}
+        return tuple(v for v in ("nvidia", "amd") if v in present)
+
+    def gpus_of(self, vendor: str) -> tuple[Gpu, ...]:
+        return tuple(gpu for gpu in self.gpus if gpu.vendor == vendor)
+
+    @property
+    def amd_group_id(self) -> int | None:
+        for node in (self.kfd, *self.render_nodes):
+            if node is not None:
+                return node.gid
+        return None
+
+
+# --- arch coverage ---------------------------------------------------------------------------------------
+
+
+def _sm(arch: str) -> int:
+    return int(arch.removeprefix("sm_"))
+
+
+def _label_sm(arch: str) -> int:
+    major, minor = arch.removesuffix("+PTX").split(".")
+    return int(major) * 10 + int(minor)
+
+
+def arch_covered(gpu_arch: str, image_archs: tuple[str, ...]) -> bool:
+    """Whether an image built for image_archs (label form: 9.0, 12.0+PTX, gfx942) runs on gpu_arch."""
+    if not gpu_arch:
+        return True  # unknown arch: nothing to hold against the image
+    if gpu_arch.startswith("gfx"):
+        return gpu_arch in image_archs
+    wanted = _sm(gpu_arch)
+    for arch in image_archs:
+        if arch.startswith("gfx"):
+            continue
+        built = _label_sm(arch)
+        # SASS runs on its own major with an equal or higher minor; PTX is JIT-compiled for any newer arch
+        if built == wanted or (arch.endswith("+PTX") and built <= wanted) or (built // 10 == wanted // 10 and built <= wanted):
+            return True
+    return False
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def driver_supports(host: HostFacts, backend: str, backend_version: str, compat: Compat) -> tuple[bool, str]:
+    """(ok, why) for the host driver against a CUDA version's minimum; ROCm: the kernel driver must be loaded."""
+    if backend == "rocm":
+        return (host.kfd is not None, "" if host.kfd is not None else "the ROCm kernel driver (/dev/kfd) is not loaded")
+    facts = compat.backend("cuda", backend_version)
+    driver = _version(host.nvidia_driver)
+    if facts is None or not facts.driver_min or driver is None:
+        return (driver is not None, "" if driver is not None else "the NVIDIA driver is not loaded")
+    if driver < Version(facts.driver_min):
+        return False, f"driver {host.nvidia_driver} is older than {facts.driver_min}, the oldest that runs CUDA {backend_version}"
+    return True, ""
+
+
+# --- the best target for this host ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Choice:
+    vendor: str
+    target: Target | None
+    reasons: tuple[str, ...]  # why other targets were passed over (newest first), or why none fits
+
+
+def best_target(host: HostFacts, plan: Plan, compat: Compat, vendor: str, python: str | None = None) -> Choice:
+    """Newest torch whose backend the driver runs and whose arch list covers every GPU of the vendor;
+    runtime flavor; the pair's twin before other backend versions; the requested (else newest) Python."""
+    gpus = host.gpus_of(vendor)
+    candidates = [t for t in plan.targets if t.vendor == vendor and t.flavor == "runtime" and (python is None or t.python == python)]
+    candidates.sort(key=lambda t: (Version(t.torch), t.pair is not None, Version(t.backend_version), Version(t.python)), reverse=True)
+    reasons: list[str] = []
+    for target in candidates:
+        ok, why = driver_supports(host, target.backend, target.backend_version, compat)
+        uncovered = sorted({gpu.arch for gpu in gpus if not arch_covered(gpu.arch, target.archs)})
+        if ok and not uncovered:
+            return Choice(vendor, target, tuple(reasons))
+        reason = why or f"{', '.join(uncovered)} not in its arch list"
+        if len(reasons) < 5:
+            reasons.append(f"{target.id}: {reason}")
+    if not candidates:
+        reasons.append(f"the matrix has no {VENDOR_NAME[vendor]} runtime target{f' for Python {python}' if python else ''}")
+    return Choice(vendor, None, tuple(reasons))
+
+
+def primary_vendor(host: HostFacts) -> str | None:
+    """The vendor a host is routed to: the one with more GPUs (NVIDIA on a tie); None without GPUs."""
+    vendors = host.vendors()
+    if not vendors:
+        return None
+    return max(vendors, key=lambda v: (len(host.gpus_of(v)), v == "nvidia"))
+
+
+def run_arguments(vendor: str, host: HostFacts) -> list[str]:
+    """`docker run` flags that give a container this host's GPUs of one vendor."""
+    if vendor == "nvidia":
+        return ["--gpus", "all", "--shm-size", "8g"]
+    flags = ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video"]
+    if host.amd_group_id is not None:
+        flags += ["--group-add", str(host.amd_group_id)]
+    return [*flags, "--security-opt", "seccomp=unconfined", "--shm-size", "8g"]
+
+
+# --- doctor -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    blocking: bool
+    title: str
+    fix: str
+
+
+def _image_facts(labels: Mapping[str, str]) -> tuple[str, str, tuple[str, ...]] | None:
+    backend = labels.get(f"{LABEL_PREFIX}backend")
+    version = labels.get(f"{LABEL_PREFIX}backend-version", "")
+    if backend not in ("cuda", "rocm"):
+        return None
+    return backend, version, tuple(a for a in labels.get(f"{LABEL_PREFIX}gpu-archs", "").split(";") if a)
+
+
+def _access_findings(host: HostFacts, vendor: str) -> list[Finding]:
+    findings = []
+    if vendor == "amd":
+        if host.kfd is None:
+            findings.append(Finding(
+                True, "the ROCm kernel driver is not loaded: /dev/kfd is missing",
+                "load amdgpu with KFD support (`sudo modprobe amdgpu`; install amdgpu-dkms for older kernels) and check `dmesg | grep kfd`",
+            ))
+        if not host.render_nodes:
+            findings.append(Finding(True, "no /dev/dri/renderD* node for the AMD GPU", "load the amdgpu driver; the render node appears with it"))
+        for node in [n for n in (host.kfd, *host.render_nodes) if n is not None and not n.accessible]:
+            findings.append(Finding(
+                True, f"{node.path} is not readable and writable by this user (owned by group {node.group or node.gid})",
+                f"`sudo usermod -aG {node.group or node.gid},video $USER` and log in again; containers get it through "
+                f"--group-add {node.gid} (buildkit run adds it)",
+            ))
+    else:
+        if not host.nvidia_driver:
+            findings.append(Finding(True, "the NVIDIA driver is not loaded (/proc/driver/nvidia/version is missing)",
+                                    "install the NVIDIA driver for this GPU and reboot, or `sudo modprobe nvidia`"))
+        for node in [n for n in host.nvidia_nodes if not n.accessible]:
+            findings.append(Finding(True, f"{node.path} is not readable and writable by this user",
+                                    "fix the device permissions (nvidia-persistenced / udev rules) or run as a user in its group"))
+        if host.engine_runtimes is not None and "nvidia" not in host.engine_runtimes:
+            findings.append(Finding(
+                True, "the Docker engine has no NVIDIA container runtime, so --gpus cannot hand it the GPU",
+                "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker` and restart dockerd",
+            ))
+    return findings
+
+
+def diagnose(host: HostFacts, compat: Compat, labels: Mapping[str, str] | None = None, image: str = "") -> list[Finding]:
+    """Why GPU acceleration would or would not work here, blocking findings first, each with its fix."""
+    findings: list[Finding] = []
+    vendors = host.vendors()
+    facts = _image_facts(labels) if labels is not None else None
+    if labels is not None and facts is None:
+        findings.append(Finding(True, f"{image} carries no {LABEL_PREFIX}backend label, so its GPU backend is unknown",
+                                "build it with buildkit, or check it with `buildkit test`"))
+    if facts is not None:
+        backend, version, archs = facts
+        vendor = VENDOR_OF[backend]
+        other = next((v for v in vendors if v != vendor), None)
+        if vendor not in vendors:
+            if other:
+                findings.append(Finding(
+                    True,
+                    f"{image} is a {backend.upper() if backend == 'cuda' else 'ROCm'} image but this host has only "
+                    f"{VENDOR_NAME[other]} GPUs: torch will find no GPU it can use and run on the CPU",
+                    f"use the {BACKEND_OF_VENDOR[other].upper() if other == 'nvidia' else 'ROCm'} twin of this image "
+                    f"(`buildkit detect` names the tag), or `buildkit run` to pick it",
+                ))
+            else:
+                findings.append(Finding(True, f"this host has no GPU: {image} will run on the CPU",
+                                        "run it on a host with a GPU of its vendor"))
+        else:
+            findings.extend(_access_findings(host, vendor))
+            ok, why = driver_supports(host, backend, version, compat)
+            if not ok and why and host.nvidia_driver and backend == "cuda":
+                findings.append(Finding(True, f"the NVIDIA {why}", f"upgrade the driver, or use an image with an older CUDA (see `buildkit detect`)"))
+            cuda = compat.backend("cuda", version) if backend == "cuda" else None
+            driver = _version(host.nvidia_driver)
+            if ok and cuda and cuda.driver_toolkit and driver and driver < Version(cuda.driver_toolkit):
+                findings.append(Finding(
+                    False, f"driver {host.nvidia_driver} is older than CUDA {version}'s own ({cuda.driver_toolkit}): "
+                    "it runs through minor version compatibility, but PTX compiled for newer GPUs cannot be JIT-compiled",
+                    "upgrade the driver when convenient",
+                ))
+            for gpu in host.gpus_of(vendor):
+                if arch_covered(gpu.arch, archs):
+                    continue
+                override = compat_override(compat, gpu.arch)
+                fix = "use an image whose arch list has it (a newer ROCm/CUDA), or build one with `--gpu-arch`"
+                if override and override[1] in archs:
+                    fix += (f"; or, at your own risk, HSA_OVERRIDE_GFX_VERSION={override[0]} makes it run {override[1]} code: "
+                            "unsupported by AMD, and wrong results or hangs are possible")
+                findings.append(Finding(
+                    True, f"GPU {gpu.pci} ({gpu.name}, {gpu.arch}) is not in the image's arch list "
+                    f"({' '.join(archs) or 'unknown'}): kernels fail with "
+                    f"{'hipErrorNoBinaryForGpu' if vendor == 'amd' else 'no kernel image is available for execution'}",
+                    fix,
+                ))
+    else:
+        for vendor in vendors:
+            findings.extend(_access_findings(host, vendor))
+    if not vendors and facts is None:
+        findings.append(Finding(False, "no GPU found on this host: images run on the CPU here",
+                                "nothing to fix if that is expected; on a GPU host, check the PCI device and its driver"))
+    return sorted(findings, key=lambda f: not f.blocking)
+
+
+def compat_override(compat: Compat, arch: str) -> tuple[str, str] | None:
+    entry = compat.hsa_override.get(arch)
+    return (entry[0], entry[1]) if entry else None

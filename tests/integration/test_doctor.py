@@ -1,0 +1,43 @@
+"""doctor and run --print against real images built by the tests: their labels drive the verdicts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support import hosts
+from support.runner import run_buildkit
+
+pytestmark = pytest.mark.engine
+CUDA = "2.14.1-cuda13.0-py3.11-runtime"
+ROCM = "2.14.1-rocm7.2-py3.11-runtime"
+
+
+def test_cuda_image_on_the_amd_fixture_host_reports_cpu_fallback_first(pair_build, docker_env, tmp_path):
+    root = hosts.mi300x(tmp_path / "host")
+    image = pair_build.targets[CUDA]["tags"][0]
+    result = run_buildkit("doctor", image, "--matrix", pair_build.matrix, "--host-root", root, "--json", env=docker_env)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is False
+    assert "is a CUDA image but this host has only AMD GPUs" in report["findings"][0]["finding"]
+    assert "run on the CPU" in report["findings"][0]["finding"]
+
+
+def test_rocm_twin_on_the_amd_fixture_host_is_fine(pair_build, docker_env, tmp_path):
+    root = hosts.mi300x(tmp_path / "host")
+    image = pair_build.targets[ROCM]["tags"][0]
+    result = run_buildkit("doctor", image, "--matrix", pair_build.matrix, "--host-root", root, env=docker_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok: nothing blocks GPU acceleration here" in result.stdout
+
+
+def test_run_print_routes_real_images_by_their_labels(pair_build, docker_env, tmp_path):
+    root = hosts.mi300x(tmp_path / "host")
+    cuda, rocm = pair_build.targets[CUDA]["tags"][0], pair_build.targets[ROCM]["tags"][0]
+    refused = run_buildkit("run", cuda, "--print", "--matrix", pair_build.matrix, "--host-root", root, env=docker_env)
+    assert refused.returncode == 2 and f"run {rocm} instead" in refused.stderr
+    printed = run_buildkit("run", rocm, "--print", "--matrix", pair_build.matrix, "--host-root", root, env=docker_env)
+    assert printed.returncode == 0
+    assert "--device /dev/kfd --device /dev/dri --group-add video" in printed.stdout and rocm in printed.stdout
