@@ -48,21 +48,23 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_options(render)
     render.add_argument("--out", type=Path, default=Path("dist"), help="output folder (default: dist)")
 
-    build = commands.add_parser("build", help="build, tag and report the selected targets on BuildKit")
+    build = commands.add_parser("build", help="build, smoke-test, tag and report the selected targets on BuildKit")
     _selection_options(build)
-    build.add_argument("-j", "--jobs", type=_positive, default=1, help="targets built at once (default 1)")
-    build.add_argument("--no-cache", action="store_true", help="build every step again")
-    build.add_argument("--fail-fast", action="store_true", help="stop all builds at the first failure")
+    _build_options(build)
     build.add_argument("--report", type=Path, help="JSON report path (default: OUT/report.json; Markdown next to it)")
-    build.add_argument("--out", type=Path, default=Path("buildkit-out"), help="logs, build contexts, reports (default: buildkit-out)")
-    build.add_argument("--docker", help="docker CLI to build with (default: $BUILDKIT_DOCKER, else the first BuildKit-capable one on PATH)")
-    build.add_argument("--network", help="network mode for RUN steps, e.g. host (needed where pip reaches the network only from the host)")
-    build.add_argument("--pip-conf", type=Path, help="pip.conf for a private index, passed as a BuildKit secret")
-    build.add_argument("--index-url", help="pip index URL (credentials allowed), passed as a BuildKit secret")
-    build.add_argument("--extra-index-url", action="append", default=[], help="extra pip index URL (credentials allowed); repeatable")
-    build.add_argument("--ca-bundle", type=Path, help="CA bundle pip should trust, passed as a BuildKit secret")
-    build.add_argument("--no-efficiency", action="store_true", help="skip measuring image size against its filesystem")
-    build.add_argument("--gpu", choices=GPU_MODES, default="auto", help=GPU_HELP)
+
+    publish = commands.add_parser("publish", help="nightly publishing: skip unchanged, build, test, push, move tags")
+    _selection_options(publish)
+    _build_options(publish)
+    publish.add_argument("--registry", help="registry to publish to (default: the matrix's)")
+    publish.add_argument("--registry-auth-file", type=Path, help="credentials: a docker config.json or {\"username\", \"password\"}")
+    publish.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the registry (localhost is plain by default)")
+    publish.add_argument("--channel", choices=("release", "test", "nightly"), help="wheel channel for every stack (nightly: PyTorch's nightly wheels, --pre)")
+    publish.add_argument("--nightly", action="store_true", help="add today's -nightly-YYYYMMDD tag and move the -nightly tags")
+    publish.add_argument("--date", help="the nightly's date, YYYYMMDD (default: today, UTC)")
+    publish.add_argument("--keep", type=_positive, help="keep the newest N nightly date tags per target, delete older ones this tool created")
+    publish.add_argument("--dry-run", action="store_true", help="say what would be built and skipped; build and push nothing")
+    publish.add_argument("--report", type=Path, help="JSON report path (default: OUT/publish.json; Markdown next to it)")
 
     test = commands.add_parser("test", help="smoke-test images: backend build check and, with a GPU, real kernels")
     test.add_argument("images", nargs="*", metavar="IMAGE", help="image references (default: the selected targets' images)")
@@ -103,6 +105,21 @@ def _host_options(parser: argparse.ArgumentParser) -> None:
 
 GPU_MODES = ("auto", "require", "skip")
 GPU_HELP = "auto: run kernels when the host has the image's GPU vendor (default); require: fail without one; skip: never"
+
+
+def _build_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-j", "--jobs", type=_positive, default=1, help="targets built at once (default 1)")
+    parser.add_argument("--no-cache", action="store_true", help="build every step again")
+    parser.add_argument("--fail-fast", action="store_true", help="stop all builds at the first failure")
+    parser.add_argument("--out", type=Path, default=Path("buildkit-out"), help="logs, build contexts, reports (default: buildkit-out)")
+    parser.add_argument("--docker", help="docker CLI to build with (default: $BUILDKIT_DOCKER, else the first BuildKit-capable one on PATH)")
+    parser.add_argument("--network", help="network mode for RUN steps, e.g. host (needed where pip reaches the network only from the host)")
+    parser.add_argument("--pip-conf", type=Path, help="pip.conf for a private index, passed as a BuildKit secret")
+    parser.add_argument("--index-url", help="pip index URL (credentials allowed), passed as a BuildKit secret")
+    parser.add_argument("--extra-index-url", action="append", default=[], help="extra pip index URL (credentials allowed); repeatable")
+    parser.add_argument("--ca-bundle", type=Path, help="CA bundle pip should trust, passed as a BuildKit secret")
+    parser.add_argument("--no-efficiency", action="store_true", help="skip measuring image size against its filesystem")
+    parser.add_argument("--gpu", choices=GPU_MODES, default="auto", help=GPU_HELP)
 
 
 def _positive(value: str) -> int:
@@ -161,25 +178,33 @@ def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
-def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.build import BuildOptions, build_targets
+def _build_setup(args: argparse.Namespace, err: Console):
+    """Options, index settings and the progress display that build and publish share."""
+    from buildkit.build import BuildOptions
     from buildkit.build_secrets import IndexSettings
     from buildkit.console import LiveDisplay, PlainDisplay
-    from buildkit.planning import select_targets
     from buildkit.provenance import created_now, source_revision
-    from buildkit.report import run_markdown, write_reports
 
-    selection = select_targets(args.matrix, args.vendor, args.select)
-    if not selection.rendered:
-        raise UserError("no target matches the selection; see `buildkit plan` with the same options")
     matrix_folder = args.matrix.resolve().parent if args.matrix else Path.cwd()
     options = BuildOptions(
         out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
         efficiency=not args.no_efficiency, created=created_now(), revision=source_revision(matrix_folder), gpu=args.gpu,
     )
     settings = IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
-    _print_notes(selection.notes, err)
     display = LiveDisplay(err) if err.is_terminal else PlainDisplay(err)
+    return options, settings, display
+
+
+def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.build import build_targets
+    from buildkit.planning import select_targets
+    from buildkit.report import run_markdown, write_reports
+
+    selection = select_targets(args.matrix, args.vendor, args.select)
+    if not selection.rendered:
+        raise UserError("no target matches the selection; see `buildkit plan` with the same options")
+    options, settings, display = _build_setup(args, err)
+    _print_notes(selection.notes, err)
     with display:
         run, engine_description = build_targets(
             selection.rendered, options, settings, args.docker, display, selection.matrix.compat,
@@ -193,6 +218,37 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     if run.interrupted:
         err.print("interrupted: running builds were stopped", highlight=False)
         return 130
+    return 1 if run.failed else 0
+
+
+def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from datetime import datetime, timezone
+
+    from buildkit.adapters.registry import Registry, load_credentials
+    from buildkit.planning import select_targets
+    from buildkit.publish import PublishOptions, check_date_tags, publish, registry_of
+    from buildkit.report import write_publish_reports
+
+    today = args.date or datetime.now(timezone.utc).strftime("%Y%m%d")
+    if len(today) != 8 or not today.isdigit():
+        raise UserError(f"--date: expected YYYYMMDD, got {today!r}")
+    selection = select_targets(args.matrix, args.vendor, args.select, registry=args.registry, channel=args.channel, today=today)
+    if not selection.rendered:
+        raise UserError("no target matches the selection; see `buildkit plan` with the same options")
+    if args.nightly:
+        check_date_tags(selection.rendered, today)
+    registry_host = registry_of(selection.rendered)
+    credentials = load_credentials(registry_host, args.registry_auth_file)
+    registry = Registry(registry_host, credentials, insecure=True if args.insecure_registry else None)
+    options, settings, display = _build_setup(args, err)
+    publish_options = PublishOptions(nightly=args.nightly, date=today, keep=args.keep, dry_run=args.dry_run)
+    with display:
+        run = publish(selection.rendered, publish_options, options, settings, args.docker, display,
+                      selection.matrix.compat, registry, credentials)
+    report = args.report or args.out / "publish.json"
+    markdown = write_publish_reports(run, report)
+    out.print(markdown.read_text(), highlight=False, markup=False)
+    err.print(f"report: {report} and {markdown}", highlight=False)
     return 1 if run.failed else 0
 
 
@@ -387,6 +443,7 @@ COMMANDS = {
     ("plan", None): cmd_plan,
     ("render", None): cmd_render,
     ("build", None): cmd_build,
+    ("publish", None): cmd_publish,
     ("test", None): cmd_test,
     ("parity", None): cmd_parity,
     ("detect", None): cmd_detect,

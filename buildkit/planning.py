@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from buildkit.core import grammar
+from buildkit.errors import Problem, UserError
 
 from buildkit.core.matrix import Matrix, parse_selectors
 from buildkit.core.plan import Note, expand, select
@@ -18,12 +21,27 @@ class Selection:
     notes: tuple[Note, ...]
 
 
-def select_targets(matrix_path: Path | None, vendor: str = "all", selectors: list[str] | None = None) -> Selection:
+def select_targets(
+    matrix_path: Path | None,
+    vendor: str = "all",
+    selectors: list[str] | None = None,
+    registry: str | None = None,
+    channel: str | None = None,
+    today: str = "",
+) -> Selection:
+    """The selected targets, rendered; `registry` and `channel` override the matrix's (publish options)."""
     matrix = load_matrix(matrix_path)
+    if registry is not None:
+        if grammar.registry(registry):
+            raise UserError(Problem("--registry", f"expected {grammar.registry(registry)}, got {registry!r}"))
+        matrix = replace(matrix, registry=registry)
+    if channel is not None:
+        matrix = replace(matrix, stacks=tuple(replace(stack, channel=channel) for stack in matrix.stacks))
     rule = parse_selectors(selectors or [])
     plan = select(expand(matrix), vendor, rule)
+    targets = [replace(t, channel_date=today) if t.channel == "nightly" else t for t in plan.targets]
     renderer = Renderer(template_loader(matrix), matrix.source)
-    return Selection(matrix, tuple(renderer.render(target) for target in plan.targets), plan.notes)
+    return Selection(matrix, tuple(renderer.render(target) for target in targets), plan.notes)
 
 
 def target_json(item: Rendered) -> dict:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildkit.build import BuildRun, TargetResult
 from buildkit.smoke.judge import Verdict
+
+if TYPE_CHECKING:
+    from buildkit.publish import PublishRun
 
 
 def _size(value: int | None) -> str:
@@ -96,4 +100,44 @@ def write_reports(run: BuildRun, engine_description: str, json_path: Path) -> Pa
     json_path.write_text(json.dumps(run_json(run, engine_description), indent=2) + "\n", encoding="utf-8")
     markdown = json_path.with_suffix(".md")
     markdown.write_text(run_markdown(run), encoding="utf-8")
+    return markdown
+
+
+def publish_json(run: "PublishRun") -> dict:
+    statuses = ("published", "skipped-unchanged", "failed", "would-build", "unchanged")
+    return {
+        "totals": {status: sum(1 for t in run.targets if t.status == status) for status in statuses},
+        "targets": [
+            {"id": t.id, "pair": t.pair, "status": t.status, "digest": t.digest or None, "size": t.size,
+             "seconds": t.seconds, "tags": t.tags, "error": t.error or None}
+            for t in run.targets
+        ],
+        "pairs": run.pairs,
+        "deleted": run.deleted,
+        "registry_requests": run.requests,
+        "seconds": round(run.seconds, 3),
+    }
+
+
+def publish_markdown(run: "PublishRun") -> str:
+    lines = ["| target | status | digest | size | time | tags / error |", "|---|---|---|---|---|---|"]
+    for t in run.targets:
+        detail = "<br>".join(f"`{tag}`" for tag in t.tags) if t.tags else (t.error or "-")
+        seconds = f"{t.seconds:.1f} s" if t.seconds is not None else "-"
+        lines.append(f"| `{t.id}` | {t.status} | `{t.digest[:19] or '-'}` | {_size(t.size)} | {seconds} | {detail} |")
+    if run.pairs:
+        lines += ["", "| pair | floating tags |", "|---|---|"] + [f"| `{p}` | {what} |" for p, what in sorted(run.pairs.items())]
+    if run.deleted:
+        lines += ["", "Deleted nightly tags:", *[f"- `{tag}`" for tag in run.deleted]]
+    totals = publish_json(run)["totals"]
+    lines += ["", "Totals: " + ", ".join(f"{n} {status}" for status, n in totals.items() if n)
+              + f"; {run.requests} registry requests in {run.seconds:.2f} s"]
+    return "\n".join(lines) + "\n"
+
+
+def write_publish_reports(run: "PublishRun", json_path: Path) -> Path:
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(publish_json(run), indent=2) + "\n", encoding="utf-8")
+    markdown = json_path.with_suffix(".md")
+    markdown.write_text(publish_markdown(run), encoding="utf-8")
     return markdown

@@ -275,3 +275,19 @@ def filesystem_bytes(client: docker.DockerClient, image_id: str) -> int:
         return total
     finally:
         container.remove(force=True)
+
+
+def push_image(client: docker.DockerClient, reference: str, username: str | None, password: str | None) -> str:
+    """Push one tag through the engine (it uploads every blob before it writes the tag) and return the
+    manifest digest; a failure raises UserError with the registry's own words."""
+    repository, _, tag = reference.rpartition(":")
+    auth = {"username": username, "password": password} if username else None
+    digest = ""
+    try:
+        for event in client.images.push(repository, tag, auth_config=auth, stream=True, decode=True):
+            if "error" in event:
+                raise UserError(Problem(reference, f"push failed: {event['error']}"))
+            digest = (event.get("aux") or {}).get("Digest", digest)
+    except (docker.errors.APIError, requests.exceptions.RequestException) as error:
+        raise UserError(Problem(reference, f"push failed: {_first_line(error)}")) from None
+    return digest

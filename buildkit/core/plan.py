@@ -44,6 +44,7 @@ class Target:
     tag_names: tuple[str, ...]  # the immutable tag first, then floating aliases
     unconfirmed: tuple[str, ...]
     thin_wheels: bool
+    channel_date: str = ""  # nightly channel: the day's wheels, so each day is a new image
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -68,6 +69,8 @@ class Target:
 
     @property
     def torch_requirement(self) -> str:
+        if self.channel == "nightly":
+            return "torch"  # the nightly index's newest dev build, with pip's --pre
         # No local version here: the backend's wheel index is added as an extra index and its build
         # (2.14.1+rocm7.2) sorts above PyPI's plain 2.14.1, so pip picks it; the exact build installed is
         # then frozen as a constraint for everything that follows.
@@ -121,7 +124,10 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
     compat = matrix.compat
     release = compat.torch_release(stack.torch)
     assert release is not None  # resolve_matrix guarantees it
-    companions = tuple(f"{name}=={release.companion_version(name, stack.torch)}" for name in stack.companions)
+    companions = tuple(
+        name if stack.channel == "nightly" else f"{name}=={release.companion_version(name, stack.torch)}"
+        for name in stack.companions
+    )
     targets = []
     for flavor in stack.flavors:
         for backend in BACKENDS:

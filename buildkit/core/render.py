@@ -37,7 +37,11 @@ def template_name(flavor: str) -> str:
 
 def build_args(target: Target) -> dict[str, str]:
     """The values the vendor-specific part of a template takes as ARGs (shown by `render`, passed by `build`)."""
-    return {"TORCH_INDEX_URL": target.index_url, "TORCH_REQUIREMENT": target.torch_requirement}
+    args = {"TORCH_INDEX_URL": target.index_url, "TORCH_REQUIREMENT": target.torch_requirement}
+    if target.channel == "nightly":
+        # PIP_PRE lets pip take dev builds; the date makes each day's nightly a new fingerprint
+        args.update({"PIP_PRE": "1", "NIGHTLY_DATE": target.channel_date})
+    return args
 
 
 def fingerprint(

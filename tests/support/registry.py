@@ -1,0 +1,239 @@
+"""A real registry for tests: Debian's docker-registry (distribution 2.8) on 127.0.0.1 with a temporary
+storage folder, optionally behind htpasswd basic auth or bearer-token auth served by a small token
+endpoint here, and a fault-injecting proxy for retry and outage tests."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import http.client
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import requests
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _serve(handler_class, port: int = 0) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler_class)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+class TokenServer:
+    """Issues registry JWTs (RS256, x5c) to the right user: what a registry's token service does."""
+
+    def __init__(self, folder: Path, user: str, password: str, service: str = "buildkit-test"):
+        import jwt  # noqa: F401  (test extra)
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+        from cryptography.x509.oid import NameOID
+
+        self.service, self.issuer, self.user, self.password = service, "buildkit-test-issuer", user, password
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "buildkit-test-token")])
+        now = datetime.datetime.now(datetime.timezone.utc)
+        self.cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(self.key.public_key())
+                     .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+                     .not_valid_after(now + datetime.timedelta(days=1)).sign(self.key, hashes.SHA256()))
+        self.cert_path = folder / "token-cert.pem"
+        self.cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
+        self.issued = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server._answer(self)
+
+        self.server = _serve(Handler)
+        self.realm = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        import jwt
+        from cryptography.hazmat.primitives import serialization
+
+        query = parse_qs(urlsplit(handler.path).query)
+        expected = "Basic " + base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        if handler.headers.get("Authorization") != expected:
+            handler.send_response(401)
+            handler.end_headers()
+            return
+        access = []
+        for scope in query.get("scope", []):
+            kind, name, actions = scope.split(":", 2)
+            access.append({"type": kind, "name": name, "actions": actions.split(",")})
+        now = int(time.time())
+        claims = {"iss": self.issuer, "sub": self.user, "aud": self.service, "exp": now + 300, "nbf": now - 10,
+                  "iat": now, "jti": uuid.uuid4().hex, "access": access}
+        x5c = base64.b64encode(self.cert.public_bytes(serialization.Encoding.DER)).decode()
+        token = jwt.encode(claims, self.key, algorithm="RS256", headers={"x5c": [x5c]})
+        self.issued += 1
+        body = json.dumps({"token": token, "access_token": token}).encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@dataclass
+class RegistryProcess:
+    folder: Path
+    auth: str = "none"  # none | htpasswd | token
+    user: str = "publisher"
+    password: str = field(default_factory=lambda: "pw-" + uuid.uuid4().hex)
+    port: int = field(default_factory=free_port)
+    token: TokenServer | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "RegistryProcess":
+        binary = shutil.which("docker-registry") or shutil.which("registry")
+        if binary is None:
+            raise RuntimeError("docker-registry is not installed (Debian package docker-registry; .ci/run installs it)")
+        storage = self.folder / "storage"
+        storage.mkdir(parents=True, exist_ok=True)
+        auth = ""
+        if self.auth == "htpasswd":
+            import bcrypt
+
+            (self.folder / "htpasswd").write_text(f"{self.user}:{bcrypt.hashpw(self.password.encode(), bcrypt.gensalt(5)).decode()}\n")
+            auth = f"auth:\n  htpasswd:\n    realm: buildkit-test\n    path: {self.folder / 'htpasswd'}\n"
+        elif self.auth == "token":
+            self.token = TokenServer(self.folder, self.user, self.password)
+            auth = (f"auth:\n  token:\n    realm: {self.token.realm}\n    service: {self.token.service}\n"
+                    f"    issuer: {self.token.issuer}\n    rootcertbundle: {self.token.cert_path}\n")
+        config = self.folder / "config.yml"
+        config.write_text(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+            f"    rootdirectory: {storage}\n  delete:\n    enabled: true\nhttp:\n  addr: {self.address}\n{auth}"
+        )
+        self.log = open(self.folder / "registry.log", "w")
+        self.process = subprocess.Popen([binary, "serve", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                requests.get(f"http://{self.address}/v2/", timeout=1)
+                return self
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        raise RuntimeError(f"docker-registry did not start: {(self.folder / 'registry.log').read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.log.close()
+        if self.token:
+            self.token.stop()
+
+    def auth_file(self, password: str | None = None) -> Path:
+        path = self.folder / f"auth-{uuid.uuid4().hex[:6]}.json"
+        path.write_text(json.dumps({"username": self.user, "password": password or self.password}))
+        return path
+
+
+class FaultProxy:
+    """Forwards to a registry; can answer buildkit's own client with 500/429 for a while, and can stop
+    (refusing connections) when a request matches, as a registry that goes away mid-publish does.
+    The engine's pushes pass through untouched: the faults are for buildkit's retry logic."""
+
+    def __init__(self, upstream: str, port: int | None = None):
+        self.upstream = upstream
+        self.port = port or free_port()
+        self.faults: list[int] = []  # statuses to answer, one per matching request, in order
+        self.stop_on: str | None = None  # "PUT /v2/...": stop before forwarding the first such request
+        self.seen: list[str] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _handle(self):
+                proxy._forward(self)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _handle
+
+        self.server = _serve(Handler, self.port)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _forward(self, handler: BaseHTTPRequestHandler) -> None:
+        line = f"{handler.command} {handler.path}"
+        ours = handler.headers.get("User-Agent", "").startswith("python-requests")
+        with self.lock:
+            self.seen.append(line)
+            fault = self.faults.pop(0) if ours and self.faults else None
+            stopping = ours and self.stop_on is not None and line.startswith(self.stop_on)
+        if stopping:
+            threading.Thread(target=self.stop, daemon=True).start()
+            handler.close_connection = True
+            return
+        body = self._body(handler)
+        if fault is not None:
+            handler.send_response(fault)
+            handler.send_header("Retry-After", "1")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        connection = http.client.HTTPConnection(self.upstream, timeout=120)
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "connection")}
+        connection.request(handler.command, handler.path, body=body, headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+        handler.send_response(response.status)
+        for key, value in response.getheaders():
+            if key.lower() not in ("connection", "transfer-encoding", "content-length"):
+                handler.send_header(key, value.replace(self.upstream, self.address))
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(data)
+        connection.close()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    @staticmethod
+    def _body(handler: BaseHTTPRequestHandler) -> bytes | None:
+        if handler.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(handler.rfile.readline().strip().split(b";")[0], 16)
+                if size == 0:
+                    handler.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(handler.rfile.read(size))
+                handler.rfile.readline()
+        length = int(handler.headers.get("Content-Length") or 0)
+        return handler.rfile.read(length) if length else None
