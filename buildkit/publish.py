@@ -75,18 +75,10 @@ def date_tag(target: Target, date: str) -> str:
 def unchanged(registry: Registry, item: Rendered) -> str | None:
     """The digest of the published image when it carries this target's fingerprint; else None."""
     target = item.target
-    labels = registry.config_labels(target.repository, target.tag_names[0])
-    if labels and labels.get(FINGERPRINT_LABEL) == item.fingerprint:
-        return registry.head_manifest(target.repository, target.tag_names[0])
+    found = registry.image_labels(target.repository, target.tag_names[0])
+    if found and found[1].get(FINGERPRINT_LABEL) == item.fingerprint:
+        return found[0]
     return None
-
-
-def _move(registry: Registry, target: Target, digest: str, names: list[str]) -> list[str]:
-    manifest = registry.get_manifest(target.repository, digest)
-    for name in names:
-        if registry.head_manifest(target.repository, name) != manifest.digest:
-            registry.put_manifest(target.repository, name, manifest)
-    return names
 
 
 def prune_nightlies(registry: Registry, target: Target, keep: int) -> list[str]:
@@ -98,13 +90,11 @@ def prune_nightlies(registry: Registry, target: Target, keep: int) -> list[str]:
     )
     deleted = []
     for _, tag in dated[:-keep] if keep else dated:
-        labels = registry.config_labels(target.repository, tag) or {}
-        if labels.get(f"{LABEL_PREFIX}target") != target.id:
+        found = registry.image_labels(target.repository, tag)
+        if found is None or found[1].get(f"{LABEL_PREFIX}target") != target.id:
             continue  # not an image this tool built for this target: leave it alone
-        digest = registry.head_manifest(target.repository, tag)
-        if digest:
-            registry.delete_manifest(target.repository, digest)
-            deleted.append(f"{target.image_name}:{tag}")
+        registry.delete_manifest(target.repository, found[0])
+        deleted.append(f"{target.image_name}:{tag}")
     return deleted
 
 
@@ -157,20 +147,10 @@ def publish(
     good = {target_id for target_id, o in outcomes.items() if o.status in ("published", "skipped-unchanged")}
 
     by_id = {item.target.id: item.target for item in rendered}
-    for target_id in good:
-        target, outcome = by_id[target_id], outcomes[target_id]
-        outcome.tags = [target.tags[0]]
-        if options.nightly:
-            manifest = registry.get_manifest(target.repository, outcome.digest)
-            registry.put_manifest(target.repository, date_tag(target, options.date),
-                                  annotated(manifest, {"dev.buildkit.nightly": options.date}))
-            outcome.tags.append(f"{target.image_name}:{date_tag(target, options.date)}")
-
     pairs: dict[str, str] = {}
-    for target_id in sorted(outcomes):
-        target, outcome = by_id[target_id], outcomes[target_id]
-        if target_id not in good:
-            continue
+    movable: list[str] = []  # targets whose floating tags may move: good, and for twins both twins good
+    for target_id in sorted(good):
+        target = by_id[target_id]
         if target.pair:
             twins = [t for t in by_id.values() if t.pair == target.pair]
             bad = [t.id for t in twins if t.id not in good]
@@ -178,8 +158,25 @@ def publish(
                 pairs[target.pair] = f"floating tags not moved: {', '.join(bad) or 'the other twin was not selected'} did not pass"
                 continue
             pairs[target.pair] = "floating tags moved"
-        names = floating_tags(target, options.nightly)
-        outcome.tags += [f"{target.image_name}:{name}" for name in _move(registry, target, outcome.digest, names)]
+        movable.append(target_id)
+
+    def tag(target_id: str) -> None:
+        """Date tag first (immutable), then the floating tags, all by PUT of the pushed manifest."""
+        target, outcome = by_id[target_id], outcomes[target_id]
+        outcome.tags = [target.tags[0]]
+        manifest = registry.get_manifest(target.repository, outcome.digest)
+        if options.nightly:
+            registry.put_manifest(target.repository, date_tag(target, options.date),
+                                  annotated(manifest, {"dev.buildkit.nightly": options.date}))
+            outcome.tags.append(f"{target.image_name}:{date_tag(target, options.date)}")
+        if target_id in movable:
+            for name in floating_tags(target, options.nightly):
+                if registry.head_manifest(target.repository, name) != manifest.digest:
+                    registry.put_manifest(target.repository, name, manifest)
+                outcome.tags.append(f"{target.image_name}:{name}")
+
+    with ThreadPoolExecutor(max_workers=options.lookups) as pool:
+        list(pool.map(tag, sorted(good)))
 
     deleted: list[str] = []
     if options.keep is not None:

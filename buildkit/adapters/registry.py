@@ -217,27 +217,35 @@ class Registry:
         return response.headers.get("Docker-Content-Digest") if response.status_code == 200 else None
 
     def get_manifest(self, repository: str, reference: str) -> Manifest:
+        manifest = self.find_manifest(repository, reference)
+        if manifest is None:
+            raise RegistryError(Problem(self.registry, f"GET /v2/{repository}/manifests/{reference}: not found (404)"))
+        return manifest
+
+    def find_manifest(self, repository: str, reference: str) -> Manifest | None:
         response = self.request(
             "GET", f"/v2/{repository}/manifests/{reference}", scope=f"repository:{repository}:pull",
-            headers={"Accept": ", ".join(MANIFEST_TYPES)},
+            ok=(200, 404), headers={"Accept": ", ".join(MANIFEST_TYPES)},
         )
+        if response.status_code == 404:
+            return None
         media_type = response.headers.get("Content-Type", "").split(";")[0] or json.loads(response.content).get("mediaType", "")
         return Manifest(response.headers.get("Docker-Content-Digest", ""), media_type, response.content)
 
-    def config_labels(self, repository: str, reference: str) -> dict[str, str] | None:
-        """An image's config labels (fingerprint, target…) without pulling layers; None if it is not there."""
-        if self.head_manifest(repository, reference) is None:
+    def image_labels(self, repository: str, reference: str) -> tuple[str, dict[str, str]] | None:
+        """(digest, config labels) of an image without pulling layers, in two requests; None if absent."""
+        manifest = self.find_manifest(repository, reference)
+        if manifest is None:
             return None
-        manifest = self.get_manifest(repository, reference)
         document = json.loads(manifest.body)
         if manifest.media_type in INDEX_TYPES:
             entry = next((m for m in document.get("manifests", []) if m.get("platform", {}).get("architecture") == "amd64"),
                          (document.get("manifests") or [None])[0])
             if entry is None:
-                return {}
+                return manifest.digest, {}
             document = json.loads(self.get_manifest(repository, entry["digest"]).body)
         blob = self.request("GET", f"/v2/{repository}/blobs/{document['config']['digest']}", scope=f"repository:{repository}:pull")
-        return dict((json.loads(blob.content).get("config") or {}).get("Labels") or {})
+        return manifest.digest, dict((json.loads(blob.content).get("config") or {}).get("Labels") or {})
 
     def list_tags(self, repository: str) -> list[str]:
         tags: list[str] = []

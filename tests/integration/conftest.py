@@ -5,7 +5,9 @@ Without an engine these tests skip on a laptop; under CI (BUILDKIT_REQUIRE_DOCKE
 
 from __future__ import annotations
 
+import calendar
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -13,11 +15,8 @@ import docker
 import pytest
 
 from buildkit.adapters import engine
-from buildkit.core.compat import compat_from_data
-from buildkit.resources import compat_data
-from buildkit.smoke.judge import cuda_arch_names
 from buildkit.errors import UserError
-from support.builds import Build, build, machine_ca_bundle, machine_pip_conf, team_matrix
+from support.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, Build, build, machine_ca_bundle, machine_pip_conf, team_matrix
 from support.machine_wheels import local_wheels
 from support.runner import INDEX_PASSWORD, INDEX_USER
 from support.wheel_index import WheelIndex
@@ -25,10 +24,7 @@ from support.wheels import companion_double, torch_double
 
 BASE_IMAGE = "python:3.11-slim-bookworm"  # what the default runtime template uses for Python 3.11
 REQUIRE = os.environ.get("BUILDKIT_REQUIRE_DOCKER") == "1"
-# What the doubles report as compiled: the official lists, as the real wheels would
-_COMPAT = compat_from_data(compat_data())
-CUDA_13_ARCHS = [*cuda_arch_names(_COMPAT.backend("cuda", "13.0").archs), "compute_120"]
-ROCM_7_2_ARCHS = list(_COMPAT.backend("rocm", "7.2").archs)
+SESSION_START = time.time()
 
 
 def unavailable(reason: str):
@@ -74,14 +70,13 @@ def repository() -> str:
 
 
 @pytest.fixture(scope="session")
-def cleanup_images(client, repository):
-    """Removes, at the end, every image tagged into this session's repository and the untagged buildkit
-    images that rebuilds left behind."""
+def cleanup_images(client):
+    """Removes, at the end, every buildkit-labelled image created during this test session."""
     yield
-    for image in client.images.list(filters={"label": "dev.buildkit.target"}):
-        ours = [tag for tag in image.tags if tag.rpartition(":")[0].endswith(repository)]
-        if ours or not image.tags:
-            for reference in ours or [image.id]:
+    for image in client.images.list(all=True, filters={"label": "dev.buildkit.target"}):
+        created = calendar.timegm(time.strptime(image.attrs["Created"][:19], "%Y-%m-%dT%H:%M:%S"))
+        if created >= SESSION_START - 5:
+            for reference in image.tags or [image.id]:
                 try:
                     client.images.remove(reference, force=True)
                 except docker.errors.APIError:

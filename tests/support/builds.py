@@ -11,8 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from buildkit.core.compat import compat_from_data
+from buildkit.resources import compat_data
+from buildkit.smoke.judge import cuda_arch_names
 from support.runner import run_buildkit
 from support.wheel_index import WheelIndex
+
+
+# What torch doubles report as compiled: the official lists, as the real wheels would
+_COMPAT = compat_from_data(compat_data())
+CUDA_13_ARCHS = [*cuda_arch_names(_COMPAT.backend("cuda", "13.0").archs), "compute_120"]
+ROCM_7_2_ARCHS = list(_COMPAT.backend("rocm", "7.2").archs)
 
 
 @dataclass

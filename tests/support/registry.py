@@ -206,7 +206,8 @@ class FaultProxy:
             handler.end_headers()
             return
         connection = http.client.HTTPConnection(self.upstream, timeout=120)
-        headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "connection")}
+        # the body was read whole (de-chunked): send it with a plain length, as http.client does by itself
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "connection", "transfer-encoding", "content-length")}
         connection.request(handler.command, handler.path, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read()

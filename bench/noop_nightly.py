@@ -1,0 +1,90 @@
+"""A no-op nightly over the whole default matrix: every target is already published, so publishing is
+pure decision-making (goal: under 2 s, zero builds). Also times one cold build for comparison.
+
+Run: python bench/noop_nightly.py   (needs Debian's docker-registry; the cold-build comparison also needs
+dockerd and the local base image, and is skipped with --no-cold).
+The registry is seeded with one tiny image per target (a config carrying that target's labels and
+fingerprint, one empty layer) pushed straight through the registry API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support.registry import RegistryProcess  # noqa: E402
+from support.runner import run_buildkit  # noqa: E402
+
+from buildkit.adapters.registry import DOCKER_MANIFEST  # noqa: E402
+from buildkit.planning import select_targets  # noqa: E402
+
+
+def _blob(base: str, repository: str, data: bytes) -> str:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    start = requests.post(f"{base}/v2/{repository}/blobs/uploads/", timeout=30)
+    location = start.headers["Location"]
+    location = location if location.startswith("http") else base + location
+    requests.put(location, params={"digest": digest}, data=data, timeout=30).raise_for_status()
+    return digest
+
+
+def seed(address: str, registry_override: str) -> int:
+    base = f"http://{address}"
+    selection = select_targets(None, registry=registry_override)
+    layer = io.BytesIO()
+    with gzip.GzipFile(fileobj=layer, mode="wb", mtime=0) as archive, tarfile.open(fileobj=archive, mode="w"):
+        pass
+    for item in selection.rendered:
+        target = item.target
+        config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Labels": dict(item.labels)},
+                             "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        config_digest = _blob(base, target.repository, config)
+        layer_digest = _blob(base, target.repository, layer.getvalue())
+        manifest = json.dumps({
+            "schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
+            "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config), "digest": config_digest},
+            "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": len(layer.getvalue()), "digest": layer_digest}],
+        }).encode()
+        for name in target.tag_names:
+            requests.put(f"{base}/v2/{target.repository}/manifests/{name}", data=manifest,
+                         headers={"Content-Type": DOCKER_MANIFEST}, timeout=30).raise_for_status()
+    return len(selection.rendered)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-cold", action="store_true", help="skip the cold-build comparison")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        registry = RegistryProcess(Path(tmp) / "registry").start()
+        try:
+            targets = seed(registry.address, registry.address)
+            runs = {}
+            for name, extra in (("dry_run", ["--dry-run"]), ("nightly", ["--nightly", "--gpu", "skip"])):
+                started = time.perf_counter()
+                result = run_buildkit("publish", "--registry", registry.address, "--out", Path(tmp) / name, *extra)
+                elapsed = time.perf_counter() - started
+                report = json.loads((Path(tmp) / name / "publish.json").read_text())
+                if result.returncode != 0:
+                    sys.exit(result.stderr[-2000:])
+                runs[name] = {"wall_s": round(elapsed, 2), "in_publish_s": report["seconds"],
+                              "registry_requests": report["registry_requests"], "totals": report["totals"]}
+        finally:
+            registry.stop()
+    print(json.dumps({"benchmark": "no-op nightly, default matrix", "targets": targets, **runs}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
