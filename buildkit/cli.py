@@ -90,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     _host_options(run)
     run.add_argument("--print", action="store_true", help="show the docker run command instead of running it")
 
+    hipify = commands.add_parser("hipify", help="preflight a CUDA tree for ROCm: hipify it out of place, report what does not map")
+    hipify.add_argument("path", type=Path, help="a CUDA source tree (a PyTorch checkout or your extension)")
+    hipify.add_argument("--out", type=Path, help="output folder (default: PATH-hip next to PATH)")
+    hipify.add_argument("--compile-check", action="store_true", help="compile the hipified sources with hipcc")
+    hipify.add_argument("--offload-arch", default="gfx942", help="GPU arch for --compile-check (default gfx942)")
+    hipify.add_argument("--json", type=Path, help="write the report as JSON")
+
     doctor = commands.add_parser("doctor", help="explain why GPU acceleration would or would not work here")
     doctor.add_argument("image", nargs="?", help="image to check against this host (labels from the engine or the matrix)")
     _host_options(doctor)
@@ -250,6 +257,36 @@ def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
     out.print(markdown.read_text(), highlight=False, markup=False)
     err.print(f"report: {report} and {markdown}", highlight=False)
     return 1 if run.failed else 0
+
+
+def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from dataclasses import asdict
+
+    from buildkit.adapters.hipify import compile_check, run_hipify
+    from buildkit.core import grammar
+    from buildkit.resources import compat_data
+
+    known = compat_data()["archs"]["rocm"]
+    if args.compile_check and args.offload_arch not in known:
+        raise UserError(f"--offload-arch: unknown gfx target {args.offload_arch!r}; known: {', '.join(known)}")
+    if not grammar.ROCM_ARCH_RE.match(args.offload_arch):
+        raise UserError(f"--offload-arch: expected a gfx target such as gfx942, got {args.offload_arch!r}")
+    target = args.out or args.path.resolve().parent / f"{args.path.resolve().name}-hip"
+    report = run_hipify(args.path, target)
+    if args.compile_check:
+        report = compile_check(report, args.offload_arch)
+    out.print(f"hipify: {len(report.converted)} files converted, {len(report.unchanged)} unchanged in {report.seconds:.2f} s -> {report.output}", highlight=False)
+    for use in report.unmapped:
+        out.print(f"  no HIP mapping: {use.file}:{use.line}: {use.identifier}", highlight=False, markup=False)
+    if report.compile_skipped:
+        out.print(f"compile check skipped: {report.compile_skipped}", highlight=False)
+    for unit in report.compiled:
+        note = {"ok": "compiles", "error": "DOES NOT COMPILE", "environment": "not checked"}[unit.status]
+        detail = "" if unit.status == "ok" else f": {unit.summary}"
+        out.print(f"  {unit.file} for {args.offload_arch}: {note}{detail}", highlight=False, markup=False)
+    if args.json:
+        args.json.write_text(json.dumps(asdict(report) | {"passed": report.passed}, indent=2) + "\n", encoding="utf-8")
+    return 0 if report.passed else 1
 
 
 def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -449,6 +486,7 @@ COMMANDS = {
     ("detect", None): cmd_detect,
     ("run", None): cmd_run,
     ("doctor", None): cmd_doctor,
+    ("hipify", None): cmd_hipify,
 }
 
 
