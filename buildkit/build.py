@@ -43,6 +43,7 @@ class BuildOptions:
     revision: str = ""
     gpu: str = "auto"  # smoke-test kernels: auto | require | skip
     smoke_timeout: int = DEFAULT_TIMEOUT
+    source_context: Path | None = None  # --pytorch-src: the build context of source-flavor targets
 
 
 @dataclass
@@ -170,11 +171,11 @@ class Builder:
         self.cancel = threading.Event()
         self.engine_lost = False
 
-    def _context(self, item: Rendered) -> Path:
+    def _dockerfile(self, item: Rendered) -> Path:
         folder = self.options.out / "contexts" / item.target.id
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "Dockerfile").write_text(item.dockerfile, encoding="utf-8")
-        return folder
+        return folder / "Dockerfile"
 
     def build_one(self, item: Rendered, on_built: Callable[[TargetResult], None] | None = None) -> TargetResult:
         target = item.target
@@ -185,8 +186,11 @@ class Builder:
             return result
         self.display.started(target.id)
         started = time.monotonic()
+        dockerfile = self._dockerfile(item)
         request = engine.BuildRequest(
-            context=self._context(item),
+            dockerfile=dockerfile,
+            # a source build of a local checkout sends it as the context; everything else needs none
+            context=self.options.source_context if target.source_checkout else dockerfile.parent,
             build_args=dict(item.build_args),
             labels={**item.labels, **provenance_labels(self.options.created, self.options.revision)},
             secrets=self.secrets,

@@ -21,8 +21,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse with exit code 2 and one clear line for usage errors (its default already exits 2)."""
 
 
-def _selection_options(parser: argparse.ArgumentParser) -> None:
+def _selection_options(parser: argparse.ArgumentParser, source: bool = False) -> None:
     parser.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit)")
+    if source:
+        parser.add_argument("--gpu-arch", action="append", default=[], metavar="GFX",
+                            help="narrow ROCm targets to these gfx archs (repeatable); the source flavor compiles only these")
+        parser.add_argument("--pytorch-src", type=Path, help="source flavor: compile this local PyTorch checkout (sent as the build context)")
+        parser.add_argument("--max-jobs", type=_positive, help="source flavor: compile jobs (default: one per 7 GB of the builder's memory)")
     parser.add_argument("--vendor", choices=VENDOR_CHOICES, default="all", help="nvidia, amd or all (default)")
     parser.add_argument(
         "--select", action="append", default=[], metavar="KEY=GLOB",
@@ -41,15 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit)")
 
     plan = commands.add_parser("plan", help="list the targets a matrix expands to")
-    _selection_options(plan)
+    _selection_options(plan, source=True)
     plan.add_argument("--format", choices=FORMATS, default="table", help="table (default), json, or github (an Actions matrix)")
 
     render = commands.add_parser("render", help="write one Dockerfile per target into a folder tree")
-    _selection_options(render)
+    _selection_options(render, source=True)
     render.add_argument("--out", type=Path, default=Path("dist"), help="output folder (default: dist)")
 
     build = commands.add_parser("build", help="build, smoke-test, tag and report the selected targets on BuildKit")
-    _selection_options(build)
+    _selection_options(build, source=True)
     _build_options(build)
     build.add_argument("--report", type=Path, help="JSON report path (default: OUT/report.json; Markdown next to it)")
 
@@ -139,6 +144,12 @@ def _positive(value: str) -> int:
     return number
 
 
+def _source_options(args: argparse.Namespace):
+    from buildkit.planning import SourceOptions
+
+    return SourceOptions(tuple(args.gpu_arch), args.pytorch_src, args.max_jobs or 0)
+
+
 def _print_notes(notes, console: Console) -> None:
     for note in notes:
         console.print(f"note: {note}", highlight=False, markup=False)
@@ -157,7 +168,7 @@ def cmd_matrix_validate(args: argparse.Namespace, out: Console, err: Console) ->
 def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.planning import github_matrix, select_targets, target_json
 
-    selection = select_targets(args.matrix, args.vendor, args.select)
+    selection = select_targets(args.matrix, args.vendor, args.select, source=_source_options(args))
     if args.format == "json":
         print(json.dumps([target_json(item) for item in selection.rendered], indent=2))
     elif args.format == "github":
@@ -178,7 +189,7 @@ def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.dist import write_tree
     from buildkit.planning import select_targets
 
-    selection = select_targets(args.matrix, args.vendor, args.select)
+    selection = select_targets(args.matrix, args.vendor, args.select, source=_source_options(args))
     written = write_tree(selection, args.out)
     _print_notes(selection.notes, err)
     out.print(f"rendered {len(written)} Dockerfiles into {args.out}/ (index: {args.out / 'plan.json'})", highlight=False)
@@ -196,6 +207,7 @@ def _build_setup(args: argparse.Namespace, err: Console):
     options = BuildOptions(
         out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
         efficiency=not args.no_efficiency, created=created_now(), revision=source_revision(matrix_folder), gpu=args.gpu,
+        source_context=getattr(args, "pytorch_src", None),
     )
     settings = IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
     display = LiveDisplay(err) if err.is_terminal else PlainDisplay(err)
@@ -207,7 +219,7 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.planning import select_targets
     from buildkit.report import run_markdown, write_reports
 
-    selection = select_targets(args.matrix, args.vendor, args.select)
+    selection = select_targets(args.matrix, args.vendor, args.select, source=_source_options(args))
     if not selection.rendered:
         raise UserError("no target matches the selection; see `buildkit plan` with the same options")
     options, settings, display = _build_setup(args, err)

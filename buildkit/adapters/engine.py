@@ -127,7 +127,8 @@ def _first_line(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class BuildRequest:
-    context: Path  # a folder holding the Dockerfile and nothing the image does not need
+    dockerfile: Path
+    context: Path  # the build context: the Dockerfile's empty folder, or a checkout a source build compiles
     build_args: dict[str, str]
     labels: dict[str, str]
     secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file
@@ -164,9 +165,9 @@ def run_build(
     cancel: threading.Event,
 ) -> BuildOutcome:
     """One BuildKit build; every output line goes (redacted) to the log file and to on_line."""
-    iidfile = request.context / ".image-id"
+    iidfile = request.dockerfile.parent / ".image-id"
     iidfile.unlink(missing_ok=True)
-    arguments = ["--progress", "plain", "--file", str(request.context / "Dockerfile")]
+    arguments = ["--progress", "plain", "--file", str(request.dockerfile)]
     if request.output:
         arguments += ["--output", request.output]
     else:

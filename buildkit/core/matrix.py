@@ -32,7 +32,7 @@ STACK_KEYS = {
 # Keys a [[torch]] entry inherits from the top level when it does not set them.
 INHERITED_KEYS = ("python", "flavors", "companions", "packages", "os_packages", "archs", "channel")
 TOP_KEYS = {
-    "schema", "extends", "registry", "repository", "tag_prefix", "source", "wheel_index", "runtime_base",
+    "schema", "extends", "registry", "repository", "tag_prefix", "source", "wheel_index", "runtime_base", "source_runtime_base",
     "template_dir", "user", "run_as_root", "include", "exclude", "compat", "torch",
     *INHERITED_KEYS,
 }
@@ -96,6 +96,7 @@ class Matrix:
     source: str
     wheel_index: str
     runtime_base: str
+    source_runtime_base: str
     template_dirs: tuple[str, ...]  # searched in order, before the built-in templates
     user: User | None  # None: the image keeps running as root
     stacks: tuple[Stack, ...]
@@ -503,6 +504,8 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any]) -> Matri
     source = top_string("source", grammar.http_url)
     wheel_index = top_string("wheel_index", grammar.http_url, default=compat.wheel_index)
     runtime_base = top_string("runtime_base", _runtime_base)
+    # A wheel compiled on the ROCm devel image (Ubuntu 24.04, glibc 2.39) needs a runtime OS at least as new
+    source_runtime_base = top_string("source_runtime_base", _runtime_base, default="python:{python}-slim-trixie")
 
     run_as_root = merged.get("run_as_root", False)
     if not isinstance(run_as_root, bool):
@@ -555,6 +558,7 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any]) -> Matri
         source=source,
         wheel_index=wheel_index,
         runtime_base=runtime_base,
+        source_runtime_base=source_runtime_base,
         template_dirs=tuple(template_dirs),
         user=user,
         stacks=tuple(stacks),

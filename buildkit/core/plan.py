@@ -13,12 +13,15 @@ from typing import Mapping
 from buildkit.core import grammar
 from buildkit.core.compat import BACKENDS, VENDOR_OF
 from buildkit.core.matrix import Matrix, Rule, Stack, User
+from buildkit.core.source import SOURCE_FLAVOR
 from buildkit.errors import Problem, UserError
 
 LABEL_PREFIX = "dev.buildkit."
 VENDORS = ("nvidia", "amd")
 # Flavors whose base is the vendor's devel image; every other flavor starts from the slim runtime base.
 DEVEL_BASED_FLAVORS = ("devel",)
+# Flavors built with the vendor's devel image and its OS Python (devel itself, and the source build's builder)
+OS_PYTHON_FLAVORS = ("devel", SOURCE_FLAVOR)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,9 @@ class Target:
     unconfirmed: tuple[str, ...]
     thin_wheels: bool
     channel_date: str = ""  # nightly channel: the day's wheels, so each day is a new image
+    builder_image: str = ""  # source flavor: the ROCm devel image torch is compiled in
+    source_checkout: bool = False  # source flavor: compile the build context (a local checkout), not a git clone
+    max_jobs: int = 0  # source flavor: compile jobs; 0 derives them from the builder's memory and cores
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -109,12 +115,14 @@ def pair_key(prefix: str, torch: str, python: str, flavor: str) -> str:
 def _base_image(matrix: Matrix, flavor: str, backend: str, version: str, python: str) -> str:
     if flavor in DEVEL_BASED_FLAVORS:
         return matrix.compat.backend(backend, version).devel_base  # type: ignore[union-attr]
+    if flavor == SOURCE_FLAVOR:
+        return matrix.source_runtime_base.replace("{python}", python)
     return matrix.runtime_base.replace("{python}", python)
 
 
 def _python_for_flavor(matrix: Matrix, flavor: str, backend: str, version: str) -> str | None:
     """Devel images use the Python their OS ships; None means any Python the stack lists."""
-    if flavor not in DEVEL_BASED_FLAVORS:
+    if flavor not in OS_PYTHON_FLAVORS:
         return None
     release = matrix.compat.backend(backend, version)
     return matrix.compat.os_python.get(release.devel_os, "") if release else ""
@@ -131,6 +139,10 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
     targets = []
     for flavor in stack.flavors:
         for backend in BACKENDS:
+            if flavor == SOURCE_FLAVOR and backend != "rocm":
+                notes.append(Note(f"{stack.torch} {flavor}", "the source flavor compiles ROCm torch only; "
+                                  "its CUDA twin is the runtime flavor's", (("torch", stack.torch), ("flavor", flavor))))
+                continue
             for version in stack.backends[backend]:
                 facts = compat.backend(backend, version)
                 assert facts is not None
@@ -147,7 +159,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                     if python in skipped:
                         continue
                     ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor)
-                    twin = stack.pair.get(backend) == version
+                    twin = stack.pair.get(backend) == version and flavor != SOURCE_FLAVOR  # source has no CUDA side
                     floating = f"{matrix.tag_prefix}{stack.torch}-{backend}-py{python}-{flavor}"
                     unconfirmed = tuple(
                         [f"torch {release.minor}: {item}" for item in release.unconfirmed if item == f"{backend} {version}"]
@@ -172,9 +184,10 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                         user=matrix.user,
                         registry=matrix.registry,
                         repository=matrix.repository,
-                        tag_names=(ident, floating) if twin else (ident,),
+                        tag_names=(ident, floating) if stack.pair.get(backend) == version else (ident,),
                         unconfirmed=unconfirmed,
                         thin_wheels=facts.thin_wheels,
+                        builder_image=facts.devel_base if flavor == SOURCE_FLAVOR else "",
                     ))
     return targets
 
@@ -248,6 +261,17 @@ def labels(target: Target, source: str) -> dict[str, str]:
         f"{LABEL_PREFIX}gpu-archs": ";".join(target.archs),
         f"{LABEL_PREFIX}pair": target.pair or "",
         f"{LABEL_PREFIX}base-image": target.base_image,
+        **(source_labels(target) if target.flavor == SOURCE_FLAVOR else {}),
+    }
+
+
+def source_labels(target: Target) -> dict[str, str]:
+    """What a source-built image was compiled from and how."""
+    jobs = str(target.max_jobs) if target.max_jobs else "auto"
+    return {
+        f"{LABEL_PREFIX}source-revision": "local checkout (build context)" if target.source_checkout else f"v{target.torch}",
+        f"{LABEL_PREFIX}builder-image": target.builder_image,
+        f"{LABEL_PREFIX}build-options": f"USE_ROCM=1 PYTORCH_ROCM_ARCH={';'.join(target.archs)} MAX_JOBS={jobs}",
     }
 
 

@@ -14,6 +14,7 @@ from typing import Mapping
 import jinja2
 
 from buildkit.core.plan import LABEL_PREFIX, Target, labels
+from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.errors import Problem, UserError
 
 FINGERPRINT_SCHEMA = 1
@@ -37,6 +38,14 @@ def template_name(flavor: str) -> str:
 
 def build_args(target: Target) -> dict[str, str]:
     """The values the vendor-specific part of a template takes as ARGs (shown by `render`, passed by `build`)."""
+    if target.flavor == SOURCE_FLAVOR:
+        vision = next((c.split("==")[1] for c in target.companions if c.startswith("torchvision==")), "")
+        return {
+            "PYTORCH_REF": f"v{target.torch}",
+            "TORCHVISION_REF": f"v{vision}" if vision else "",
+            "PYTORCH_ROCM_ARCH": ";".join(target.archs),
+            "MAX_JOBS": str(target.max_jobs) if target.max_jobs else "",
+        }
     args = {"TORCH_INDEX_URL": target.index_url, "TORCH_REQUIREMENT": target.torch_requirement}
     if target.channel == "nightly":
         # PIP_PRE lets pip take dev builds; the date makes each day's nightly a new fingerprint
@@ -100,7 +109,7 @@ class Renderer:
         name = template_name(target.flavor)
         args = build_args(target)
         try:
-            text = self._template(name, target).render(target=target, build_args=args)
+            text = self._template(name, target).render(target=target, build_args=args, gb_per_job=GB_PER_JOB, template=name)
         except jinja2.UndefinedError as error:
             raise UserError(Problem(name, f"template uses an undefined value: {error.message} (target {target.id})")) from None
         image_labels = labels(target, self.source)
