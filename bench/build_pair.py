@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from support.runner import run_buildkit  # noqa: E402
+from support.runner import remove_images, run_buildkit  # noqa: E402
 from support.wheel_index import WheelIndex  # noqa: E402
 from support.wheels import build_wheel, companion_double, torch_double  # noqa: E402
 
@@ -87,11 +87,7 @@ def main() -> None:
             "rebuilt_steps_after_package_change": rebuilt,
             "shared": report["pairs"],
         }, indent=2))
-        import docker
-        client = docker.from_env()
-        for image in client.images.list(filters={"label": "dev.buildkit.target"}):
-            if any(repository in tag for tag in image.tags) or not image.tags:
-                client.images.remove(image.id, force=True)
+        remove_images(repository)
 
 
 if __name__ == "__main__":

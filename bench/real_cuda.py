@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from support.machine_wheels import local_wheels  # noqa: E402
-from support.runner import run_buildkit  # noqa: E402
+from support.runner import remove_images, run_buildkit  # noqa: E402
 from support.wheel_index import WheelIndex  # noqa: E402
 
 TARGET = "2.14.1-cuda13.0-py3.11-runtime"
@@ -60,11 +60,7 @@ def main() -> None:
         "filesystem_bytes": target["filesystem_bytes"],
         "efficiency": target["efficiency"],
     }, indent=2))
-    import docker
-    client = docker.from_env()
-    for image in client.images.list(filters={"label": "dev.buildkit.target"}):
-        if any(repository in tag for tag in image.tags) or not image.tags:
-            client.images.remove(image.id, force=True)
+    remove_images(repository)
 
 
 if __name__ == "__main__":

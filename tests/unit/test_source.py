@@ -4,15 +4,13 @@ the invariants a source build must keep, and the knobs that shape it (archs, com
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from buildkit.core.source import GB_PER_JOB, max_jobs
 from buildkit.planning import SourceOptions, select_targets
+from support.runner import tool
 
 GIB = 1024**3
 COMPILERS = re.compile(r"\b(hipcc|gcc|g\+\+|clang|cmake|ninja|ccache|git clone|/src/|build-essential|setup\.py)\b")
@@ -122,7 +120,7 @@ def test_dockerfile_arithmetic_matches_max_jobs(tmp_path):
 
 
 def test_source_dockerfile_passes_hadolint(source_matrix, tmp_path):
-    hadolint = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    hadolint = tool("hadolint")
     assert hadolint, "install the test extras"
     for options in ({}, {"gpu_archs": ("gfx942",), "max_jobs": 8}):
         path = tmp_path / "Dockerfile"

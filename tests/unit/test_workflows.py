@@ -3,19 +3,19 @@ copy, so offline), and the nightly one keeps the properties we rely on."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from support.runner import tool
 
 WORKFLOWS = sorted((Path(__file__).resolve().parents[2] / ".github" / "workflows").glob("*.yml"))
 
 
 @pytest.fixture(scope="module")
 def checker() -> str:
-    found = shutil.which("check-jsonschema") or shutil.which("check-jsonschema", path=str(Path(sys.executable).parent))
+    found = tool("check-jsonschema")
     if found is None:
         pytest.fail("check-jsonschema is missing: install the test extras")
     return found
