@@ -227,6 +227,8 @@ class Builder:
             else:
                 result.error = f"docker build exited with {outcome.returncode}; see the log"
         result.log_tail = _tail(log) if result.status != "built" else []
+        if result.status == "failed" and (self.options.fail_fast or self.engine_lost):
+            self.cancel.set()  # here, not in the collecting loop: the next queued build must not start
         self.display.finished(result)
         return result
 
@@ -242,8 +244,6 @@ class Builder:
                 for future in done:
                     result = future.result()
                     results[result.id] = result
-                    if result.status == "failed" and (self.options.fail_fast or self.engine_lost):
-                        self.cancel.set()
         except KeyboardInterrupt:
             interrupted = True
             self.cancel.set()

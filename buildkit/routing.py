@@ -12,7 +12,7 @@ import docker.errors
 from buildkit.adapters import engine
 from buildkit.adapters.host import read_host
 from buildkit.core.host import Choice, HostFacts, best_target, primary_vendor
-from buildkit.core.plan import Target
+from buildkit.core.plan import Plan, Target
 from buildkit.errors import Problem, UserError
 from buildkit.planning import Selection
 
@@ -39,8 +39,6 @@ def targets(selection: Selection) -> list[Target]:
 
 
 def choices(host: HostFacts, selection: Selection, python: str | None) -> dict[str, Choice]:
-    from buildkit.core.plan import Plan
-
     plan = Plan(tuple(targets(selection)), ())
     return {vendor: best_target(host, plan, selection.matrix.compat, vendor, python) for vendor in host.vendors()}
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from support.builds import build, team_matrix
+
 pytestmark = pytest.mark.engine
 
 
@@ -42,3 +44,17 @@ def test_interrupt_stops_builds_and_reports(pair_setup, base_image, docker_env, 
     assert report["interrupted"] is True
     assert statuses[0] == "cancelled" and set(statuses[1:]) == {"not-started"}, stderr
     assert all(t["tags"] == [] for t in report["targets"])
+
+
+def test_fail_fast_stops_at_the_first_failure(double_index, pair_setup, base_image, docker_env, tmp_path, cleanup_images, repository):
+    """ROCm 7.14 is listed first and has no wheels in the double index: with --fail-fast the 7.2 build never starts."""
+    _, pip_conf = pair_setup
+    matrix = team_matrix(
+        tmp_path, double_index.url, repository, '[{ torch = "2.14.1", python = "3.11", flavor = "runtime", backend = "rocm" }]',
+        '[[torch]]\nversion = "2.14.1"\nrocm = ["7.14", "7.2"]\npair = { rocm = "7.2" }\n',
+    )
+    run = build(matrix, pip_conf, tmp_path / "out", docker_env, "-j", "1", "--fail-fast")
+    assert run.result.returncode == 1
+    assert [(t["id"], t["status"]) for t in run.report["targets"]] == [
+        ("2.14.1-rocm7.14-py3.11-runtime", "failed"), ("2.14.1-rocm7.2-py3.11-runtime", "not-started"),
+    ]
