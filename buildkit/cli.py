@@ -420,7 +420,9 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     import subprocess
 
     from buildkit import routing
+    from buildkit.core.compat import VENDOR_OF
     from buildkit.core.host import VENDOR_NAME, run_arguments
+    from buildkit.core.plan import LABEL_PREFIX
     from buildkit.planning import select_targets
 
     selection = select_targets(args.matrix, args.vendor, args.select)
@@ -434,7 +436,7 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
             reasons = "; ".join(choice.reasons) if choice else "this host has no GPU"
             raise UserError(f"no matrix target fits this host ({reasons}); name an image to run it anyway")
         info = routing.image_info(choice.target.tags[0], selection, client)
-    image_vendor = {"cuda": "nvidia", "rocm": "amd"}.get(info.labels.get("dev.buildkit.backend", ""))
+    image_vendor = VENDOR_OF.get(info.labels.get(f"{LABEL_PREFIX}backend", ""))
     flags: list[str] = []
     if image_vendor and host.vendors() and image_vendor not in host.vendors():
         other = host.vendors()[0]

@@ -17,6 +17,7 @@ from buildkit.adapters import engine
 from buildkit.adapters.registry import Credentials, Registry, annotated
 from buildkit.build import BuildOptions, Display, build_targets
 from buildkit.build_secrets import IndexSettings
+from buildkit.core import grammar
 from buildkit.core.compat import Compat
 from buildkit.core.plan import LABEL_PREFIX, Target
 from buildkit.core.render import FINGERPRINT_LABEL, Rendered
@@ -188,8 +189,6 @@ def publish(
 
 def check_date_tags(rendered: tuple[Rendered, ...], date: str) -> None:
     """Refuse before any work when a nightly date tag would break the OCI tag grammar."""
-    from buildkit.core import grammar
-
     bad = [date_tag(item.target, date) for item in rendered if grammar.tag(date_tag(item.target, date))]
     if bad:
         raise UserError(Problem("--nightly", f"tag {bad[0]!r} is longer than 128 characters; shorten tag_prefix"))
