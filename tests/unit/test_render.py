@@ -142,3 +142,21 @@ def test_fingerprint_follows_a_companion_package_change(default):
     changed = renderer.render(replace(original.target, packages=("einops==0.8.1",)))
     assert changed.fingerprint != original.fingerprint
     assert renderer.render(original.target).fingerprint == original.fingerprint
+
+
+def test_nightly_channel_takes_dev_builds_and_the_date_changes_the_fingerprint():
+    from buildkit.planning import select_targets
+
+    def rendered(today):
+        (item,) = select_targets(None, selectors=["id=2.14.1-rocm7.2-py3.12-runtime"], channel="nightly", today=today).rendered
+        return item
+
+    first, second = rendered("20261130"), rendered("20261201")
+    assert first.target.index_url == "https://download.pytorch.org/whl/nightly/rocm7.2/"
+    assert first.build_args == {
+        "TORCH_INDEX_URL": "https://download.pytorch.org/whl/nightly/rocm7.2/", "TORCH_REQUIREMENT": "torch",
+        "PIP_PRE": "1", "NIGHTLY_DATE": "20261130",
+    }
+    assert "ARG PIP_PRE=1" in first.dockerfile and "torchvision" in first.dockerfile and "torchvision==" not in first.dockerfile
+    assert first.fingerprint != second.fingerprint  # each day's nightly is a new image
+    assert rendered("20261130").fingerprint == first.fingerprint
