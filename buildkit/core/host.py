@@ -10,11 +10,10 @@ from typing import Mapping
 
 from packaging.version import InvalidVersion, Version
 
-from buildkit.core.compat import VENDOR_OF, Compat
+from buildkit.core.compat import BACKEND_OF, VENDOR_OF, Compat
 from buildkit.core.plan import LABEL_PREFIX, Plan, Target
 
 VENDOR_NAME = {"nvidia": "NVIDIA", "amd": "AMD"}
-BACKEND_OF_VENDOR = {vendor: backend for backend, vendor in VENDOR_OF.items()}
 
 
 @dataclass(frozen=True)
@@ -225,7 +224,7 @@ def diagnose(host: HostFacts, compat: Compat, labels: Mapping[str, str] | None =
                     True,
                     f"{image} is a {backend.upper() if backend == 'cuda' else 'ROCm'} image but this host has only "
                     f"{VENDOR_NAME[other]} GPUs: torch will find no GPU it can use and run on the CPU",
-                    f"use the {BACKEND_OF_VENDOR[other].upper() if other == 'nvidia' else 'ROCm'} twin of this image "
+                    f"use the {BACKEND_OF[other].upper() if other == 'nvidia' else 'ROCm'} twin of this image "
                     f"(`buildkit detect` names the tag), or `buildkit run` to pick it",
                 ))
             else:

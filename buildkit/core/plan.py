@@ -8,7 +8,6 @@ newest confirmed of each); they share a `pair` key and the floating tags move fo
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 from buildkit.core import grammar
 from buildkit.core.compat import BACKENDS, VENDOR_OF
@@ -100,8 +99,6 @@ class Plan:
     targets: tuple[Target, ...]
     notes: tuple[Note, ...]
 
-    def counts(self) -> dict[str, int]:
-        return {vendor: sum(1 for t in self.targets if t.vendor == vendor) for vendor in VENDORS}
 
 
 def target_id(prefix: str, torch: str, backend: str, backend_version: str, python: str, flavor: str) -> str:
@@ -281,11 +278,3 @@ def provenance_labels(created: str, revision: str) -> dict[str, str]:
     if revision:
         result["org.opencontainers.image.revision"] = revision
     return result
-
-
-def by_pair(targets: tuple[Target, ...]) -> Mapping[str, tuple[Target, ...]]:
-    groups: dict[str, list[Target]] = {}
-    for target in targets:
-        if target.pair:
-            groups.setdefault(target.pair, []).append(target)
-    return {key: tuple(group) for key, group in groups.items()}
