@@ -8,7 +8,7 @@ import pytest
 
 from buildkit import __version__
 
-SUBCOMMANDS = [["matrix", "validate"], ["plan"], ["render"]]
+SUBCOMMANDS = [["matrix", "validate"], ["plan"], ["render"], ["build"], ["publish"], ["test"], ["parity"], ["hipify"], ["detect"], ["run"], ["doctor"]]
 
 
 def test_version(cli):
