@@ -1,7 +1,8 @@
 """An engine that stops in the middle of a build: one clear message, a report, no traceback.
 
-A second, throwaway dockerd (its own socket and data folder) is started for this, so stopping it touches
-nothing else; the local base image is loaded into it first.
+A second, throwaway dockerd (its own socket, data folder and bridge) is started for this, so stopping it
+touches nothing else: with `--bridge none` a daemon's shutdown takes the host's docker0 with it, so it gets
+an empty bridge of its own. The local base image is loaded into it first.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ def spare_engine(tmp_path, base_image, buildkit_cli):
     root = Path(f"/tmp/bk-engine-{os.getpid()}")  # short: unix socket paths are limited to 108 bytes
     root.mkdir(exist_ok=True)
     socket = root / "docker.sock"
+    bridge = f"bk{os.getpid() % 10**8}"  # interface names have at most 15 characters
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
     daemon = subprocess.Popen(
         ["dockerd", "--host", f"unix://{socket}", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
-         "--pidfile", str(root / "docker.pid"), "--bridge", "none", "--iptables=false", "--ip-masq=false"],
+         "--pidfile", str(root / "docker.pid"), "--bridge", bridge, "--iptables=false", "--ip-masq=false"],
         stdout=open(tmp_path / "dockerd.log", "w"), stderr=subprocess.STDOUT,
     )
     env = {**os.environ, "DOCKER_HOST": f"unix://{socket}", "BUILDKIT_DOCKER": buildkit_cli.docker}
@@ -35,6 +38,7 @@ def spare_engine(tmp_path, base_image, buildkit_cli):
     while subprocess.run([buildkit_cli.docker, "info"], env=env, capture_output=True).returncode != 0:
         if time.monotonic() > deadline:
             daemon.kill()
+            subprocess.run(["ip", "link", "del", bridge], capture_output=True)
             pytest.fail("the spare dockerd did not start: " + (tmp_path / "dockerd.log").read_text()[-2000:])
         time.sleep(0.5)
     save = subprocess.Popen([buildkit_cli.docker, "save", base_image], stdout=subprocess.PIPE)
@@ -45,6 +49,7 @@ def spare_engine(tmp_path, base_image, buildkit_cli):
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=60)
     subprocess.run(["umount", "-R", str(root)], capture_output=True)
+    subprocess.run(["ip", "link", "del", bridge], capture_output=True)
     shutil.rmtree(root, ignore_errors=True)
 
 
