@@ -11,12 +11,12 @@ import json
 import re
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from support.builds import index_pip_conf, team_matrix  # noqa: E402
 from support.runner import remove_images, run_buildkit  # noqa: E402
 from support.wheel_index import WheelIndex  # noqa: E402
 from support.wheels import build_wheel, companion_double, torch_double  # noqa: E402
@@ -60,19 +60,10 @@ def main() -> None:
         repository = f"buildkit-bench-{int(time.time())}/pytorch"
 
         def matrix(packages: list[str]) -> Path:
-            path = folder / "matrix.toml"
-            path.write_text(textwrap.dedent(f"""
-                extends = "default"
-                registry = "localhost:5000"
-                repository = "{repository}"
-                wheel_index = "{index.url}"
-                include = [{{ id = "2.14.1-*13.0-py3.11-runtime" }}, {{ id = "2.14.1-rocm7.2-py3.11-runtime" }}]
-                packages = {json.dumps(packages)}
-            """))
-            return path
+            include = '[{ id = "2.14.1-*13.0-py3.11-runtime" }, { id = "2.14.1-rocm7.2-py3.11-runtime" }]'
+            return team_matrix(folder, index.url, repository, include, f"packages = {json.dumps(packages)}\n")
 
-        pip_conf = folder / "pip.conf"
-        pip_conf.write_text(f"[global]\nindex-url = {index.url}/simple/\n")
+        pip_conf = index_pip_conf(folder, index.url)
         cold, _ = build(matrix([]), pip_conf, folder / "cold", "--no-cache")
         warm, _ = build(matrix([]), pip_conf, folder / "warm")
         changed, report = build(matrix(["bench-extra==1.0"]), pip_conf, folder / "changed")

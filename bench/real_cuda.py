@@ -11,13 +11,13 @@ import json
 import os
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from support.machine_wheels import local_wheels  # noqa: E402
+from support.builds import machine_pip_conf, team_matrix  # noqa: E402
 from support.runner import remove_images, run_buildkit  # noqa: E402
 from support.wheel_index import WheelIndex  # noqa: E402
 
@@ -30,16 +30,8 @@ def main() -> None:
     repository = f"buildkit-bench-{int(time.time())}/pytorch"
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        matrix = folder / "matrix.toml"
-        matrix.write_text(textwrap.dedent(f"""
-            extends = "default"
-            registry = "localhost:5000"
-            repository = "{repository}"
-            wheel_index = "{index.url}"
-            include = [{{ id = "{TARGET}" }}]
-        """))
-        pip_conf = folder / "pip.conf"
-        pip_conf.write_text(f"[global]\nfind-links = {index.url}/all/\n")
+        matrix = team_matrix(folder, index.url, repository, f'[{{ id = "{TARGET}" }}]')
+        pip_conf = machine_pip_conf(folder, index)
         ca = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE")
         common = ["build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, *(["--ca-bundle", ca] if ca else [])]
         timings = {}

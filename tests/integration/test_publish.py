@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from buildkit.adapters.registry import Credentials, Registry
-from support.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, team_matrix
+from support.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, index_pip_conf, team_matrix
 from support.registry import FaultProxy, RegistryProcess
 from support.runner import run_buildkit
 from support.wheel_index import WheelIndex
@@ -60,7 +60,7 @@ class Publisher:
         folder = self.folder / f"m{self.runs}"
         folder.mkdir(exist_ok=True)
         path = team_matrix(folder, self.index_url, self.repository, include, STACKS.format(extra_14=extra_14, extra_13=extra_13))
-        (folder / "pip.conf").write_text(f"[global]\nindex-url = {self.index_url}/simple/\n")
+        index_pip_conf(folder, self.index_url)
         return path
 
     def publish(self, matrix, *extra, auth_file=None, registry=None):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from support.builds import build, machine_pip_conf, team_matrix
+from support.builds import build, index_pip_conf, machine_pip_conf, team_matrix
 from support.runner import run_buildkit
 from support.wheel_index import WheelIndex
 from support.wheels import build_wheel, companion_double, torch_double
@@ -47,9 +47,7 @@ def bad_builds(tmp_path_factory, base_image, docker_env, repository, machine_ind
     }).start()
     matrix = team_matrix(folder, index.url, repository, '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
                          '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
-    pip_conf = folder / "pip.conf"
-    pip_conf.write_text(f"[global]\nindex-url = {index.url}/simple/\n")
-    doubles = build(matrix, pip_conf, folder / "out", docker_env, "-j", "2")
+    doubles = build(matrix, index_pip_conf(folder, index.url), folder / "out", docker_env, "-j", "2")
     # the CPU wheel that lies on this machine, installed into a CUDA-labelled image
     cpu_folder = tmp_path_factory.mktemp("cpu")
     cpu_matrix = team_matrix(cpu_folder, machine_index.url, repository, '[{ id = "2.13.0-cuda13.0-py3.11-runtime" }]',
@@ -109,9 +107,7 @@ def test_twin_with_an_extra_package_fails_parity(tmp_path, base_image, docker_en
     }).start()
     matrix = team_matrix(tmp_path, index.url, repository, '[{ torch = "2.12.0", python = "3.11", flavor = "runtime" }]',
                          '[[torch]]\nversion = "2.12.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\ncompanions = []\n')
-    pip_conf = tmp_path / "pip.conf"
-    pip_conf.write_text(f"[global]\nindex-url = {index.url}/simple/\n")
-    run = build(matrix, pip_conf, tmp_path / "out", docker_env, "-j", "2")
+    run = build(matrix, index_pip_conf(tmp_path, index.url), tmp_path / "out", docker_env, "-j", "2")
     index.stop()
     assert {t["status"] for t in run.report["targets"]} == {"built"}
     (pair,) = run.report["pairs"]

@@ -61,6 +61,13 @@ def machine_ca_bundle() -> Path | None:
     return None
 
 
+def index_pip_conf(folder: Path, index_url: str) -> Path:
+    """A pip.conf whose only index is a local test index: nothing reaches the internet."""
+    path = folder / "pip.conf"
+    path.write_text(f"[global]\nindex-url = {index_url}/simple/\n")
+    return path
+
+
 def machine_pip_conf(folder: Path, index: WheelIndex) -> Path:
     path = folder / "pip.conf"
     path.write_text(f"[global]\nfind-links = {index.url}/all/\n")
