@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from support.builds import index_pip_conf, team_matrix  # noqa: E402
+from support.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, index_pip_conf, team_matrix  # noqa: E402
 from support.runner import remove_images, run_buildkit  # noqa: E402
 from support.wheel_index import WheelIndex  # noqa: E402
 from support.wheels import build_wheel, companion_double, torch_double  # noqa: E402
@@ -51,9 +51,9 @@ def main() -> None:
         folder = Path(tmp)
         wheels = folder / "wheels"
         index = WheelIndex({
-            "cu130": [torch_double(wheels / "cu", "2.14.1", "cu130", "13.0", None, ["sm_90"]),
+            "cu130": [torch_double(wheels / "cu", "2.14.1", "cu130", "13.0", None, CUDA_13_ARCHS),
                       companion_double(wheels / "cu", "torchvision", "0.29.1", "cu130", "2.14.1")],
-            "rocm7.2": [torch_double(wheels / "ro", "2.14.1", "rocm7.2", None, "7.2.0", ["gfx942"]),
+            "rocm7.2": [torch_double(wheels / "ro", "2.14.1", "rocm7.2", None, "7.2.0", ROCM_7_2_ARCHS),
                         companion_double(wheels / "ro", "torchvision", "0.29.1", "rocm7.2", "2.14.1")],
             "simple": [build_wheel(wheels / "extra", "bench-extra", "1.0", {"bench_extra/__init__.py": ""})],
         }).start()
