@@ -1,6 +1,6 @@
 """Pair build timings on the real engine: cold, warm (nothing changed), and after a package change.
 
-Run: python bench/build_pair.py   (needs dockerd, a BuildKit-capable docker CLI and the local base image
+Run: python -m bench.build_pair   (needs dockerd, a BuildKit-capable docker CLI and the local base image
 from .ci/base-image.sh). torch is a test double here, so the figures measure buildkit and BuildKit's
 caching, not pip downloading gigabytes. One run measures all three, so the ratios compare like with like.
 """
@@ -14,12 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from support.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, index_pip_conf, team_matrix  # noqa: E402
-from support.runner import remove_images, run_buildkit  # noqa: E402
-from support.wheel_index import WheelIndex  # noqa: E402
-from support.wheels import build_wheel, companion_double, torch_double  # noqa: E402
+from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, index_pip_conf, team_matrix
+from testkit.runner import remove_images, run_buildkit
+from testkit.wheel_index import WheelIndex
+from testkit.wheels import build_wheel, companion_double, torch_double
 
 STEP_RE = re.compile(r"^#(\d+) \[([^\]]*)\] (.*)$")
 

@@ -1,7 +1,7 @@
 """A no-op nightly over the whole default matrix: every target is already published, so publishing is
 pure decision-making (goal: under 2 s, zero builds). Also times one cold build for comparison.
 
-Run: python bench/noop_nightly.py   (needs Debian's docker-registry; the cold-build comparison also needs
+Run: python -m bench.noop_nightly   (needs Debian's docker-registry; the cold-build comparison also needs
 dockerd and the local base image, and is skipped with --no-cold).
 The registry is seeded with one tiny image per target (a config carrying that target's labels and
 fingerprint, one empty layer) pushed straight through the registry API.
@@ -22,13 +22,11 @@ from pathlib import Path
 
 import requests
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from testkit.registry import RegistryProcess
+from testkit.runner import run_buildkit
 
-from support.registry import RegistryProcess  # noqa: E402
-from support.runner import run_buildkit  # noqa: E402
-
-from buildkit.adapters.registry import DOCKER_MANIFEST  # noqa: E402
-from buildkit.planning import select_targets  # noqa: E402
+from buildkit.adapters.registry import DOCKER_MANIFEST
+from buildkit.app.targets import select_targets
 
 
 def _blob(base: str, repository: str, data: bytes) -> str:

@@ -1,6 +1,6 @@
 """Plan + render a synthetic matrix of 10,000 targets (goal: under 1 s on a 2-core machine).
 
-Run: python bench/plan_render.py [--targets 10000] [--repeat 3]
+Run: python -m bench.plan_render [--targets 10000] [--repeat 3]
 The matrix is a team fork of the default: 50 custom torch releases (described through [compat]),
 5 Pythons, 2 CUDA and 2 ROCm versions each, and 10 flavors from a team template folder. The figure is
 the best of --repeat runs of load + validate + expand + render + fingerprint, in one process.
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from buildkit.planning import select_targets
+from buildkit.app.targets import select_targets
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
 BACKENDS_PER_RELEASE = 4  # cuda 13.0, 13.2, rocm 7.2, 7.14

@@ -1,7 +1,7 @@
 """The real CUDA runtime image (torch 2.14.1, CUDA 13.0, Python 3.11): cold build, warm rebuild, size and
 efficiency ratio (image size / bytes of its final filesystem; goal <= 1.02).
 
-Run: python bench/real_cuda.py   (needs dockerd, a BuildKit-capable docker CLI, the local base image from
+Run: python -m bench.real_cuda   (needs dockerd, a BuildKit-capable docker CLI, the local base image from
 .ci/base-image.sh, and the torch 2.14.1 cp311 wheels this machine's pip configuration points at).
 """
 
@@ -14,12 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from support.machine_wheels import local_wheels  # noqa: E402
-from support.builds import machine_pip_conf, team_matrix  # noqa: E402
-from support.runner import remove_images, run_buildkit  # noqa: E402
-from support.wheel_index import WheelIndex  # noqa: E402
+from testkit.machine_wheels import local_wheels
+from testkit.builds import machine_pip_conf, team_matrix
+from testkit.runner import remove_images, run_buildkit
+from testkit.wheel_index import WheelIndex
 
 TARGET = "2.14.1-cuda13.0-py3.11-runtime"
 

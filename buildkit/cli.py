@@ -145,7 +145,7 @@ def _positive(value: str) -> int:
 
 
 def _source_options(args: argparse.Namespace):
-    from buildkit.planning import SourceOptions
+    from buildkit.app.targets import SourceOptions
 
     return SourceOptions(tuple(args.gpu_arch), args.pytorch_src, args.max_jobs or 0)
 
@@ -156,7 +156,7 @@ def _print_notes(notes, console: Console) -> None:
 
 
 def cmd_matrix_validate(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.planning import select_targets
+    from buildkit.app.targets import select_targets
 
     selection = select_targets(args.matrix)
     counts = {vendor: sum(1 for r in selection.rendered if r.target.vendor == vendor) for vendor in ("nvidia", "amd")}
@@ -166,7 +166,7 @@ def cmd_matrix_validate(args: argparse.Namespace, out: Console, err: Console) ->
 
 
 def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.planning import github_matrix, select_targets, target_json
+    from buildkit.app.targets import github_matrix, select_targets, target_json
 
     selection = select_targets(args.matrix, args.vendor, args.select, source=_source_options(args))
     if args.format == "json":
@@ -186,8 +186,8 @@ def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.dist import write_tree
-    from buildkit.planning import select_targets
+    from buildkit.app.render_tree import write_tree
+    from buildkit.app.targets import select_targets
 
     selection = select_targets(args.matrix, args.vendor, args.select, source=_source_options(args))
     written = write_tree(selection, args.out)
@@ -198,10 +198,10 @@ def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _build_setup(args: argparse.Namespace, err: Console):
     """Options, index settings and the progress display that build and publish share."""
-    from buildkit.build import BuildOptions
-    from buildkit.build_secrets import IndexSettings
-    from buildkit.console import LiveDisplay, PlainDisplay
-    from buildkit.provenance import created_now, source_revision
+    from buildkit.app.build import BuildOptions
+    from buildkit.adapters.secrets import IndexSettings
+    from buildkit.ui.console import LiveDisplay, PlainDisplay
+    from buildkit.adapters.build_stamp import created_now, source_revision
 
     matrix_folder = args.matrix.resolve().parent if args.matrix else Path.cwd()
     options = BuildOptions(
@@ -215,9 +215,9 @@ def _build_setup(args: argparse.Namespace, err: Console):
 
 
 def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.build import build_targets
-    from buildkit.planning import select_targets
-    from buildkit.report import run_markdown, write_reports
+    from buildkit.app.build import build_targets
+    from buildkit.app.targets import select_targets
+    from buildkit.ui.report import run_markdown, write_reports
 
     selection = select_targets(args.matrix, args.vendor, args.select, source=_source_options(args))
     if not selection.rendered:
@@ -244,9 +244,9 @@ def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
     from datetime import datetime, timezone
 
     from buildkit.adapters.registry import Registry, load_credentials
-    from buildkit.planning import select_targets
-    from buildkit.publish import PublishOptions, check_date_tags, publish, registry_of
-    from buildkit.report import write_publish_reports
+    from buildkit.app.targets import select_targets
+    from buildkit.app.publish import PublishOptions, check_date_tags, publish, registry_of
+    from buildkit.ui.report import write_publish_reports
 
     today = args.date or datetime.now(timezone.utc).strftime("%Y%m%d")
     if len(today) != 8 or not today.isdigit():
@@ -276,7 +276,7 @@ def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     from buildkit.adapters.hipify import compile_check, run_hipify
     from buildkit.core import grammar
-    from buildkit.resources import compat_data
+    from buildkit.adapters.bundled import compat_data
 
     known = compat_data()["archs"]["rocm"]
     if args.compile_check and args.offload_arch not in known:
@@ -304,9 +304,9 @@ def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.adapters import engine
     from buildkit.adapters.host import read_host
-    from buildkit.planning import select_targets
-    from buildkit.report import verdict_json
-    from buildkit.smoke.check import smoke_test
+    from buildkit.app.targets import select_targets
+    from buildkit.ui.report import verdict_json
+    from buildkit.app.smoke import smoke_test
 
     selection = select_targets(args.matrix, args.vendor, args.select)
     images = list(args.images) or [item.target.tags[0] for item in selection.rendered]
@@ -334,9 +334,9 @@ def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.adapters import engine
-    from buildkit.planning import select_targets
-    from buildkit.smoke.check import probe_report
-    from buildkit.smoke.parity import compare
+    from buildkit.app.targets import select_targets
+    from buildkit.app.smoke import probe_report
+    from buildkit.core.parity import compare
 
     selection = select_targets(args.matrix)
     if len(args.subjects) == 1:
@@ -373,9 +373,9 @@ def _gpu_json(host) -> dict:
 
 
 def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit import routing
+    from buildkit.app import routing
     from buildkit.core.host import primary_vendor, run_arguments
-    from buildkit.planning import select_targets
+    from buildkit.app.targets import select_targets
 
     selection = select_targets(args.matrix, args.vendor, args.select)
     host = routing.host_facts(selection, args.host_root, None)
@@ -419,11 +419,11 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     import shlex
     import subprocess
 
-    from buildkit import routing
+    from buildkit.app import routing
     from buildkit.core.compat import VENDOR_OF
     from buildkit.core.host import VENDOR_NAME, run_arguments
     from buildkit.core.plan import LABEL_PREFIX
-    from buildkit.planning import select_targets
+    from buildkit.app.targets import select_targets
 
     selection = select_targets(args.matrix, args.vendor, args.select)
     client = routing.engine_client()
@@ -460,9 +460,9 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit import routing
+    from buildkit.app import routing
     from buildkit.core.host import diagnose
-    from buildkit.planning import select_targets
+    from buildkit.app.targets import select_targets
 
     selection = select_targets(args.matrix, args.vendor, args.select)
     client = routing.engine_client()

@@ -16,11 +16,11 @@ import pytest
 
 from buildkit.adapters import engine
 from buildkit.errors import UserError
-from support.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, Build, build, machine_ca_bundle, machine_pip_conf, team_matrix
-from support.machine_wheels import local_wheels
-from support.runner import INDEX_PASSWORD, INDEX_USER
-from support.wheel_index import WheelIndex
-from support.wheels import companion_double, torch_double
+from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, Build, build, machine_ca_bundle, machine_pip_conf, team_matrix
+from testkit.machine_wheels import local_wheels
+from testkit.runner import INDEX_PASSWORD, INDEX_USER
+from testkit.wheel_index import WheelIndex
+from testkit.wheels import companion_double, torch_double
 
 BASE_IMAGE = "python:3.11-slim-bookworm"  # what the default runtime template uses for Python 3.11
 REQUIRE = os.environ.get("BUILDKIT_REQUIRE_DOCKER") == "1"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support.builds import build, team_matrix
+from testkit.builds import build, team_matrix
 
 pytestmark = pytest.mark.engine
 

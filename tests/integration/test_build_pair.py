@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from support.runner import INDEX_PASSWORD, INDEX_USER, docker_output, run_buildkit
+from testkit.runner import INDEX_PASSWORD, INDEX_USER, docker_output, run_buildkit
 
 pytestmark = pytest.mark.engine
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from support import hosts
-from support.runner import run_buildkit
+from testkit import hosts
+from testkit.runner import run_buildkit
 
 pytestmark = pytest.mark.engine
 CUDA = "2.14.1-cuda13.0-py3.11-runtime"

@@ -9,11 +9,11 @@ import uuid
 import pytest
 
 from buildkit.adapters.registry import Credentials, Registry
-from support.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, index_pip_conf, team_matrix
-from support.registry import FaultProxy, RegistryProcess
-from support.runner import run_buildkit
-from support.wheel_index import WheelIndex
-from support.wheels import build_wheel, companion_double, torch_double
+from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, index_pip_conf, team_matrix
+from testkit.registry import FaultProxy, RegistryProcess
+from testkit.runner import run_buildkit
+from testkit.wheel_index import WheelIndex
+from testkit.wheels import build_wheel, companion_double, torch_double
 
 pytestmark = pytest.mark.engine
 STACKS = '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n{extra_14}\n[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n{extra_13}\n'

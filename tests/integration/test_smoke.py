@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from support.builds import build, index_pip_conf, machine_pip_conf, team_matrix
-from support.runner import run_buildkit
-from support.wheel_index import WheelIndex
-from support.wheels import build_wheel, companion_double, torch_double
+from testkit.builds import build, index_pip_conf, machine_pip_conf, team_matrix
+from testkit.runner import run_buildkit
+from testkit.wheel_index import WheelIndex
+from testkit.wheels import build_wheel, companion_double, torch_double
 
 pytestmark = pytest.mark.engine
 

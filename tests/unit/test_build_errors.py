@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from support.runner import run_buildkit
+from testkit.runner import run_buildkit
 
 # A STAND-IN for a docker CLI, for the cases the real one cannot show on demand: the version it reports
 # decides whether it has built-in BuildKit, and it has no buildx plugin.

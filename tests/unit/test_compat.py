@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from buildkit.core.compat import BACKENDS, compat_from_data
 from buildkit.core.grammar import image_reference
-from buildkit.resources import compat_data
+from buildkit.adapters.bundled import compat_data
 
 DATA = compat_data()
 COMPAT = compat_from_data(DATA)

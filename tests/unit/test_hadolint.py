@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from buildkit.planning import select_targets
-from support.runner import tool
+from buildkit.app.targets import select_targets
+from testkit.runner import tool
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 from buildkit.adapters.host import Identity, gfx_name, read_host
 from buildkit.core.host import arch_covered, best_target, diagnose, primary_vendor, run_arguments
 from buildkit.core.plan import expand
-from buildkit.loader import load_matrix
-from support import hosts
+from buildkit.adapters.matrix_files import load_matrix
+from testkit import hosts
 
 MATRIX = load_matrix(None)
 COMPAT = MATRIX.compat

@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from buildkit.smoke.judge import CPU_BUILD, judge
-from buildkit.smoke.parity import compare
+from buildkit.core.judge import CPU_BUILD, judge
+from buildkit.core.parity import compare
 
 CUDA_LABELS = {"dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "13.0", "dev.buildkit.gpu-archs": "8.0;9.0;12.0+PTX"}
 ROCM_LABELS = {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx90a;gfx942"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from buildkit.core.plan import expand
-from buildkit.loader import load_matrix, locate
+from buildkit.adapters.matrix_files import load_matrix, locate
 
 
 def ids(path=None) -> set[str]:

@@ -10,7 +10,7 @@ import pytest
 
 import torch  # the test extra installs it: the probe needs a real torch
 
-from buildkit.smoke import probe  # noqa: E402
+from buildkit.image import probe  # noqa: E402
 
 
 def test_kernels_pass_on_the_cpu_against_float64():

@@ -12,8 +12,8 @@ import pytest
 
 from buildkit.core.plan import expand
 from buildkit.core.render import Renderer, fingerprint
-from buildkit.loader import load_matrix, template_loader
-from buildkit.planning import select_targets
+from buildkit.adapters.matrix_files import load_matrix, template_loader
+from buildkit.app.targets import select_targets
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 GOLDEN_IDS = ["2.14.1-cuda13.0-py3.12-runtime", "2.14.1-rocm7.2-py3.12-runtime", "2.14.1-rocm7.2-py3.12-devel"]
@@ -145,7 +145,7 @@ def test_fingerprint_follows_a_companion_package_change(default):
 
 
 def test_nightly_channel_takes_dev_builds_and_the_date_changes_the_fingerprint():
-    from buildkit.planning import select_targets
+    from buildkit.app.targets import select_targets
 
     def rendered(today):
         (item,) = select_targets(None, selectors=["id=2.14.1-rocm7.2-py3.12-runtime"], channel="nightly", today=today).rendered

@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from buildkit.core.source import GB_PER_JOB, max_jobs
-from buildkit.planning import SourceOptions, select_targets
-from support.runner import tool
+from buildkit.app.targets import SourceOptions, select_targets
+from testkit.runner import tool
 
 GIB = 1024**3
 COMPILERS = re.compile(r"\b(hipcc|gcc|g\+\+|clang|cmake|ninja|ccache|git clone|/src/|build-essential|setup\.py)\b")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from buildkit.torch_backend import torch_backend
+from buildkit.image.torch_backend import torch_backend
 
 
 def test_cpu_build_is_not_usable_and_says_why():

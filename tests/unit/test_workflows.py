@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.runner import tool
+from testkit.runner import tool
 
 WORKFLOWS = sorted((Path(__file__).resolve().parents[2] / ".github" / "workflows").glob("*.yml"))
 

@@ -17,14 +17,14 @@ import docker
 
 from buildkit.adapters import engine
 from buildkit.adapters.host import read_host
-from buildkit.build_secrets import IndexSettings, build_secrets
+from buildkit.adapters.secrets import IndexSettings, build_secrets
 from buildkit.core.compat import Compat
 from buildkit.core.host import HostFacts
 from buildkit.core.plan import provenance_labels
 from buildkit.core.render import Rendered
-from buildkit.smoke.check import DEFAULT_TIMEOUT, smoke_test
-from buildkit.smoke.judge import Verdict
-from buildkit.smoke.parity import Parity, compare
+from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
+from buildkit.core.judge import Verdict
+from buildkit.core.parity import Parity, compare
 
 LOG_TAIL_LINES = 25
 

@@ -12,7 +12,7 @@ import jinja2
 
 from buildkit.core.matrix import Layer, Matrix, resolve_matrix
 from buildkit.errors import Problem, UserError
-from buildkit.resources import builtin_templates_dir, compat_data, default_matrix_path, tomllib
+from buildkit.adapters.bundled import builtin_templates_dir, compat_data, default_matrix_path, tomllib
 
 DEFAULT_NAME = "default"
 _HEADER_RE = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")

@@ -12,7 +12,7 @@ from buildkit.core.matrix import Matrix, parse_selectors
 from buildkit.core.plan import Note, Target, expand, select
 from buildkit.core.source import SOURCE_FLAVOR
 from buildkit.core.render import Rendered, Renderer
-from buildkit.loader import load_matrix, template_loader
+from buildkit.adapters.matrix_files import load_matrix, template_loader
 
 
 @dataclass(frozen=True)

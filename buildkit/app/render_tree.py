@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from buildkit.core.render import Rendered
-from buildkit.planning import Selection, target_json
+from buildkit.app.targets import Selection, target_json
 
 
 def target_dir(out: Path, item: Rendered) -> Path:

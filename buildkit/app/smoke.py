@@ -15,13 +15,13 @@ from buildkit.core.compat import VENDOR_OF
 from buildkit.core.host import HostFacts
 from buildkit.core.plan import LABEL_PREFIX
 from buildkit.errors import Problem, UserError
-from buildkit.smoke.judge import Expectation, Verdict, judge
+from buildkit.core.judge import Expectation, Verdict, judge
 
 DEFAULT_TIMEOUT = 300  # seconds: an `import torch` can hang on a host whose driver is missing or wedged
 
 
 def probe_source() -> str:
-    return resources.files("buildkit.smoke").joinpath("probe.py").read_text(encoding="utf-8")
+    return resources.files("buildkit.image").joinpath("probe.py").read_text(encoding="utf-8")
 
 
 def _parse(stdout: str) -> dict | None:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from buildkit.build import Display, TargetResult
+from buildkit.app.build import Display, TargetResult
 
 # BuildKit's plain progress: "#8 [stage-0 5/7] RUN pip install ..." starts a step.
 _STEP_RE = re.compile(r"^#\d+ \[[^\]]+\] ")

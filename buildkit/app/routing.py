@@ -14,7 +14,7 @@ from buildkit.adapters.host import read_host
 from buildkit.core.host import Choice, HostFacts, best_target, primary_vendor
 from buildkit.core.plan import Plan, Target
 from buildkit.errors import Problem, UserError
-from buildkit.planning import Selection
+from buildkit.app.targets import Selection
 
 
 def engine_client() -> docker.DockerClient | None:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from buildkit.adapters import engine
 from buildkit.adapters.registry import Credentials, Registry, annotated
-from buildkit.build import BuildOptions, Display, build_targets
-from buildkit.build_secrets import IndexSettings
+from buildkit.app.build import BuildOptions, Display, build_targets
+from buildkit.adapters.secrets import IndexSettings
 from buildkit.core import grammar
 from buildkit.core.compat import Compat
 from buildkit.core.plan import LABEL_PREFIX, Target

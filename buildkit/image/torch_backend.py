@@ -1,6 +1,6 @@
 """Which backend is this torch, and can it use a GPU here? For users' entrypoints.
 
-    from buildkit.torch_backend import torch_backend
+    from buildkit.image.torch_backend import torch_backend
     status = torch_backend()
     if not status.usable:
         raise SystemExit(f"refusing to train on the CPU: {status.reason}")

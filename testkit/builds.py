@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from buildkit.core.compat import compat_from_data
-from buildkit.resources import compat_data
-from buildkit.smoke.judge import cuda_arch_names
-from support.runner import run_buildkit
-from support.wheel_index import WheelIndex
+from buildkit.adapters.bundled import compat_data
+from buildkit.core.judge import cuda_arch_names
+from testkit.runner import run_buildkit
+from testkit.wheel_index import WheelIndex
 
 
 # What torch doubles report as compiled: the official lists, as the real wheels would

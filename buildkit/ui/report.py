@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildkit.build import BuildRun, TargetResult
-from buildkit.smoke.judge import Verdict
+from buildkit.app.build import BuildRun, TargetResult
+from buildkit.core.judge import Verdict
 
 if TYPE_CHECKING:
-    from buildkit.publish import PublishRun
+    from buildkit.app.publish import PublishRun
 
 
 def _size(value: int | None) -> str:

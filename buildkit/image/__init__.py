@@ -1,0 +1,1 @@
+"""Code that runs inside the images: standard library and torch only, nothing from buildkit."""

@@ -1,0 +1,1 @@
+"""Presentation: live progress on the console, JSON and Markdown reports."""

@@ -1,1 +1,0 @@
-"""Test support: wheel doubles, a local wheel index server, engine fixtures' helpers."""
