@@ -26,7 +26,7 @@ from testkit.registry import RegistryProcess
 from testkit.runner import run_buildkit
 
 from buildkit.adapters.registry import DOCKER_MANIFEST
-from buildkit.app.targets import select_targets
+from buildkit.app.targets import Choices, select_targets
 
 
 def _blob(base: str, repository: str, data: bytes) -> str:
@@ -40,11 +40,11 @@ def _blob(base: str, repository: str, data: bytes) -> str:
 
 def seed(address: str, registry_override: str) -> int:
     base = f"http://{address}"
-    selection = select_targets(None, registry=registry_override)
+    planned = select_targets(Choices(registry=registry_override)).plan()
     layer = io.BytesIO()
     with gzip.GzipFile(fileobj=layer, mode="wb", mtime=0) as archive, tarfile.open(fileobj=archive, mode="w"):
         pass
-    for item in selection.rendered:
+    for item in planned:
         target = item.target
         config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Labels": dict(item.labels)},
                              "rootfs": {"type": "layers", "diff_ids": []}}).encode()
@@ -58,7 +58,7 @@ def seed(address: str, registry_override: str) -> int:
         for name in target.tag_names:
             requests.put(f"{base}/v2/{target.repository}/manifests/{name}", data=manifest,
                          headers={"Content-Type": DOCKER_MANIFEST}, timeout=30).raise_for_status()
-    return len(selection.rendered)
+    return len(planned)
 
 
 def main() -> None:

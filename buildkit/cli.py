@@ -1,20 +1,36 @@
-"""The `buildkit` command: parse arguments, call the library, print. No logic of its own."""
+"""The `buildkit` command: parse arguments, make one call into buildkit.app, show the result through buildkit.ui.
+
+No decisions live here: a command handler turns arguments into the app's option records, calls one use
+case and prints what it returns.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from buildkit import __version__
+from buildkit.app import routing
+from buildkit.app.build import BuildOptions, IndexSettings, build_selection
+from buildkit.app.hipify import hipify
+from buildkit.app.publish import PublishOptions, publish_selection
+from buildkit.app.render_tree import write_tree
+from buildkit.app.smoke import GPU_MODES, parity, test_images
+from buildkit.app.targets import Choices, SourceOptions, github_matrix, select_targets, target_json
 from buildkit.errors import UserError
+from buildkit.ui import views
+from buildkit.ui.console import LiveDisplay, PlainDisplay
+from buildkit.ui.report import run_markdown, verdict_json, write_publish_reports, write_reports
 
 VENDOR_CHOICES = ("nvidia", "amd", "all")
 FORMATS = ("table", "json", "github")
+GPU_HELP = "auto: run kernels when the host has the image's GPU vendor (default); require: fail without one; skip: never"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,6 +54,7 @@ def _selection_options(parser: argparse.ArgumentParser, source: bool = False) ->
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="buildkit", description="Matched NVIDIA CUDA and AMD ROCm PyTorch images from one TOML matrix.")
     parser.add_argument("--version", action="version", version=f"buildkit {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     matrix = commands.add_parser("matrix", help="work with matrix files")
@@ -115,10 +132,6 @@ def _host_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host-root", type=Path, default=Path("/"), help="read /sys, /proc, /dev below this folder (default /)")
 
 
-GPU_MODES = ("auto", "require", "skip")
-GPU_HELP = "auto: run kernels when the host has the image's GPU vendor (default); require: fail without one; skip: never"
-
-
 def _build_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobs", type=_positive, default=1, help="targets built at once (default 1)")
     parser.add_argument("--no-cache", action="store_true", help="build every step again")
@@ -144,349 +157,146 @@ def _positive(value: str) -> int:
     return number
 
 
-def _source_options(args: argparse.Namespace):
-    from buildkit.app.targets import SourceOptions
+def _choices(args: argparse.Namespace, **overrides) -> Choices:
+    source = SourceOptions(tuple(getattr(args, "gpu_arch", ())), getattr(args, "pytorch_src", None), getattr(args, "max_jobs", None) or 0)
+    return Choices(
+        matrix=args.matrix, vendor=getattr(args, "vendor", "all"), selectors=tuple(getattr(args, "select", ())),
+        source=source, **overrides,
+    )
 
-    return SourceOptions(tuple(args.gpu_arch), args.pytorch_src, args.max_jobs or 0)
+
+def _build_settings(args: argparse.Namespace) -> tuple[BuildOptions, IndexSettings]:
+    options = BuildOptions(
+        out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
+        efficiency=not args.no_efficiency, gpu=args.gpu, source_context=getattr(args, "pytorch_src", None),
+    )
+    return options, IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
 
 
-def _print_notes(notes, console: Console) -> None:
-    for note in notes:
-        console.print(f"note: {note}", highlight=False, markup=False)
+def _display(err: Console):
+    return LiveDisplay(err) if err.is_terminal else PlainDisplay(err)
 
 
 def cmd_matrix_validate(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.app.targets import select_targets
-
-    selection = select_targets(args.matrix)
-    counts = {vendor: sum(1 for r in selection.rendered if r.target.vendor == vendor) for vendor in ("nvidia", "amd")}
-    _print_notes(selection.notes, err)
-    out.print(f"ok: {len(selection.rendered)} targets ({counts['nvidia']} nvidia, {counts['amd']} amd)", highlight=False)
+    selection = select_targets(_choices(args))
+    counts = {vendor: sum(1 for t in selection.targets if t.vendor == vendor) for vendor in ("nvidia", "amd")}
+    views.notes(err, selection.notes)
+    views.say(out, f"ok: {len(selection.targets)} targets ({counts['nvidia']} nvidia, {counts['amd']} amd)")
     return 0
 
 
 def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.app.targets import github_matrix, select_targets, target_json
-
-    selection = select_targets(args.matrix, args.vendor, args.select, source=_source_options(args))
+    selection = select_targets(_choices(args))
+    planned = selection.plan()
     if args.format == "json":
-        print(json.dumps([target_json(item) for item in selection.rendered], indent=2))
+        sys.stdout.write(json.dumps([target_json(item) for item in planned], indent=2) + "\n")
     elif args.format == "github":
-        print(json.dumps(github_matrix(selection), separators=(",", ":")))
+        sys.stdout.write(json.dumps(github_matrix(planned), separators=(",", ":")) + "\n")
     else:
-        table = Table(title=f"{len(selection.rendered)} targets", title_justify="left")
-        for column in ("id", "vendor", "tags", "pair", "fingerprint"):
-            table.add_column(column, overflow="fold")
-        for item in selection.rendered:
-            target = item.target
-            table.add_row(target.id, target.vendor, "\n".join(target.tag_names), target.pair or "-", item.fingerprint[:12])
-        out.print(table)
-        _print_notes(selection.notes, err)
+        out.print(views.plan_table(planned))
+        views.notes(err, selection.notes)
     return 0
 
 
 def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.app.render_tree import write_tree
-    from buildkit.app.targets import select_targets
-
-    selection = select_targets(args.matrix, args.vendor, args.select, source=_source_options(args))
-    written = write_tree(selection, args.out)
-    _print_notes(selection.notes, err)
-    out.print(f"rendered {len(written)} Dockerfiles into {args.out}/ (index: {args.out / 'plan.json'})", highlight=False)
+    selection = select_targets(_choices(args))
+    written = write_tree(selection.render(), args.out)
+    views.notes(err, selection.notes)
+    views.say(out, f"rendered {len(written)} Dockerfiles into {args.out}/ (index: {args.out / 'plan.json'})")
     return 0
 
 
-def _build_setup(args: argparse.Namespace, err: Console):
-    """Options, index settings and the progress display that build and publish share."""
-    from buildkit.app.build import BuildOptions
-    from buildkit.adapters.secrets import IndexSettings
-    from buildkit.ui.console import LiveDisplay, PlainDisplay
-    from buildkit.adapters.build_stamp import created_now, source_revision
-
-    matrix_folder = args.matrix.resolve().parent if args.matrix else Path.cwd()
-    options = BuildOptions(
-        out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
-        efficiency=not args.no_efficiency, created=created_now(), revision=source_revision(matrix_folder), gpu=args.gpu,
-        source_context=getattr(args, "pytorch_src", None),
-    )
-    settings = IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
-    display = LiveDisplay(err) if err.is_terminal else PlainDisplay(err)
-    return options, settings, display
-
-
 def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.app.build import build_targets
-    from buildkit.app.targets import select_targets
-    from buildkit.ui.report import run_markdown, write_reports
-
-    selection = select_targets(args.matrix, args.vendor, args.select, source=_source_options(args))
-    if not selection.rendered:
-        raise UserError("no target matches the selection; see `buildkit plan` with the same options")
-    options, settings, display = _build_setup(args, err)
-    _print_notes(selection.notes, err)
+    options, settings = _build_settings(args)
+    display = _display(err)
     with display:
-        run, engine_description = build_targets(
-            selection.rendered, options, settings, args.docker, display, selection.matrix.compat,
-        )
+        run, engine_description = build_selection(_choices(args), options, settings, args.docker, display)
     report = args.report or args.out / "report.json"
     markdown = write_reports(run, engine_description, report)
-    out.print(run_markdown(run), highlight=False, markup=False)
-    err.print(f"report: {report} and {markdown}", highlight=False)
+    views.say(out, run_markdown(run))
+    views.say(err, f"report: {report} and {markdown}")
     if run.engine_lost:
-        err.print("error: the Docker engine stopped during the build; restart it and run the build again", highlight=False)
+        views.say(err, "error: the Docker engine stopped during the build; restart it and run the build again")
     if run.interrupted:
-        err.print("interrupted: running builds were stopped", highlight=False)
+        views.say(err, "interrupted: running builds were stopped")
         return 130
     return 1 if run.failed else 0
 
 
 def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from datetime import datetime, timezone
-
-    from buildkit.adapters.registry import Registry, load_credentials
-    from buildkit.app.targets import select_targets
-    from buildkit.app.publish import PublishOptions, check_date_tags, publish, registry_of
-    from buildkit.ui.report import write_publish_reports
-
-    today = args.date or datetime.now(timezone.utc).strftime("%Y%m%d")
-    if len(today) != 8 or not today.isdigit():
-        raise UserError(f"--date: expected YYYYMMDD, got {today!r}")
-    selection = select_targets(args.matrix, args.vendor, args.select, registry=args.registry, channel=args.channel, today=today)
-    if not selection.rendered:
-        raise UserError("no target matches the selection; see `buildkit plan` with the same options")
-    if args.nightly:
-        check_date_tags(selection.rendered, today)
-    registry_host = registry_of(selection.rendered)
-    credentials = load_credentials(registry_host, args.registry_auth_file)
-    registry = Registry(registry_host, credentials, insecure=True if args.insecure_registry else None)
-    options, settings, display = _build_setup(args, err)
-    publish_options = PublishOptions(nightly=args.nightly, date=today, keep=args.keep, dry_run=args.dry_run)
+    options, settings = _build_settings(args)
+    publish_options = PublishOptions(nightly=args.nightly, date=args.date or "", keep=args.keep, dry_run=args.dry_run)
+    display = _display(err)
     with display:
-        run = publish(selection.rendered, publish_options, options, settings, args.docker, display,
-                      selection.matrix.compat, registry, credentials)
+        run = publish_selection(
+            _choices(args, registry=args.registry, channel=args.channel), publish_options, options, settings, args.docker,
+            display, args.registry_auth_file, args.insecure_registry,
+        )
     report = args.report or args.out / "publish.json"
     markdown = write_publish_reports(run, report)
-    out.print(markdown.read_text(), highlight=False, markup=False)
-    err.print(f"report: {report} and {markdown}", highlight=False)
+    views.say(out, markdown.read_text())
+    views.say(err, f"report: {report} and {markdown}")
     return 1 if run.failed else 0
 
 
 def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from dataclasses import asdict
-
-    from buildkit.adapters.hipify import compile_check, run_hipify
-    from buildkit.core import grammar
-    from buildkit.adapters.bundled import compat_data
-
-    known = compat_data()["archs"]["rocm"]
-    if args.compile_check and args.offload_arch not in known:
-        raise UserError(f"--offload-arch: unknown gfx target {args.offload_arch!r}; known: {', '.join(known)}")
-    if not grammar.ROCM_ARCH_RE.match(args.offload_arch):
-        raise UserError(f"--offload-arch: expected a gfx target such as gfx942, got {args.offload_arch!r}")
-    target = args.out or args.path.resolve().parent / f"{args.path.resolve().name}-hip"
-    report = run_hipify(args.path, target)
-    if args.compile_check:
-        report = compile_check(report, args.offload_arch)
-    out.print(f"hipify: {len(report.converted)} files converted, {len(report.unchanged)} unchanged in {report.seconds:.2f} s -> {report.output}", highlight=False)
-    for use in report.unmapped:
-        out.print(f"  no HIP mapping: {use.file}:{use.line}: {use.identifier}", highlight=False, markup=False)
-    if report.compile_skipped:
-        out.print(f"compile check skipped: {report.compile_skipped}", highlight=False)
-    for unit in report.compiled:
-        note = {"ok": "compiles", "error": "DOES NOT COMPILE", "environment": "not checked"}[unit.status]
-        detail = "" if unit.status == "ok" else f": {unit.summary}"
-        out.print(f"  {unit.file} for {args.offload_arch}: {note}{detail}", highlight=False, markup=False)
+    report = hipify(args.path, args.out, args.compile_check, args.offload_arch)
+    for line in views.hipify_lines(report, args.offload_arch):
+        views.say(out, line)
     if args.json:
         args.json.write_text(json.dumps(asdict(report) | {"passed": report.passed}, indent=2) + "\n", encoding="utf-8")
     return 0 if report.passed else 1
 
 
 def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.adapters import engine
-    from buildkit.adapters.host import read_host
-    from buildkit.app.targets import select_targets
-    from buildkit.ui.report import verdict_json
-    from buildkit.app.smoke import smoke_test
-
-    selection = select_targets(args.matrix, args.vendor, args.select)
-    images = list(args.images) or [item.target.tags[0] for item in selection.rendered]
-    if not images:
-        raise UserError("no image to test: name images, or select targets whose images were built")
-    client = engine.connect()
-    host = read_host(selection.matrix.compat)
-    verdicts = []
-    for image in images:
-        err.print(f"testing {image}", highlight=False)
-        verdicts.append(smoke_test(client, image, args.gpu, host, args.timeout))
-    table = Table(title=f"smoke tests (--gpu {args.gpu})", title_justify="left")
-    for column in ("image", "torch", "verdict", "kernels", "failures"):
-        table.add_column(column, overflow="fold")
-    for verdict in verdicts:
-        table.add_row(
-            verdict.image, verdict.torch or "-", "pass" if verdict.passed else "FAIL", verdict.kernels,
-            "\n".join(verdict.failures) or "-",
-        )
-    out.print(table)
+    verdicts = test_images(_choices(args), list(args.images), args.gpu, args.timeout, lambda line: views.say(err, line))
+    out.print(views.verdict_table(verdicts, args.gpu))
     if args.json:
         args.json.write_text(json.dumps([verdict_json(v) for v in verdicts], indent=2) + "\n", encoding="utf-8")
     return 0 if all(v.passed for v in verdicts) else 1
 
 
 def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.adapters import engine
-    from buildkit.app.targets import select_targets
-    from buildkit.app.smoke import probe_report
-    from buildkit.core.parity import compare
-
-    selection = select_targets(args.matrix)
-    if len(args.subjects) == 1:
-        twins = [item.target for item in selection.rendered if item.target.pair == args.subjects[0]]
-        if len(twins) != 2:
-            known = sorted({item.target.pair for item in selection.rendered if item.target.pair})
-            raise UserError(f"{args.subjects[0]!r} is not a pair of this matrix; pairs: {', '.join(known[:8])}{' …' if len(known) > 8 else ''}")
-        images = [twin.tags[0] for twin in sorted(twins, key=lambda t: t.backend)]
-    elif len(args.subjects) == 2:
-        images = list(args.subjects)
-    else:
-        raise UserError("parity compares one pair (PAIR) or two images (IMAGE IMAGE)")
-    client = engine.connect()
-    reports = [probe_report(client, image) for image in images]
-    result = compare(images[0], reports[0], images[1], reports[1], selection.matrix.compat.vendor_packages)
+    result = parity(_choices(args), list(args.subjects))
     if args.json:
-        args.json.write_text(json.dumps({"images": images, "passed": result.passed, "differences": list(result.differences)}, indent=2) + "\n")
-    if result.passed:
-        out.print(f"parity: {images[0]} and {images[1]} hold the same OS, Python and packages (vendor runtimes aside)", highlight=False)
-        return 0
-    out.print(f"parity: {len(result.differences)} difference(s) between {images[0]} and {images[1]}:", highlight=False)
-    for difference in result.differences:
-        out.print(f"  - {difference}", highlight=False, markup=False)
-    return 1
-
-
-def _gpu_json(host) -> dict:
-    nodes = [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None]
-    return {
-        "gpus": [{"vendor": g.vendor, "pci": g.pci, "device_id": g.device_id, "name": g.name, "arch": g.arch} for g in host.gpus],
-        "drivers": {"nvidia": host.nvidia_driver or None, "amdgpu": host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else None)},
-        "device_nodes": [{"path": n.path, "group": n.group, "gid": n.gid, "accessible": n.accessible} for n in nodes],
-    }
+        document = {"images": list(result.images), "passed": result.parity.passed, "differences": list(result.parity.differences)}
+        args.json.write_text(json.dumps(document, indent=2) + "\n")
+    for line in views.parity_lines(result):
+        views.say(out, line)
+    return 0 if result.parity.passed else 1
 
 
 def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.app import routing
-    from buildkit.core.host import primary_vendor, run_arguments
-    from buildkit.app.targets import select_targets
-
-    selection = select_targets(args.matrix, args.vendor, args.select)
-    host = routing.host_facts(selection, args.host_root, None)
-    picks = routing.choices(host, selection, args.python)
-    vendor = primary_vendor(host)
-    document = {
-        **_gpu_json(host),
-        "vendor": vendor,
-        "targets": {
-            v: {"id": c.target.id if c.target else None, "tag": c.target.tags[0] if c.target else None,
-                "run_flags": run_arguments(v, host), "passed_over": list(c.reasons)}
-            for v, c in picks.items()
-        },
-    }
+    detection = routing.detect(_choices(args), args.host_root, args.python)
     if args.json:
-        print(json.dumps(document, indent=2))
-        return 0
-    if not host.gpus:
-        out.print("no GPU on this host: images run on the CPU here (torch.cuda.is_available() is False)", highlight=False)
-        return 0
-    table = Table(title="GPUs", title_justify="left")
-    for column in ("pci", "vendor", "model", "arch"):
-        table.add_column(column)
-    for gpu in host.gpus:
-        table.add_row(gpu.pci, gpu.vendor, gpu.name, gpu.arch or "?")
-    out.print(table)
-    out.print(f"drivers: nvidia {host.nvidia_driver or '-'}, amdgpu {host.amdgpu_driver or ('loaded' if host.amdgpu_loaded else '-')}", highlight=False)
-    for node in document["device_nodes"]:
-        out.print(f"{node['path']}: group {node['group'] or node['gid']}, {'accessible' if node['accessible'] else 'NOT accessible'} to you", highlight=False)
-    for v, choice in picks.items():
-        mark = " (this host's vendor)" if v == vendor and len(picks) > 1 else ""
-        if choice.target:
-            out.print(f"{v}{mark}: {choice.target.tags[0]}\n  docker run {' '.join(run_arguments(v, host))} {choice.target.tags[0]}", highlight=False)
-        else:
-            out.print(f"{v}{mark}: no target fits: {'; '.join(choice.reasons)}", highlight=False)
+        sys.stdout.write(json.dumps(views.detection_json(detection), indent=2) + "\n")
+    else:
+        views.show_detection(out, detection)
     return 0
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    import os
     import shlex
-    import subprocess
 
-    from buildkit.app import routing
-    from buildkit.core.compat import VENDOR_OF
-    from buildkit.core.host import VENDOR_NAME, run_arguments
-    from buildkit.core.plan import LABEL_PREFIX
-    from buildkit.app.targets import select_targets
-
-    selection = select_targets(args.matrix, args.vendor, args.select)
-    client = routing.engine_client()
-    host = routing.host_facts(selection, args.host_root, None)
-    if args.image:
-        info = routing.image_info(args.image, selection, client)
-    else:
-        choice = routing.routed(host, selection, args.python)
-        if choice is None or choice.target is None:
-            reasons = "; ".join(choice.reasons) if choice else "this host has no GPU"
-            raise UserError(f"no matrix target fits this host ({reasons}); name an image to run it anyway")
-        info = routing.image_info(choice.target.tags[0], selection, client)
-    image_vendor = VENDOR_OF.get(info.labels.get(f"{LABEL_PREFIX}backend", ""))
-    flags: list[str] = []
-    if image_vendor and host.vendors() and image_vendor not in host.vendors():
-        other = host.vendors()[0]
-        twin = routing.twin_of(info.labels, selection, other) or routing.choices(host, selection, args.python)[other].target
-        hint = f"; run {twin.tags[0]} instead" if twin else ""
-        raise UserError(
-            f"{info.reference} is an {VENDOR_NAME[image_vendor]} image and this host has only {VENDOR_NAME[other]} GPUs: "
-            f"torch would find no usable GPU and silently run on the CPU{hint}"
-        )
-    if image_vendor in host.vendors():
-        flags = run_arguments(image_vendor, host)
-    elif not host.vendors():
-        err.print("note: this host has no GPU; the container runs on the CPU", highlight=False)
-    command = args.container_command
-    docker_cli = os.environ.get("BUILDKIT_DOCKER", "docker")
-    argv = [docker_cli, "run", "--rm", *(["-it"] if os.isatty(0) and os.isatty(1) else []), *flags, info.reference, *command]
+    command = routing.run_command(_choices(args), args.image, args.host_root, args.python, args.container_command)
+    if command.note:
+        views.say(err, f"note: {command.note}")
     if args.print:
-        print(shlex.join(argv))
+        sys.stdout.write(shlex.join(command.argv) + "\n")
         return 0
-    return subprocess.call(argv)
+    return subprocess.call(command.argv)
 
 
 def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.app import routing
-    from buildkit.core.host import diagnose
-    from buildkit.app.targets import select_targets
-
-    selection = select_targets(args.matrix, args.vendor, args.select)
-    client = routing.engine_client()
-    host = routing.host_facts(selection, args.host_root, client)
-    info = routing.image_info(args.image, selection, client) if args.image else None
-    findings = diagnose(host, selection.matrix.compat, info.labels if info else None, info.reference if info else "")
-    if client is None:
-        err.print("note: the Docker engine is not reachable, so its NVIDIA runtime was not checked", highlight=False)
-    blocking = any(f.blocking for f in findings)
+    report = routing.doctor(_choices(args), args.image, args.host_root)
+    if not report.engine_checked:
+        views.say(err, "note: the Docker engine was not asked (not reachable, or --host-root describes another host), "
+                       "so its NVIDIA runtime was not checked")
     if args.json:
-        print(json.dumps({
-            **_gpu_json(host), "image": info.reference if info else None, "ok": not blocking,
-            "findings": [{"blocking": f.blocking, "finding": f.title, "fix": f.fix} for f in findings],
-        }, indent=2))
-        return 1 if blocking else 0
-    table = Table(title=f"doctor{': ' + info.reference if info else ''}", title_justify="left")
-    for column in ("", "finding", "fix"):
-        table.add_column(column, overflow="fold")
-    for finding in findings:
-        table.add_row("BLOCKS" if finding.blocking else "note", finding.title, finding.fix)
-    if findings:
-        out.print(table)
-    out.print("GPU acceleration is blocked here: fix the findings marked BLOCKS" if blocking else "ok: nothing blocks GPU acceleration here", highlight=False)
-    return 1 if blocking else 0
+        sys.stdout.write(json.dumps(views.doctor_json(report), indent=2) + "\n")
+    else:
+        views.show_doctor(out, report)
+    return 1 if report.blocking else 0
 
 
 COMMANDS = {
@@ -519,11 +329,17 @@ def main(argv: list[str] | None = None) -> int:
         return handler(args, out, err)
     except UserError as error:
         for problem in error.problems:
-            err.print(f"error: {problem}", highlight=False, markup=False)
+            views.say(err, f"error: {problem}")
         return error.exit_code
     except KeyboardInterrupt:
-        err.print("interrupted", highlight=False)
+        views.say(err, "interrupted")
         return 130
+    except Exception as error:  # a bug, not a user error: one line unless --debug asks for the traceback
+        if args.debug:
+            raise
+        views.say(err, f"internal error (a bug in buildkit, please report it): {type(error).__name__}: {error}; "
+                       "run again with --debug for the traceback")
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Per-build facts from the world: the time and the source revision (kept out of the pure core)."""
+"""Per-build facts from the world: the clock and the source revision (kept out of the pure core)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from pathlib import Path
 
 def created_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def today_utc() -> str:
+    """YYYYMMDD, the date of a nightly."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d")
 
 
 def source_revision(folder: Path) -> str:

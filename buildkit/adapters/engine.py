@@ -8,6 +8,7 @@ A newer client without buildx cannot do BuildKit builds at all; detection says s
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import signal
@@ -20,9 +21,11 @@ from typing import Callable, Iterable
 
 import docker
 import docker.errors
+import docker.types
 import requests.exceptions
 from packaging.version import InvalidVersion, Version
 
+from buildkit.core.host import GpuAccess
 from buildkit.errors import Problem, UserError
 
 # Clients from 23.0 on hand `docker build` to buildx; older ones have BuildKit built in.
@@ -233,6 +236,22 @@ def image_facts(client: docker.DockerClient, reference: str) -> ImageFacts:
     )
 
 
+def image_labels(client: docker.DockerClient, reference: str) -> dict[str, str] | None:
+    """An image's labels, or None when the engine does not hold it."""
+    try:
+        return dict(client.images.get(reference).labels or {})
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def runtimes(client: docker.DockerClient) -> tuple[str, ...] | None:
+    """The engine's container runtimes (nvidia among them where the NVIDIA toolkit is set up)."""
+    try:
+        return tuple(client.info().get("Runtimes", {}))
+    except (docker.errors.APIError, requests.exceptions.RequestException):
+        return None
+
+
 def tag_image(client: docker.DockerClient, image_id: str, reference: str) -> None:
     repository, _, tag = reference.rpartition(":")
     client.images.get(image_id).tag(repository, tag)
@@ -260,22 +279,80 @@ class _ChunkStream(io.RawIOBase):
         return size
 
 
-def filesystem_bytes(client: docker.DockerClient, image_id: str) -> int:
-    """Bytes of the files in the image's final filesystem, counted as the engine counts layer sizes
-    (regular files and symlink targets, each hard-linked file once), streamed from a container export."""
-    container = client.containers.create(image_id, command=["true"])
-    try:
-        total = 0
-        stream = io.BufferedReader(_ChunkStream(container.export(chunk_size=1 << 20)), buffer_size=1 << 20)
-        with tarfile.open(fileobj=stream, mode="r|") as archive:
-            for member in archive:
-                if member.isreg():
-                    total += member.size
-                elif member.issym():
-                    total += len(member.linkname)
-        return total
-    finally:
-        container.remove(force=True)
+@dataclass(frozen=True)
+class ImageBytes:
+    """Bytes of files, counted the same way on every image store: regular files by size, symlinks by the
+    length of their target, each hard-linked file once."""
+
+    layers: int  # in all the image's layers together, uncompressed: what pulling it writes
+    filesystem: int  # in its final filesystem: what a container sees
+
+    @property
+    def efficiency(self) -> float:
+        return self.layers / self.filesystem if self.filesystem else 0.0
+
+
+_WHITEOUT = ".wh."
+_OPAQUE = ".wh..wh..opq"
+
+
+def _normalised(name: str) -> str:
+    return name.removeprefix("./").strip("/")
+
+
+def _layer_entries(stream) -> list[tuple[str, int]]:
+    """(path, bytes) of every entry of one layer tar, whiteouts as (path, -1) and opaque dirs as (dir/, -2)."""
+    entries = []
+    with tarfile.open(fileobj=stream, mode="r|*") as layer:
+        for member in layer:
+            path = _normalised(member.name)
+            folder, _, name = path.rpartition("/")
+            if name == _OPAQUE:
+                entries.append((folder + "/", -2))
+            elif name.startswith(_WHITEOUT):
+                entries.append((f"{folder}/{name[len(_WHITEOUT):]}".lstrip("/"), -1))
+            elif member.isreg():
+                entries.append((path, member.size))
+            elif member.issym():
+                entries.append((path, len(member.linkname)))
+            else:
+                entries.append((path, 0))  # folders, devices, hard links: no bytes of their own
+    return entries
+
+
+def image_bytes(client: docker.DockerClient, image_id: str) -> ImageBytes:
+    """Both sizes from one `docker save` stream: each layer's files, and the filesystem its layers add up to
+    (later layers replace files, whiteouts delete them). The engine's own `Size` cannot serve: the classic
+    store reports uncompressed layers, the containerd store compressed ones."""
+    layers: dict[str, list[tuple[str, int]]] = {}
+    order: list[str] = []
+    stream = io.BufferedReader(_ChunkStream(client.images.get(image_id).save(named=False)), buffer_size=1 << 20)
+    with tarfile.open(fileobj=stream, mode="r|") as archive:
+        for member in archive:
+            if not member.isreg():
+                continue
+            handle = archive.extractfile(member)
+            if member.name == "manifest.json":
+                order = json.loads(handle.read())[0]["Layers"]
+            elif member.name.startswith("blobs/"):
+                try:
+                    layers[member.name] = _layer_entries(handle)
+                except tarfile.TarError:
+                    continue  # a config or manifest blob, not a layer
+    filesystem: dict[str, int] = {}
+    total = 0
+    for name in order:
+        for path, size in layers.get(name, []):
+            if size == -2:
+                for existing in [p for p in filesystem if p.startswith(path)]:
+                    del filesystem[existing]
+            elif size == -1:
+                for existing in [p for p in filesystem if p == path or p.startswith(path + "/")]:
+                    del filesystem[existing]
+            else:
+                filesystem[path] = size
+                total += size
+    return ImageBytes(total, sum(filesystem.values()))
 
 
 def push_image(client: docker.DockerClient, reference: str, username: str | None, password: str | None) -> str:
@@ -292,3 +369,17 @@ def push_image(client: docker.DockerClient, reference: str, username: str | None
     except (docker.errors.APIError, requests.exceptions.RequestException) as error:
         raise UserError(Problem(reference, f"push failed: {_first_line(error)}")) from None
     return digest
+
+
+def sdk_gpu_options(access: GpuAccess) -> dict:
+    """The docker SDK's container arguments for the same access `docker run` gets from GpuAccess.docker_flags()."""
+    options: dict = {"shm_size": access.shm_size}
+    if access.gpu_request:
+        options["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    if access.devices:
+        options["devices"] = [f"{device}:{device}:rwm" for device in access.devices]
+    if access.groups:
+        options["group_add"] = list(access.groups)
+    if access.security_options:
+        options["security_opt"] = list(access.security_options)
+    return options

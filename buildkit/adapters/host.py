@@ -19,8 +19,8 @@ from pathlib import Path
 
 from buildkit.core.compat import Compat
 from buildkit.core.host import DeviceNode, Gpu, HostFacts
+from buildkit.core.vendors import BY_PCI_ID
 
-PCI_VENDORS = {"0x10de": "nvidia", "0x1002": "amd"}
 GPU_CLASS_PREFIXES = ("0x03", "0x12")  # display controllers, processing accelerators
 _NVIDIA_VERSION_RE = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9]+(?:\.[0-9]+)+)")
 
@@ -120,9 +120,10 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
     smi = _nvidia_smi() if root == Path("/") else {}
     gpus = []
     for device in sorted((root / "sys/bus/pci/devices").glob("*")):
-        vendor = PCI_VENDORS.get(_read(device / "vendor").lower())
-        if vendor is None or not _read(device / "class").lower().startswith(GPU_CLASS_PREFIXES):
+        vendor_record = BY_PCI_ID.get(_read(device / "vendor").lower())
+        if vendor_record is None or not _read(device / "class").lower().startswith(GPU_CLASS_PREFIXES):
             continue
+        vendor = vendor_record.name
         device_id = _read(device / "device").lower()
         known = compat.gpu_names.get(vendor, {}).get(device_id, {})
         name, arch = known.get("name", f"{vendor} device {device_id}"), known.get("arch", "")
@@ -144,22 +145,3 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
         nvidia_nodes=tuple(n for n in map(node, sorted(dev.glob("nvidia*"))) if n and not n.path.endswith("-caps")),
         engine_runtimes=engine_runtimes,
     )
-
-
-def container_gpu_options(backend: str, host: HostFacts) -> dict:
-    """docker SDK run options that hand the vendor's GPUs to a container (none when the host has none).
-
-    NVIDIA: --gpus all. AMD: /dev/kfd and /dev/dri, the video group and the group owning the device
-    nodes (often `render`, whose gid differs between distributions). Both: shared memory for DataLoader
-    workers and NCCL/RCCL.
-    """
-    import docker.types
-
-    options: dict = {"shm_size": "8g"}
-    if backend == "cuda" and "nvidia" in host.vendors():
-        options["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    if backend == "rocm" and "amd" in host.vendors() and host.kfd is not None:
-        options["devices"] = ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
-        options["group_add"] = ["video"] + ([str(host.amd_group_id)] if host.amd_group_id is not None else [])
-        options["security_opt"] = ["seccomp=unconfined"]
-    return options

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import threading
 import time
+from enum import Enum
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -18,13 +19,17 @@ import docker
 from buildkit.adapters import engine
 from buildkit.adapters.host import read_host
 from buildkit.adapters.secrets import IndexSettings, build_secrets
+from buildkit.adapters.build_stamp import created_now, source_revision
+from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
+from buildkit.app.targets import Choices, require_targets, select_targets
+from buildkit.core import release
 from buildkit.core.compat import Compat
 from buildkit.core.host import HostFacts
-from buildkit.core.plan import provenance_labels
-from buildkit.core.render import Rendered
-from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
 from buildkit.core.judge import Verdict
+from buildkit.core.labels import build_stamp_labels
 from buildkit.core.parity import Parity, compare
+from buildkit.core.release import Outcome
+from buildkit.core.render import Rendered
 
 LOG_TAIL_LINES = 25
 
@@ -46,30 +51,40 @@ class BuildOptions:
     source_context: Path | None = None  # --pytorch-src: the build context of source-flavor targets
 
 
+class BuildStatus(str, Enum):
+    PENDING = "pending"
+    BUILT = "built"  # built and passed its smoke test
+    FAILED = "failed"
+    CANCELLED = "cancelled"  # stopped while building (interrupt, --fail-fast, engine lost)
+    NOT_STARTED = "not-started"
+
+
 @dataclass
 class TargetResult:
     id: str
     vendor: str
     pair: str | None
-    tags: list[str]
-    status: str = "pending"  # built | failed | cancelled | not-started
+    tags: list[str]  # what the image is tagged with once built: the immutable tag, and a twin's floating tags
+    status: BuildStatus = BuildStatus.PENDING
     image_id: str | None = None
     size: int | None = None
     seconds: float | None = None
     log: str = ""
     error: str = ""
     log_tail: list[str] = field(default_factory=list)
-    filesystem_bytes: int | None = None
+    layer_bytes: int | None = None  # bytes of files in all its layers, uncompressed
+    filesystem_bytes: int | None = None  # bytes of files in its final filesystem
     layers: list[str] = field(default_factory=list)
     history: list[tuple[str, int]] = field(default_factory=list)
     smoke: Verdict | None = None
 
     @property
     def efficiency(self) -> float | None:
-        """Image size over the bytes its final filesystem holds: 1.0 means no layer carries dead weight."""
-        if not self.size or not self.filesystem_bytes:
+        """Bytes in the image's layers over the bytes its final filesystem holds: 1.0 means no layer carries
+        files that a later layer deletes or replaces."""
+        if not self.layer_bytes or not self.filesystem_bytes:
             return None
-        return self.size / self.filesystem_bytes
+        return self.layer_bytes / self.filesystem_bytes
 
 
 @dataclass(frozen=True)
@@ -92,7 +107,7 @@ class BuildRun:
     def failed(self) -> bool:
         return (
             self.interrupted
-            or any(r.status != "built" for r in self.results)
+            or any(r.status is not BuildStatus.BUILT for r in self.results)
             or any(p.parity is not None and not p.parity.passed for p in self.pairs)
         )
 
@@ -127,7 +142,7 @@ def pair_results(results: list[TargetResult], vendor_packages: tuple[str, ...] =
     whether the twins hold the same packages (from their smoke-test probes)."""
     groups: dict[str, list[TargetResult]] = {}
     for result in results:
-        if result.pair and result.status == "built":
+        if result.pair and result.status is BuildStatus.BUILT:
             groups.setdefault(result.pair, []).append(result)
     pairs = []
     for key, members in sorted(groups.items()):
@@ -180,9 +195,9 @@ class Builder:
     def build_one(self, item: Rendered, on_built: Callable[[TargetResult], None] | None = None) -> TargetResult:
         target = item.target
         log = self.options.out / "logs" / f"{target.id}.log"
-        result = TargetResult(target.id, target.vendor, target.pair, list(target.tags), log=str(log))
+        result = TargetResult(target.id, target.vendor, target.pair, [target.tags[0]], log=str(log))
         if self.cancel.is_set():
-            result.status = "not-started"
+            result.status = BuildStatus.NOT_STARTED
             return result
         self.display.started(target.id)
         started = time.monotonic()
@@ -192,7 +207,7 @@ class Builder:
             # a source build of a local checkout sends it as the context; everything else needs none
             context=self.options.source_context if target.source_checkout else dockerfile.parent,
             build_args=dict(item.build_args),
-            labels={**item.labels, **provenance_labels(self.options.created, self.options.revision)},
+            labels={**item.labels, **build_stamp_labels(self.options.created, self.options.revision)},
             secrets=self.secrets,
             network=self.options.network,
             no_cache=self.options.no_cache,
@@ -208,29 +223,43 @@ class Builder:
             # An image gets its tags only once its smoke test passed: a failed one can never be published.
             result.smoke = smoke_test(self.client, facts.image_id, self.options.gpu, self.host, self.options.smoke_timeout)
             if result.smoke.passed:
-                for reference in target.tags:
-                    engine.tag_image(self.client, facts.image_id, reference)
-                result.status = "built"
+                engine.tag_image(self.client, facts.image_id, target.tags[0])  # a twin's floating tags wait for its pair
+                result.status = BuildStatus.BUILT
             else:
-                result.status = "failed"
+                result.status = BuildStatus.FAILED
                 result.error = "smoke test failed: " + "; ".join(result.smoke.failures)
             if self.options.efficiency:
-                result.filesystem_bytes = engine.filesystem_bytes(self.client, facts.image_id)
+                measured = engine.image_bytes(self.client, facts.image_id)
+                result.layer_bytes, result.filesystem_bytes = measured.layers, measured.filesystem
+                if measured.layers < measured.filesystem:  # impossible: a measurement bug, never a figure to report
+                    raise RuntimeError(f"{target.id}: the image's layers hold fewer bytes ({measured.layers}) "
+                                       f"than its filesystem ({measured.filesystem})")
         elif outcome.cancelled:
-            result.status = "cancelled"
+            result.status = BuildStatus.CANCELLED
             result.error = "stopped before it finished (interrupted or --fail-fast)"
         else:
-            result.status = "failed"
+            result.status = BuildStatus.FAILED
             if not engine.engine_alive(self.client):
                 self.engine_lost = True
                 result.error = "the Docker engine stopped during the build; restart it and run the build again"
             else:
                 result.error = f"docker build exited with {outcome.returncode}; see the log"
-        result.log_tail = _tail(log) if result.status != "built" else []
-        if result.status == "failed" and (self.options.fail_fast or self.engine_lost):
+        result.log_tail = _tail(log) if result.status is not BuildStatus.BUILT else []
+        if result.status is BuildStatus.FAILED and (self.options.fail_fast or self.engine_lost):
             self.cancel.set()  # here, not in the collecting loop: the next queued build must not start
         self.display.finished(result)
         return result
+
+    def _tag_pairs(self, rendered: tuple[Rendered, ...], results: list[TargetResult]) -> None:
+        """A pair's floating tags go on its twins only when both were built and passed here."""
+        outcomes = {r.id: Outcome.PUBLISHED if r.status is BuildStatus.BUILT else Outcome.FAILED for r in results}
+        plan = release.tag_moves([item.target for item in rendered], outcomes, gpu_tested=None)
+        by_id = {r.id: r for r in results}
+        images = {item.target.id: item.target.image_name for item in rendered}
+        for move in plan.moves:
+            reference = f"{images[move.target]}:{move.tag}"
+            engine.tag_image(self.client, by_id[move.target].image_id, reference)
+            by_id[move.target].tags.append(reference)
 
     def run(self, rendered: tuple[Rendered, ...]) -> BuildRun:
         results: dict[str, TargetResult] = {}
@@ -257,10 +286,20 @@ class Builder:
                     results[item.target.id] = future.result()
                 else:
                     results[item.target.id] = TargetResult(
-                        item.target.id, item.target.vendor, item.target.pair, list(item.target.tags), status="not-started",
+                        item.target.id, item.target.vendor, item.target.pair, [item.target.tags[0]], status=BuildStatus.NOT_STARTED,
                     )
         ordered = [results[item.target.id] for item in rendered]
+        self._tag_pairs(rendered, ordered)
         return BuildRun(ordered, pair_results(ordered, self.vendor_packages), interrupted=interrupted, engine_lost=self.engine_lost)
+
+
+def build_selection(
+    choices: Choices, options: BuildOptions, settings: IndexSettings, docker_cli: str | None, display: Display,
+) -> tuple[BuildRun, str]:
+    """`buildkit build`: render the selected targets, then build, test and tag them."""
+    selection = require_targets(select_targets(choices))
+    stamped = replace(options, created=created_now(), revision=source_revision(choices.matrix.resolve().parent if choices.matrix else Path.cwd()))
+    return build_targets(selection.render(), stamped, settings, docker_cli, display, selection.matrix.compat)
 
 
 def build_targets(

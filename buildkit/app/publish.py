@@ -1,9 +1,9 @@
 """`buildkit publish`: skip what the registry already has, build and test the rest, push, move tags.
 
 Order matters for the guarantee: an image is pushed under its immutable tag (the engine uploads every
-blob before it writes the tag), and only then do floating tags move, by PUT of the same manifest. A
-pair's shared floating tags move only when both twins are good, so a crash or a failed twin never leaves
-a floating tag on an image that failed or on half a pair.
+blob before it writes the tag), and only then do floating tags move, by PUT of the same manifest. Which
+tags move is decided by buildkit.core.release; this module reads the registry, builds, pushes and
+carries out those decisions.
 """
 
 from __future__ import annotations
@@ -11,25 +11,28 @@ from __future__ import annotations
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from buildkit.adapters import engine
-from buildkit.adapters.registry import Credentials, Registry, annotated
-from buildkit.app.build import BuildOptions, Display, build_targets
+from buildkit.adapters.build_stamp import created_now, source_revision, today_utc
+from buildkit.adapters.registry import Credentials, Registry, annotated, load_credentials
 from buildkit.adapters.secrets import IndexSettings
-from buildkit.core import grammar
+from buildkit.app.build import BuildOptions, BuildStatus, Display, build_targets
+from buildkit.app.targets import Choices, require_targets, select_targets
+from buildkit.core import grammar, labels, release
 from buildkit.core.compat import Compat
-from buildkit.core.plan import LABEL_PREFIX, Target
-from buildkit.core.render import FINGERPRINT_LABEL, Rendered
+from buildkit.core.release import Outcome, Published, TagMove
+from buildkit.core.render import Rendered
 from buildkit.errors import Problem, UserError
 
-NIGHTLY_DATE_RE = re.compile(r"^(?P<base>.+)-nightly-(?P<date>[0-9]{8})$")
+NIGHTLY_DATE_RE = re.compile(r"^[0-9]{8}$")
 
 
 @dataclass(frozen=True)
 class PublishOptions:
     nightly: bool = False
-    date: str = ""  # YYYYMMDD of this nightly
+    date: str = ""  # YYYYMMDD of this nightly; "" for today (UTC)
     keep: int | None = None
     dry_run: bool = False
     lookups: int = 8  # registry requests in flight while deciding what changed
@@ -39,7 +42,7 @@ class PublishOptions:
 class TargetOutcome:
     id: str
     pair: str | None
-    status: str  # published | skipped-unchanged | failed | would-build | unchanged (dry run)
+    status: Outcome
     digest: str = ""
     size: int | None = None
     seconds: float | None = None
@@ -54,49 +57,60 @@ class PublishRun:
     deleted: list[str] = field(default_factory=list)
     requests: int = 0
     seconds: float = 0.0
-    build_report: object | None = None
 
     @property
     def failed(self) -> bool:
-        return any(t.status == "failed" for t in self.targets)
+        return any(t.status in (Outcome.FAILED, Outcome.MISSING) for t in self.targets)
 
 
-def floating_tags(target: Target, nightly: bool) -> list[str]:
-    """Tags that move to this image: the twin aliases, and with --nightly the `-nightly` ones."""
-    names = list(target.tag_names[1:])
-    if nightly:
-        names += [f"{name}-nightly" for name in target.tag_names]
-    return names
-
-
-def date_tag(target: Target, date: str) -> str:
-    return f"{target.tag_names[0]}-nightly-{date}"
-
-
-def unchanged(registry: Registry, item: Rendered) -> str | None:
-    """The digest of the published image when it carries this target's fingerprint; else None."""
+def published_state(registry: Registry, item: Rendered) -> Published | None:
+    """What the registry holds under the target's immutable tag (two requests, no layer pulled)."""
     target = item.target
     found = registry.image_labels(target.repository, target.tag_names[0])
-    if found and found[1].get(FINGERPRINT_LABEL) == item.fingerprint:
-        return found[0]
-    return None
+    if found is None:
+        return None
+    return Published(found[0], found[1].get(labels.FINGERPRINT, ""))
 
 
-def prune_nightlies(registry: Registry, target: Target, keep: int) -> list[str]:
-    """Delete this target's nightly date tags beyond the newest `keep`, only those this tool created."""
-    base = target.tag_names[0]
-    dated = sorted(
-        (m.group("date"), tag) for tag in registry.list_tags(target.repository)
-        if (m := NIGHTLY_DATE_RE.match(tag)) and m.group("base") == base
-    )
+def _prune(registry: Registry, item: Rendered, keep: int) -> list[str]:
+    target = item.target
     deleted = []
-    for _, tag in dated[:-keep] if keep else dated:
+    for tag in release.expired_date_tags(target, registry.list_tags(target.repository), keep):
         found = registry.image_labels(target.repository, tag)
-        if found is None or found[1].get(f"{LABEL_PREFIX}target") != target.id:
+        if found is None or found[1].get(labels.TARGET) != target.id:
             continue  # not an image this tool built for this target: leave it alone
         registry.delete_manifest(target.repository, found[0])
         deleted.append(f"{target.image_name}:{tag}")
     return deleted
+
+
+def _push(client, reference: str, credentials: Credentials | None) -> str:
+    """Push the immutable tag; '' on success, else the error."""
+    try:
+        engine.push_image(client, reference, credentials.username if credentials else None,
+                          credentials.password if credentials else None)
+    except UserError as error:
+        return str(error)
+    return ""
+
+
+def publish_selection(
+    choices: Choices, options: PublishOptions, build_options: BuildOptions, settings: IndexSettings, docker_cli: str | None,
+    display: Display, auth_file: Path | None = None, insecure: bool = False,
+) -> PublishRun:
+    """`buildkit publish`: check the inputs and the registry's credentials before anything is built."""
+    date = options.date or today_utc()
+    if not NIGHTLY_DATE_RE.match(date):
+        raise UserError(Problem("--date", f"expected YYYYMMDD, got {date!r}"))
+    selection = require_targets(select_targets(replace(choices, today=date)))
+    rendered = selection.render()
+    if options.nightly:
+        check_date_tags(rendered, date)
+    host = registry_of(rendered)
+    credentials = load_credentials(host, auth_file)
+    registry = Registry(host, credentials, insecure=True if insecure else None)
+    stamped = replace(build_options, created=created_now(), revision=source_revision(choices.matrix.resolve().parent if choices.matrix else Path.cwd()))
+    return publish(rendered, replace(options, date=date), stamped, settings, docker_cli, display, selection.matrix.compat, registry, credentials)
 
 
 def publish(
@@ -112,84 +126,74 @@ def publish(
 ) -> PublishRun:
     started = time.monotonic()
     registry.ping()
+    by_id = {item.target.id: item for item in rendered}
     with ThreadPoolExecutor(max_workers=options.lookups) as pool:
-        published = dict(zip((item.target.id for item in rendered), pool.map(lambda item: unchanged(registry, item), rendered)))
+        published = dict(zip(by_id, pool.map(lambda item: published_state(registry, item), rendered)))
     outcomes = {
-        item.target.id: TargetOutcome(item.target.id, item.target.pair, "skipped-unchanged" if published[item.target.id] else "would-build",
-                                      digest=published[item.target.id] or "")
-        for item in rendered
+        target_id: TargetOutcome(item.target.id, item.target.pair,
+                                 release.initial_outcome(item.fingerprint, published[target_id], build=True),
+                                 digest=published[target_id].digest if published[target_id] else "")
+        for target_id, item in by_id.items()
     }
-    to_build = tuple(item for item in rendered if not published[item.target.id])
     if options.dry_run:
-        for outcome in outcomes.values():
-            outcome.status = "unchanged" if outcome.digest else "would-build"
         return PublishRun(list(outcomes.values()), {}, requests=registry.requests, seconds=time.monotonic() - started)
 
-    build_run = None
+    to_build = tuple(item for item in rendered if outcomes[item.target.id].status is Outcome.WOULD_BUILD)
     if to_build:
         build_run, _ = build_targets(to_build, build_options, settings, docker_cli, display, compat)
         client = engine.connect()
         for result in build_run.results:
             outcome = outcomes[result.id]
             outcome.seconds, outcome.size = result.seconds, result.size
-            if result.status != "built":
-                outcome.status, outcome.error = "failed", result.error or result.status
+            if result.status is not BuildStatus.BUILT:
+                outcome.status, outcome.error = Outcome.FAILED, result.error or result.status.value
                 continue
-            reference = result.tags[0]
-            try:
-                engine.push_image(client, reference, credentials.username if credentials else None,
-                                  credentials.password if credentials else None)
-            except UserError as error:
-                outcome.status, outcome.error = "failed", str(error)
-                continue
-            target = next(item.target for item in to_build if item.target.id == result.id)
-            outcome.digest = registry.head_manifest(target.repository, target.tag_names[0]) or ""
-            outcome.status = "published" if outcome.digest else "failed"
-    good = {target_id for target_id, o in outcomes.items() if o.status in ("published", "skipped-unchanged")}
+            outcome.error = _push(client, result.tags[0], credentials)
+            target = by_id[result.id].target
+            outcome.digest = "" if outcome.error else registry.head_manifest(target.repository, target.tag_names[0]) or ""
+            outcome.status = Outcome.PUBLISHED if outcome.digest else Outcome.FAILED
+            if not outcome.digest and not outcome.error:
+                outcome.error = "the pushed tag is not in the registry"
 
-    by_id = {item.target.id: item.target for item in rendered}
-    pairs: dict[str, str] = {}
-    movable: list[str] = []  # targets whose floating tags may move: good, and for twins both twins good
-    for target_id in sorted(good):
-        target = by_id[target_id]
-        if target.pair:
-            twins = [t for t in by_id.values() if t.pair == target.pair]
-            bad = [t.id for t in twins if t.id not in good]
-            if bad or len(twins) < 2:
-                pairs[target.pair] = f"floating tags not moved: {', '.join(bad) or 'the other twin was not selected'} did not pass"
-                continue
-            pairs[target.pair] = "floating tags moved"
-        movable.append(target_id)
-
-    def tag(target_id: str) -> None:
-        """Date tag first (immutable), then the floating tags, all by PUT of the pushed manifest."""
-        target, outcome = by_id[target_id], outcomes[target_id]
-        outcome.tags = [target.tags[0]]
-        manifest = registry.get_manifest(target.repository, outcome.digest)
-        if options.nightly:
-            registry.put_manifest(target.repository, date_tag(target, options.date),
-                                  annotated(manifest, {"dev.buildkit.nightly": options.date}))
-            outcome.tags.append(f"{target.image_name}:{date_tag(target, options.date)}")
-        if target_id in movable:
-            for name in floating_tags(target, options.nightly):
-                if registry.head_manifest(target.repository, name) != manifest.digest:
-                    registry.put_manifest(target.repository, name, manifest)
-                outcome.tags.append(f"{target.image_name}:{name}")
-
-    with ThreadPoolExecutor(max_workers=options.lookups) as pool:
-        list(pool.map(tag, sorted(good)))
+    targets = [item.target for item in rendered]
+    plan = release.tag_moves(targets, {i: o.status for i, o in outcomes.items()}, None, options.nightly, options.date)
+    for target_id, outcome in outcomes.items():
+        if outcome.status.good:
+            outcome.tags = [by_id[target_id].target.tags[0]]
+    _carry_out(registry, plan.moves, by_id, outcomes)
 
     deleted: list[str] = []
     if options.keep is not None:
-        for target in by_id.values():
-            deleted += prune_nightlies(registry, target, options.keep)
-    return PublishRun([outcomes[item.target.id] for item in rendered], pairs, deleted, registry.requests,
-                      time.monotonic() - started, build_run)
+        for item in rendered:
+            deleted += _prune(registry, item, options.keep)
+    return PublishRun([outcomes[item.target.id] for item in rendered], plan.pairs, deleted, registry.requests,
+                      time.monotonic() - started)
+
+
+def _carry_out(registry: Registry, moves: list[TagMove], by_id: dict[str, Rendered], outcomes: dict[str, TargetOutcome]) -> None:
+    """Each tag by PUT of the pushed manifest (date tags as an annotated copy), targets in parallel and each
+    target's tags in the plan's order: the date tag first, then the floating tags."""
+    per_target: dict[str, list[TagMove]] = {}
+    for move in moves:
+        per_target.setdefault(move.target, []).append(move)
+
+    def apply(target_id: str) -> None:
+        target, outcome = by_id[target_id].target, outcomes[target_id]
+        manifest = registry.get_manifest(target.repository, outcome.digest)
+        for move in per_target[target_id]:
+            if move.annotate_date:
+                registry.put_manifest(target.repository, move.tag, annotated(manifest, {labels.NIGHTLY_ANNOTATION: move.annotate_date}))
+            elif registry.head_manifest(target.repository, move.tag) != manifest.digest:
+                registry.put_manifest(target.repository, move.tag, manifest)
+            outcome.tags.append(f"{target.image_name}:{move.tag}")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(apply, sorted(per_target)))
 
 
 def check_date_tags(rendered: tuple[Rendered, ...], date: str) -> None:
     """Refuse before any work when a nightly date tag would break the OCI tag grammar."""
-    bad = [date_tag(item.target, date) for item in rendered if grammar.tag(date_tag(item.target, date))]
+    bad = [release.date_tag(item.target, date) for item in rendered if grammar.tag(release.date_tag(item.target, date))]
     if bad:
         raise UserError(Problem("--nightly", f"tag {bad[0]!r} is longer than 128 characters; shorten tag_prefix"))
 
@@ -199,4 +203,3 @@ def registry_of(rendered: tuple[Rendered, ...]) -> str:
     if len(registries) != 1:
         raise UserError(f"the selection spans registries {', '.join(sorted(registries))}; publish one at a time")
     return registries.pop()
-

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from buildkit.core.render import Rendered
-from buildkit.app.targets import Selection, target_json
+from buildkit.app.targets import target_json
 
 
 def target_dir(out: Path, item: Rendered) -> Path:
@@ -18,9 +18,9 @@ def target_dir(out: Path, item: Rendered) -> Path:
     return out / target.torch / f"{target.backend}{target.backend_version}" / f"py{target.python}" / target.flavor
 
 
-def write_tree(selection: Selection, out: Path) -> list[Path]:
+def write_tree(rendered: tuple[Rendered, ...], out: Path) -> list[Path]:
     written = []
-    for item in selection.rendered:
+    for item in rendered:
         folder = target_dir(out, item)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "Dockerfile").write_text(item.dockerfile, encoding="utf-8")
@@ -30,5 +30,5 @@ def write_tree(selection: Selection, out: Path) -> list[Path]:
         (folder / "target.json").write_text(json.dumps(target_json(item), indent=2) + "\n", encoding="utf-8")
         written.append(folder)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "plan.json").write_text(json.dumps([target_json(i) for i in selection.rendered], indent=2) + "\n", encoding="utf-8")
+    (out / "plan.json").write_text(json.dumps([target_json(i) for i in rendered], indent=2) + "\n", encoding="utf-8")
     return written

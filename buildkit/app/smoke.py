@@ -1,92 +1,79 @@
-"""Running the probe in an image with the right GPU flags and a time limit, and judging it."""
+"""`buildkit test` and the smoke test inside `build`: run the probe in an image and judge its report
+against what the image's labels say it is."""
 
 from __future__ import annotations
 
-import json
-from importlib import resources
+from dataclasses import dataclass
+from typing import Callable
 
 import docker
 import docker.errors
-import requests.exceptions
 
+from buildkit.adapters import engine
 from buildkit.adapters.engine import image_facts
-from buildkit.adapters.host import container_gpu_options
-from buildkit.core.compat import VENDOR_OF
-from buildkit.core.host import HostFacts
-from buildkit.core.plan import LABEL_PREFIX
+from buildkit.adapters.host import read_host
+from buildkit.adapters.probe_runner import DEFAULT_TIMEOUT, run_probe
+from buildkit.app.targets import Choices, select_targets
+from buildkit.core.host import NO_GPU_ACCESS, HostFacts, gpu_access
+from buildkit.core.judge import GPU_MODES, Verdict, judge
+from buildkit.core.labels import ImageIdentity
+from buildkit.core.parity import Parity, compare, pair_images
 from buildkit.errors import Problem, UserError
-from buildkit.core.judge import Expectation, Verdict, judge
 
-DEFAULT_TIMEOUT = 300  # seconds: an `import torch` can hang on a host whose driver is missing or wedged
-
-
-def probe_source() -> str:
-    return resources.files("buildkit.image").joinpath("probe.py").read_text(encoding="utf-8")
+__all__ = ["DEFAULT_TIMEOUT", "GPU_MODES", "parity", "probe_report", "smoke_test", "test_images"]
 
 
-def _parse(stdout: str) -> dict | None:
-    for line in reversed(stdout.strip().splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and "probe_version" in value:
-            return value
-    return None
-
-
-def run_probe(
-    client: docker.DockerClient, image: str, backend: str, host: HostFacts, kernels: bool, timeout: int
-) -> tuple[dict | None, str, str]:
-    """(probe report or None, stderr tail, why there is no report)."""
-    command = ["python", "-c", probe_source(), *(["--kernels"] if kernels else [])]
-    container = client.containers.create(
-        image, command=command, labels={f"{LABEL_PREFIX}probe": "1"}, **container_gpu_options(backend, host),
-    )
+def _require_image(client: docker.DockerClient, image: str) -> dict[str, str]:
     try:
-        container.start()
-        try:
-            status = container.wait(timeout=timeout)
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            container.kill()
-            stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
-            return None, stderr[-2000:], f"the probe did not finish within {timeout} s (a hanging `import torch` or GPU call)"
-        stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-        stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
-        report = _parse(stdout)
-        if report is None:
-            why = f"the probe exited with {status.get('StatusCode')} without a report"
-            return None, (stderr or stdout)[-2000:], why
-        return report, stderr[-2000:], ""
-    except docker.errors.APIError as error:
-        return None, "", f"the container could not run: {error.explanation or error}"
-    finally:
-        container.remove(force=True)
-
-
-def smoke_test(
-    client: docker.DockerClient, image: str, mode: str, host: HostFacts, timeout: int = DEFAULT_TIMEOUT
-) -> Verdict:
-    try:
-        labels = image_facts(client, image).labels
+        return image_facts(client, image).labels
     except docker.errors.ImageNotFound:
         raise UserError(Problem(image, "no such image in the engine; build it or pull it first")) from None
-    expect = Expectation.from_labels(labels)
-    if expect is None:
-        return judge(image, labels, None, mode, False)
-    host_has_gpu = VENDOR_OF[expect.backend] in host.vendors()
+
+
+def smoke_test(client: docker.DockerClient, image: str, mode: str, host: HostFacts, timeout: int = DEFAULT_TIMEOUT) -> Verdict:
+    identity = ImageIdentity.read(_require_image(client, image))
+    if identity is None:
+        return judge(image, None, None, mode, False)
+    host_has_gpu = identity.vendor.name in host.vendors()
     kernels = mode != "skip" and host_has_gpu
-    report, stderr, failure = run_probe(client, image, expect.backend, host, kernels, timeout)
-    return judge(image, labels, report, mode, host_has_gpu, stderr_tail=stderr, probe_failure=failure)
+    run = run_probe(client, image, gpu_access(identity.vendor, host), kernels, timeout)
+    return judge(image, identity, run.report, mode, host_has_gpu, stderr_tail=run.stderr, probe_failure=run.failure)
 
 
 def probe_report(client: docker.DockerClient, image: str, timeout: int = DEFAULT_TIMEOUT) -> dict:
-    """The probe's report without kernels or GPU flags (what parity compares), or a UserError saying why not."""
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        raise UserError(Problem(image, "no such image in the engine; build it or pull it first")) from None
-    report, stderr, failure = run_probe(client, image, "cuda", HostFacts(), False, timeout)
-    if report is None:
-        raise UserError(Problem(image, f"{failure}; stderr: {stderr.strip()[-500:] or '(empty)'}"))
-    return report
+    """The probe's report without kernels or GPU access (what parity compares), or a UserError saying why not."""
+    _require_image(client, image)
+    run = run_probe(client, image, NO_GPU_ACCESS, False, timeout)
+    if run.report is None:
+        raise UserError(Problem(image, f"{run.failure}; stderr: {run.stderr.strip()[-500:] or '(empty)'}"))
+    return run.report
+
+
+def test_images(choices: Choices, images: list[str], mode: str, timeout: int, progress: Callable[[str], None]) -> list[Verdict]:
+    """`buildkit test`: the named images, or the selected targets' images."""
+    selection = select_targets(choices)
+    images = images or [target.tags[0] for target in selection.targets]
+    if not images:
+        raise UserError("no image to test: name images, or select targets whose images were built")
+    client = engine.connect()
+    host = read_host(selection.matrix.compat)
+    verdicts = []
+    for image in images:
+        progress(f"testing {image}")
+        verdicts.append(smoke_test(client, image, mode, host, timeout))
+    return verdicts
+
+
+@dataclass(frozen=True)
+class ParityResult:
+    images: tuple[str, str]
+    parity: Parity
+
+
+def parity(choices: Choices, subjects: list[str]) -> ParityResult:
+    """`buildkit parity`: a pair of the matrix (by its key) or two images, compared by their probes."""
+    selection = select_targets(choices)
+    images = pair_images(selection.targets, subjects)
+    client = engine.connect()
+    reports = [probe_report(client, image) for image in images]
+    return ParityResult(images, compare(images[0], reports[0], images[1], reports[1], selection.matrix.compat.vendor_packages))

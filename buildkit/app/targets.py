@@ -1,18 +1,21 @@
-"""From command-line choices to rendered targets: the one path plan, render, build and publish share."""
+"""From command-line choices to the selected targets: the one path every command shares.
+
+Selecting expands and filters the matrix; planning adds each image's build args, labels and fingerprint;
+rendering adds its Dockerfile. Each command takes only the step it needs: `validate`, `detect`, `run`,
+`doctor`, `test` and `parity` select; `plan` plans; only `render`, `build` and `publish` render.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from buildkit.core import grammar
-from buildkit.errors import Problem, UserError
-
-from buildkit.core.matrix import Matrix, parse_selectors
-from buildkit.core.plan import Note, Target, expand, select
-from buildkit.core.source import SOURCE_FLAVOR
-from buildkit.core.render import Rendered, Renderer
 from buildkit.adapters.matrix_files import load_matrix, template_loader
+from buildkit.core import grammar
+from buildkit.core.matrix import Matrix, parse_selectors
+from buildkit.core.plan import Note, Target, expand, narrow_for_source, select
+from buildkit.core.render import PlannedImage, Rendered, Renderer
+from buildkit.errors import Problem, UserError
 
 
 @dataclass(frozen=True)
@@ -24,60 +27,58 @@ class SourceOptions:
     max_jobs: int = 0
 
 
-def _apply_source_options(targets: list[Target], options: SourceOptions, known: tuple[str, ...]) -> list[Target]:
-    unknown = [arch for arch in options.gpu_archs if arch not in known]
-    if unknown:
-        raise UserError(Problem("--gpu-arch", f"unknown gfx target {', '.join(unknown)}; known: {', '.join(known)}"))
-    if options.pytorch_src is not None and not (options.pytorch_src / "tools" / "amd_build" / "build_amd.py").is_file():
-        raise UserError(Problem("--pytorch-src", f"{options.pytorch_src} is not a PyTorch checkout (no tools/amd_build/build_amd.py)"))
-    changed = []
-    for target in targets:
-        if target.backend == "rocm" and options.gpu_archs:
-            extra = [a for a in options.gpu_archs if a not in target.archs]
-            if extra and target.flavor != SOURCE_FLAVOR:
-                raise UserError(Problem("--gpu-arch", f"{', '.join(extra)} not in {target.id}'s wheel arch list; "
-                                                      "only the source flavor compiles for new archs"))
-            target = replace(target, archs=options.gpu_archs)
-        if target.flavor == SOURCE_FLAVOR:
-            target = replace(target, source_checkout=options.pytorch_src is not None, max_jobs=options.max_jobs)
-        changed.append(target)
-    return changed
+@dataclass(frozen=True)
+class Choices:
+    """What the command line selects, resolved once."""
+
+    matrix: Path | None = None
+    vendor: str = "all"
+    selectors: tuple[str, ...] = ()
+    registry: str | None = None  # publish: overrides the matrix's registry
+    channel: str | None = None  # publish: overrides every stack's wheel channel
+    today: str = ""  # the nightly channel's date (YYYYMMDD)
+    source: SourceOptions = SourceOptions()
 
 
 @dataclass(frozen=True)
 class Selection:
     matrix: Matrix
-    rendered: tuple[Rendered, ...]
+    targets: tuple[Target, ...]
     notes: tuple[Note, ...]
+    renderer: Renderer
+
+    def plan(self) -> tuple[PlannedImage, ...]:
+        return tuple(map(self.renderer.plan, self.targets))
+
+    def render(self) -> tuple[Rendered, ...]:
+        return tuple(self.renderer.render(planned) for planned in self.plan())
 
 
-def select_targets(
-    matrix_path: Path | None,
-    vendor: str = "all",
-    selectors: list[str] | None = None,
-    registry: str | None = None,
-    channel: str | None = None,
-    today: str = "",
-    source: SourceOptions = SourceOptions(),
-) -> Selection:
-    """The selected targets, rendered; `registry` and `channel` override the matrix's (publish options)."""
-    matrix = load_matrix(matrix_path)
-    if registry is not None:
-        if grammar.registry(registry):
-            raise UserError(Problem("--registry", f"expected {grammar.registry(registry)}, got {registry!r}"))
-        matrix = replace(matrix, registry=registry)
-    if channel is not None:
-        matrix = replace(matrix, stacks=tuple(replace(stack, channel=channel) for stack in matrix.stacks))
-    rule = parse_selectors(selectors or [])
-    plan = select(expand(matrix), vendor, rule)
-    targets = [replace(t, channel_date=today) if t.channel == "nightly" else t for t in plan.targets]
-    targets = _apply_source_options(targets, source, matrix.compat.known_archs["rocm"])
-    renderer = Renderer(template_loader(matrix), matrix.source)
-    return Selection(matrix, tuple(renderer.render(target) for target in targets), plan.notes)
+def select_targets(choices: Choices = Choices()) -> Selection:
+    matrix = load_matrix(choices.matrix)
+    if choices.registry is not None:
+        if grammar.registry(choices.registry):
+            raise UserError(Problem("--registry", f"expected {grammar.registry(choices.registry)}, got {choices.registry!r}"))
+        matrix = replace(matrix, registry=choices.registry)
+    if choices.channel is not None:
+        matrix = replace(matrix, stacks=tuple(replace(stack, channel=choices.channel) for stack in matrix.stacks))
+    source = choices.source
+    if source.pytorch_src is not None and not (source.pytorch_src / "tools" / "amd_build" / "build_amd.py").is_file():
+        raise UserError(Problem("--pytorch-src", f"{source.pytorch_src} is not a PyTorch checkout (no tools/amd_build/build_amd.py)"))
+    plan = select(expand(matrix), choices.vendor, parse_selectors(list(choices.selectors)))
+    targets = tuple(replace(t, channel_date=choices.today) if t.channel == "nightly" else t for t in plan.targets)
+    targets = narrow_for_source(targets, matrix.compat, source.gpu_archs, source.pytorch_src is not None, source.max_jobs)
+    return Selection(matrix, targets, plan.notes, Renderer(template_loader(matrix), matrix.source))
 
 
-def target_json(item: Rendered) -> dict:
-    """The plan contract (DESIGN.md §4): what `plan --format json` prints for each target."""
+def require_targets(selection: Selection) -> Selection:
+    if not selection.targets:
+        raise UserError("no target matches the selection; see `buildkit plan` with the same options")
+    return selection
+
+
+def target_json(item: PlannedImage) -> dict:
+    """The plan contract: what `plan --format json` prints for each target."""
     target = item.target
     return {
         "id": target.id,
@@ -103,7 +104,7 @@ def target_json(item: Rendered) -> dict:
     }
 
 
-def github_matrix(selection: Selection) -> dict:
+def github_matrix(planned: tuple[PlannedImage, ...]) -> dict:
     """`{"include": [...]}` for `strategy.matrix: ${{ fromJSON(...) }}`: one job per target."""
     return {
         "include": [
@@ -119,6 +120,6 @@ def github_matrix(selection: Selection) -> dict:
                 "tag": item.target.tags[0],
                 "fingerprint": item.fingerprint,
             }
-            for item in selection.rendered
+            for item in planned
         ]
     }

@@ -12,11 +12,10 @@ from typing import Any, Mapping
 
 from packaging.version import Version
 
+from buildkit.core.vendors import BACKENDS, VENDOR_NAMES, of_backend
+
 _UBUNTU_RE = re.compile(r"ubuntu-?([0-9]{2}\.[0-9]{2})")
 
-BACKENDS = ("cuda", "rocm")
-VENDOR_OF = {"cuda": "nvidia", "rocm": "amd"}
-BACKEND_OF = {vendor: backend for backend, vendor in VENDOR_OF.items()}
 
 
 @dataclass(frozen=True)
@@ -35,9 +34,7 @@ class BackendRelease:
     @property
     def index_tag(self) -> str:
         """The wheel index directory: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2."""
-        if self.backend == "cuda":
-            return "cu" + self.version.replace(".", "")
-        return "rocm" + self.version
+        return of_backend(self.backend).index_tag(self.version)
 
     @property
     def devel_os(self) -> str:
@@ -55,6 +52,7 @@ class TorchRelease:
     backends: Mapping[str, tuple[str, ...]]
     torchvision: str
     unconfirmed: tuple[str, ...] = ()
+    releases: tuple[str, ...] = ()  # the patch releases that exist (2.14.0, 2.14.1); empty when the data does not say
 
     def companion_version(self, package: str, torch_version: str) -> str | None:
         """torchvision's release tracks torch's patch number (torch 2.14.1 ↔ torchvision 0.29.1)."""
@@ -71,7 +69,6 @@ class Compat:
     os_python: Mapping[str, str]
     wheel_index: str
     channels: Mapping[str, str]
-    sources: Mapping[str, str] = field(default_factory=dict)
     vendor_packages: tuple[str, ...] = ()  # distributions that differ between twins by design
     gpu_names: Mapping[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)  # vendor -> PCI id -> facts
     hsa_override: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # gfx arch -> (override, runs as)
@@ -107,6 +104,7 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
             backends={backend: tuple(entry.get(backend, ())) for backend in BACKENDS},
             torchvision=entry.get("torchvision", ""),
             unconfirmed=tuple(entry.get("unconfirmed", ())),
+            releases=tuple(entry.get("releases", ())),
         )
         for minor, entry in data.get("torch", {}).items()
     }
@@ -132,8 +130,7 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
         os_python=dict(data.get("os_python", {})),
         wheel_index=index.get("url", ""),
         channels=dict(index.get("channels", {"release": ""})),
-        sources=dict(data.get("sources", {})),
         vendor_packages=tuple(data.get("parity", {}).get("vendor_packages", ())),
-        gpu_names={vendor: dict(data.get("gpus", {}).get(vendor, {})) for vendor in ("nvidia", "amd")},
+        gpu_names={vendor: dict(data.get("gpus", {}).get(vendor, {})) for vendor in VENDOR_NAMES},
         hsa_override={arch: tuple(value) for arch, value in data.get("gpus", {}).get("hsa_override", {}).items()},
     )

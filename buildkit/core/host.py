@@ -6,14 +6,13 @@ Pure: the facts come in (from buildkit.adapters.host reading /sys, /proc and /de
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
-
 from packaging.version import InvalidVersion, Version
 
-from buildkit.core.compat import BACKEND_OF, VENDOR_OF, Compat
-from buildkit.core.plan import LABEL_PREFIX, Plan, Target
-
-VENDOR_NAME = {"nvidia": "NVIDIA", "amd": "AMD"}
+from buildkit.core import labels
+from buildkit.core.compat import Compat
+from buildkit.core.labels import ImageIdentity
+from buildkit.core.plan import Plan, Target
+from buildkit.core.vendors import SHM_SIZE, VENDOR_NAMES, Vendor, of_vendor
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class HostFacts:
 
     def vendors(self) -> tuple[str, ...]:
         present = {gpu.vendor for gpu in self.gpus}
-        return tuple(v for v in ("nvidia", "amd") if v in present)
+        return tuple(v for v in VENDOR_NAMES if v in present)
 
     def gpus_of(self, vendor: str) -> tuple[Gpu, ...]:
         return tuple(gpu for gpu in self.gpus if gpu.vendor == vendor)
@@ -135,7 +134,7 @@ def best_target(host: HostFacts, plan: Plan, compat: Compat, vendor: str, python
         if len(reasons) < 5:
             reasons.append(f"{target.id}: {reason}")
     if not candidates:
-        reasons.append(f"the matrix has no {VENDOR_NAME[vendor]} runtime target{f' for Python {python}' if python else ''}")
+        reasons.append(f"the matrix has no {of_vendor(vendor).display} runtime target{f' for Python {python}' if python else ''}")
     return Choice(vendor, None, tuple(reasons))
 
 
@@ -147,14 +146,55 @@ def primary_vendor(host: HostFacts) -> str | None:
     return max(vendors, key=lambda v: (len(host.gpus_of(v)), v == "nvidia"))
 
 
-def run_arguments(vendor: str, host: HostFacts) -> list[str]:
-    """`docker run` flags that give a container this host's GPUs of one vendor."""
-    if vendor == "nvidia":
-        return ["--gpus", "all", "--shm-size", "8g"]
-    flags = ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video"]
-    if host.amd_group_id is not None:
-        flags += ["--group-add", str(host.amd_group_id)]
-    return [*flags, "--security-opt", "seccomp=unconfined", "--shm-size", "8g"]
+@dataclass(frozen=True)
+class GpuAccess:
+    """What a container needs to use this host's GPUs of one vendor: the vendor's record applied to the
+    host's device nodes and groups. `docker run` flags and the docker SDK's arguments both come from it."""
+
+    gpu_request: bool  # NVIDIA: --gpus all, through the NVIDIA container runtime
+    devices: tuple[str, ...]  # AMD: the device nodes that exist here
+    groups: tuple[str, ...]  # the groups that may open them
+    security_options: tuple[str, ...]
+    shm_size: str = SHM_SIZE
+
+    def docker_flags(self) -> list[str]:
+        flags = ["--gpus", "all"] if self.gpu_request else []
+        for device in self.devices:
+            flags += ["--device", device]
+        for group in self.groups:
+            flags += ["--group-add", group]
+        for option in self.security_options:
+            flags += ["--security-opt", option]
+        return [*flags, "--shm-size", self.shm_size]
+
+
+NO_GPU_ACCESS = GpuAccess(False, (), (), ())
+
+
+def gpu_access(vendor: Vendor, host: HostFacts) -> GpuAccess:
+    """The access a container gets to this host's GPUs of `vendor`; shared memory only when it has none."""
+    if vendor.name not in host.vendors():
+        return NO_GPU_ACCESS
+    present = {"/dev/kfd": host.kfd is not None, "/dev/dri": bool(host.render_nodes)}
+    devices = tuple(node for node in vendor.device_nodes if present.get(node, False))
+    groups = vendor.groups
+    if devices and host.amd_group_id is not None:
+        groups = (*groups, str(host.amd_group_id))  # often `render`, whose gid differs between distributions
+    return GpuAccess(vendor.gpu_request, devices, groups if devices else (), vendor.security_options if devices else ())
+
+
+def run_refusal(reference: str, identity: ImageIdentity, host: HostFacts, twin: str | None = None) -> str | None:
+    """Why running this image here would silently use the CPU: a vendor's image on a host that has only
+    the other vendor's GPUs. None when it may run (its vendor is here, or the host has no GPU at all)."""
+    vendors = host.vendors()
+    if not vendors or identity.vendor.name in vendors:
+        return None
+    other = of_vendor(vendors[0])
+    hint = f"; run {twin} instead" if twin else f"; use its {other.backend_display} twin (`buildkit detect` names it)"
+    return (
+        f"{reference} is a {identity.vendor.backend_display} image and this host has only {other.display} GPUs: "
+        f"torch will find no GPU it can use and run on the CPU{hint}"
+    )
 
 
 # --- doctor -----------------------------------------------------------------------------------------------
@@ -165,14 +205,6 @@ class Finding:
     blocking: bool
     title: str
     fix: str
-
-
-def _image_facts(labels: Mapping[str, str]) -> tuple[str, str, tuple[str, ...]] | None:
-    backend = labels.get(f"{LABEL_PREFIX}backend")
-    version = labels.get(f"{LABEL_PREFIX}backend-version", "")
-    if backend not in ("cuda", "rocm"):
-        return None
-    return backend, version, tuple(a for a in labels.get(f"{LABEL_PREFIX}gpu-archs", "").split(";") if a)
 
 
 def _access_findings(host: HostFacts, vendor: str) -> list[Finding]:
@@ -206,63 +238,55 @@ def _access_findings(host: HostFacts, vendor: str) -> list[Finding]:
     return findings
 
 
-def diagnose(host: HostFacts, compat: Compat, labels: Mapping[str, str] | None = None, image: str = "") -> list[Finding]:
-    """Why GPU acceleration would or would not work here, blocking findings first, each with its fix."""
+def diagnose(
+    host: HostFacts, compat: Compat, image: str = "", identity: ImageIdentity | None = None, twin: str | None = None
+) -> list[Finding]:
+    """Why GPU acceleration would or would not work here (for `image`, when given), blocking findings first,
+    each with its fix. `identity` is what the image's labels say it is; `twin` its other vendor's image."""
     findings: list[Finding] = []
     vendors = host.vendors()
-    facts = _image_facts(labels) if labels is not None else None
-    if labels is not None and facts is None:
-        findings.append(Finding(True, f"{image} carries no {LABEL_PREFIX}backend label, so its GPU backend is unknown",
+    if image and identity is None:
+        findings.append(Finding(True, f"{image} carries no {labels.BACKEND} label, so its GPU backend is unknown",
                                 "build it with buildkit, or check it with `buildkit test`"))
-    if facts is not None:
-        backend, version, archs = facts
-        vendor = VENDOR_OF[backend]
-        other = next((v for v in vendors if v != vendor), None)
-        if vendor not in vendors:
-            if other:
-                findings.append(Finding(
-                    True,
-                    f"{image} is a {backend.upper() if backend == 'cuda' else 'ROCm'} image but this host has only "
-                    f"{VENDOR_NAME[other]} GPUs: torch will find no GPU it can use and run on the CPU",
-                    f"use the {BACKEND_OF[other].upper() if other == 'nvidia' else 'ROCm'} twin of this image "
-                    f"(`buildkit detect` names the tag), or `buildkit run` to pick it",
-                ))
-            else:
-                findings.append(Finding(True, f"this host has no GPU: {image} will run on the CPU",
-                                        "run it on a host with a GPU of its vendor"))
-        else:
-            findings.extend(_access_findings(host, vendor))
-            ok, why = driver_supports(host, backend, version, compat)
-            if not ok and why and host.nvidia_driver and backend == "cuda":
-                findings.append(Finding(True, f"the NVIDIA {why}", f"upgrade the driver, or use an image with an older CUDA (see `buildkit detect`)"))
-            cuda = compat.backend("cuda", version) if backend == "cuda" else None
-            driver = _version(host.nvidia_driver)
-            if ok and cuda and cuda.driver_toolkit and driver and driver < Version(cuda.driver_toolkit):
-                findings.append(Finding(
-                    False, f"driver {host.nvidia_driver} is older than CUDA {version}'s own ({cuda.driver_toolkit}): "
-                    "it runs through minor version compatibility, but PTX compiled for newer GPUs cannot be JIT-compiled",
-                    "upgrade the driver when convenient",
-                ))
-            for gpu in host.gpus_of(vendor):
-                if arch_covered(gpu.arch, archs):
-                    continue
-                override = compat_override(compat, gpu.arch)
-                fix = "use an image whose arch list has it (a newer ROCm/CUDA), or build one with `--gpu-arch`"
-                if override and override[1] in archs:
-                    fix += (f"; or, at your own risk, HSA_OVERRIDE_GFX_VERSION={override[0]} makes it run {override[1]} code: "
-                            "unsupported by AMD, and wrong results or hangs are possible")
-                findings.append(Finding(
-                    True, f"GPU {gpu.pci} ({gpu.name}, {gpu.arch}) is not in the image's arch list "
-                    f"({' '.join(archs) or 'unknown'}): kernels fail with "
-                    f"{'hipErrorNoBinaryForGpu' if vendor == 'amd' else 'no kernel image is available for execution'}",
-                    fix,
-                ))
-    else:
+    if identity is None:
         for vendor in vendors:
             findings.extend(_access_findings(host, vendor))
-    if not vendors and facts is None:
-        findings.append(Finding(False, "no GPU found on this host: images run on the CPU here",
-                                "nothing to fix if that is expected; on a GPU host, check the PCI device and its driver"))
+        if not vendors and not image:
+            findings.append(Finding(False, "no GPU found on this host: images run on the CPU here",
+                                    "nothing to fix if that is expected; on a GPU host, check the PCI device and its driver"))
+        return sorted(findings, key=lambda f: not f.blocking)
+    refusal = run_refusal(image, identity, host, twin)
+    if refusal:
+        return [Finding(True, refusal, "`buildkit run` picks the image that fits this host")]
+    vendor = identity.vendor
+    if vendor.name not in vendors:
+        return [Finding(True, f"this host has no GPU: {image} will run on the CPU", "run it on a host with a GPU of its vendor")]
+    findings.extend(_access_findings(host, vendor.name))
+    version = identity.backend_version
+    ok, why = driver_supports(host, vendor.backend, version, compat)
+    if not ok and why and host.nvidia_driver and vendor.backend == "cuda":
+        findings.append(Finding(True, f"the NVIDIA {why}", "upgrade the driver, or use an image with an older CUDA (see `buildkit detect`)"))
+    cuda = compat.backend("cuda", version) if vendor.backend == "cuda" else None
+    driver = _version(host.nvidia_driver)
+    if ok and cuda and cuda.driver_toolkit and driver and driver < Version(cuda.driver_toolkit):
+        findings.append(Finding(
+            False, f"driver {host.nvidia_driver} is older than CUDA {version}'s own ({cuda.driver_toolkit}): "
+            "it runs through minor version compatibility, but PTX compiled for newer GPUs cannot be JIT-compiled",
+            "upgrade the driver when convenient",
+        ))
+    for gpu in host.gpus_of(vendor.name):
+        if arch_covered(gpu.arch, identity.archs):
+            continue
+        override = compat_override(compat, gpu.arch)
+        fix = "use an image whose arch list has it (a newer ROCm/CUDA), or build one with `--gpu-arch`"
+        if override and override[1] in identity.archs:
+            fix += (f"; or, at your own risk, HSA_OVERRIDE_GFX_VERSION={override[0]} makes it run {override[1]} code: "
+                    "unsupported by AMD, and wrong results or hangs are possible")
+        findings.append(Finding(
+            True, f"GPU {gpu.pci} ({gpu.name}, {gpu.arch}) is not in the image's arch list "
+            f"({' '.join(identity.archs) or 'unknown'}): kernels fail with {vendor.missing_arch_error}",
+            fix,
+        ))
     return sorted(findings, key=lambda f: not f.blocking)
 
 

@@ -9,27 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from buildkit.core.plan import LABEL_PREFIX
+from buildkit.core import labels
+from buildkit.core.labels import ImageIdentity
 
 GPU_MODES = ("auto", "require", "skip")
 CPU_BUILD = "torch is a CPU build: this image would run on the CPU"
-VENDOR_NAME = {"cuda": "NVIDIA", "rocm": "AMD"}
-
-
-@dataclass(frozen=True)
-class Expectation:
-    backend: str  # cuda | rocm
-    version: str  # 13.0, 7.2
-    archs: tuple[str, ...]
-
-    @classmethod
-    def from_labels(cls, labels: Mapping[str, str]) -> "Expectation | None":
-        backend = labels.get(f"{LABEL_PREFIX}backend")
-        version = labels.get(f"{LABEL_PREFIX}backend-version")
-        if backend not in VENDOR_NAME or not version:
-            return None
-        archs = tuple(a for a in labels.get(f"{LABEL_PREFIX}gpu-archs", "").split(";") if a)
-        return cls(backend, version, archs)
 
 
 @dataclass(frozen=True)
@@ -62,20 +46,20 @@ def cuda_arch_names(label_archs: tuple[str, ...]) -> tuple[str, ...]:
     return tuple("sm_" + arch.removesuffix("+PTX").replace(".", "") for arch in label_archs)
 
 
-def _backend_checks(expect: Expectation, torch: Mapping[str, Any]) -> list[Check]:
+def _backend_checks(expect: ImageIdentity, torch: Mapping[str, Any]) -> list[Check]:
     cuda, hip = torch.get("cuda"), torch.get("hip")
     if cuda is None and hip is None:
         return [Check("backend", False, f"{CPU_BUILD} (torch {torch.get('version')})")]
     if expect.backend == "cuda":
         if hip is not None:
             return [Check("backend", False, f"torch is a ROCm build (hip {hip}) in a CUDA image: it cannot use an NVIDIA GPU")]
-        if _minor(cuda) != _minor(expect.version):
-            return [Check("backend", False, f"torch.version.cuda is {cuda}, the image is labelled CUDA {expect.version}")]
+        if _minor(cuda) != _minor(expect.backend_version):
+            return [Check("backend", False, f"torch.version.cuda is {cuda}, the image is labelled CUDA {expect.backend_version}")]
         return [Check("backend", True, f"CUDA {cuda}, no HIP")]
     if cuda is not None:
         return [Check("backend", False, f"torch is a CUDA build ({cuda}) in a ROCm image: on an AMD GPU it would run on the CPU")]
-    if _minor(hip) != _minor(expect.version):
-        return [Check("backend", False, f"torch.version.hip is {hip}, the image is labelled ROCm {expect.version}")]
+    if _minor(hip) != _minor(expect.backend_version):
+        return [Check("backend", False, f"torch.version.hip is {hip}, the image is labelled ROCm {expect.backend_version}")]
     return [Check("backend", True, f"ROCm (hip {hip}), no CUDA")]
 
 
@@ -89,7 +73,7 @@ def _companion_checks(report: Mapping[str, Any]) -> list[Check]:
     return checks
 
 
-def _arch_checks(expect: Expectation, report: Mapping[str, Any]) -> list[Check]:
+def _arch_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check]:
     compiled = report.get("compiled_archs") or []
     if not compiled:
         return []  # not knowable without a device on some builds; the device check below covers GPUs
@@ -100,7 +84,7 @@ def _arch_checks(expect: Expectation, report: Mapping[str, Any]) -> list[Check]:
     return [Check("arch list", True, f"{len(declared)} declared archs are in the build")]
 
 
-def _device_checks(expect: Expectation, report: Mapping[str, Any]) -> tuple[list[Check], int]:
+def _device_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> tuple[list[Check], int]:
     checks = []
     for device in report.get("devices") or []:
         label = f"device {device.get('index')} ({device.get('name', '?')}, {device.get('arch', '?')})"
@@ -108,8 +92,7 @@ def _device_checks(expect: Expectation, report: Mapping[str, Any]) -> tuple[list
             checks.append(Check(label, False, device["failure"]))
             continue
         if not device.get("arch_in_build"):
-            hint = "hipErrorNoBinaryForGpu / invalid device function" if expect.backend == "rocm" else "no kernel image is available"
-            checks.append(Check(label, False, f"{device.get('arch')} is not in the compiled arch list ({hint})"))
+            checks.append(Check(label, False, f"{device.get('arch')} is not in the compiled arch list ({expect.vendor.missing_arch_error})"))
         for kernel in device.get("kernels") or []:
             if kernel.get("passed"):
                 detail = f"relative error {kernel['error']:.2e} <= {kernel['threshold']:.0e} in {kernel['seconds']} s"
@@ -121,7 +104,7 @@ def _device_checks(expect: Expectation, report: Mapping[str, Any]) -> tuple[list
 
 def judge(
     image: str,
-    labels: Mapping[str, str],
+    expect: ImageIdentity | None,
     report: Mapping[str, Any] | None,
     mode: str,
     host_has_gpu: bool,
@@ -129,10 +112,10 @@ def judge(
     probe_failure: str = "",
 ) -> Verdict:
     """Pass or fail, with every check that decided it."""
-    expect = Expectation.from_labels(labels)
     if expect is None:
-        return Verdict(image, False, (Check("labels", False, f"no {LABEL_PREFIX}backend / backend-version labels: not a buildkit image"),), "skipped (no labels)")
-    vendor = VENDOR_NAME[expect.backend]
+        missing = f"no {labels.BACKEND} / {labels.BACKEND_VERSION} labels: not a buildkit image"
+        return Verdict(image, False, (Check("labels", False, missing),), "skipped (no labels)")
+    vendor = expect.vendor.display
     if report is None:
         detail = probe_failure or "the probe printed no JSON"
         return Verdict(image, False, (Check("probe", False, f"{detail}; stderr: {stderr_tail.strip()[-800:] or '(empty)'}"),), "failed")

@@ -6,6 +6,9 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from buildkit.core.plan import Target
+from buildkit.errors import UserError
+
 
 @dataclass(frozen=True)
 class Parity:
@@ -47,3 +50,17 @@ def compare(
         if a[name] != b[name]:
             differences.append(f"{name}: {a[name]} in {first} vs {b[name]} in {second}")
     return Parity(first, second, tuple(differences))
+
+
+def pair_images(targets: Sequence[Target], subjects: Sequence[str]) -> tuple[str, str]:
+    """`parity PAIR` (a pair key of the matrix: its CUDA twin, then its ROCm twin) or `parity IMAGE IMAGE`."""
+    if len(subjects) == 2:
+        return subjects[0], subjects[1]
+    if len(subjects) != 1:
+        raise UserError("parity compares one pair (PAIR) or two images (IMAGE IMAGE)")
+    twins = sorted((t for t in targets if t.pair == subjects[0]), key=lambda t: t.backend)
+    if len(twins) != 2:
+        known = sorted({t.pair for t in targets if t.pair})
+        more = " …" if len(known) > 8 else ""
+        raise UserError(f"{subjects[0]!r} is not a pair of this matrix; pairs: {', '.join(known[:8])}{more}")
+    return twins[0].tags[0], twins[1].tags[0]

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from buildkit.core import grammar
-from buildkit.core.compat import BACKENDS, VENDOR_OF
-from buildkit.core.matrix import Matrix, Rule, Stack, User
+from buildkit.core.vendors import BACKENDS, of_backend
+from buildkit.core.compat import Compat
+from buildkit.core.fields import Rule
+from buildkit.core.matrix import Matrix, Stack, User
 from buildkit.core.source import SOURCE_FLAVOR
 from buildkit.errors import Problem, UserError
 
-LABEL_PREFIX = "dev.buildkit."
-VENDORS = ("nvidia", "amd")
 # Flavors whose base is the vendor's devel image; every other flavor starts from the slim runtime base.
 DEVEL_BASED_FLAVORS = ("devel",)
 # Flavors built with the vendor's devel image and its OS Python (devel itself, and the source build's builder)
@@ -46,6 +46,7 @@ class Target:
     tag_names: tuple[str, ...]  # the immutable tag first, then floating aliases
     unconfirmed: tuple[str, ...]
     thin_wheels: bool
+    compile: bool = True  # a C/C++ toolchain and the Python headers in the image, so torch.compile works
     channel_date: str = ""  # nightly channel: the day's wheels, so each day is a new image
     builder_image: str = ""  # source flavor: the ROCm devel image torch is compiled in
     source_checkout: bool = False  # source flavor: compile the build context (a local checkout), not a git clone
@@ -73,13 +74,22 @@ class Target:
         }
 
     @property
+    def backend_label(self) -> str:
+        """CUDA 13.0, ROCm 7.2."""
+        return of_backend(self.backend).backend_label(self.backend_version)
+
+    @property
+    def local_tag(self) -> str:
+        """The local version of this backend's wheels: cu130, rocm7.2."""
+        return of_backend(self.backend).index_tag(self.backend_version)
+
+    @property
     def torch_requirement(self) -> str:
         if self.channel == "nightly":
             return "torch"  # the nightly index's newest dev build, with pip's --pre
-        # No local version here: the backend's wheel index is added as an extra index and its build
-        # (2.14.1+rocm7.2) sorts above PyPI's plain 2.14.1, so pip picks it; the exact build installed is
-        # then frozen as a constraint for everything that follows.
-        return f"torch=={self.torch}"
+        # The exact build: with the backend's index as the only index, a missing wheel fails the install
+        # instead of pip falling back to PyPI's build of another backend.
+        return f"torch=={self.torch}+{self.local_tag}"
 
 
 @dataclass(frozen=True)
@@ -129,10 +139,14 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
     compat = matrix.compat
     release = compat.torch_release(stack.torch)
     assert release is not None  # resolve_matrix guarantees it
-    companions = tuple(
-        name if stack.channel == "nightly" else f"{name}=={release.companion_version(name, stack.torch)}"
-        for name in stack.companions
-    )
+    def companions(backend: str, version: str) -> tuple[str, ...]:
+        """Exact builds for the same backend as torch (0.29.1+rocm7.2); the nightly channel takes the newest."""
+        local = of_backend(backend).index_tag(version)
+        return tuple(
+            name if stack.channel == "nightly" else f"{name}=={release.companion_version(name, stack.torch)}+{local}"
+            for name in stack.companions
+        )
+
     targets = []
     for flavor in stack.flavors:
         for backend in BACKENDS:
@@ -164,7 +178,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                     )
                     targets.append(Target(
                         id=ident,
-                        vendor=VENDOR_OF[backend],
+                        vendor=of_backend(backend).name,
                         backend=backend,
                         backend_version=version,
                         torch=stack.torch,
@@ -174,23 +188,24 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                         base_image=_base_image(matrix, flavor, backend, version, python),
                         index_url=compat.wheel_index_url(matrix.wheel_index, stack.channel, facts.index_tag),
                         archs=stack.archs.get(backend, facts.archs),
-                        companions=companions,
+                        companions=companions(backend, version),
                         packages=stack.packages,
                         os_packages=stack.os_packages,
                         channel=stack.channel,
                         user=matrix.user,
                         registry=matrix.registry,
                         repository=matrix.repository,
-                        tag_names=(ident, floating) if stack.pair.get(backend) == version else (ident,),
+                        tag_names=(ident, floating) if twin else (ident,),
                         unconfirmed=unconfirmed,
                         thin_wheels=facts.thin_wheels,
+                        compile=stack.compile,
                         builder_image=facts.devel_base if flavor == SOURCE_FLAVOR else "",
                     ))
     return targets
 
 
 def _settle_pairs(targets: list[Target], notes: list[Note]) -> list[Target]:
-    """A twin whose other half is missing keeps its tags but no pair key, and the plan says why."""
+    """A twin whose other half is missing loses its pair key and floating tags, and the plan says why."""
     halves: dict[str, set[str]] = {}
     for target in targets:
         if target.pair:
@@ -205,7 +220,7 @@ def _settle_pairs(targets: list[Target], notes: list[Note]) -> list[Target]:
                 "or removed by include/exclude); it is built alone and no pair tag moves for it",
                 tuple(target.facts.items()),
             ))
-            target = replace(target, pair=None)
+            target = replace(target, pair=None, tag_names=target.tag_names[:1])  # floating tags are for twins
         settled.append(target)
     return settled
 
@@ -217,6 +232,11 @@ def expand(matrix: Matrix) -> Plan:
     for stack in matrix.stacks:
         targets.extend(_stack_targets(matrix, stack, notes))
     if matrix.include:
+        unmatched = [index for index, rule in enumerate(matrix.include) if not any(rule.matches(t.facts) for t in targets)]
+        if unmatched:
+            raise UserError([Problem(matrix.files[-1], f"include rule {{ {matrix.include[index]} }} matches no target of this "
+                                     "matrix; check its keys and globs against `buildkit plan`", key=f"include[{index}]")
+                             for index in unmatched])
         targets = [t for t in targets if any(rule.matches(t.facts) for rule in matrix.include)]
     targets = [t for t in targets if not any(rule.matches(t.facts) for rule in matrix.exclude)]
 
@@ -241,40 +261,24 @@ def select(plan: Plan, vendor: str = "all", rule: Rule | None = None) -> Plan:
     return Plan(chosen, tuple(note for note in plan.notes if rule.could_match(dict(note.facts))))
 
 
-def labels(target: Target, source: str) -> dict[str, str]:
-    """The labels that describe an image to the smoke test and doctor (no time- or commit-dependent ones)."""
-    return {
-        "org.opencontainers.image.title": f"PyTorch {target.torch} for {target.backend.upper() if target.backend == 'cuda' else 'ROCm'} "
-        f"{target.backend_version}, Python {target.python} ({target.flavor})",
-        "org.opencontainers.image.version": target.tag_names[0],
-        "org.opencontainers.image.source": source,
-        f"{LABEL_PREFIX}target": target.id,
-        f"{LABEL_PREFIX}torch": target.torch,
-        f"{LABEL_PREFIX}vendor": target.vendor,
-        f"{LABEL_PREFIX}backend": target.backend,
-        f"{LABEL_PREFIX}backend-version": target.backend_version,
-        f"{LABEL_PREFIX}python": target.python,
-        f"{LABEL_PREFIX}flavor": target.flavor,
-        f"{LABEL_PREFIX}gpu-archs": ";".join(target.archs),
-        f"{LABEL_PREFIX}pair": target.pair or "",
-        f"{LABEL_PREFIX}base-image": target.base_image,
-        **(source_labels(target) if target.flavor == SOURCE_FLAVOR else {}),
-    }
-
-
-def source_labels(target: Target) -> dict[str, str]:
-    """What a source-built image was compiled from and how."""
-    jobs = str(target.max_jobs) if target.max_jobs else "auto"
-    return {
-        f"{LABEL_PREFIX}source-revision": "local checkout (build context)" if target.source_checkout else f"v{target.torch}",
-        f"{LABEL_PREFIX}builder-image": target.builder_image,
-        f"{LABEL_PREFIX}build-options": f"USE_ROCM=1 PYTORCH_ROCM_ARCH={';'.join(target.archs)} MAX_JOBS={jobs}",
-    }
-
-
-def provenance_labels(created: str, revision: str) -> dict[str, str]:
-    """Labels that vary per build; kept out of the fingerprint so an unchanged image is not rebuilt."""
-    result = {"org.opencontainers.image.created": created}
-    if revision:
-        result["org.opencontainers.image.revision"] = revision
-    return result
+def narrow_for_source(
+    targets: tuple[Target, ...], compat: Compat, gpu_archs: tuple[str, ...], checkout: bool, max_jobs: int
+) -> tuple[Target, ...]:
+    """--gpu-arch narrows ROCm targets (a wheel's list can only shrink; the source flavor compiles what it is
+    given); --pytorch-src and --max-jobs configure source builds."""
+    known = compat.known_archs["rocm"]
+    unknown = [arch for arch in gpu_archs if arch not in known]
+    if unknown:
+        raise UserError(Problem("--gpu-arch", f"unknown gfx target {', '.join(unknown)}; known: {', '.join(known)}"))
+    changed = []
+    for target in targets:
+        if target.backend == "rocm" and gpu_archs:
+            extra = [a for a in gpu_archs if a not in target.archs]
+            if extra and target.flavor != SOURCE_FLAVOR:
+                raise UserError(Problem("--gpu-arch", f"{', '.join(extra)} not in {target.id}'s wheel arch list; "
+                                                      "only the source flavor compiles for new archs"))
+            target = replace(target, archs=gpu_archs)
+        if target.flavor == SOURCE_FLAVOR:
+            target = replace(target, source_checkout=checkout, max_jobs=max_jobs)
+        changed.append(target)
+    return tuple(changed)

@@ -1,35 +1,49 @@
-"""Rendering: a target and its templates -> Dockerfile text, build args and the image fingerprint.
+"""Rendering: a target and its templates -> build args, labels, the image fingerprint, and Dockerfile text.
 
-Templates are found through a Jinja loader the caller supplies (team directories first, then the built-in
-ones); StrictUndefined turns a misspelt variable into an error instead of an empty string in a Dockerfile.
+Planning a target (its args, labels and fingerprint) does not render it: the fingerprint hashes what
+determines the Dockerfile (the sources of every template the flavor's template reaches, and every value
+of the target) instead of the text, so `plan` stays fast on large matrices and only `render`, `build` and
+`publish` pay for Jinja. Templates come through a loader the caller supplies (team folders first, then the
+built-in ones) and run in Jinja's immutable sandbox, since team templates arrive in pull requests:
+they can read the target, not the interpreter or the host. StrictUndefined turns a misspelt variable
+into an error instead of an empty string in a Dockerfile.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 import jinja2
+import jinja2.meta
+import jinja2.sandbox
 
-from buildkit.core.plan import LABEL_PREFIX, Target, labels
+from buildkit.core import labels
+from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.errors import Problem, UserError
 
-FINGERPRINT_SCHEMA = 1
-FINGERPRINT_LABEL = f"{LABEL_PREFIX}fingerprint"
+FINGERPRINT_SCHEMA = 2
 
 
 @dataclass(frozen=True)
-class Rendered:
+class PlannedImage:
+    """Everything about a target's image but its Dockerfile text."""
+
     target: Target
     template: str
-    dockerfile: str
     build_args: Mapping[str, str]
-    labels: Mapping[str, str]  # without provenance (created, revision); the fingerprint label included
+    labels: Mapping[str, str]  # without the build stamp (created, revision); the fingerprint label included
     fingerprint: str
-    context_files: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rendered(PlannedImage):
+    dockerfile: str = ""
 
 
 def template_name(flavor: str) -> str:
@@ -39,7 +53,7 @@ def template_name(flavor: str) -> str:
 def build_args(target: Target) -> dict[str, str]:
     """The values the vendor-specific part of a template takes as ARGs (shown by `render`, passed by `build`)."""
     if target.flavor == SOURCE_FLAVOR:
-        vision = next((c.split("==")[1] for c in target.companions if c.startswith("torchvision==")), "")
+        vision = next((c.split("==")[1].split("+")[0] for c in target.companions if c.startswith("torchvision==")), "")
         return {
             "PYTORCH_REF": f"v{target.torch}",
             "TORCHVISION_REF": f"v{vision}" if vision else "",
@@ -53,27 +67,26 @@ def build_args(target: Target) -> dict[str, str]:
     return args
 
 
-def fingerprint(
-    dockerfile: str, args: Mapping[str, str], base_image: str, image_labels: Mapping[str, str], context: Mapping[str, bytes]
-) -> str:
-    """sha256 over everything that determines the image; the same inputs give the same hex on any machine.
+def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_labels: Mapping[str, str]) -> str:
+    """sha256 over everything that determines the image: the digest of the template sources the target's
+    Dockerfile is rendered from, every field of the target (base image, packages, user, ...), the build args
+    and the labels. The same inputs give the same hex on any machine.
 
     Each field goes in as a length-prefixed name and value, in a fixed order, so no two different inputs
     produce the same text to hash.
     """
     fields = [
-        ("dockerfile", dockerfile),
-        ("base_image", base_image),
+        ("templates", templates),
+        ("target", json.dumps(dataclasses.asdict(target), sort_keys=True, separators=(",", ":"))),
         *((f"arg:{key}", value) for key, value in sorted(args.items())),
         *((f"label:{key}", value) for key, value in sorted(image_labels.items())),
-        *((f"context:{key}", hashlib.sha256(data).hexdigest()) for key, data in sorted(context.items())),
     ]
     text = f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}" + "".join(f"\n{name}:{len(value)}:{value}" for name, value in fields)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
-    environment = jinja2.Environment(
+    environment = jinja2.sandbox.ImmutableSandboxedEnvironment(
         loader=loader,
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # Dockerfiles, not HTML; every value is grammar-checked before it gets here
@@ -86,39 +99,92 @@ def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
     return environment
 
 
+def _template_problem(name: str, error: BaseException, target: Target) -> Problem:
+    """Where in which template an error happened: Jinja maps its frames back to template lines."""
+    if isinstance(error, jinja2.TemplateSyntaxError):
+        return Problem(error.filename or error.name or name, f"template syntax error: {error.message}", line=error.lineno)
+    where, line = name, None
+    frame = error.__traceback__
+    while frame is not None:
+        filename = frame.tb_frame.f_code.co_filename
+        if filename.endswith(".j2"):
+            where, line = filename, frame.tb_lineno
+        frame = frame.tb_next
+    if isinstance(error, jinja2.UndefinedError):
+        message = f"template uses an undefined value: {error.message}"
+    elif isinstance(error, jinja2.sandbox.SecurityError):
+        message = f"template tried something the sandbox forbids: {error}"
+    else:
+        message = f"template failed: {type(error).__name__}: {error}"
+    return Problem(where, f"{message} (target {target.id})", line=line)
+
+
 class Renderer:
     def __init__(self, loader: jinja2.BaseLoader, source: str):
         self.environment = make_environment(loader)
         self.source = source
         self._templates: dict[str, jinja2.Template] = {}
+        self._digests: dict[str, str] = {}
+
+    def _source(self, name: str, target: Target, referrer: str = "") -> str:
+        try:
+            return self.environment.loader.get_source(self.environment, name)[0]  # type: ignore[union-attr]
+        except jinja2.TemplateNotFound:
+            if referrer:
+                raise UserError(Problem(referrer, f"template {name!r} is not in the template folders (target {target.id})")) from None
+            raise UserError(Problem(
+                "templates", f"no template {name} for flavor {target.flavor!r} (target {target.id}); "
+                "add it to your template_dir or use a built-in flavor (runtime, devel)",
+            )) from None
+
+    def templates_digest(self, name: str, target: Target) -> str:
+        """sha256 of the sources of `name` and every template it extends, includes or imports."""
+        if name not in self._digests:
+            sources: dict[str, str] = {}
+            pending = [(name, "")]
+            while pending:
+                current, referrer = pending.pop()
+                if current in sources:
+                    continue
+                sources[current] = self._source(current, target, referrer)
+                try:
+                    parsed = self.environment.parse(sources[current], current)
+                except jinja2.TemplateSyntaxError as error:
+                    raise UserError(_template_problem(current, error, target)) from None
+                for referenced in jinja2.meta.find_referenced_templates(parsed):
+                    if referenced is None:
+                        raise UserError(Problem(current, "a template may include or extend only templates named in quotes "
+                                                         f"(a computed name cannot be fingerprinted) (target {target.id})"))
+                    pending.append((referenced, current))
+            text = "".join(f"{key}:{len(value)}:{value}\n" for key, value in sorted(sources.items()))
+            self._digests[name] = hashlib.sha256(text.encode()).hexdigest()
+        return self._digests[name]
+
+    def plan(self, target: Target) -> PlannedImage:
+        name = template_name(target.flavor)
+        args = build_args(target)
+        image_labels = labels.image_labels(target, self.source)
+        digest = fingerprint(target, self.templates_digest(name, target), args, image_labels)
+        return PlannedImage(target, name, args, {**image_labels, labels.FINGERPRINT: digest}, digest)
 
     def _template(self, name: str, target: Target) -> jinja2.Template:
         if name not in self._templates:
             try:
                 self._templates[name] = self.environment.get_template(name)
-            except jinja2.TemplateNotFound:
-                raise UserError(Problem(
-                    "templates", f"no template {name} for flavor {target.flavor!r} (target {target.id}); "
-                    "add it to your template_dir or use a built-in flavor (runtime, devel)",
-                )) from None
+            except jinja2.TemplateNotFound as error:
+                raise UserError(Problem("templates", f"template {error.name!r} not found (target {target.id})")) from None
             except jinja2.TemplateSyntaxError as error:
-                raise UserError(Problem(error.filename or name, f"template syntax error: {error.message}", line=error.lineno)) from None
+                raise UserError(_template_problem(name, error, target)) from None
         return self._templates[name]
 
-    def render(self, target: Target) -> Rendered:
-        name = template_name(target.flavor)
-        args = build_args(target)
+    def render(self, planned: PlannedImage) -> Rendered:
+        target = planned.target
         try:
-            text = self._template(name, target).render(target=target, build_args=args, gb_per_job=GB_PER_JOB, template=name)
-        except jinja2.UndefinedError as error:
-            raise UserError(Problem(name, f"template uses an undefined value: {error.message} (target {target.id})")) from None
-        image_labels = labels(target, self.source)
-        digest = fingerprint(text, args, target.base_image, image_labels, {})
-        return Rendered(
-            target=target,
-            template=name,
-            dockerfile=text,
-            build_args=args,
-            labels={**image_labels, FINGERPRINT_LABEL: digest},
-            fingerprint=digest,
-        )
+            text = self._template(planned.template, target).render(
+                target=target, build_args=planned.build_args, gb_per_job=GB_PER_JOB, template=planned.template,
+            )
+        except UserError:
+            raise
+        except Exception as error:  # a team template can fail in any way its code allows; say where
+            raise UserError(_template_problem(planned.template, error, target)) from None
+        return Rendered(**{f.name: getattr(planned, f.name) for f in dataclasses.fields(PlannedImage)}, dockerfile=text)

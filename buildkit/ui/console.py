@@ -10,17 +10,17 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from buildkit.app.build import Display, TargetResult
+from buildkit.app.build import BuildStatus, Display, TargetResult
 
 # BuildKit's plain progress: "#8 [stage-0 5/7] RUN pip install ..." starts a step.
 _STEP_RE = re.compile(r"^#\d+ \[[^\]]+\] ")
 
 
 def _outcome(result: TargetResult) -> str:
-    if result.status == "built":
+    if result.status is BuildStatus.BUILT:
         size = f"{result.size / 2**20:.1f} MiB" if result.size else "?"
         return f"built in {result.seconds:.1f} s, {size}"
-    return f"{result.status}: {result.error}"
+    return f"{result.status.value}: {result.error}"
 
 
 class PlainDisplay(Display):

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from buildkit.app.build import BuildRun, TargetResult
+from buildkit.app.build import BuildRun, BuildStatus, TargetResult
+from buildkit.app.publish import PublishRun
 from buildkit.core.judge import Verdict
-
-if TYPE_CHECKING:
-    from buildkit.app.publish import PublishRun
+from buildkit.core.release import Outcome
 
 
 def _size(value: int | None) -> str:
@@ -28,10 +26,11 @@ def target_json(result: TargetResult) -> dict:
         "id": result.id,
         "vendor": result.vendor,
         "pair": result.pair,
-        "status": result.status,
-        "tags": result.tags if result.status == "built" else [],
+        "status": result.status.value,
+        "tags": result.tags if result.status is BuildStatus.BUILT else [],
         "image_id": result.image_id,
         "size": result.size,
+        "layer_bytes": result.layer_bytes,
         "filesystem_bytes": result.filesystem_bytes,
         "efficiency": round(result.efficiency, 4) if result.efficiency else None,
         "seconds": result.seconds,
@@ -58,7 +57,7 @@ def run_json(run: BuildRun, engine_description: str) -> dict:
         "engine": engine_description,
         "interrupted": run.interrupted,
         "engine_lost": run.engine_lost,
-        "totals": {status: sum(1 for r in run.results if r.status == status) for status in ("built", "failed", "cancelled", "not-started")},
+        "totals": {status.value: sum(1 for r in run.results if r.status is status) for status in BuildStatus if status is not BuildStatus.PENDING},
         "targets": [target_json(result) for result in run.results],
         "pairs": [
             {
@@ -76,18 +75,18 @@ def run_markdown(run: BuildRun) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for r in run.results:
-        detail = "<br>".join(f"`{t}`" for t in r.tags) if r.status == "built" else (r.error or r.status)
+        detail = "<br>".join(f"`{t}`" for t in r.tags) if r.status is BuildStatus.BUILT else (r.error or r.status.value)
         efficiency = f"{r.efficiency:.3f}" if r.efficiency else "-"
         seconds = f"{r.seconds:.1f} s" if r.seconds is not None else "-"
         smoke = "-" if r.smoke is None else ("passed" if r.smoke.passed else "failed") + f", kernels {r.smoke.kernels}"
-        lines.append(f"| `{r.id}` | {r.status} | {smoke} | {_size(r.size)} | {efficiency} | {seconds} | {detail} |")
+        lines.append(f"| `{r.id}` | {r.status.value} | {smoke} | {_size(r.size)} | {efficiency} | {seconds} | {detail} |")
     if run.pairs:
         lines += ["", "| pair | twins | shared layers | shared bytes | parity |", "|---|---|---|---|---|"]
         for p in run.pairs:
             parity = "-" if p.parity is None else ("same" if p.parity.passed else "<br>".join(p.parity.differences))
             lines.append(f"| `{p.pair}` | {' / '.join(p.members)} | {p.shared_layers} | {_size(p.shared_bytes)} | {parity} |")
     for r in run.results:
-        if r.status == "failed" and r.log_tail:
+        if r.status is BuildStatus.FAILED and r.log_tail:
             lines += ["", f"<details><summary>{r.id}: last lines of {r.log}</summary>", "", "```", *r.log_tail, "```", "</details>"]
     if run.interrupted:
         lines += ["", "Interrupted: targets not finished are listed as cancelled or not-started."]
@@ -103,12 +102,11 @@ def write_reports(run: BuildRun, engine_description: str, json_path: Path) -> Pa
     return markdown
 
 
-def publish_json(run: "PublishRun") -> dict:
-    statuses = ("published", "skipped-unchanged", "failed", "would-build", "unchanged")
+def publish_json(run: PublishRun) -> dict:
     return {
-        "totals": {status: sum(1 for t in run.targets if t.status == status) for status in statuses},
+        "totals": {status.value: sum(1 for t in run.targets if t.status is status) for status in Outcome},
         "targets": [
-            {"id": t.id, "pair": t.pair, "status": t.status, "digest": t.digest or None, "size": t.size,
+            {"id": t.id, "pair": t.pair, "status": t.status.value, "digest": t.digest or None, "size": t.size,
              "seconds": t.seconds, "tags": t.tags, "error": t.error or None}
             for t in run.targets
         ],
@@ -119,12 +117,12 @@ def publish_json(run: "PublishRun") -> dict:
     }
 
 
-def publish_markdown(run: "PublishRun") -> str:
+def publish_markdown(run: PublishRun) -> str:
     lines = ["| target | status | digest | size | time | tags / error |", "|---|---|---|---|---|---|"]
     for t in run.targets:
         detail = "<br>".join(f"`{tag}`" for tag in t.tags) if t.tags else (t.error or "-")
         seconds = f"{t.seconds:.1f} s" if t.seconds is not None else "-"
-        lines.append(f"| `{t.id}` | {t.status} | `{t.digest[:19] or '-'}` | {_size(t.size)} | {seconds} | {detail} |")
+        lines.append(f"| `{t.id}` | {t.status.value} | `{t.digest[:19] or '-'}` | {_size(t.size)} | {seconds} | {detail} |")
     if run.pairs:
         lines += ["", "| pair | floating tags |", "|---|---|"] + [f"| `{p}` | {what} |" for p, what in sorted(run.pairs.items())]
     if run.deleted:
@@ -135,7 +133,7 @@ def publish_markdown(run: "PublishRun") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_publish_reports(run: "PublishRun", json_path: Path) -> Path:
+def write_publish_reports(run: PublishRun, json_path: Path) -> Path:
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(publish_json(run), indent=2) + "\n", encoding="utf-8")
     markdown = json_path.with_suffix(".md")

@@ -3,13 +3,16 @@ FROM python:3.12-slim-bookworm
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
-# Libraries the wheels load at run time that a slim base lacks (libnuma1: ROCm's HSA runtime), installed
-# for both twins so their layers stay shared. apt's lists and archives stay in cache mounts.
+# Libraries the wheels load at run time that a slim base lacks (libnuma1: ROCm's HSA runtime), and
+# what torch.compile needs at run time: a C++ compiler for inductor's CPU kernels and Triton's launcher
+# stubs, and the Python headers (python:*-slim images carry them; a distribution's Python needs its -dev
+# package). Installed for both twins so their layers stay shared.
 # hadolint ignore=DL3008
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libnuma1
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libnuma1 g++ \
+ && if [ ! -e "$(python3.12 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3.12-dev; fi
 
 # One virtual environment holds torch and everything installed with it; PATH makes it the default Python
 # for users and entrypoints, and the OS Python stays as the base image left it.
@@ -26,20 +29,22 @@ RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \
 
 # ---- The twins diverge here: everything above is the same for the CUDA and the ROCm image of a pair. ----
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
-ARG TORCH_REQUIREMENT=torch==2.14.1
+ARG TORCH_REQUIREMENT=torch==2.14.1+cu130
 
-# torch from the cuda 13.0 wheel index. The exact build installed is frozen as a pip
-# constraint for every later install, ours and the image users', so no dependency can swap it for
-# another backend's torch from PyPI.
+# torch from the cuda 13.0 wheel index and no other (its dependencies are mirrored there), as the
+# exact build (local version) the target names; the same RUN checks that what it installed is that backend's
+# build, so a mislabelled wheel fails here, in seconds, not in the smoke test.
 # hadolint ignore=DL3013,DL3042
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
     --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
     if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
- && pip install --extra-index-url "${TORCH_INDEX_URL}" "${TORCH_REQUIREMENT}" \
+ && pip install --index-url "${TORCH_INDEX_URL}" "${TORCH_REQUIREMENT}" \
+ && python -c 'import torch; v = torch.version; ok = v.hip is None and ".".join((v.cuda or "").split(".")[:2]) == "13.0"; raise SystemExit(0 if ok else f"torch {torch.__version__} is not a CUDA 13.0 build (torch.version.cuda={v.cuda}, hip={v.hip})")' \
  && pip freeze --all | grep -E "^torch==" > /opt/venv/torch-constraint.txt
-ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt
+ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt \
+    UV_CONSTRAINT=/opt/venv/torch-constraint.txt
 
 # Companion packages built for the same backend as torch, from the same index.
 # hadolint ignore=DL3013,DL3042
@@ -48,7 +53,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
     if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
- && pip install --extra-index-url "${TORCH_INDEX_URL}" torchvision==0.29.1
+ && pip install --index-url "${TORCH_INDEX_URL}" torchvision==0.29.1+cu130
 
 # What the NVIDIA container runtime reads, as in the official CUDA images. REQUIRE_CUDA names the major
 # only: torch's wheels carry their CUDA runtime and run on any driver of that major (minor version

@@ -8,7 +8,9 @@ import os
 import pytest
 
 from buildkit.adapters.host import Identity, gfx_name, read_host
-from buildkit.core.host import arch_covered, best_target, diagnose, primary_vendor, run_arguments
+from buildkit.core.host import arch_covered, best_target, diagnose, gpu_access, primary_vendor
+from buildkit.core.labels import ImageIdentity
+from buildkit.core.vendors import AMD, NVIDIA
 from buildkit.core.plan import expand
 from buildkit.adapters.matrix_files import load_matrix
 from testkit import hosts
@@ -48,11 +50,11 @@ def test_mi300x(tmp_path):
     assert host.amdgpu_driver == "6.10.5" and host.kfd.path == "/dev/kfd" and host.kfd.group == "render"
     choice = best_target(host, PLAN, COMPAT, "amd")
     assert choice.target.id == "2.14.1-rocm7.2-py3.13-runtime"
-    assert run_arguments("amd", host) == [
+    assert gpu_access(AMD, host).docker_flags() == [
         "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", str(hosts.RENDER_GID),
         "--security-opt", "seccomp=unconfined", "--shm-size", "8g",
     ]
-    assert diagnose(host, COMPAT, LABELS["rocm72"], "rocm") == []
+    assert diagnose(host, COMPAT, "rocm", ImageIdentity.read(LABELS["rocm72"])) == []
 
 
 def test_rx7900xtx_ignores_the_hdmi_audio_function(tmp_path):
@@ -68,15 +70,15 @@ def test_h100_with_an_old_driver_is_routed_to_cuda_12(tmp_path):
     choice = best_target(host, PLAN, COMPAT, "nvidia", python="3.12")
     assert choice.target.id == "2.14.1-cuda12.6-py3.12-runtime"
     assert "2.14.1-cuda13.0-py3.12-runtime: driver 570.86.15 is older than 580.65.06" in choice.reasons[0]
-    assert run_arguments("nvidia", host) == ["--gpus", "all", "--shm-size", "8g"]
-    (finding,) = diagnose(host, COMPAT, LABELS["cuda13"], "cuda-image")
+    assert gpu_access(NVIDIA, host).docker_flags() == ["--gpus", "all", "--shm-size", "8g"]
+    (finding,) = diagnose(host, COMPAT, "cuda-image", ImageIdentity.read(LABELS["cuda13"]))
     assert finding.blocking and "older than 580.65.06, the oldest that runs CUDA 13.0" in finding.title
 
 
 def test_h100_with_a_current_driver_gets_the_pair_twin(tmp_path):
     host = facts(hosts.h100, tmp_path)
     assert best_target(host, PLAN, COMPAT, "nvidia", python="3.12").target.id == "2.14.1-cuda13.0-py3.12-runtime"
-    assert diagnose(host, COMPAT, LABELS["cuda13"], "cuda-image") == []
+    assert diagnose(host, COMPAT, "cuda-image", ImageIdentity.read(LABELS["cuda13"])) == []
 
 
 def test_mixed_host_is_routed_to_the_vendor_with_more_gpus(tmp_path):
@@ -90,7 +92,7 @@ def test_amd_host_without_kfd(tmp_path):
     assert [g.arch for g in host.gpus] == [""]  # no kfd topology: the gfx target is unknown
     choice = best_target(host, PLAN, COMPAT, "amd")
     assert choice.target is None and "the ROCm kernel driver (/dev/kfd) is not loaded" in choice.reasons[0]
-    titles = [f.title for f in diagnose(host, COMPAT, LABELS["rocm72"], "rocm")]
+    titles = [f.title for f in diagnose(host, COMPAT, "rocm", ImageIdentity.read(LABELS["rocm72"]))]
     assert titles[0] == "the ROCm kernel driver is not loaded: /dev/kfd is missing"
 
 
@@ -103,14 +105,14 @@ def test_no_gpu(tmp_path):
 
 def test_cuda_image_on_an_amd_host_reports_the_cpu_fallback_first(tmp_path):
     host = facts(hosts.mi300x, tmp_path, identity=OUTSIDER)
-    findings = diagnose(host, COMPAT, LABELS["cuda13"], "team/pytorch:cuda")
+    findings = diagnose(host, COMPAT, "team/pytorch:cuda", ImageIdentity.read(LABELS["cuda13"]))
     assert findings[0].blocking
-    assert "is a CUDA image but this host has only AMD GPUs: torch will find no GPU it can use and run on the CPU" in findings[0].title
+    assert "is a CUDA image and this host has only AMD GPUs: torch will find no GPU it can use and run on the CPU" in findings[0].title
 
 
 def test_user_outside_the_render_group_is_told_how_to_fix_it(tmp_path):
     host = facts(hosts.mi300x, tmp_path, identity=OUTSIDER)
-    findings = diagnose(host, COMPAT, LABELS["rocm72"], "rocm")
+    findings = diagnose(host, COMPAT, "rocm", ImageIdentity.read(LABELS["rocm72"]))
     assert findings and all(f.blocking for f in findings)
     assert findings[0].title == "/dev/kfd is not readable and writable by this user (owned by group render)"
     assert f"--group-add {hosts.RENDER_GID}" in findings[0].fix and "usermod -aG render,video" in findings[0].fix
@@ -118,14 +120,14 @@ def test_user_outside_the_render_group_is_told_how_to_fix_it(tmp_path):
 
 def test_arch_missing_from_the_image_offers_the_override_as_a_risk(tmp_path):
     host = facts(hosts.rx7800xt, tmp_path)
-    (finding,) = diagnose(host, COMPAT, LABELS["rocm_narrow"], "rocm")
+    (finding,) = diagnose(host, COMPAT, "rocm", ImageIdentity.read(LABELS["rocm_narrow"]))
     assert "gfx1101) is not in the image's arch list (gfx942 gfx1100): kernels fail with hipErrorNoBinaryForGpu" in finding.title
     assert "HSA_OVERRIDE_GFX_VERSION=11.0.0" in finding.fix and "unsupported by AMD" in finding.fix
 
 
 def test_missing_nvidia_container_runtime(tmp_path):
     host = facts(hosts.h100, tmp_path, runtimes=("runc",))
-    titles = [f.title for f in diagnose(host, COMPAT, LABELS["cuda13"], "cuda")]
+    titles = [f.title for f in diagnose(host, COMPAT, "cuda", ImageIdentity.read(LABELS["cuda13"]))]
     assert titles == ["the Docker engine has no NVIDIA container runtime, so --gpus cannot hand it the GPU"]
 
 
@@ -160,7 +162,7 @@ def test_run_print_refuses_a_cuda_image_on_an_amd_host(cli, tmp_path):
     root = hosts.mi300x(tmp_path / "host")
     result = cli("run", "ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime", "--print", "--host-root", root)
     assert result.code == 2
-    assert "is an NVIDIA image and this host has only AMD GPUs" in result.err
+    assert "is a CUDA image and this host has only AMD GPUs" in result.err
     assert "run ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime instead" in result.err
 
 

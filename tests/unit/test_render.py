@@ -12,8 +12,9 @@ import pytest
 
 from buildkit.core.plan import expand
 from buildkit.core.render import Renderer, fingerprint
+from buildkit.errors import UserError
 from buildkit.adapters.matrix_files import load_matrix, template_loader
-from buildkit.app.targets import select_targets
+from buildkit.app.targets import Choices, select_targets
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 GOLDEN_IDS = ["2.14.1-cuda13.0-py3.12-runtime", "2.14.1-rocm7.2-py3.12-runtime", "2.14.1-rocm7.2-py3.12-devel"]
@@ -22,7 +23,7 @@ DIVERGE_MARKER = "# ---- The twins diverge here"
 
 @pytest.fixture(scope="module")
 def default():
-    return {item.target.id: item for item in select_targets(None).rendered}
+    return {item.target.id: item for item in select_targets(Choices()).render()}
 
 
 @pytest.mark.parametrize("target_id", GOLDEN_IDS)
@@ -41,7 +42,7 @@ def test_golden_fingerprints_are_stable_across_runs_and_machines(default):
     if os.environ.get("BUILDKIT_UPDATE_GOLDEN"):
         path.write_text(json.dumps(current, indent=2) + "\n")
     assert current == json.loads(path.read_text())
-    again = {item.target.id: item.fingerprint for item in select_targets(None).rendered}
+    again = {item.target.id: item.fingerprint for item in select_targets(Choices()).render()}
     assert all(again[target_id] == current[target_id] for target_id in GOLDEN_IDS)
 
 
@@ -76,7 +77,7 @@ def test_templates_keep_their_invariants(default):
 
 def test_root_option_leaves_no_user_switch(team_matrix):
     path = team_matrix('extends = "default"\nrun_as_root = true\ninclude = [{ id = "2.14.1-rocm7.2-py3.12-runtime" }]\n')
-    (item,) = select_targets(path).rendered
+    (item,) = select_targets(Choices(matrix=path)).render()
     assert "USER" not in item.dockerfile and "useradd" not in item.dockerfile
 
 
@@ -92,7 +93,7 @@ def test_team_template_dir_is_searched_first(team_matrix, tmp_path):
         flavors = ["notebook"]
         include = [{ torch = "2.14.1", python = "3.12" }]
     """)
-    rendered = select_targets(path).rendered
+    rendered = select_targets(Choices(matrix=path)).render()
     assert rendered and all("RUN pip install jupyterlab==4.4.0" in item.dockerfile for item in rendered)
     assert all(item.target.base_image == "python:3.12-slim-bookworm" for item in rendered)
 
@@ -109,46 +110,64 @@ def test_strict_undefined_turns_a_typo_into_an_error():
     target = expand(matrix).targets[0]
     renderer = Renderer(jinja2.DictLoader({"runtime.Dockerfile.j2": "FROM {{ target.base_imag }}\n",
                                            "devel.Dockerfile.j2": "x"}), matrix.source)
-    with pytest.raises(Exception) as error:
-        renderer.render(target)
-    assert "undefined value" in str(error.value)
+    with pytest.raises(UserError) as error:
+        renderer.render(renderer.plan(target))
+    assert "undefined value" in str(error.value) and "runtime.Dockerfile.j2" in str(error.value)
 
 
 # --- fingerprints ------------------------------------------------------------------------------------------
 
-BASE = dict(dockerfile="FROM a\n", args={"A": "1"}, base_image="a:1", image_labels={"l": "v"}, context={"f": b"x"})
+
+def test_fingerprint_changes_when_any_input_changes(default):
+    """Each input of the fingerprint (a target field, the template sources, the build args, the labels)
+    changes it; the same inputs give the same digest."""
+    matrix = load_matrix(None)
+    renderer = Renderer(template_loader(matrix), matrix.source)
+    item = default["2.14.1-rocm7.2-py3.12-runtime"]
+    target = item.target
+    base = dict(target=target, templates="t", args=dict(item.build_args), image_labels=dict(item.labels))
+    assert fingerprint(**base) == fingerprint(**{**base, "args": dict(reversed(list(item.build_args.items())))})
+    assert len(fingerprint(**base)) == 64
+    for changed in (
+        {"target": replace(target, base_image="python:3.12-slim-trixie")},
+        {"target": replace(target, os_packages=("libnuma1", "curl"))},
+        {"templates": "u"},
+        {"args": {**item.build_args, "TORCH_INDEX_URL": "https://example.com/whl/rocm7.2/"}},
+        {"image_labels": {**item.labels, "x": "y"}},
+    ):
+        assert fingerprint(**{**base, **changed}) != fingerprint(**base), changed
+    assert renderer.plan(target).fingerprint == item.fingerprint
 
 
-@pytest.mark.parametrize("field,changed", [
-    ("dockerfile", "FROM a\nRUN true\n"),
-    ("args", {"A": "2"}),
-    ("base_image", "a:2"),
-    ("image_labels", {"l": "w"}),
-    ("context", {"f": b"y"}),
-])
-def test_fingerprint_changes_when_any_input_changes(field, changed):
-    assert fingerprint(**{**BASE, field: changed}) != fingerprint(**BASE)
-
-
-def test_fingerprint_is_a_pure_function_of_its_inputs():
-    assert fingerprint(**BASE) == fingerprint(**{**BASE, "args": dict(reversed(list({"A": "1"}.items())))})
-    assert len(fingerprint(**BASE)) == 64
-
-
-def test_fingerprint_follows_a_companion_package_change(default):
+def test_fingerprint_follows_a_package_change_and_a_template_change(default, tmp_path):
     matrix = load_matrix(None)
     renderer = Renderer(template_loader(matrix), matrix.source)
     original = default["2.14.1-rocm7.2-py3.12-runtime"]
-    changed = renderer.render(replace(original.target, packages=("einops==0.8.1",)))
+    changed = renderer.plan(replace(original.target, packages=("einops==0.8.1",)))
     assert changed.fingerprint != original.fingerprint
-    assert renderer.render(original.target).fingerprint == original.fingerprint
+    assert renderer.plan(original.target).fingerprint == original.fingerprint
+    # a template that runtime.Dockerfile.j2 extends changes: the fingerprint follows it
+    builtin = Path(template_loader(matrix).searchpath[-1])
+    for template in builtin.glob("*.j2"):
+        (tmp_path / template.name).write_text(template.read_text())
+    (tmp_path / "_image.Dockerfile.j2").write_text((builtin / "_image.Dockerfile.j2").read_text() + "# changed\n")
+    edited = Renderer(jinja2.FileSystemLoader(str(tmp_path)), matrix.source)
+    assert edited.plan(original.target).fingerprint != original.fingerprint
+
+
+def test_equal_fingerprints_mean_equal_dockerfiles(default):
+    """What the fingerprint hashes determines the Dockerfile: targets with different Dockerfiles never
+    share a fingerprint."""
+    by_fingerprint: dict[str, str] = {}
+    for item in default.values():
+        assert by_fingerprint.setdefault(item.fingerprint, item.dockerfile) == item.dockerfile
 
 
 def test_nightly_channel_takes_dev_builds_and_the_date_changes_the_fingerprint():
-    from buildkit.app.targets import select_targets
+    from buildkit.app.targets import Choices, select_targets
 
     def rendered(today):
-        (item,) = select_targets(None, selectors=["id=2.14.1-rocm7.2-py3.12-runtime"], channel="nightly", today=today).rendered
+        (item,) = select_targets(Choices(selectors=("id=2.14.1-rocm7.2-py3.12-runtime",), channel="nightly", today=today)).render()
         return item
 
     first, second = rendered("20261130"), rendered("20261201")

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from buildkit.core.source import GB_PER_JOB, max_jobs
-from buildkit.app.targets import SourceOptions, select_targets
+from buildkit.app.targets import Choices, SourceOptions, select_targets
 from testkit.runner import tool
 
 GIB = 1024**3
@@ -22,7 +22,7 @@ def source_matrix(team_matrix):
 
 
 def render(path, **options):
-    (item,) = select_targets(path, source=SourceOptions(**options)).rendered
+    (item,) = select_targets(Choices(matrix=path, source=SourceOptions(**options))).render()
     return item
 
 
@@ -37,8 +37,8 @@ def stages(text: str) -> dict[str, str]:
 
 
 def test_only_rocm_targets_and_on_the_devel_python(source_matrix, cli):
-    selection = select_targets(source_matrix)
-    assert [i.target.id for i in selection.rendered] == ["2.14.1-rocm7.2-py3.12-source"]
+    selection = select_targets(Choices(matrix=source_matrix))
+    assert [t.id for t in selection.targets] == ["2.14.1-rocm7.2-py3.12-source"]
     assert any("compiles ROCm torch only" in str(n) for n in selection.notes)
 
 

@@ -1,0 +1,65 @@
+"""Running the smoke-test probe (buildkit/image/probe.py) inside an image, with GPU access and a time limit.
+
+The probe's text is passed to `python -c`, so nothing is mounted into the image or left behind in it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from buildkit.adapters.engine import sdk_gpu_options
+from buildkit.core import labels
+from buildkit.core.host import GpuAccess
+
+DEFAULT_TIMEOUT = 300  # seconds: an `import torch` can hang on a host whose driver is missing or wedged
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    report: dict | None  # the probe's JSON, or None when it printed none
+    stderr: str  # its tail
+    failure: str = ""  # why there is no report
+
+
+def probe_source() -> str:
+    return resources.files("buildkit.image").joinpath("probe.py").read_text(encoding="utf-8")
+
+
+def _parse(stdout: str) -> dict | None:
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and "probe_version" in value:
+            return value
+    return None
+
+
+def run_probe(client: docker.DockerClient, image: str, access: GpuAccess, kernels: bool, timeout: int = DEFAULT_TIMEOUT) -> ProbeRun:
+    command = ["python", "-c", probe_source(), *(["--kernels"] if kernels else [])]
+    container = client.containers.create(image, command=command, labels={labels.PROBE_CONTAINER: "1"}, **sdk_gpu_options(access))
+    try:
+        container.start()
+        try:
+            status = container.wait(timeout=timeout)
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            container.kill()
+            stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
+            return ProbeRun(None, stderr[-2000:], f"the probe did not finish within {timeout} s (a hanging `import torch` or GPU call)")
+        stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
+        report = _parse(stdout)
+        if report is None:
+            return ProbeRun(None, (stderr or stdout)[-2000:], f"the probe exited with {status.get('StatusCode')} without a report")
+        return ProbeRun(report, stderr[-2000:])
+    except docker.errors.APIError as error:
+        return ProbeRun(None, "", f"the container could not run: {error.explanation or error}")
+    finally:
+        container.remove(force=True)

@@ -1,0 +1,299 @@
+"""The matrix schema as data: every key, its kind and grammar, its default, and whether stacks inherit it.
+
+Validation, defaults and the README's matrix reference all follow these tables, so a key cannot be
+checked one way and defaulted another. Each kind reads a parsed TOML value, records a problem (file, key
+path, what was expected) when the value does not fit, and returns the value it stands for.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from buildkit.core import grammar
+from buildkit.errors import Problem
+
+SELECTOR_KEYS = ("torch", "python", "backend", "backend_version", "flavor", "vendor", "id")
+CHANNELS = ("release", "test", "nightly")
+_GLOB_RE_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-*?[]!")
+INVALID = object()  # what a kind returns for a value it refused (its problem is recorded)
+
+
+class Checker:
+    """Collects problems, each located by file and key path."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def fail(self, where: str, key: str, message: str) -> None:
+        self.problems.append(Problem(where, message, key=key))
+
+
+def describe(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}
+    shown = f" ({value!r})" if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e12 else ""
+    return names.get(type(value), "a date or time") + shown
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An include/exclude rule or a --select filter: every key's glob must match the target."""
+
+    criteria: tuple[tuple[str, str], ...]
+
+    def matches(self, facts: Mapping[str, str]) -> bool:
+        return all(fnmatch.fnmatchcase(facts[key], pattern) for key, pattern in self.criteria)
+
+    def could_match(self, partial: Mapping[str, str]) -> bool:
+        """Whether something described only by `partial` facts may match (unknown keys do not rule it out)."""
+        return all(fnmatch.fnmatchcase(partial[key], pattern) for key, pattern in self.criteria if key in partial)
+
+    def __str__(self) -> str:
+        return ",".join(f"{key}={pattern}" for key, pattern in self.criteria)
+
+
+def glob(value: str) -> str | None:
+    if not isinstance(value, str) or not value or len(value) > 200 or not set(value) <= _GLOB_RE_CHARS:
+        return "a glob of letters, digits and . _ - * ? [ ] !"
+    return None
+
+
+# --- kinds ------------------------------------------------------------------------------------------------
+
+
+class Kind:
+    example = ""
+
+    def read(self, check: Checker, value: Any, where: str, key: str) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Text(Kind):
+    """A string every character of which the grammar accepts."""
+
+    grammar: Callable[[str], str | None]
+
+    def read(self, check, value, where, key):
+        if not isinstance(value, str):
+            check.fail(where, key, f"expected a string, got {describe(value)}")
+            return INVALID
+        expected = self.grammar(value)
+        if expected:
+            check.fail(where, key, f"expected {expected}, got {value[:200]!r}")
+            return INVALID
+        return value
+
+
+@dataclass(frozen=True)
+class Texts(Kind):
+    """A list of distinct strings of one grammar."""
+
+    grammar: Callable[[str], str | None]
+    allow_empty: bool = True
+
+    def read(self, check, value, where, key):
+        if not isinstance(value, list):
+            check.fail(where, key, f"expected a list of strings, got {describe(value)}")
+            return INVALID
+        if not value and not self.allow_empty:
+            check.fail(where, key, "expected at least one value, got an empty list")
+            return INVALID
+        items = [Text(self.grammar).read(check, item, where, f"{key}[{index}]") for index, item in enumerate(value)]
+        seen: set[str] = set()
+        for index, item in enumerate(items):
+            if item is INVALID:
+                continue
+            if item in seen:
+                check.fail(where, f"{key}[{index}]", f"duplicate value {item!r}: each value may appear once")
+            seen.add(item)
+        return INVALID if INVALID in items else tuple(items)
+
+
+@dataclass(frozen=True)
+class Flag(Kind):
+    def read(self, check, value, where, key):
+        if not isinstance(value, bool):
+            check.fail(where, key, f"expected true or false, got {describe(value)}")
+            return INVALID
+        return value
+
+
+@dataclass(frozen=True)
+class Whole(Kind):
+    """An integer in a range (TOML's booleans and floats are not integers here)."""
+
+    low: int
+    high: int
+    expected: str
+
+    def read(self, check, value, where, key):
+        if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
+            check.fail(where, key, f"expected {self.expected}, got {describe(value)}")
+            return INVALID
+        return value
+
+
+@dataclass(frozen=True)
+class Table(Kind):
+    """A table of known keys (each of its own kind), or of any keys that fit `names` with values of `each`."""
+
+    fields: Mapping[str, Kind] = field(default_factory=dict)
+    names: Callable[[str], str | None] | None = None
+    each: Kind | None = None
+    example: str = ""
+
+    def read(self, check, value, where, key):
+        if not isinstance(value, Mapping):
+            shown = f" such as {self.example}" if self.example else ""
+            check.fail(where, key, f"expected a table{shown}, got {describe(value)}")
+            return INVALID
+        result: dict[str, Any] = {}
+        for name, item in value.items():
+            path = f"{key}.{name}" if key else name
+            if name in self.fields:
+                result[name] = self.fields[name].read(check, item, where, path)
+            elif self.each is not None and self.names is not None and not self.names(name):
+                result[name] = self.each.read(check, item, where, path)
+            elif self.each is not None and self.names is not None:
+                check.fail(where, path, f"expected a key that is {self.names(name)}")
+                result[name] = INVALID
+            else:
+                check.fail(where, path, f"unknown key; expected one of: {', '.join(sorted(self.fields))}")
+                result[name] = INVALID
+        return INVALID if INVALID in result.values() else result
+
+
+@dataclass(frozen=True)
+class Rules(Kind):
+    def read(self, check, value, where, key):
+        if not isinstance(value, list):
+            check.fail(where, key, f'expected a list of tables such as {{ python = "3.10", backend = "rocm" }}, got {describe(value)}')
+            return INVALID
+        rules = []
+        for index, entry in enumerate(value):
+            path = f"{key}[{index}]"
+            if not isinstance(entry, Mapping) or not entry:
+                check.fail(where, path, 'expected a non-empty table of selector = glob, e.g. { torch = "2.12.*" }')
+                continue
+            criteria = []
+            for selector, pattern in entry.items():
+                if selector not in SELECTOR_KEYS:
+                    check.fail(where, f"{path}.{selector}", f"unknown selector; expected one of: {', '.join(SELECTOR_KEYS)}")
+                elif glob(pattern):
+                    check.fail(where, f"{path}.{selector}", f"expected {glob(pattern)}, got {pattern!r}")
+                else:
+                    criteria.append((selector, pattern))
+            rules.append(Rule(tuple(criteria)))
+        return tuple(rules)
+
+
+def _channel(value: str) -> str | None:
+    return None if value in CHANNELS else f"one of {', '.join(CHANNELS)}"
+
+
+def _base_template(value: str) -> str | None:
+    """An image reference where {python} stands for the target's Python version."""
+    return grammar.image_reference(value.replace("{python}", "3.12"))
+
+
+def _minor(value: str) -> str | None:
+    expected = grammar.release_version(value)
+    if expected or value.count(".") != 1:
+        return 'a torch minor release such as "2.15"'
+    return None
+
+
+# --- the schema -------------------------------------------------------------------------------------------
+
+REQUIRED = object()  # no default: a matrix (or a file it extends) must set it
+
+
+@dataclass(frozen=True)
+class Field:
+    kind: Kind
+    default: Any = REQUIRED
+    inherited: bool = False  # a [[torch]] entry may set it for itself; the top-level value is its default
+    doc: str = ""
+
+
+ARCHS = Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False), "rocm": Texts(grammar.rocm_arch, allow_empty=False)},
+              example='{ rocm = ["gfx942"] }')
+
+# Top-level keys. `extends` and `template_dir` are read by the file loader; `compat` and `torch` have their
+# own tables below. Defaults are the shipped ones: the default matrix sets only what has no default.
+TOP: dict[str, Field] = {
+    "schema": Field(Whole(1, 1, "1 (the schema this buildkit reads)"), 1, doc="matrix schema version"),
+    "extends": Field(Text(lambda v: None), None, doc='"default" (the shipped matrix) or a path to another matrix'),
+    "template_dir": Field(Text(lambda v: None), None, doc="a folder of team templates, searched before the built-in ones"),
+    "registry": Field(Text(grammar.registry), doc="image registry host"),
+    "repository": Field(Text(grammar.repository), doc="repository path in that registry"),
+    "tag_prefix": Field(Text(grammar.tag_prefix), "", doc="prepended to every tag and pair key"),
+    "source": Field(Text(grammar.http_url), doc="org.opencontainers.image.source"),
+    "wheel_index": Field(Text(grammar.http_url), None, doc="torch wheel index (default: the compatibility data's)"),
+    "runtime_base": Field(Text(_base_template), "python:{python}-slim-bookworm", doc="base of the runtime flavor"),
+    # A wheel compiled on the ROCm devel image (Ubuntu 24.04, glibc 2.39) needs a runtime OS at least as new.
+    "source_runtime_base": Field(Text(_base_template), "python:{python}-slim-trixie", doc="runtime base of the source flavor"),
+    "user": Field(Table({"name": Text(grammar.user_name), "uid": Whole(1, 65534, "a non-root UID from 1 to 65534")},
+                        example='{ name = "buildkit", uid = 1000 }'),
+                  {"name": "buildkit", "uid": 1000}, doc="the non-root user images run as"),
+    "run_as_root": Field(Flag(), False, doc="keep root as the images' user"),
+    "include": Field(Rules(), [], doc="keep only targets matching one rule"),
+    "exclude": Field(Rules(), [], doc="drop targets matching any rule"),
+    "python": Field(Texts(grammar.python_version, allow_empty=False), ["3.10", "3.11", "3.12", "3.13"], inherited=True),
+    "flavors": Field(Texts(grammar.name, allow_empty=False), ["runtime", "devel"], inherited=True),
+    "companions": Field(Texts(grammar.name), ["torchvision"], inherited=True, doc="built per backend; version follows torch"),
+    "packages": Field(Texts(grammar.requirement), [], inherited=True, doc="pip requirements: name, extras, version"),
+    "os_packages": Field(Texts(grammar.debian_package), ["libnuma1"], inherited=True, doc="Debian/Ubuntu packages"),
+    "archs": Field(ARCHS, {}, inherited=True, doc="narrow a backend's arch list (never widen a wheel's)"),
+    "channel": Field(Text(_channel), "release", inherited=True, doc="release | test | nightly"),
+    "compile": Field(Flag(), True, inherited=True,
+                     doc="a C/C++ toolchain and the Python headers in runtime images, so torch.compile works"),
+}
+INHERITED = tuple(key for key, spec in TOP.items() if spec.inherited)
+
+VERSIONS = Texts(grammar.release_version)
+STACK: dict[str, Field] = {
+    "version": Field(Text(grammar.release_version), doc='the torch release, e.g. "2.14.1"'),
+    "cuda": Field(VERSIONS, None, doc="CUDA versions (default: every one the release ships)"),
+    "rocm": Field(VERSIONS, None, doc="ROCm versions (default: every one the release ships)"),
+    "pair": Field(Table({"cuda": Text(grammar.release_version), "rocm": Text(grammar.release_version)},
+                        example='{ cuda = "13.0", rocm = "7.2" }'), {}, doc="the twins' backend versions"),
+    **{key: TOP[key] for key in INHERITED},
+}
+
+# What a team's [compat] table may override, with the grammar of each value (they reach Dockerfiles,
+# tags and URLs exactly as the shipped facts do).
+_NOTES = Texts(grammar.note)
+_BACKEND_FACTS = {
+    "archs": None,  # per backend, below
+    "devel_base": Text(grammar.image_reference),
+    "driver_min": Text(grammar.driver_version),
+    "driver_toolkit": Text(grammar.driver_version),
+    "thin_wheels": Flag(),
+    "platforms": Texts(grammar.platform, allow_empty=False),
+    "unconfirmed": _NOTES,
+    "sources": _NOTES,
+}
+COMPAT = Table({
+    "torch": Table(names=_minor, each=Table({
+        "python": Texts(grammar.python_version),
+        "cuda": VERSIONS,
+        "rocm": VERSIONS,
+        "torchvision": Text(grammar.release_version),
+        "releases": VERSIONS,
+        "unconfirmed": _NOTES,
+        "sources": _NOTES,
+    })),
+    "cuda": Table(names=grammar.release_version, each=Table({**_BACKEND_FACTS, "archs": Texts(grammar.cuda_arch)})),
+    "rocm": Table(names=grammar.release_version, each=Table({**_BACKEND_FACTS, "archs": Texts(grammar.rocm_arch)})),
+    "wheel_index": Table({
+        "url": Text(grammar.http_url),
+        "channels": Table({channel: Text(grammar.channel_path) for channel in CHANNELS}),
+        "source": Text(grammar.note),
+    }),
+    "archs": Table({"cuda": Texts(grammar.cuda_arch), "rocm": Texts(grammar.rocm_arch)}),
+    "os_python": Table(names=lambda v: None if v.startswith("ubuntu") and not grammar.release_version(v[6:]) else
+                       'an OS such as "ubuntu24.04"', each=Text(grammar.python_version)),
+})

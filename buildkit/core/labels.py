@@ -1,0 +1,114 @@
+"""The image label contract: written from a Target, read back into one ImageIdentity.
+
+Images describe themselves: the smoke test, `doctor`, `run`, `parity` and publishing read what an image
+is from its labels, never from what torch reports at run time. This module alone knows the keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from buildkit.core.plan import Target
+from buildkit.core.source import SOURCE_FLAVOR
+from buildkit.core.vendors import BY_BACKEND, Vendor
+
+PREFIX = "dev.buildkit."
+OCI = "org.opencontainers.image."
+
+TARGET = f"{PREFIX}target"
+TORCH = f"{PREFIX}torch"
+VENDOR = f"{PREFIX}vendor"
+BACKEND = f"{PREFIX}backend"
+BACKEND_VERSION = f"{PREFIX}backend-version"
+PYTHON = f"{PREFIX}python"
+FLAVOR = f"{PREFIX}flavor"
+GPU_ARCHS = f"{PREFIX}gpu-archs"
+PAIR = f"{PREFIX}pair"
+BASE_IMAGE = f"{PREFIX}base-image"
+FINGERPRINT = f"{PREFIX}fingerprint"
+SOURCE_REVISION = f"{PREFIX}source-revision"
+BUILDER_IMAGE = f"{PREFIX}builder-image"
+BUILD_OPTIONS = f"{PREFIX}build-options"
+# Not image labels: the label of smoke-test containers, and the annotation of nightly date-tag copies.
+PROBE_CONTAINER = f"{PREFIX}probe"
+NIGHTLY_ANNOTATION = f"{PREFIX}nightly"
+
+
+def image_labels(target: Target, source: str) -> dict[str, str]:
+    """What describes an image to the smoke test and doctor; nothing time- or commit-dependent, so the
+    labels are part of the fingerprint."""
+    vendor = BY_BACKEND[target.backend]
+    labels = {
+        f"{OCI}title": f"PyTorch {target.torch} for {vendor.backend_label(target.backend_version)}, "
+        f"Python {target.python} ({target.flavor})",
+        f"{OCI}version": target.tag_names[0],
+        f"{OCI}source": source,
+        TARGET: target.id,
+        TORCH: target.torch,
+        VENDOR: target.vendor,
+        BACKEND: target.backend,
+        BACKEND_VERSION: target.backend_version,
+        PYTHON: target.python,
+        FLAVOR: target.flavor,
+        GPU_ARCHS: ";".join(target.archs),
+        PAIR: target.pair or "",
+        BASE_IMAGE: target.base_image,
+    }
+    if target.flavor == SOURCE_FLAVOR:
+        jobs = str(target.max_jobs) if target.max_jobs else "auto"
+        labels |= {
+            SOURCE_REVISION: "local checkout (build context)" if target.source_checkout else f"v{target.torch}",
+            BUILDER_IMAGE: target.builder_image,
+            BUILD_OPTIONS: f"USE_ROCM=1 PYTORCH_ROCM_ARCH={';'.join(target.archs)} MAX_JOBS={jobs}",
+        }
+    return labels
+
+
+def build_stamp_labels(created: str, revision: str) -> dict[str, str]:
+    """Labels that vary per build; kept out of the fingerprint so an unchanged image is not rebuilt."""
+    stamp = {f"{OCI}created": created}
+    if revision:
+        stamp[f"{OCI}revision"] = revision
+    return stamp
+
+
+@dataclass(frozen=True)
+class ImageIdentity:
+    """What an image says it is, read from its labels."""
+
+    vendor: Vendor
+    backend_version: str
+    archs: tuple[str, ...]
+    target: str = ""
+    torch: str = ""
+    python: str = ""
+    flavor: str = ""
+    pair: str = ""
+    base_image: str = ""
+    fingerprint: str = ""
+
+    @property
+    def backend(self) -> str:
+        return self.vendor.backend
+
+    @classmethod
+    def read(cls, labels: Mapping[str, str] | None) -> "ImageIdentity | None":
+        """None when the labels do not say which GPU backend the image is for (not a buildkit image)."""
+        labels = labels or {}
+        vendor = BY_BACKEND.get(labels.get(BACKEND, ""))
+        version = labels.get(BACKEND_VERSION, "")
+        if vendor is None or not version:
+            return None
+        return cls(
+            vendor=vendor,
+            backend_version=version,
+            archs=tuple(arch for arch in labels.get(GPU_ARCHS, "").split(";") if arch),
+            target=labels.get(TARGET, ""),
+            torch=labels.get(TORCH, ""),
+            python=labels.get(PYTHON, ""),
+            flavor=labels.get(FLAVOR, ""),
+            pair=labels.get(PAIR, ""),
+            base_image=labels.get(BASE_IMAGE, ""),
+            fingerprint=labels.get(FINGERPRINT, ""),
+        )

@@ -1,0 +1,130 @@
+"""What commands print for people: rich tables and short lines, from the app's results."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+from buildkit.adapters.hipify import HipifyReport
+from buildkit.app.routing import Detection, DoctorReport
+from buildkit.app.smoke import ParityResult
+from buildkit.core.host import HostFacts
+from buildkit.core.judge import Verdict
+from buildkit.core.plan import Note
+from buildkit.core.render import PlannedImage
+
+
+def say(console: Console, text: str) -> None:
+    console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+def notes(console: Console, items: Iterable[Note]) -> None:
+    for note in items:
+        say(console, f"note: {note}")
+
+
+def plan_table(planned: tuple[PlannedImage, ...]) -> Table:
+    table = Table(title=f"{len(planned)} targets", title_justify="left")
+    for column in ("id", "vendor", "tags", "pair", "fingerprint"):
+        table.add_column(column, overflow="fold")
+    for item in planned:
+        target = item.target
+        table.add_row(target.id, target.vendor, "\n".join(target.tag_names), target.pair or "-", item.fingerprint[:12])
+    return table
+
+
+def verdict_table(verdicts: list[Verdict], mode: str) -> Table:
+    table = Table(title=f"smoke tests (--gpu {mode})", title_justify="left")
+    for column in ("image", "torch", "verdict", "kernels", "failures"):
+        table.add_column(column, overflow="fold")
+    for verdict in verdicts:
+        table.add_row(verdict.image, verdict.torch or "-", "pass" if verdict.passed else "FAIL", verdict.kernels,
+                      "\n".join(verdict.failures) or "-")
+    return table
+
+
+def parity_lines(result: ParityResult) -> list[str]:
+    first, second = result.images
+    if result.parity.passed:
+        return [f"parity: {first} and {second} hold the same OS, Python and packages (vendor runtimes aside)"]
+    differences = result.parity.differences
+    return [f"parity: {len(differences)} difference(s) between {first} and {second}:", *(f"  - {d}" for d in differences)]
+
+
+def gpu_json(host: HostFacts) -> dict:
+    nodes = [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None]
+    return {
+        "gpus": [{"vendor": g.vendor, "pci": g.pci, "device_id": g.device_id, "name": g.name, "arch": g.arch} for g in host.gpus],
+        "drivers": {"nvidia": host.nvidia_driver or None, "amdgpu": host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else None)},
+        "device_nodes": [{"path": n.path, "group": n.group, "gid": n.gid, "accessible": n.accessible} for n in nodes],
+    }
+
+
+def detection_json(detection: Detection) -> dict:
+    return {
+        **gpu_json(detection.host),
+        "vendor": detection.vendor,
+        "targets": {
+            vendor: {"id": c.target.id if c.target else None, "tag": c.target.tags[0] if c.target else None,
+                     "run_flags": detection.access[vendor].docker_flags(), "passed_over": list(c.reasons)}
+            for vendor, c in detection.choices.items()
+        },
+    }
+
+
+def show_detection(console: Console, detection: Detection) -> None:
+    host = detection.host
+    if not host.gpus:
+        say(console, "no GPU on this host: images run on the CPU here (torch.cuda.is_available() is False)")
+        return
+    table = Table(title="GPUs", title_justify="left")
+    for column in ("pci", "vendor", "model", "arch"):
+        table.add_column(column)
+    for gpu in host.gpus:
+        table.add_row(gpu.pci, gpu.vendor, gpu.name, gpu.arch or "?")
+    console.print(table)
+    amdgpu = host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else "-")
+    say(console, f"drivers: nvidia {host.nvidia_driver or '-'}, amdgpu {amdgpu}")
+    for node in gpu_json(host)["device_nodes"]:
+        access = "accessible" if node["accessible"] else "NOT accessible"
+        say(console, f"{node['path']}: group {node['group'] or node['gid']}, {access} to you")
+    for vendor, choice in detection.choices.items():
+        mark = " (this host's vendor)" if vendor == detection.vendor and len(detection.choices) > 1 else ""
+        if choice.target:
+            flags = " ".join(detection.access[vendor].docker_flags())
+            say(console, f"{vendor}{mark}: {choice.target.tags[0]}\n  docker run {flags} {choice.target.tags[0]}")
+        else:
+            say(console, f"{vendor}{mark}: no target fits: {'; '.join(choice.reasons)}")
+
+
+def doctor_json(report: DoctorReport) -> dict:
+    return {
+        **gpu_json(report.host), "image": report.image, "ok": not report.blocking,
+        "findings": [{"blocking": f.blocking, "finding": f.title, "fix": f.fix} for f in report.findings],
+    }
+
+
+def show_doctor(console: Console, report: DoctorReport) -> None:
+    if report.findings:
+        table = Table(title=f"doctor{': ' + report.image if report.image else ''}", title_justify="left")
+        for column in ("", "finding", "fix"):
+            table.add_column(column, overflow="fold")
+        for finding in report.findings:
+            table.add_row("BLOCKS" if finding.blocking else "note", finding.title, finding.fix)
+        console.print(table)
+    say(console, "GPU acceleration is blocked here: fix the findings marked BLOCKS" if report.blocking
+        else "ok: nothing blocks GPU acceleration here")
+
+
+def hipify_lines(report: HipifyReport, offload_arch: str) -> list[str]:
+    lines = [f"hipify: {len(report.converted)} files converted, {len(report.unchanged)} unchanged in {report.seconds:.2f} s -> {report.output}"]
+    lines += [f"  no HIP mapping: {use.file}:{use.line}: {use.identifier}" for use in report.unmapped]
+    if report.compile_skipped:
+        lines.append(f"compile check skipped: {report.compile_skipped}")
+    for unit in report.compiled:
+        note = {"ok": "compiles", "error": "DOES NOT COMPILE", "environment": "not checked"}[unit.status]
+        detail = "" if unit.status == "ok" else f": {unit.summary}"
+        lines.append(f"  {unit.file} for {offload_arch}: {note}{detail}")
+    return lines

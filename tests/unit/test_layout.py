@@ -1,0 +1,95 @@
+"""The layout is the architecture: every module imports, and each folder keeps its import rules.
+
+- core/ imports only core/ and errors, and nothing that touches the world (no I/O, clock, subprocess);
+- adapters/ never import app/, ui/ or cli;
+- app/ never imports ui/ or cli; ui/ never imports cli;
+- image/ imports nothing from buildkit (it runs inside images with the standard library and torch);
+- cli imports only app/, ui/, errors and the package's version: it parses and prints, the app decides.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import buildkit
+
+PACKAGE = Path(buildkit.__file__).parent
+MODULES = sorted(
+    name for _, name, _ in pkgutil.walk_packages(buildkit.__path__, prefix="buildkit.")
+    if name != "buildkit.__main__"  # importing it runs the CLI
+)
+# Standard-library and third-party modules through which code reaches the world.
+WORLDLY = {"os", "subprocess", "socket", "shutil", "tempfile", "time", "datetime", "random", "requests", "docker", "urllib.request", "http"}
+
+
+def imports_of(module: str) -> set[str]:
+    """Every module a file imports, at the top or inside functions (buildkit uses absolute imports only)."""
+    path = PACKAGE.parent / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = PACKAGE.parent / module.replace(".", "/") / "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert not node.level, f"{module}: relative import; write it absolute so its folder shows"
+            base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def internal(names: set[str]) -> set[str]:
+    return {name for name in names if name == "buildkit" or name.startswith("buildkit.")}
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_module_imports(module):
+    importlib.import_module(module)
+
+
+def test_modules_found():
+    assert {"buildkit.core.plan", "buildkit.adapters.engine", "buildkit.app.build", "buildkit.ui.report", "buildkit.image.probe"} <= set(MODULES)
+
+
+def violations(module: str) -> list[str]:
+    ours = internal(imports_of(module))
+    place = module.split(".")[1] if module.count(".") >= 2 else module.split(".")[-1]
+    bad: list[str] = []
+    if place == "core":
+        bad += [n for n in ours if not n.startswith(("buildkit.core", "buildkit.errors"))]
+        bad += [n for n in imports_of(module) if n.split(".")[0] in WORLDLY or n in WORLDLY]
+    elif place == "adapters":
+        bad += [n for n in ours if n.startswith(("buildkit.app", "buildkit.ui", "buildkit.cli"))]
+    elif place == "app":
+        bad += [n for n in ours if n.startswith(("buildkit.ui", "buildkit.cli"))]
+    elif place == "ui":
+        bad += [n for n in ours if n.startswith("buildkit.cli")]
+    elif place == "image":
+        bad += sorted(ours)
+    elif place == "cli":
+        bad += [n for n in ours if not (n == "buildkit" or n.startswith(("buildkit.app", "buildkit.ui", "buildkit.errors", "buildkit.__version__")))]
+    return sorted(set(bad))
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_import_rules(module):
+    assert violations(module) == [], f"{module} breaks the layout's import rules"
+
+
+def test_the_rules_can_fail(tmp_path, monkeypatch):
+    """A core module that reached for the engine would be caught."""
+    assert "buildkit.adapters.engine" in internal(imports_of("buildkit.app.build"))
+    assert violations("buildkit.app.build") == []
+    original = imports_of
+
+    def with_engine(module: str) -> set[str]:
+        return original(module) | ({"buildkit.adapters.engine", "subprocess"} if module == "buildkit.core.plan" else set())
+
+    monkeypatch.setitem(globals(), "imports_of", with_engine)
+    assert violations("buildkit.core.plan") == ["buildkit.adapters.engine", "subprocess"]
