@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     hipify.add_argument("path", type=Path, help="a CUDA source tree (a PyTorch checkout or your extension)")
     hipify.add_argument("--out", type=Path, help="output folder (default: PATH-hip next to PATH)")
     hipify.add_argument("--compile-check", action="store_true", help="compile the hipified sources with hipcc")
-    hipify.add_argument("--offload-arch", default="gfx942", help="GPU arch for --compile-check (default gfx942)")
+    hipify.add_argument("--offload-arch", help="GPU arch for --compile-check (default: the newest data-center arch the installed hipcc supports)")
     hipify.add_argument("--json", type=Path, help="write the report as JSON")
 
     doctor = commands.add_parser("doctor", help="explain why GPU acceleration would or would not work here")
@@ -190,9 +190,11 @@ def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.targets import select_targets
 
     selection = select_targets(args.matrix, args.vendor, args.select, source=_source_options(args))
-    written = write_tree(selection, args.out)
+    tree = write_tree(selection, args.out)
     _print_notes(selection.notes, err)
-    out.print(f"rendered {len(written)} Dockerfiles into {args.out}/ (index: {args.out / 'plan.json'})", highlight=False)
+    out.print(f"rendered {len(tree.folders)} Dockerfiles into {args.out}/ (index: {args.out / 'plan.json'})", highlight=False)
+    if tree.removed:
+        out.print(f"removed {len(tree.removed)} files of an earlier render that the plan no longer lists", highlight=False)
     return 0
 
 
@@ -272,32 +274,26 @@ def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from dataclasses import asdict
+    from buildkit.app.hipify_preflight import PreflightOptions, preflight
 
-    from buildkit.adapters.hipify import compile_check, run_hipify
-    from buildkit.core import grammar
-    from buildkit.adapters.bundled import compat_data
-
-    known = compat_data()["archs"]["rocm"]
-    if args.compile_check and args.offload_arch not in known:
-        raise UserError(f"--offload-arch: unknown gfx target {args.offload_arch!r}; known: {', '.join(known)}")
-    if not grammar.ROCM_ARCH_RE.match(args.offload_arch):
-        raise UserError(f"--offload-arch: expected a gfx target such as gfx942, got {args.offload_arch!r}")
-    target = args.out or args.path.resolve().parent / f"{args.path.resolve().name}-hip"
-    report = run_hipify(args.path, target)
-    if args.compile_check:
-        report = compile_check(report, args.offload_arch)
+    report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json))
     out.print(f"hipify: {len(report.converted)} files converted, {len(report.unchanged)} unchanged in {report.seconds:.2f} s -> {report.output}", highlight=False)
+    for skipped in report.skipped:
+        out.print(f"  not copied: {skipped.path}: {skipped.reason}", highlight=False, markup=False)
+    if report.removed:
+        out.print(f"  removed {len(report.removed)} files of an earlier run that this one no longer writes", highlight=False)
     for use in report.unmapped:
         out.print(f"  no HIP mapping: {use.file}:{use.line}: {use.identifier}", highlight=False, markup=False)
     if report.compile_skipped:
         out.print(f"compile check skipped: {report.compile_skipped}", highlight=False)
+    if report.toolchain_limit:
+        out.print(f"compile check not run: {report.toolchain_limit}", highlight=False, markup=False)
     for unit in report.compiled:
+        if unit.status == "toolchain":
+            continue  # said once above, for the whole check
         note = {"ok": "compiles", "error": "DOES NOT COMPILE", "environment": "not checked"}[unit.status]
         detail = "" if unit.status == "ok" else f": {unit.summary}"
-        out.print(f"  {unit.file} for {args.offload_arch}: {note}{detail}", highlight=False, markup=False)
-    if args.json:
-        args.json.write_text(json.dumps(asdict(report) | {"passed": report.passed}, indent=2) + "\n", encoding="utf-8")
+        out.print(f"  {unit.file} for {report.offload_arch}: {note}{detail}", highlight=False, markup=False)
     return 0 if report.passed else 1
 
 

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from buildkit.adapters.bundled import compat_data
+
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "cuda_ext"
+KNOWN = compat_data()["archs"]["rocm"]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,7 @@ def test_compile_check_with_hipcc(hipified):
             pytest.fail("hipcc is missing (apt-get install hipcc libamdhip64-dev; .ci/run installs it)")
         pytest.skip("hipcc is not installed")
     report, _ = hipified
-    result = {c.file: c for c in compile_check(report, "gfx90a").compiled}
+    result = {c.file: c for c in compile_check(report, "gfx90a", KNOWN).compiled}
     assert result["scale_kernel.hip"].status == "ok", result["scale_kernel.hip"].output
     assert result["util.cpp"].status == "ok"
     # Debian ships no hipBLAS headers: that is this machine's gap, not a hipify error
