@@ -161,8 +161,8 @@ def check_folders(source: Path, out: Path) -> tuple[Path, Path]:
 
 
 def run_hipify(source: Path, out: Path) -> HipifyReport:
-    hipify_python = _torch_hipify()
     source, out = check_folders(source, out)
+    hipify_python = _torch_hipify()
     folder = OwnedFolder(out, MANIFEST, TOOL)
     check_output_folder(folder)  # before the copy and the conversion, which take minutes on a PyTorch checkout
     started = time.perf_counter()

@@ -162,16 +162,16 @@ def _opened_root(folder: OwnedFolder) -> Iterator[int]:
     root = folder.root
     if root.is_symlink() and not root.exists():
         raise UserError(Problem(folder.option, f"{root} is a symlink to nothing; pick a folder"))
+    if root.exists() and not root.is_dir():
+        raise UserError(Problem(folder.option, f"{root} is a file, not a folder; pick a folder"))
     try:
         root.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (FileExistsError, NotADirectoryError):
-        raise UserError(Problem(folder.option, f"{root} is a file, not a folder; pick a folder")) from None
     except OSError as error:
-        raise UserError(Problem(folder.option, f"cannot create or open {root}: {error.strerror}; pick a folder you can write to")) from None
+        existing = next((parent for parent in root.parents if parent.exists()), None)
+        reason = f"{existing} is a file" if existing and not existing.is_dir() else error.strerror
+        raise UserError(Problem(folder.option, f"cannot create or open {root}: {reason}; pick a folder you can write to")) from None
     try:
-        if not os.access(root, os.W_OK):
-            raise UserError(Problem(folder.option, f"{root} is not writable; pick a folder you can write to"))
         yield descriptor
     finally:
         os.close(descriptor)
