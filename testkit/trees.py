@@ -36,3 +36,14 @@ def unprivileged(command: list[str]) -> list[str]:
     if os.geteuid() != 0:
         return command
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *command]
+
+
+def assert_refused(result, *fragments: str, code: int = 2) -> None:
+    """A refusal as the user must see it: the exit code, exactly one error line holding every fragment, and
+    no traceback. `result` is the tests' CLI result (code, out, err)."""
+    assert result.code == code, result.out + result.err
+    assert "Traceback" not in result.err + result.out
+    errors = [line for line in result.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.err
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]

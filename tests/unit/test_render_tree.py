@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.trees import snapshot
+from testkit.trees import assert_refused as refused, snapshot
 
 NARROW = ("--select", "torch=2.14.1", "--select", "python=3.12", "--select", "flavor=runtime")  # 4 targets
 WIDE = ("--select", "torch=2.14.1", "--select", "python=3.12")  # 8: runtime and devel
@@ -26,15 +26,6 @@ def render(cli):
         return cli("render", "--out", out, *(selection or NARROW))
 
     return run
-
-
-def refused(result, *fragments: str) -> None:
-    assert result.code == 2, result.out + result.err
-    assert "Traceback" not in result.err
-    errors = [line for line in result.err.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, result.err
-    for fragment in fragments:
-        assert fragment in errors[0], errors[0]
 
 
 def test_narrower_render_removes_only_its_own_stale_files(render, tmp_path):
