@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from buildkit.adapters import hipcc as toolchain
-from buildkit.adapters.safe_files import OwnedFolder, check_output_folder, update_tree
+from buildkit.adapters.safe_files import OwnedFolder, check_output_folder, sha256_file, update_tree
 from buildkit.errors import Problem, UserError
 
 MANIFEST = ".buildkit-hipify.json"
@@ -40,6 +40,7 @@ EXTENSIONS = (".cu", ".cuh", ".c", ".cc", ".cpp", ".h", ".in", ".hpp")
 # Version-control data: large, never compiled, and not read by hipify either.
 _NOT_COPIED_AT_ROOT = frozenset({".git", ".hg", ".svn"})
 _SHOWN_PROBLEMS = 10
+_COMPILE_SECONDS = 600
 # What is CUDA-only once hipify has run: runtime/driver/library identifiers and CUDA-only headers.
 _IDENTIFIER_RE = re.compile(r"\b(?:(?:cuda|cublas(?:Lt)?|cufft|curand|cusparse(?:Lt)?|cusolver(?:Dn|Sp)?|cudnn|nvrtc|nvtx|nccl)[A-Z]\w*|cu[A-Z][a-z]\w*|CU(?:DA|BLAS)_[A-Z0-9_]+)\b")
 _HEADER_RE = re.compile(r'#\s*include\s*[<"]((?:cuda|cub|thrust|cublas|cufft|curand|cusparse|cusolver|cudnn|nvtx)[^>"]*)[>"]')
@@ -172,14 +173,14 @@ def run_hipify(source: Path, out: Path) -> HipifyReport:
         _check_decodable(hipify_python, staging, source)
         results = _hipify_in_place(hipify_python, staging)
         update = update_tree(folder, {
-            str(path.relative_to(staging).as_posix()): path for path in sorted(staging.rglob("*")) if path.is_file()
+            path.relative_to(staging).as_posix(): path for path in sorted(staging.rglob("*")) if path.is_file()
         })
         report = HipifyReport(str(source), str(out), skipped=skipped, removed=list(update.removed))
         for original, result in sorted(results.items()):
             produced = Path(result.hipified_path or original)
             relative = produced.relative_to(staging).as_posix()
             before = originals.get(Path(original).relative_to(staging).as_posix())
-            changed = produced.is_file() and before is not None and _sha256(produced) != before
+            changed = produced.is_file() and before is not None and sha256_file(produced) != before
             (report.converted if changed else report.unchanged).append(relative)
             if produced.is_file():
                 report.unmapped += unmapped_uses(produced, relative)
@@ -258,14 +259,6 @@ def _copy_file(path: Path, target: Path, shown: Path) -> str:
     return digest.hexdigest()
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1024 * 1024):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _check_decodable(hipify_python, staging: Path, source: Path) -> None:
     """torch's hipify reads every matched file as UTF-8 and dies with a traceback on the first that is not:
     name them all first, with torch's own matching, so a binary file it would never read is no problem."""
@@ -315,11 +308,15 @@ def compile_check(report: HipifyReport, offload_arch: str, known: Sequence[str],
     units = [name for name in report.converted + report.unchanged if name.endswith((".hip", ".cpp", ".cc", ".cu"))]
     with tempfile.TemporaryDirectory() as scratch:
         for name in units:
-            result = subprocess.run(
-                [hipcc.path, f"--offload-arch={offload_arch}", "-x", "hip", "-c", str(out / name), "-o", f"{scratch}/unit.o",
-                 "-I", str(out)],
-                capture_output=True, text=True, errors="replace", env=toolchain.amd_environment(), timeout=600,
-            )
+            try:
+                result = subprocess.run(
+                    [hipcc.path, f"--offload-arch={offload_arch}", "-x", "hip", "-c", str(out / name), "-o", f"{scratch}/unit.o",
+                     "-I", str(out)],
+                    capture_output=True, text=True, errors="replace", env=toolchain.amd_environment(), timeout=_COMPILE_SECONDS,
+                )
+            except subprocess.TimeoutExpired:
+                report.compiled.append(Compiled(name, "environment", f"hipcc did not finish within {_COMPILE_SECONDS} s"))
+                continue
             output = (result.stdout + result.stderr).strip()
             if result.returncode == 0:
                 status = "ok"

@@ -70,23 +70,12 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_atomic(path: Path, data: bytes, option: str) -> None:
-    """One file the user named (a --json report): written whole or not at all, into a folder that exists."""
-    target = path.resolve()  # a symlink the user named is theirs to point: write where it leads
-    if target.is_dir():
-        raise UserError(Problem(option, f"{path} is a folder; name a file"))
-    if not target.parent.is_dir():
-        raise UserError(Problem(option, f"folder {path.parent} does not exist; create it first or name a file in an existing folder"))
-    try:
-        folder = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as error:
-        raise UserError(Problem(option, f"cannot write into {path.parent}: {error.strerror}")) from None
-    try:
-        _replace_file(folder, target.name, data, None, 0o666 & ~_umask())
-    except OSError as error:
-        raise UserError(Problem(option, f"cannot write {path}: {error.strerror}")) from None
-    finally:
-        os.close(folder)
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def check_writable_file(path: Path, option: str) -> None:
@@ -98,11 +87,25 @@ def check_writable_file(path: Path, option: str) -> None:
         raise UserError(Problem(option, f"folder {path.parent} does not exist; create it first or name a file in an existing folder"))
 
 
+def write_atomic(path: Path, data: bytes, option: str) -> None:
+    """One file the user named (a --json report): written whole or not at all, into a folder that exists."""
+    check_writable_file(path, option)
+    target = path.resolve()  # a symlink the user named is theirs to point: write where it leads
+    try:
+        folder = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            _replace_file(folder, target.name, data, None, 0o666 & ~_umask())
+        finally:
+            os.close(folder)
+    except OSError as error:
+        raise UserError(Problem(option, f"cannot write {path}: {error.strerror}")) from None
+
+
 def check_output_folder(folder: OwnedFolder) -> None:
     """Refuse early, creating nothing, what update_tree would refuse anyway: an --out that is a file, that
     cannot be created, or that holds files buildkit did not write."""
     if folder.root.exists() or folder.root.is_symlink():
-        with _opened_root(folder) as root:
+        with _opened_root(folder) as root, _reported(folder):
             _read_manifest(root, folder)
         return
     existing = next(parent for parent in folder.root.parents if parent.exists())
@@ -119,7 +122,7 @@ def update_tree(folder: OwnedFolder, files: Mapping[str, bytes | Path]) -> TreeU
     wanted = {_checked_relative(path, folder): source for path, source in files.items()}
     if folder.manifest in wanted:
         raise UserError(Problem(str(folder.root / folder.manifest), f"is the name of {folder.tool}'s list of written files; rename the input file"))
-    with _opened_root(folder) as root:
+    with _opened_root(folder) as root, _reported(folder):
         earlier = _read_manifest(root, folder)
         hashes = {path: _source_sha256(source) for path, source in wanted.items()}
         on_disk, created, problems = _inspect(root, folder, earlier, hashes)
@@ -134,27 +137,33 @@ def update_tree(folder: OwnedFolder, files: Mapping[str, bytes | Path]) -> TreeU
         if earlier.files == hashes and not changing and not earlier.replacing:
             return TreeUpdate((), tuple(sorted(wanted)), ())
         folders = earlier.folders | created
-        try:
-            # First a list that covers both states, so a run stopped half-way leaves nothing unaccounted for.
-            _write_manifest(root, folder, _Manifest(
-                {**earlier.files, **hashes}, folders,
-                {path: on_disk[path] for path in changing if on_disk.get(path)},
-            ))
-            for path in stale:
-                _remove_file(root, path)
-            umask = _umask()
-            for path in changing:
-                _write_file(root, path, wanted[path], umask)
-            kept_folders = _remove_empty_folders(root, folders)
-            _write_manifest(root, folder, _Manifest(hashes, kept_folders, {}))
-        except _Blocked as blocked:  # the folder changed under us: stop, nothing outside was touched
-            raise UserError(Problem(str(folder.root / blocked.relative), blocked.reason)) from None
-        except OSError as error:
-            raise UserError(Problem(str(folder.root), f"cannot write: {error.strerror} ({error.filename or ''})")) from None
+        # First a list that covers both states, so a run stopped half-way leaves nothing unaccounted for.
+        _write_manifest(root, folder, _Manifest(
+            {**earlier.files, **hashes}, folders, {path: on_disk[path] for path in changing if on_disk.get(path)},
+        ))
+        for path in stale:
+            _remove_file(root, path)
+        umask = _umask()
+        for path in changing:
+            _write_file(root, path, wanted[path], umask)
+        _write_manifest(root, folder, _Manifest(hashes, _remove_empty_folders(root, folders), {}))
     return TreeUpdate(tuple(changing), tuple(sorted(set(wanted) - set(changing))), tuple(stale))
 
 
 # --- the root and its manifest -------------------------------------------------------------------------------
+
+
+@contextmanager
+def _reported(folder: OwnedFolder) -> Iterator[None]:
+    """What the folder does under buildkit's hands (a symlink swapped in after the checks, a disk that
+    fills up, a file it cannot read) as one message naming the path."""
+    try:
+        yield
+    except _Blocked as blocked:  # nothing outside the folder was touched: the descriptors never follow links
+        raise UserError(Problem(str(folder.root / blocked.relative), blocked.reason)) from None
+    except OSError as error:
+        where = error.filename if isinstance(error.filename, str) else str(folder.root)
+        raise UserError(Problem(str(folder.root), f"cannot update {where}: {error.strerror}")) from None
 
 
 @contextmanager
@@ -421,13 +430,7 @@ def _remove_empty_folders(root: int, folders: frozenset[str] | set[str]) -> froz
 
 
 def _source_sha256(source: bytes | Path) -> str:
-    if not isinstance(source, Path):
-        return sha256_bytes(source)
-    digest = hashlib.sha256()
-    with open(source, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return sha256_file(source) if isinstance(source, Path) else sha256_bytes(source)
 
 
 def _umask() -> int:
