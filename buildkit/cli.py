@@ -10,7 +10,6 @@ import argparse
 import json
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -18,7 +17,7 @@ from rich.console import Console
 from buildkit import __version__
 from buildkit.app import routing
 from buildkit.app.build import BuildOptions, IndexSettings, build_selection
-from buildkit.app.hipify import hipify
+from buildkit.app.hipify_preflight import PreflightOptions, preflight
 from buildkit.app.publish import PublishOptions, publish_selection
 from buildkit.app.render_tree import write_tree
 from buildkit.app.smoke import GPU_MODES, parity, test_images
@@ -116,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     hipify.add_argument("path", type=Path, help="a CUDA source tree (a PyTorch checkout or your extension)")
     hipify.add_argument("--out", type=Path, help="output folder (default: PATH-hip next to PATH)")
     hipify.add_argument("--compile-check", action="store_true", help="compile the hipified sources with hipcc")
-    hipify.add_argument("--offload-arch", default="gfx942", help="GPU arch for --compile-check (default gfx942)")
+    hipify.add_argument("--offload-arch", help="GPU arch for --compile-check (default: the newest data-center arch the installed hipcc supports)")
     hipify.add_argument("--json", type=Path, help="write the report as JSON")
 
     doctor = commands.add_parser("doctor", help="explain why GPU acceleration would or would not work here")
@@ -200,9 +199,11 @@ def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
     selection = select_targets(_choices(args))
-    written = write_tree(selection.render(), args.out)
+    tree = write_tree(selection.render(), args.out)
     views.notes(err, selection.notes)
-    views.say(out, f"rendered {len(written)} Dockerfiles into {args.out}/ (index: {args.out / 'plan.json'})")
+    views.say(out, f"rendered {len(tree.folders)} Dockerfiles into {args.out}/ (index: {args.out / 'plan.json'})")
+    if tree.removed:
+        views.say(out, f"removed {len(tree.removed)} files of an earlier render that the plan no longer lists")
     return 0
 
 
@@ -240,11 +241,9 @@ def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
-    report = hipify(args.path, args.out, args.compile_check, args.offload_arch)
-    for line in views.hipify_lines(report, args.offload_arch):
+    report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json))
+    for line in views.hipify_lines(report):
         views.say(out, line)
-    if args.json:
-        args.json.write_text(json.dumps(asdict(report) | {"passed": report.passed}, indent=2) + "\n", encoding="utf-8")
     return 0 if report.passed else 1
 
 

@@ -3,24 +3,44 @@
 Minutes here instead of hours into a source build: which files hipify converts, which CUDA identifiers
 and headers it has no HIP mapping for (file:line), and, with hipcc present, whether the result compiles
 for a given GPU arch. torch.utils.hipify ships in every torch wheel; torch is an optional dependency.
+
+The user's tree is only read. torch's hipify copies a tree with shutil.copytree, which follows every
+symlink (a link to /etc or $HOME lands in the output; a link loop recurses until the path is too long),
+so buildkit copies the tree itself into a scratch folder first, keeping only what lies inside the tree,
+hipifies the copy in place, and then writes the result into --out through safe_files: a manifest of what
+it wrote, atomic writes, and nothing removed there but its own earlier files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import io
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from buildkit.adapters import hipcc as toolchain
+from buildkit.adapters.safe_files import OwnedFolder, check_output_folder, sha256_file, update_tree
 from buildkit.errors import Problem, UserError
 
-MARKER = ".buildkit-hipify"
+MANIFEST = ".buildkit-hipify.json"
+TOOL = "buildkit hipify"
+# The files torch's hipify reads (its own default list, passed explicitly so the UTF-8 check sees the same).
+EXTENSIONS = (".cu", ".cuh", ".c", ".cc", ".cpp", ".h", ".in", ".hpp")
+# Version-control data: large, never compiled, and not read by hipify either.
+_NOT_COPIED_AT_ROOT = frozenset({".git", ".hg", ".svn"})
+_SHOWN_PROBLEMS = 10
+_COMPILE_SECONDS = 600
 # What is CUDA-only once hipify has run: runtime/driver/library identifiers and CUDA-only headers.
 _IDENTIFIER_RE = re.compile(r"\b(?:(?:cuda|cublas(?:Lt)?|cufft|curand|cusparse(?:Lt)?|cusolver(?:Dn|Sp)?|cudnn|nvrtc|nvtx|nccl)[A-Z]\w*|cu[A-Z][a-z]\w*|CU(?:DA|BLAS)_[A-Z0-9_]+)\b")
 _HEADER_RE = re.compile(r'#\s*include\s*[<"]((?:cuda|cub|thrust|cublas|cufft|curand|cusparse|cusolver|cudnn|nvtx)[^>"]*)[>"]')
@@ -37,7 +57,7 @@ class Unmapped:
 @dataclass(frozen=True)
 class Compiled:
     file: str
-    status: str  # ok | error | environment (a header or tool missing here, not a hipify problem)
+    status: str  # ok | error | environment (a header missing here) | toolchain (hipcc cannot target the arch)
     output: str
 
     @property
@@ -49,6 +69,14 @@ class Compiled:
         return errors[0] if errors else (self.output.splitlines() or [""])[-1]
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A path of the source tree that was not copied, and why (a symlink leading out, a loop, a FIFO...)."""
+
+    path: str
+    reason: str
+
+
 @dataclass
 class HipifyReport:
     source: str
@@ -56,10 +84,14 @@ class HipifyReport:
     converted: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     unmapped: list[Unmapped] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # files of an earlier run in --out that this one no longer writes
     seconds: float = 0.0
+    offload_arch: str = ""
     compiled: list[Compiled] = field(default_factory=list)
     compile_seconds: float | None = None
     compile_skipped: str = ""
+    toolchain_limit: str = ""  # hipcc cannot compile for the arch: the check did not run, the code is not blamed
 
     @property
     def passed(self) -> bool:
@@ -68,7 +100,9 @@ class HipifyReport:
 
 def _torch_hipify():
     try:
-        from torch.utils.hipify import hipify_python
+        with warnings.catch_warnings():  # torch's import warns about optional modules (numpy) hipify never uses
+            warnings.simplefilter("ignore")
+            from torch.utils.hipify import hipify_python
     except ImportError:
         raise UserError(Problem(
             "hipify", "needs torch's hipify (torch.utils.hipify, in every torch wheel): pip install 'buildkit[hipify]'",
@@ -112,59 +146,184 @@ def unmapped_uses(path: Path, shown: str) -> list[Unmapped]:
     return found
 
 
-def run_hipify(source: Path, out: Path) -> HipifyReport:
-    hipify_python = _torch_hipify()
-    source, out = source.resolve(), out.resolve()
-    if not source.is_dir():
+def check_folders(source: Path, out: Path) -> tuple[Path, Path]:
+    """The source tree and --out, resolved; refused when --out is the tree, inside it, or contains it."""
+    resolved = source.resolve()
+    if not resolved.is_dir():
         raise UserError(Problem(str(source), "is not a folder of CUDA sources"))
-    if out == source or source in out.parents:
+    if not os.access(resolved, os.R_OK | os.X_OK):
+        raise UserError(Problem(str(source), "cannot be read (permission denied); hipify needs to read the whole tree"))
+    target = out.resolve()
+    if target == resolved or resolved in target.parents:
         raise UserError(Problem("--out", f"{out} is inside the source tree; hipify runs out of place, pick a folder elsewhere"))
-    if out.exists() and any(out.iterdir()):
-        if not (out / MARKER).exists():
-            raise UserError(Problem("--out", f"{out} is not empty and not an earlier hipify output; pick an empty folder"))
-    if out.exists():
-        shutil.rmtree(out)  # hipify copies the tree only into a folder that does not exist yet
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if target in resolved.parents:
+        raise UserError(Problem("--out", f"{out} contains the source tree {source}; hipify never writes around your sources, pick a folder elsewhere"))
+    return resolved, target
+
+
+def run_hipify(source: Path, out: Path) -> HipifyReport:
+    source, out = check_folders(source, out)
+    hipify_python = _torch_hipify()
+    folder = OwnedFolder(out, MANIFEST, TOOL)
+    check_output_folder(folder)  # before the copy and the conversion, which take minutes on a PyTorch checkout
     started = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):  # hipify prints a banner of its own
-        results = hipify_python.hipify(
-            project_directory=str(source), output_directory=str(out), includes=["*"], show_progress=False,
-            is_pytorch_extension=True,
-        )
-    (out / MARKER).write_text("written by buildkit hipify; the folder is replaced on the next run\n")
-    report = HipifyReport(str(source), str(out), seconds=round(time.perf_counter() - started, 3))
-    for original, result in sorted(results.items()):
-        produced = Path(result.hipified_path or original)
-        relative = str(produced.relative_to(out)) if out in produced.parents else str(produced)
-        before = source / Path(original).relative_to(out) if out in Path(original).parents else Path(original)
-        changed = produced.exists() and before.exists() and produced.read_bytes() != before.read_bytes()
-        (report.converted if changed else report.unchanged).append(relative)
-        if produced.exists():
-            report.unmapped += unmapped_uses(produced, relative)
+    with tempfile.TemporaryDirectory(prefix="buildkit-hipify-") as scratch:
+        staging = Path(scratch) / "tree"
+        originals, skipped = copy_tree(source, staging)
+        _check_decodable(hipify_python, staging, source)
+        results = _hipify_in_place(hipify_python, staging)
+        update = update_tree(folder, {
+            path.relative_to(staging).as_posix(): path for path in sorted(staging.rglob("*")) if path.is_file()
+        })
+        report = HipifyReport(str(source), str(out), skipped=skipped, removed=list(update.removed))
+        for original, result in sorted(results.items()):
+            produced = Path(result.hipified_path or original)
+            relative = produced.relative_to(staging).as_posix()
+            before = originals.get(Path(original).relative_to(staging).as_posix())
+            changed = produced.is_file() and before is not None and sha256_file(produced) != before
+            (report.converted if changed else report.unchanged).append(relative)
+            if produced.is_file():
+                report.unmapped += unmapped_uses(produced, relative)
+    report.seconds = round(time.perf_counter() - started, 3)
     return report
 
 
-def compile_check(report: HipifyReport, offload_arch: str, hipcc: str | None = None) -> HipifyReport:
-    """Compile each hipified translation unit for one arch with hipcc (HIP_PLATFORM=amd: without it
-    hipcc picks a machine's nvcc). A missing header is this machine's problem, not hipify's."""
-    hipcc = hipcc or shutil.which("hipcc")
+def copy_tree(source: Path, staging: Path) -> tuple[dict[str, str], list[Skipped]]:
+    """Copy the regular files and folders of `source` into `staging`; return each copied file's sha256 by
+    relative path, and what was left out. A symlink is followed only while it leads to a file or folder
+    inside the tree (and then copied as what it points to); one leading outside, dangling, or back into a
+    folder it sits in is skipped and named."""
+    originals: dict[str, str] = {}
+    skipped: list[Skipped] = []
+
+    def visit(folder: Path, relative: PurePosixPath, target: Path, ancestors: frozenset[Path]) -> None:
+        target.mkdir()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except OSError as error:
+            raise UserError(Problem(str(source / relative), f"cannot be read: {error.strerror}; hipify needs to read the whole tree")) from None
+        for entry in entries:
+            path, shown = Path(entry.path), relative / entry.name
+            if not relative.parts and entry.name in _NOT_COPIED_AT_ROOT | {MANIFEST}:
+                continue  # version-control data, or the manifest of an earlier output hipified again
+            real = path
+            if entry.is_symlink():
+                real, reason = _inside_link(path, source, ancestors)
+                if reason:
+                    skipped.append(Skipped(shown.as_posix(), reason))
+                    continue
+            if real.is_dir():  # real is no symlink here: a plain entry, or where an inside link resolves to
+                visit(real, shown, target / entry.name, ancestors | {real})
+            elif real.is_file():
+                originals[shown.as_posix()] = _copy_file(real, target / entry.name, source / shown)
+            else:
+                skipped.append(Skipped(shown.as_posix(), "not a regular file or folder (a FIFO, socket or device): not copied"))
+
+    visit(source, PurePosixPath(), staging, frozenset({source}))
+    return originals, skipped
+
+
+def _inside_link(link: Path, source: Path, ancestors: frozenset[Path]) -> tuple[Path, str]:
+    """Where a symlink inside the tree leads, or why it is not followed."""
+    try:
+        real = link.resolve(strict=True)
+    except (OSError, RuntimeError) as error:  # RuntimeError: pathlib's "Symlink loop" before Python 3.13
+        if isinstance(error, RuntimeError) or error.errno == errno.ELOOP:
+            return link, f"symlink loop (-> {os.readlink(link)}, which never reaches a file or folder): not followed"
+        return link, f"symlink to {os.readlink(link)}, which does not exist: not copied"
+    if real != source and source not in real.parents:
+        return link, f"symlink to {real}, outside the source tree: not copied (copy the file into the tree if hipify should see it)"
+    if real in ancestors:
+        return link, f"symlink loop: leads back to {real.relative_to(source).as_posix() or '.'}, a folder it sits in: not followed"
+    return real, ""
+
+
+def _copy_file(path: Path, target: Path, shown: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        # O_NOFOLLOW and the check for a regular file: a file swapped for a link or a FIFO since the listing
+        # is neither followed out of the tree nor waited on forever.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise UserError(Problem(str(shown), "changed while hipify read the tree (it is no longer a regular file); run again"))
+        with open(descriptor, "rb") as reader, open(target, "wb") as writer:
+            while chunk := reader.read(1024 * 1024):
+                digest.update(chunk)
+                writer.write(chunk)
+        shutil.copymode(path, target)
+    except OSError as error:
+        if error.filename and Path(error.filename) == target:
+            raise UserError(Problem("hipify", f"cannot write its scratch copy {target}: {error.strerror}")) from None
+        raise UserError(Problem(str(shown), f"cannot be read: {error.strerror}; hipify needs to read the whole tree")) from None
+    return digest.hexdigest()
+
+
+def _check_decodable(hipify_python, staging: Path, source: Path) -> None:
+    """torch's hipify reads every matched file as UTF-8 and dies with a traceback on the first that is not:
+    name them all first, with torch's own matching, so a binary file it would never read is no problem."""
+    problems = []
+    for name in hipify_python.matched_files_iter(str(staging), includes=["*"], extensions=EXTENSIONS, is_pytorch_extension=True):
+        data = Path(name).read_bytes()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            shown = source / Path(name).relative_to(staging)
+            problems.append(Problem(
+                str(shown), f"is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}): hipify reads "
+                f"{', '.join(EXTENSIONS)} files as UTF-8 source; convert it (iconv -t UTF-8) or move it out of the tree",
+            ))
+    if problems:
+        raise UserError(problems[:_SHOWN_PROBLEMS])
+
+
+def _hipify_in_place(hipify_python, staging: Path) -> dict:
+    # torch's hipify keeps its results in a module-level dict that grows with every call: start it empty,
+    # so this run's results are exactly this tree's.
+    hipify_python.HIPIFY_FINAL_RESULT.clear()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # its banner
+        try:
+            results = hipify_python.hipify(
+                project_directory=str(staging), output_directory=str(staging), includes=["*"], extensions=EXTENSIONS,
+                show_progress=False, is_pytorch_extension=True,
+            )
+        except OSError as error:
+            raise UserError(Problem("hipify", f"could not write its scratch copy: {error.strerror} ({error.filename})")) from None
+    return dict(results)
+
+
+def compile_check(report: HipifyReport, offload_arch: str, known: Sequence[str], hipcc: toolchain.Hipcc | None = None) -> HipifyReport:
+    """Compile each hipified translation unit for one arch with hipcc. A missing header is this machine's
+    problem and an arch hipcc does not know is its toolchain's limit; neither is blamed on the code."""
+    hipcc = hipcc or toolchain.find_hipcc()
+    report.offload_arch = offload_arch
     if hipcc is None:
         report.compile_skipped = "hipcc not found (Debian/Ubuntu: apt-get install hipcc libamdhip64-dev)"
+        return report
+    if not toolchain.supports(hipcc, offload_arch):
+        report.toolchain_limit = toolchain.toolchain_limit_message(hipcc, offload_arch, known)
         return report
     started = time.perf_counter()
     out = Path(report.output)
     units = [name for name in report.converted + report.unchanged if name.endswith((".hip", ".cpp", ".cc", ".cu"))]
-    environment = {**os.environ, "HIP_PLATFORM": "amd"}
     with tempfile.TemporaryDirectory() as scratch:
         for name in units:
-            result = subprocess.run(
-                [hipcc, f"--offload-arch={offload_arch}", "-x", "hip", "-c", str(out / name), "-o", f"{scratch}/unit.o",
-                 "-I", str(out)],
-                capture_output=True, text=True, env=environment, timeout=600,
-            )
+            try:
+                result = subprocess.run(
+                    [hipcc.path, f"--offload-arch={offload_arch}", "-x", "hip", "-c", str(out / name), "-o", f"{scratch}/unit.o",
+                     "-I", str(out)],
+                    capture_output=True, text=True, errors="replace", env=toolchain.amd_environment(), timeout=_COMPILE_SECONDS,
+                )
+            except subprocess.TimeoutExpired:
+                report.compiled.append(Compiled(name, "environment", f"hipcc did not finish within {_COMPILE_SECONDS} s"))
+                continue
             output = (result.stdout + result.stderr).strip()
             if result.returncode == 0:
                 status = "ok"
+            elif toolchain.is_toolchain_limit(output, offload_arch):
+                report.compiled.append(Compiled(name, "toolchain", output[-2000:]))
+                report.toolchain_limit = toolchain.toolchain_limit_message(hipcc, offload_arch, known)
+                break  # every other unit would fail the same way
             elif _MISSING_HEADER_RE.search(output):
                 status = "environment"
             else:

@@ -118,13 +118,20 @@ def show_doctor(console: Console, report: DoctorReport) -> None:
         else "ok: nothing blocks GPU acceleration here")
 
 
-def hipify_lines(report: HipifyReport, offload_arch: str) -> list[str]:
+def hipify_lines(report: HipifyReport) -> list[str]:
     lines = [f"hipify: {len(report.converted)} files converted, {len(report.unchanged)} unchanged in {report.seconds:.2f} s -> {report.output}"]
+    lines += [f"  not copied: {skipped.path}: {skipped.reason}" for skipped in report.skipped]
+    if report.removed:
+        lines.append(f"  removed {len(report.removed)} files of an earlier run that this one no longer writes")
     lines += [f"  no HIP mapping: {use.file}:{use.line}: {use.identifier}" for use in report.unmapped]
     if report.compile_skipped:
         lines.append(f"compile check skipped: {report.compile_skipped}")
+    if report.toolchain_limit:
+        lines.append(f"compile check not run: {report.toolchain_limit}")
     for unit in report.compiled:
+        if unit.status == "toolchain":
+            continue  # said once above, for the whole check
         note = {"ok": "compiles", "error": "DOES NOT COMPILE", "environment": "not checked"}[unit.status]
         detail = "" if unit.status == "ok" else f": {unit.summary}"
-        lines.append(f"  {unit.file} for {offload_arch}: {note}{detail}")
+        lines.append(f"  {unit.file} for {report.offload_arch}: {note}{detail}")
     return lines
