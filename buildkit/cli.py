@@ -277,8 +277,9 @@ def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.adapters.hipify import compile_check, run_hipify
     from buildkit.core import grammar
     from buildkit.adapters.bundled import compat_data
+    from buildkit.core.compat import compat_from_data
 
-    known = compat_data()["archs"]["rocm"]
+    known = compat_from_data(compat_data()).known_archs["rocm"]  # the [gfx] table of compat.toml
     if args.compile_check and args.offload_arch not in known:
         raise UserError(f"--offload-arch: unknown gfx target {args.offload_arch!r}; known: {', '.join(known)}")
     if not grammar.ROCM_ARCH_RE.match(args.offload_arch):
