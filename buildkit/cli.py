@@ -122,6 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("image", nargs="?", help="image to check against this host (labels from the engine or the matrix)")
     _host_options(doctor)
     doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    compat = commands.add_parser("compat", help="work with the compatibility data")
+    compat_commands = compat.add_subparsers(dest="compat_command", required=True, metavar="SUBCOMMAND")
+    compat_check = compat_commands.add_parser(
+        "check", help="compare the compatibility data with PyTorch's wheel index; exit 1 when they differ",
+    )
+    compat_check.add_argument("--index", metavar="URL", help="wheel index (default: the data's [wheel_index] url)")
+    compat_check.add_argument("--data", type=Path, metavar="PATH", help="compatibility data file (default: the one shipped with buildkit)")
+    compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file (exit 0 once it agrees)")
+    compat_check.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     return parser
 
 
@@ -298,6 +308,18 @@ def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 1 if report.blocking else 0
 
 
+def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.compat_check import check_compat
+    from buildkit.ui.compat import compat_json, compat_markdown
+
+    outcome = check_compat(args.index, args.data, args.write)
+    if args.json:
+        print(json.dumps(compat_json(outcome), indent=2))
+    else:
+        print(compat_markdown(outcome), end="")
+    return 0 if outcome.agrees else 1
+
+
 COMMANDS = {
     ("matrix", "validate"): cmd_matrix_validate,
     ("plan", None): cmd_plan,
@@ -310,6 +332,7 @@ COMMANDS = {
     ("run", None): cmd_run,
     ("doctor", None): cmd_doctor,
     ("hipify", None): cmd_hipify,
+    ("compat", "check"): cmd_compat_check,
 }
 
 

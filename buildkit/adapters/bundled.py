@@ -11,6 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from buildkit.core.compat import Compat, compat_from_data
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -36,3 +38,9 @@ def builtin_templates_dir() -> Path:
 def compat_data() -> dict[str, Any]:
     with open(PACKAGE_DIR / "data" / "compat.toml", "rb") as handle:
         return tomllib.load(handle)
+
+
+@lru_cache(maxsize=1)
+def shipped_compat() -> Compat:
+    """The shipped compatibility data as lookups (a matrix's own [compat] overrides come on top of it)."""
+    return compat_from_data(compat_data())

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from buildkit.adapters.bundled import compat_data
+from buildkit.adapters.bundled import shipped_compat
 from buildkit.adapters.hipcc import default_offload_arch, find_hipcc
 from buildkit.adapters.hipify import HipifyReport, compile_check, run_hipify
 from buildkit.adapters.safe_files import check_writable_file, write_atomic
@@ -24,7 +24,7 @@ class PreflightOptions:
 
 
 def preflight(options: PreflightOptions) -> HipifyReport:
-    known = compat_data()["archs"]["rocm"]
+    known = shipped_compat().known_archs["rocm"]
     arch = options.offload_arch
     if arch is not None:
         if options.compile_check and arch not in known:

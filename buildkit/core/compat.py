@@ -16,6 +16,12 @@ from buildkit.core.vendors import BACKENDS, VENDOR_NAMES, of_backend
 
 _UBUNTU_RE = re.compile(r"ubuntu-?([0-9]{2}\.[0-9]{2})")
 
+AMD64, ARM64 = "linux/amd64", "linux/arm64"
+
+
+def index_tag(backend: str, version: str) -> str:
+    """The wheel index directory of a backend version: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2."""
+    return of_backend(backend).index_tag(version)
 
 
 @dataclass(frozen=True)
@@ -30,11 +36,13 @@ class BackendRelease:
     driver_toolkit: str = ""
     thin_wheels: bool = False
     unconfirmed: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = (AMD64,)  # where PyTorch ships wheels for this version (some releases may not)
+    arm64_archs: tuple[str, ...] = ()  # the linux/arm64 wheels' arch list, where it differs from archs
 
     @property
     def index_tag(self) -> str:
         """The wheel index directory: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2."""
-        return of_backend(self.backend).index_tag(self.version)
+        return index_tag(self.backend, self.version)
 
     @property
     def devel_os(self) -> str:
@@ -52,13 +60,30 @@ class TorchRelease:
     backends: Mapping[str, tuple[str, ...]]
     torchvision: str
     unconfirmed: tuple[str, ...] = ()
-    releases: tuple[str, ...] = ()  # the patch releases that exist (2.14.0, 2.14.1); empty when the data does not say
+    releases: tuple[str, ...] = ()  # every final release of the minor, oldest first (2.12.0, 2.12.1)
+    amd64_only: tuple[str, ...] = ()  # "cuda 12.6": backend versions whose arm64 wheels this release lacks
+
+    @property
+    def newest_release(self) -> str | None:
+        return max(self.releases, key=Version) if self.releases else None
 
     def companion_version(self, package: str, torch_version: str) -> str | None:
         """torchvision's release tracks torch's patch number (torch 2.14.1 ↔ torchvision 0.29.1)."""
         if package == "torchvision" and self.torchvision:
             return f"{self.torchvision}.{Version(torch_version).micro}"
         return None
+
+
+@dataclass(frozen=True)
+class GfxTarget:
+    """One AMD gfx target: its family (LLVM's processor table), products, and who ships code for it."""
+
+    name: str
+    family: str
+    products: tuple[str, ...] = ()
+    rocm_versions: tuple[str, ...] = ()  # ROCm versions whose official torch wheels ship kernels for it
+    sdk_rocm_versions: tuple[str, ...] = ()  # ROCm versions with a pip device-library package (rocm-sdk-device-gfxNNN)
+    unconfirmed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +97,7 @@ class Compat:
     vendor_packages: tuple[str, ...] = ()  # distributions that differ between twins by design
     gpu_names: Mapping[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)  # vendor -> PCI id -> facts
     hsa_override: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # gfx arch -> (override, runs as)
+    gfx_targets: Mapping[str, GfxTarget] = field(default_factory=dict)
 
     def torch_release(self, torch_version: str) -> TorchRelease | None:
         release = Version(torch_version)
@@ -82,6 +108,16 @@ class Compat:
 
     def wheel_index_url(self, base_url: str, channel: str, index_tag: str) -> str:
         return f"{base_url.rstrip('/')}/{self.channels[channel]}{index_tag}/"
+
+    def platforms(self, torch_minor: str, backend: str, version: str) -> tuple[str, ...]:
+        """Where a torch release's wheels for one backend version exist: the backend's platforms, less
+        arm64 where that release is listed as amd64 only."""
+        facts, release = self.backend(backend, version), self.torch.get(torch_minor)
+        if facts is None or release is None:
+            return ()
+        if f"{backend} {version}" in release.amd64_only:
+            return tuple(p for p in facts.platforms if p != ARM64)
+        return facts.platforms
 
 
 def merge_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -105,6 +141,7 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
             torchvision=entry.get("torchvision", ""),
             unconfirmed=tuple(entry.get("unconfirmed", ())),
             releases=tuple(entry.get("releases", ())),
+            amd64_only=tuple(entry.get("amd64_only", ())),
         )
         for minor, entry in data.get("torch", {}).items()
     }
@@ -118,19 +155,44 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
             driver_toolkit=entry.get("driver_toolkit", ""),
             thin_wheels=bool(entry.get("thin_wheels", False)),
             unconfirmed=tuple(entry.get("unconfirmed", ())),
+            platforms=tuple(entry.get("platforms", (AMD64,))),
+            arm64_archs=tuple(entry.get("arm64_archs", ())),
         )
         for backend in BACKENDS
         for version, entry in data.get(backend, {}).items()
     }
     index = data.get("wheel_index", {})
+    gfx_targets = _gfx_targets(data.get("gfx", {}), backends)
+    known_archs = {backend: tuple(data.get("archs", {}).get(backend, ())) for backend in BACKENDS}
+    if gfx_targets:  # the gfx table lists the known ROCm targets (plus any a team's [compat] arch list names)
+        listed = (arch for b in backends.values() if b.backend == "rocm" for arch in b.archs)
+        known_archs["rocm"] = tuple(dict.fromkeys([*gfx_targets, *listed]))
     return Compat(
         torch=torch,
         backends=backends,
-        known_archs={backend: tuple(data.get("archs", {}).get(backend, ())) for backend in BACKENDS},
+        known_archs=known_archs,
         os_python=dict(data.get("os_python", {})),
         wheel_index=index.get("url", ""),
         channels=dict(index.get("channels", {"release": ""})),
         vendor_packages=tuple(data.get("parity", {}).get("vendor_packages", ())),
         gpu_names={vendor: dict(data.get("gpus", {}).get(vendor, {})) for vendor in VENDOR_NAMES},
         hsa_override={arch: tuple(value) for arch, value in data.get("gpus", {}).get("hsa_override", {}).items()},
+        gfx_targets=gfx_targets,
     )
+
+
+def _gfx_targets(table: Mapping[str, Any], backends: Mapping[tuple[str, str], BackendRelease]) -> dict[str, GfxTarget]:
+    """The [gfx] table, each target with the ROCm versions whose wheels list it (read from [rocm] archs,
+    so the two never disagree)."""
+    rocm = sorted((b for b in backends.values() if b.backend == "rocm"), key=lambda b: Version(b.version))
+    return {
+        name: GfxTarget(
+            name=name,
+            family=entry.get("family", ""),
+            products=tuple(entry.get("products", ())),
+            rocm_versions=tuple(b.version for b in rocm if name in b.archs),
+            sdk_rocm_versions=tuple(entry.get("sdk_rocm", ())),
+            unconfirmed=tuple(entry.get("unconfirmed", ())),
+        )
+        for name, entry in table.items()
+    }

@@ -275,6 +275,7 @@ _BACKEND_FACTS = {
     "platforms": Texts(grammar.platform, allow_empty=False),
     "unconfirmed": _NOTES,
     "sources": _NOTES,
+    "from_index": _NOTES,
 }
 COMPAT = Table({
     "torch": Table(names=_minor, each=Table({
@@ -283,17 +284,23 @@ COMPAT = Table({
         "rocm": VERSIONS,
         "torchvision": Text(grammar.release_version),
         "releases": VERSIONS,
+        "amd64_only": _NOTES,
         "unconfirmed": _NOTES,
         "sources": _NOTES,
+        "from_index": _NOTES,
     })),
-    "cuda": Table(names=grammar.release_version, each=Table({**_BACKEND_FACTS, "archs": Texts(grammar.cuda_arch)})),
+    "cuda": Table(names=grammar.release_version, each=Table({
+        **_BACKEND_FACTS, "archs": Texts(grammar.cuda_arch), "arm64_archs": Texts(grammar.cuda_arch)})),
     "rocm": Table(names=grammar.release_version, each=Table({**_BACKEND_FACTS, "archs": Texts(grammar.rocm_arch)})),
     "wheel_index": Table({
         "url": Text(grammar.http_url),
         "channels": Table({channel: Text(grammar.channel_path) for channel in CHANNELS}),
         "source": Text(grammar.note),
     }),
-    "archs": Table({"cuda": Texts(grammar.cuda_arch), "rocm": Texts(grammar.rocm_arch)}),
+    "archs": Table({"cuda": Texts(grammar.cuda_arch)}),
+    # A gfx target the shipped table lacks (a new GPU a team's own source build targets).
+    "gfx": Table(names=grammar.rocm_arch, each=Table({
+        "family": Text(grammar.note), "products": _NOTES, "sdk_rocm": VERSIONS, "unconfirmed": _NOTES, "sources": _NOTES})),
     "os_python": Table(names=lambda v: None if v.startswith("ubuntu") and not grammar.release_version(v[6:]) else
                        'an OS such as "ubuntu24.04"', each=Text(grammar.python_version)),
 })

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.bundled import compat_data
+from buildkit.adapters.bundled import shipped_compat
 from buildkit.adapters.hipcc import Hipcc, default_offload_arch, find_hipcc, is_data_center
 from testkit.trees import assert_refused, snapshot, unprivileged
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "cuda_ext"
-KNOWN = compat_data()["archs"]["rocm"]
+KNOWN = shipped_compat().known_archs["rocm"]
 MANIFEST = ".buildkit-hipify.json"
 CliResult = namedtuple("CliResult", "code out err")
 

@@ -14,7 +14,7 @@ def ids(path=None) -> set[str]:
 
 def test_default_matrix_has_every_recent_release_with_both_vendors():
     plan = expand(load_matrix(None))
-    for torch in ("2.12.0", "2.13.0", "2.14.1"):
+    for torch in ("2.12.1", "2.13.0", "2.14.1"):
         vendors = {t.vendor for t in plan.targets if t.torch == torch}
         assert vendors == {"nvidia", "amd"}, torch
     assert {t.flavor for t in plan.targets} == {"runtime", "devel"}
@@ -86,7 +86,7 @@ def test_team_fork_adds_packages_and_narrows_rocm_archs(team_matrix, tmp_path):
     assert rocm.tags[0] == "registry.example.com/vision/pytorch:2.14.1-rocm7.2-py3.12-runtime"
     assert matrix.template_dirs == (str((tmp_path / "templates").resolve()),)
     cuda = next(t for t in plan.targets if t.id == "2.14.1-cuda13.0-py3.12-runtime")
-    assert cuda.archs == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX")  # untouched: only ROCm narrowed
+    assert cuda.archs == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")  # untouched: only ROCm narrowed
 
 
 def test_stack_entries_merge_by_version_and_new_ones_are_added(team_matrix):
@@ -102,8 +102,8 @@ def test_stack_entries_merge_by_version_and_new_ones_are_added(team_matrix):
     """)
     plan = expand(load_matrix(path))
     assert {t.python for t in plan.targets if t.torch == "2.14.1"} == {"3.11"}
-    assert {t.torch for t in plan.targets} == {"2.11.0", "2.12.0", "2.13.0", "2.14.1"}
-    assert {t.backend_version for t in plan.targets if t.torch == "2.11.0"} == {"12.6", "12.8", "13.0", "7.1", "7.2"}
+    assert {t.torch for t in plan.targets} == {"2.11.0", "2.12.1", "2.13.0", "2.14.1"}
+    assert {t.backend_version for t in plan.targets if t.torch == "2.11.0"} == {"12.6", "12.8", "12.9", "13.0", "7.1", "7.2"}
 
 
 def test_exclude_rule_removes_targets_and_an_unpaired_twin_is_reported(team_matrix, cli):

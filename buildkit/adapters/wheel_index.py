@@ -1,0 +1,95 @@
+"""PyTorch's wheel index over HTTP: the links on its root page and the file names on each variant's
+torch page (<index>/cu130/torch/). PEP 503 simple pages; nothing is downloaded but the pages.
+
+Every request has a timeout, a size cap and a few retries (connection errors, 429, 5xx). A variant folder
+that does not exist answers 404, or 403 from S3-backed indexes such as download.pytorch.org (S3 denies a
+missing key to callers who may not list the bucket): both mean "no such variant". An index that cannot be
+read is one error with exit status 1.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from html.parser import HTMLParser
+from posixpath import basename
+from urllib.parse import unquote, urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from buildkit.errors import Problem, UserError
+
+MISSING = (403, 404)
+MAX_PAGE_BYTES = 16 << 20  # the largest real torch page (cu118) is well under 1 MiB
+
+
+class WheelIndexError(UserError):
+    """The index could not be read: an environment failure, not bad input."""
+
+    exit_code = 1
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.hrefs.append(href)
+
+
+def links(html: str) -> list[str]:
+    parser = _Links()
+    parser.feed(html)
+    return parser.hrefs
+
+
+def file_name(href: str) -> str:
+    """torch-2.14.1+cu130-...whl from /whl/cu130/torch-2.14.1%2Bcu130-...whl#sha256=..."""
+    return unquote(basename(urlsplit(href).path))
+
+
+class WheelIndex:
+    def __init__(self, url: str, timeout: float = 30.0, max_bytes: int = MAX_PAGE_BYTES, workers: int = 8, retries: int = 3):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self.workers = workers
+        self.session = requests.Session()
+        retry = Retry(total=retries, backoff_factor=0.5, status_forcelist=(429, 500, 502, 503, 504),
+                      allowed_methods=("GET",), raise_on_status=False)
+        self.session.mount("http://", HTTPAdapter(max_retries=retry, pool_maxsize=workers))
+        self.session.mount("https://", HTTPAdapter(max_retries=retry, pool_maxsize=workers))
+
+    def root_folders(self) -> tuple[str, ...]:
+        """The folders the root page links to (a/ -> a); none when there is no root page."""
+        page = self._get(f"{self.url}/")
+        if page is None:
+            return ()
+        return tuple(sorted({href.strip("/").rsplit("/", 1)[-1] for href in links(page) if href.endswith("/")}))
+
+    def torch_pages(self, folders: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+        """Folder -> file names on its torch page, for the folders that have one."""
+        with ThreadPoolExecutor(self.workers) as pool:
+            pages = dict(zip(folders, pool.map(lambda folder: self._get(f"{self.url}/{folder}/torch/"), folders)))
+        return {folder: tuple(file_name(href) for href in links(page)) for folder, page in pages.items() if page is not None}
+
+    def _get(self, url: str) -> str | None:
+        """The page's text, or None when it does not exist."""
+        try:
+            with self.session.get(url, timeout=self.timeout, stream=True) as response:
+                if response.status_code in MISSING:
+                    return None
+                if response.status_code != 200:
+                    raise WheelIndexError(Problem(self.url, f"GET {url}: the index answered {response.status_code}; try again later, or pass --index URL"))
+                body = bytearray()
+                for chunk in response.iter_content(1 << 16):
+                    body += chunk
+                    if len(body) > self.max_bytes:
+                        raise WheelIndexError(Problem(self.url, f"GET {url}: the page is over {self.max_bytes >> 20} MiB; is this a wheel index?"))
+                return body.decode("utf-8", errors="replace")
+        except requests.RequestException as error:
+            raise WheelIndexError(Problem(self.url, f"cannot read the wheel index ({type(error).__name__}); check the address and the network, or pass --index URL")) from None

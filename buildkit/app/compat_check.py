@@ -1,0 +1,63 @@
+"""`buildkit compat check`: compat.toml against PyTorch's wheel index, and the change that makes them agree."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildkit.adapters.bundled import PACKAGE_DIR
+from buildkit.adapters.wheel_index import WheelIndex, WheelIndexError
+from buildkit.core.compat import compat_from_data
+from buildkit.core.compat_check import Difference, IndexFacts, candidate_tags, compare, index_facts, propose, unified_diff
+from buildkit.errors import Problem, UserError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+SHIPPED_DATA = PACKAGE_DIR / "data" / "compat.toml"
+SHIPPED_LABEL = "buildkit/data/compat.toml"  # how the diff names the shipped file, wherever it is installed
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    data_path: Path
+    facts: IndexFacts
+    differences: tuple[Difference, ...]
+    diff: str  # the proposed change to the data file, as a unified diff ('' when nothing can be written)
+    written: bool  # whether the change was applied to data_path
+
+    @property
+    def unwritable(self) -> tuple[Difference, ...]:
+        return tuple(d for d in self.differences if not d.writable)
+
+    @property
+    def agrees(self) -> bool:
+        """The data file, as it is now, matches the index."""
+        return not self.differences or (self.written and not self.unwritable)
+
+
+def check_compat(index_url: str | None = None, data_path: Path | None = None, write: bool = False) -> CheckOutcome:
+    path = data_path or SHIPPED_DATA
+    try:
+        text = path.read_text(encoding="utf-8")
+        compat = compat_from_data(tomllib.loads(text))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise UserError(Problem("--data", f"cannot read {path} as compatibility data: {error}")) from None
+    index = WheelIndex(index_url or compat.wheel_index)
+    folders = candidate_tags(compat, index.root_folders())
+    pages = index.torch_pages(folders)
+    if not pages:
+        raise WheelIndexError(Problem(index.url, f"none of {len(folders)} variant folders (cu126/torch/, rocm7.2/torch/, ...) "
+                                                 "has a torch page; is this a PyTorch wheel index?"))
+    facts = index_facts(index.url, folders, pages)
+    differences = compare(compat, facts)
+    proposed = propose(text, compat, facts) if any(d.writable for d in differences) else text
+    # The shipped file's diff applies with `git apply` at the repository root; a --data file's names it as given.
+    labels = (f"a/{SHIPPED_LABEL}", f"b/{SHIPPED_LABEL}") if data_path is None else (str(path), str(path))
+    diff = unified_diff(text, proposed, *labels)
+    if write and diff:
+        path.write_text(proposed, encoding="utf-8")
+    return CheckOutcome(path, facts, differences, diff, written=write and bool(diff))
