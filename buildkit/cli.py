@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_options(build, source=True)
     _build_options(build)
     build.add_argument("--report", type=Path, help="JSON report path (default: OUT/report.json; Markdown next to it)")
+    build.add_argument("--registry-cache", action="store_true",
+                       help="read and write the registry build cache (REPOSITORY:buildcache-*), as publish does")
 
     publish = commands.add_parser("publish", help="nightly publishing: skip unchanged, build, test, push, move tags")
     _selection_options(publish)
@@ -85,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--date", help="the nightly's date, YYYYMMDD (default: today, UTC)")
     publish.add_argument("--keep", type=_positive, help="keep the newest N nightly date tags per target, delete older ones this tool created")
     publish.add_argument("--dry-run", action="store_true", help="say what would be built and skipped; build and push nothing")
+    publish.add_argument("--no-registry-cache", action="store_true", help="do not read or write the registry build cache")
+    publish.add_argument("--no-provenance", action="store_true", help="push without BuildKit's SLSA provenance attestation")
     publish.add_argument("--report", type=Path, help="JSON report path (default: OUT/publish.json; Markdown next to it)")
 
     test = commands.add_parser("test", help="smoke-test images: backend build check and, with a GPU, real kernels")
@@ -146,7 +150,11 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="build every step again")
     parser.add_argument("--fail-fast", action="store_true", help="stop all builds at the first failure")
     parser.add_argument("--out", type=Path, default=Path("buildkit-out"), help="logs, build contexts, reports (default: buildkit-out)")
-    parser.add_argument("--docker", help="docker CLI to build with (default: $BUILDKIT_DOCKER, else the first BuildKit-capable one on PATH)")
+    parser.add_argument("--docker", help="docker CLI to build with (default: $BUILDKIT_DOCKER, else docker on PATH); it needs the buildx plugin")
+    parser.add_argument("--builder", help="buildx builder (docker-container, kubernetes, remote driver) or docker context to build on (default: the current one)")
+    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
+                        help="build for this platform (repeatable; linux/amd64, linux/arm64): an image index per target, "
+                             "for the platforms its wheels exist for (default: linux/amd64)")
     parser.add_argument("--network", help="network mode for RUN steps, e.g. host (needed where pip reaches the network only from the host)")
     parser.add_argument("--pip-conf", type=Path, help="pip.conf for a private index, passed as a BuildKit secret")
     parser.add_argument("--index-url", help="pip index URL (credentials allowed), passed as a BuildKit secret")
@@ -170,14 +178,17 @@ def _choices(args: argparse.Namespace, **overrides) -> Choices:
     source = SourceOptions(tuple(getattr(args, "gpu_arch", ())), getattr(args, "pytorch_src", None), getattr(args, "max_jobs", None) or 0)
     return Choices(
         matrix=args.matrix, vendor=getattr(args, "vendor", "all"), selectors=tuple(getattr(args, "select", ())),
-        source=source, **overrides,
+        source=source, platforms=tuple(getattr(args, "platform", ())), **overrides,
     )
 
 
 def _build_settings(args: argparse.Namespace) -> tuple[BuildOptions, IndexSettings]:
+    publishing = args.command == "publish"
     options = BuildOptions(
         out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
         efficiency=not args.no_efficiency, gpu=args.gpu, source_context=getattr(args, "pytorch_src", None),
+        builder=args.builder, registry_cache=not args.no_registry_cache if publishing else args.registry_cache,
+        provenance=publishing and not args.no_provenance, push=publishing,
     )
     return options, IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
 

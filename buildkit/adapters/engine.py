@@ -1,8 +1,6 @@
-"""The Docker engine: BuildKit builds through the docker CLI, everything else through the docker SDK.
+"""The Docker engine through the docker SDK: inspecting, tagging, measuring, pulling and pushing images.
 
-docker-py cannot drive BuildKit (docker/docker-py#2230), so builds run `docker buildx build` where the
-buildx plugin exists, or a BuildKit-capable `docker build` (a 20.10-22.x client with DOCKER_BUILDKIT=1).
-A newer client without buildx cannot do BuildKit builds at all; detection says so and names the fix.
+Builds go through BuildKit (buildkit.adapters.buildx): the SDK cannot drive it (docker/docker-py#2230).
 """
 
 from __future__ import annotations
@@ -10,110 +8,40 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
-import signal
-import subprocess
 import tarfile
-import threading
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Iterable
+from dataclasses import dataclass
+from typing import Iterable
 
 import docker
 import docker.errors
 import docker.types
 import requests.exceptions
-from packaging.version import InvalidVersion, Version
 
 from buildkit.core.host import GpuAccess
 from buildkit.errors import Problem, UserError
 
-# Clients from 23.0 on hand `docker build` to buildx; older ones have BuildKit built in.
-_LAST_BUILTIN_BUILDKIT_MAJOR = 22
-DOCKER_ENV = "BUILDKIT_DOCKER"
 
-
-@dataclass(frozen=True)
-class BuildkitCli:
-    """A docker CLI that can run BuildKit builds, and how."""
-
-    docker: str
-    mode: str  # "buildx" or "docker-build"
-    client_version: str
-
-    def build_argv(self, arguments: list[str]) -> tuple[list[str], dict[str, str]]:
-        environment = dict(os.environ)
-        if self.mode == "buildx":
-            # --load puts the result in the engine's image store, where the SDK inspects and tags it.
-            return [self.docker, "buildx", "build", "--load", *arguments], environment
-        environment["DOCKER_BUILDKIT"] = "1"
-        return [self.docker, "build", *arguments], environment
-
-    def describe(self) -> str:
-        how = "docker buildx build" if self.mode == "buildx" else "docker build with DOCKER_BUILDKIT=1"
-        return f"{self.docker} (client {self.client_version}, {how})"
-
-
-def _probe(executable: str, arguments: list[str]) -> subprocess.CompletedProcess | None:
+def connect(base_url: str | None = None) -> docker.DockerClient:
+    """The engine through the SDK (the one at `base_url`, else the environment's), or one clear message on
+    how to get one."""
     try:
-        return subprocess.run([executable, *arguments], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def _docker_candidates(explicit: str | None) -> list[str]:
-    if explicit:
-        found = shutil.which(explicit)
-        if not found:
-            raise UserError(Problem(f"--docker / ${DOCKER_ENV}", f"{explicit!r} is not an executable docker CLI"))
-        return [found]
-    seen: list[str] = []
-    for folder in os.environ.get("PATH", "").split(os.pathsep):
-        candidate = os.path.join(folder, "docker")
-        if os.access(candidate, os.X_OK) and os.path.realpath(candidate) not in map(os.path.realpath, seen):
-            seen.append(candidate)
-    return seen
-
-
-def detect_buildkit(explicit: str | None = None) -> BuildkitCli:
-    """The first docker CLI (the explicit one, else each on PATH in order) that can run a BuildKit build."""
-    explicit = explicit or os.environ.get(DOCKER_ENV)
-    candidates = _docker_candidates(explicit)
-    rejected = []
-    for executable in candidates:
-        version_run = _probe(executable, ["version", "--format", "{{.Client.Version}}"])
-        client = version_run.stdout.strip() if version_run and version_run.stdout.strip() else "unknown"
-        buildx = _probe(executable, ["buildx", "version"])
-        if buildx is not None and buildx.returncode == 0:
-            return BuildkitCli(executable, "buildx", client)
-        try:
-            builtin = Version(client.split("+")[0].split("-")[0]).major <= _LAST_BUILTIN_BUILDKIT_MAJOR
-        except InvalidVersion:
-            builtin = False
-        if builtin:
-            return BuildkitCli(executable, "docker-build", client)
-        rejected.append(f"{executable} (client {client}) has no buildx plugin and is too new for built-in BuildKit")
-    tried = "; ".join(rejected) if rejected else "no docker CLI on PATH"
-    raise UserError(Problem(
-        "docker",
-        f"no BuildKit-capable docker CLI found ({tried}). Install the buildx plugin (Debian/Ubuntu: docker-buildx or "
-        f"docker-buildx-plugin), or point ${DOCKER_ENV} / --docker at a 20.10-22.x client (Debian's docker.io)",
-    ))
-
-
-def connect() -> docker.DockerClient:
-    """The engine through the SDK, or one clear message on how to get one."""
-    try:
-        client = docker.from_env(timeout=300)
+        client = docker.DockerClient(base_url=base_url, timeout=300) if base_url else docker.from_env(timeout=300)
         client.ping()
         return client
     except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        host = base_url or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         raise UserError(Problem(
             "docker engine",
             f"cannot reach the Docker engine at {host} ({_first_line(error)}); start it (e.g. `sudo systemctl start docker` "
             "or `dockerd &`) or set DOCKER_HOST",
         )) from None
+
+
+def native_platform(client: docker.DockerClient) -> str:
+    """linux/amd64 or linux/arm64: what the engine runs without emulation."""
+    version = client.version()
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(version.get("Arch", ""), version.get("Arch", "amd64"))
+    return f"{version.get('Os', 'linux')}/{arch}"
 
 
 def engine_alive(client: docker.DockerClient) -> bool:
@@ -126,93 +54,6 @@ def engine_alive(client: docker.DockerClient) -> bool:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
-
-
-@dataclass(frozen=True)
-class BuildRequest:
-    dockerfile: Path
-    context: Path  # the build context: the Dockerfile's empty folder, or a checkout a source build compiles
-    build_args: dict[str, str]
-    labels: dict[str, str]
-    secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file
-    network: str | None = None
-    no_cache: bool = False
-    output: str | None = None  # e.g. type=local,dest=DIR to export files instead of an image
-
-
-@dataclass
-class BuildOutcome:
-    image_id: str | None
-    returncode: int
-    cancelled: bool = False
-
-
-class Redactor:
-    """Replaces secret values (passwords, tokens) in any text before it is logged or reported."""
-
-    def __init__(self, secrets: Iterable[str]):
-        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "****")
-        return text
-
-
-def run_build(
-    cli: BuildkitCli,
-    request: BuildRequest,
-    log: Path,
-    on_line: Callable[[str], None],
-    redact: Redactor,
-    cancel: threading.Event,
-) -> BuildOutcome:
-    """One BuildKit build; every output line goes (redacted) to the log file and to on_line."""
-    iidfile = request.dockerfile.parent / ".image-id"
-    iidfile.unlink(missing_ok=True)
-    arguments = ["--progress", "plain", "--file", str(request.dockerfile)]
-    if request.output:
-        arguments += ["--output", request.output]
-    else:
-        arguments += ["--iidfile", str(iidfile)]
-    for name, value in request.build_args.items():
-        arguments += ["--build-arg", f"{name}={value}"]
-    for name, value in request.labels.items():
-        arguments += ["--label", f"{name}={value}"]
-    for secret_id, path in request.secrets.items():
-        arguments += ["--secret", f"id={secret_id},src={path}"]
-    if request.network:
-        arguments += ["--network", request.network]
-    if request.no_cache:
-        arguments.append("--no-cache")
-    argv, environment = cli.build_argv([*arguments, str(request.context)])
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w", encoding="utf-8", buffering=1) as handle:  # line-buffered: users tail it live
-        handle.write(redact("$ " + " ".join(argv)) + "\n")
-        process = subprocess.Popen(
-            argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            errors="replace", start_new_session=True,  # Ctrl-C reaches us, and we stop the build's whole group
-        )
-        watcher = threading.Thread(target=_stop_on_cancel, args=(process, cancel), daemon=True)
-        watcher.start()
-        assert process.stdout is not None
-        for raw in process.stdout:
-            line = redact(raw.rstrip("\n"))
-            handle.write(line + "\n")
-            on_line(line)
-        returncode = process.wait()
-    image_id = iidfile.read_text().strip() if returncode == 0 and iidfile.exists() else None
-    return BuildOutcome(image_id, returncode, cancelled=cancel.is_set())
-
-
-def _stop_on_cancel(process: subprocess.Popen, cancel: threading.Event) -> None:
-    while process.poll() is None:
-        if cancel.wait(0.2):
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            return
 
 
 @dataclass(frozen=True)
@@ -353,6 +194,15 @@ def image_bytes(client: docker.DockerClient, image_id: str) -> ImageBytes:
                 filesystem[path] = size
                 total += size
     return ImageBytes(total, sum(filesystem.values()))
+
+
+def pull_image(client: docker.DockerClient, reference: str, username: str | None, password: str | None) -> str:
+    """Pull an image (by digest, after a push-by-digest build) into the engine; returns its image id."""
+    auth = {"username": username, "password": password} if username else None
+    try:
+        return client.images.pull(reference, auth_config=auth).id
+    except (docker.errors.APIError, requests.exceptions.RequestException) as error:
+        raise UserError(Problem(reference, f"pull failed: {_first_line(error)}")) from None
 
 
 def push_image(client: docker.DockerClient, reference: str, username: str | None, password: str | None) -> str:

@@ -42,9 +42,14 @@ def _parse(stdout: str) -> dict | None:
     return None
 
 
-def run_probe(client: docker.DockerClient, image: str, access: GpuAccess, kernels: bool, timeout: int = DEFAULT_TIMEOUT) -> ProbeRun:
+def run_probe(
+    client: docker.DockerClient, image: str, access: GpuAccess, kernels: bool, timeout: int = DEFAULT_TIMEOUT, platform: str | None = None,
+) -> ProbeRun:
+    """The probe in a container of `image` (its `platform` image of an index, under emulation where it is not
+    the engine's own)."""
     command = ["python", "-c", probe_source(), *(["--kernels"] if kernels else [])]
-    container = client.containers.create(image, command=command, labels={labels.PROBE_CONTAINER: "1"}, **sdk_gpu_options(access))
+    container = client.containers.create(image, command=command, labels={labels.PROBE_CONTAINER: "1"}, platform=platform,
+                                         **sdk_gpu_options(access))
     try:
         container.start()
         try:

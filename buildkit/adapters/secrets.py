@@ -15,15 +15,26 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 from urllib.parse import urlsplit
 
-from buildkit.adapters.engine import Redactor
 from buildkit.errors import Problem, UserError
 
 _USERINFO_RE = re.compile(r"://([^/@\s]+)@")
 PIP_CONF_SECRET = "pip_conf"
 CA_BUNDLE_SECRET = "ca_bundle"
+
+
+class Redactor:
+    """Replaces secret values (passwords, tokens) in any text before it is logged or reported."""
+
+    def __init__(self, secrets: Iterable[str]):
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "****")
+        return text
 
 
 @dataclass(frozen=True)

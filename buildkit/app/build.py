@@ -16,20 +16,21 @@ from typing import Callable
 
 import docker
 
-from buildkit.adapters import engine
+from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
-from buildkit.adapters.secrets import IndexSettings, build_secrets
+from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets
 from buildkit.adapters.build_stamp import created_now, source_revision
 from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
 from buildkit.app.targets import Choices, require_targets, select_targets
 from buildkit.core import release
+from buildkit.core.cache import CacheRefs, prefix_cache, target_cache
 from buildkit.core.compat import Compat
 from buildkit.core.host import HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core.labels import build_stamp_labels
 from buildkit.core.parity import Parity, compare
 from buildkit.core.release import Outcome
-from buildkit.core.render import Rendered
+from buildkit.core.render import SHARED_STAGE, Rendered
 
 LOG_TAIL_LINES = 25
 
@@ -49,6 +50,11 @@ class BuildOptions:
     gpu: str = "auto"  # smoke-test kernels: auto | require | skip
     smoke_timeout: int = DEFAULT_TIMEOUT
     source_context: Path | None = None  # --pytorch-src: the build context of source-flavor targets
+    builder: str | None = None  # --builder: a buildx builder or a docker context; None for the current builder
+    registry_cache: bool = False  # read and write the registry build cache (publish turns it on)
+    provenance: bool = False  # attach BuildKit's SLSA provenance (mode=max) to what is pushed
+    push: bool = False  # publishing: a builder outside the engine pushes by digest instead of loading back
+    pull_credentials: tuple[str | None, str | None] = (None, None)
 
 
 class BuildStatus(str, Enum):
@@ -76,7 +82,9 @@ class TargetResult:
     filesystem_bytes: int | None = None  # bytes of files in its final filesystem
     layers: list[str] = field(default_factory=list)
     history: list[tuple[str, int]] = field(default_factory=list)
-    smoke: Verdict | None = None
+    smoke: Verdict | None = None  # the first platform's (the native one's, when it is built)
+    platform_smoke: dict[str, Verdict] = field(default_factory=dict)
+    digest: str = ""  # the manifest (or index) digest BuildKit produced
 
     @property
     def efficiency(self) -> float | None:
@@ -163,26 +171,31 @@ def pair_results(results: list[TargetResult], vendor_packages: tuple[str, ...] =
     return pairs
 
 
-class Builder:
+class BuildRunner:
+    """Builds the selected targets on one buildx builder: each pair's shared prefix first (so twins share
+    its layers even on an empty cache and in parallel), then the targets, -j at a time."""
+
     def __init__(
         self,
         client: docker.DockerClient,
-        cli: engine.BuildkitCli,
+        builder: buildx.Builder,
         options: BuildOptions,
         secrets: dict[str, Path],
-        redact: engine.Redactor,
+        redact: Redactor,
         display: Display,
         host: HostFacts,
         vendor_packages: tuple[str, ...] = (),
+        environment: dict[str, str] | None = None,
     ):
         self.client = client
-        self.cli = cli
+        self.builder = builder
         self.options = options
         self.secrets = secrets
         self.redact = redact
         self.display = display
         self.host = host
         self.vendor_packages = vendor_packages
+        self.environment = environment
         self.cancel = threading.Event()
         self.engine_lost = False
 
@@ -192,17 +205,10 @@ class Builder:
         (folder / "Dockerfile").write_text(item.dockerfile, encoding="utf-8")
         return folder / "Dockerfile"
 
-    def build_one(self, item: Rendered, on_built: Callable[[TargetResult], None] | None = None) -> TargetResult:
+    def _request(self, item: Rendered, **changes) -> buildx.BuildRequest:
         target = item.target
-        log = self.options.out / "logs" / f"{target.id}.log"
-        result = TargetResult(target.id, target.vendor, target.pair, [target.tags[0]], log=str(log))
-        if self.cancel.is_set():
-            result.status = BuildStatus.NOT_STARTED
-            return result
-        self.display.started(target.id)
-        started = time.monotonic()
         dockerfile = self._dockerfile(item)
-        request = engine.BuildRequest(
+        request = buildx.BuildRequest(
             dockerfile=dockerfile,
             # a source build of a local checkout sends it as the context; everything else needs none
             context=self.options.source_context if target.source_checkout else dockerfile.parent,
@@ -211,29 +217,42 @@ class Builder:
             secrets=self.secrets,
             network=self.options.network,
             no_cache=self.options.no_cache,
+            platforms=target.platforms,
+            provenance=self.options.provenance,
+            cache=target_cache(target) if self.options.registry_cache else CacheRefs(),
         )
-        outcome = engine.run_build(
-            self.cli, request, log, lambda line: self.display.line(target.id, line), self.redact, self.cancel,
-        )
+        return replace(request, **changes)
+
+    def build_prefix(self, item: Rendered) -> None:
+        """The twins' shared stage, once per pair; a failure here shows again in each twin's own build."""
+        if self.cancel.is_set():
+            return
+        target = item.target
+        log = self.options.out / "logs" / f"{target.pair}-shared.log"
+        log.unlink(missing_ok=True)
+        cache = prefix_cache(target) if self.options.registry_cache else CacheRefs()
+        buildx.run_build(self.builder, self._request(item, stage=SHARED_STAGE, cache=cache, provenance=False), log,
+                         lambda line: self.display.line(f"{target.pair} (shared)", line), self.redact, self.cancel, self.environment)
+
+    def build_one(self, item: Rendered) -> TargetResult:
+        target = item.target
+        log = self.options.out / "logs" / f"{target.id}.log"
+        result = TargetResult(target.id, target.vendor, target.pair, [target.tags[0]], log=str(log))
+        if self.cancel.is_set():
+            result.status = BuildStatus.NOT_STARTED
+            return result
+        self.display.started(target.id)
+        started = time.monotonic()
+        push_to = target.image_name if self.options.push and not self.builder.loads_into_engine else ""
+        outcome = buildx.run_build(self.builder, self._request(item, push_to=push_to), log,
+                                   lambda line: self.display.line(target.id, line), self.redact, self.cancel, self.environment)
         result.seconds = round(time.monotonic() - started, 2)
-        if outcome.image_id:
-            facts = engine.image_facts(self.client, outcome.image_id)
-            result.image_id, result.size = facts.image_id, facts.size
-            result.layers, result.history = list(facts.layers), list(facts.history)
-            # An image gets its tags only once its smoke test passed: a failed one can never be published.
-            result.smoke = smoke_test(self.client, facts.image_id, self.options.gpu, self.host, self.options.smoke_timeout)
-            if result.smoke.passed:
-                engine.tag_image(self.client, facts.image_id, target.tags[0])  # a twin's floating tags wait for its pair
-                result.status = BuildStatus.BUILT
-            else:
-                result.status = BuildStatus.FAILED
-                result.error = "smoke test failed: " + "; ".join(result.smoke.failures)
-            if self.options.efficiency:
-                measured = engine.image_bytes(self.client, facts.image_id)
-                result.layer_bytes, result.filesystem_bytes = measured.layers, measured.filesystem
-                if measured.layers < measured.filesystem:  # impossible: a measurement bug, never a figure to report
-                    raise RuntimeError(f"{target.id}: the image's layers hold fewer bytes ({measured.layers}) "
-                                       f"than its filesystem ({measured.filesystem})")
+        if outcome.returncode == 0 and outcome.digest:
+            result.digest = outcome.digest
+            image = outcome.image_id or outcome.digest
+            if push_to:  # built and pushed elsewhere: the smoke test runs the pushed digest here
+                image = engine.pull_image(self.client, f"{target.image_name}@{outcome.digest}", *self.options.pull_credentials)
+            self._test_and_tag(item, image, result)
         elif outcome.cancelled:
             result.status = BuildStatus.CANCELLED
             result.error = "stopped before it finished (interrupted or --fail-fast)"
@@ -243,12 +262,41 @@ class Builder:
                 self.engine_lost = True
                 result.error = "the Docker engine stopped during the build; restart it and run the build again"
             else:
-                result.error = f"docker build exited with {outcome.returncode}; see the log"
+                result.error = f"the build exited with {outcome.returncode}; see the log"
         result.log_tail = _tail(log) if result.status is not BuildStatus.BUILT else []
         if result.status is BuildStatus.FAILED and (self.options.fail_fast or self.engine_lost):
             self.cancel.set()  # here, not in the collecting loop: the next queued build must not start
         self.display.finished(result)
         return result
+
+    def _test_and_tag(self, item: Rendered, image: str, result: TargetResult) -> None:
+        """Smoke-test every platform of the image (the native one with GPU kernels where the host has the
+        vendor's GPU, others under emulation without); tag it only when all pass: a failed image is never
+        tagged, so it can never be published."""
+        target = item.target
+        facts = engine.image_facts(self.client, image)
+        result.image_id, result.size = facts.image_id, facts.size
+        result.layers, result.history = list(facts.layers), list(facts.history)
+        native = engine.native_platform(self.client)
+        verdicts = [smoke_test(self.client, facts.image_id, self.options.gpu if platform == native else "skip", self.host,
+                               self.options.smoke_timeout, platform=platform)
+                    for platform in target.platforms]
+        result.smoke = verdicts[0]
+        result.platform_smoke = {platform: verdict for platform, verdict in zip(target.platforms, verdicts)}
+        failed = [f"{platform}: " + "; ".join(v.failures) for platform, v in zip(target.platforms, verdicts) if not v.passed]
+        if failed:
+            result.status = BuildStatus.FAILED
+            result.error = "smoke test failed: " + " | ".join(failed) if len(verdicts) > 1 else \
+                "smoke test failed: " + "; ".join(verdicts[0].failures)
+        else:
+            engine.tag_image(self.client, facts.image_id, target.tags[0])  # a twin's floating tags wait for its pair
+            result.status = BuildStatus.BUILT
+        if self.options.efficiency and target.platforms == (native,):
+            measured = engine.image_bytes(self.client, facts.image_id)
+            result.layer_bytes, result.filesystem_bytes = measured.layers, measured.filesystem
+            if measured.layers < measured.filesystem:  # impossible: a measurement bug, never a figure to report
+                raise RuntimeError(f"{target.id}: the image's layers hold fewer bytes ({measured.layers}) "
+                                   f"than its filesystem ({measured.filesystem})")
 
     def _tag_pairs(self, rendered: tuple[Rendered, ...], results: list[TargetResult]) -> None:
         """A pair's floating tags go on its twins only when both were built and passed here."""
@@ -261,18 +309,19 @@ class Builder:
             engine.tag_image(self.client, by_id[move.target].image_id, reference)
             by_id[move.target].tags.append(reference)
 
-    def run(self, rendered: tuple[Rendered, ...]) -> BuildRun:
+    def _in_parallel(self, function: Callable[[Rendered], TargetResult | None], items: list[Rendered]) -> tuple[dict[str, TargetResult], bool]:
+        """Run `function` over `items`, -j at a time; Ctrl-C stops what runs and what waits."""
         results: dict[str, TargetResult] = {}
         interrupted = False
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="build")
-        futures: dict[Future, Rendered] = {pool.submit(self.build_one, item): item for item in rendered}
+        futures: dict[Future, Rendered] = {pool.submit(function, item): item for item in items}
         try:
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in done:
-                    result = future.result()
-                    results[result.id] = result
+                    if (result := future.result()) is not None:
+                        results[result.id] = result
         except KeyboardInterrupt:
             interrupted = True
             self.cancel.set()
@@ -280,15 +329,22 @@ class Builder:
                 future.cancel()
         finally:
             pool.shutdown(wait=True)
-        for future, item in futures.items():
-            if item.target.id not in results:
-                if future.done() and not future.cancelled():
-                    results[item.target.id] = future.result()
-                else:
-                    results[item.target.id] = TargetResult(
-                        item.target.id, item.target.vendor, item.target.pair, [item.target.tags[0]], status=BuildStatus.NOT_STARTED,
-                    )
-        ordered = [results[item.target.id] for item in rendered]
+        for future in futures:
+            if future.done() and not future.cancelled() and (result := future.result()) is not None:
+                results.setdefault(result.id, result)
+        return results, interrupted
+
+    def run(self, rendered: tuple[Rendered, ...]) -> BuildRun:
+        prefixes = {item.target.pair: item for item in rendered if item.target.pair}
+        _, interrupted = self._in_parallel(self.build_prefix, list(prefixes.values()))
+        results: dict[str, TargetResult] = {}
+        if not interrupted:
+            results, interrupted = self._in_parallel(self.build_one, list(rendered))
+        ordered = [
+            results.get(item.target.id) or TargetResult(item.target.id, item.target.vendor, item.target.pair,
+                                                         [item.target.tags[0]], status=BuildStatus.NOT_STARTED)
+            for item in rendered
+        ]
         self._tag_pairs(rendered, ordered)
         return BuildRun(ordered, pair_results(ordered, self.vendor_packages), interrupted=interrupted, engine_lost=self.engine_lost)
 
@@ -309,14 +365,17 @@ def build_targets(
     docker_cli: str | None,
     display: Display,
     compat: Compat,
+    credentials: tuple[str, str] | None = None,
 ) -> tuple[BuildRun, str]:
-    """Find BuildKit and the engine, then build; returns the run and the engine's description.
+    """Find the builder and the engine, then build; returns the run and the builder's description.
 
     Secret inputs are checked first, so a bad --pip-conf fails before anything touches the engine.
     """
     with build_secrets(settings) as (secrets, redact):
-        cli = engine.detect_buildkit(docker_cli)
-        client = engine.connect()
-        display.begin(cli.describe(), len(rendered), options.jobs)
-        builder = Builder(client, cli, options, secrets, redact, display, read_host(compat), compat.vendor_packages)
-        return builder.run(rendered), cli.describe()
+        builder = buildx.find_builder(docker_cli, options.builder)
+        client = engine.connect(buildx.engine_host(builder))
+        display.begin(builder.describe(), len(rendered), options.jobs)
+        registry = rendered[0].target.registry if rendered else ""
+        with buildx.registry_login(registry, *(credentials or (None, None))) as environment:
+            runner = BuildRunner(client, builder, options, secrets, redact, display, read_host(compat), compat.vendor_packages, environment)
+            return runner.run(rendered), builder.describe()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import docker
 
-from buildkit.adapters import engine
+from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
 from buildkit.app.targets import Choices, Selection, select_targets
 from buildkit.core.host import Choice, Finding, GpuAccess, HostFacts, best_target, diagnose, gpu_access, primary_vendor, run_refusal
@@ -118,7 +118,7 @@ def run_command(choices: Choices, reference: str | None, root: Path, python: str
         flags = gpu_access(image.identity.vendor, host).docker_flags()
     elif not host.vendors():
         note = "this host has no GPU; the container runs on the CPU"
-    docker_cli = os.environ.get(engine.DOCKER_ENV, "docker")
+    docker_cli = os.environ.get(buildx.DOCKER_ENV, "docker")
     interactive = ["-it"] if os.isatty(0) and os.isatty(1) else []
     return RunCommand([docker_cli, "run", "--rm", *interactive, *flags, image.reference, *command], note)
 

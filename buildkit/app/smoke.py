@@ -30,13 +30,16 @@ def _require_image(client: docker.DockerClient, image: str) -> dict[str, str]:
         raise UserError(Problem(image, "no such image in the engine; build it or pull it first")) from None
 
 
-def smoke_test(client: docker.DockerClient, image: str, mode: str, host: HostFacts, timeout: int = DEFAULT_TIMEOUT) -> Verdict:
-    identity = ImageIdentity.read(_require_image(client, image))
+def smoke_test(
+    client: docker.DockerClient, image: str, mode: str, host: HostFacts, timeout: int = DEFAULT_TIMEOUT, platform: str | None = None,
+) -> Verdict:
+    """The smoke test of one image (of one platform of it; an emulated platform runs with --gpu skip)."""
+    identity = ImageIdentity.read(_require_image(client, image), platform or "linux/amd64")
     if identity is None:
         return judge(image, None, None, mode, False)
     host_has_gpu = identity.vendor.name in host.vendors()
     kernels = mode != "skip" and host_has_gpu
-    run = run_probe(client, image, gpu_access(identity.vendor, host), kernels, timeout)
+    run = run_probe(client, image, gpu_access(identity.vendor, host) if kernels else NO_GPU_ACCESS, kernels, timeout, platform)
     return judge(image, identity, run.report, mode, host_has_gpu, stderr_tail=run.stderr, probe_failure=run.failure)
 
 

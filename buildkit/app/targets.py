@@ -13,7 +13,7 @@ from pathlib import Path
 from buildkit.adapters.matrix_files import load_matrix, template_loader
 from buildkit.core import grammar
 from buildkit.core.matrix import Matrix, parse_selectors
-from buildkit.core.plan import Note, Target, expand, narrow_for_source, select
+from buildkit.core.plan import Note, Target, choose_platforms, expand, narrow_for_source, select
 from buildkit.core.render import PlannedImage, Rendered, Renderer
 from buildkit.errors import Problem, UserError
 
@@ -38,6 +38,7 @@ class Choices:
     channel: str | None = None  # publish: overrides every stack's wheel channel
     today: str = ""  # the nightly channel's date (YYYYMMDD)
     source: SourceOptions = SourceOptions()
+    platforms: tuple[str, ...] = ()  # --platform; () builds linux/amd64
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,11 @@ def select_targets(choices: Choices = Choices()) -> Selection:
     plan = select(expand(matrix), choices.vendor, parse_selectors(list(choices.selectors)))
     targets = tuple(replace(t, channel_date=choices.today) if t.channel == "nightly" else t for t in plan.targets)
     targets = narrow_for_source(targets, matrix.compat, source.gpu_archs, source.pytorch_src is not None, source.max_jobs)
-    return Selection(matrix, targets, plan.notes, Renderer(template_loader(matrix), matrix.source))
+    bad = [platform for platform in choices.platforms if grammar.platform(platform)]
+    if bad:
+        raise UserError(Problem("--platform", f"expected {grammar.platform(bad[0])}, got {bad[0]!r}"))
+    targets, left_out = choose_platforms(targets, choices.platforms)
+    return Selection(matrix, targets, (*plan.notes, *left_out), Renderer(template_loader(matrix), matrix.source))
 
 
 def require_targets(selection: Selection) -> Selection:

@@ -30,6 +30,7 @@ FINGERPRINT = f"{PREFIX}fingerprint"
 SOURCE_REVISION = f"{PREFIX}source-revision"
 BUILDER_IMAGE = f"{PREFIX}builder-image"
 BUILD_OPTIONS = f"{PREFIX}build-options"
+PLATFORMS = f"{PREFIX}platforms"  # set when the image index holds more (or other) than linux/amd64
 # Not image labels: the label of smoke-test containers, and the annotation of nightly date-tag copies.
 PROBE_CONTAINER = f"{PREFIX}probe"
 NIGHTLY_ANNOTATION = f"{PREFIX}nightly"
@@ -55,6 +56,10 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
         PAIR: target.pair or "",
         BASE_IMAGE: target.base_image,
     }
+    if len(target.platforms) > 1 or target.platforms != ("linux/amd64",):
+        labels[PLATFORMS] = ",".join(target.platforms)
+    if "linux/arm64" in target.platforms and target.arm64_archs and target.arm64_archs != target.archs:
+        labels[f"{GPU_ARCHS}.linux-arm64"] = ";".join(target.arm64_archs)
     if target.flavor == SOURCE_FLAVOR:
         jobs = str(target.max_jobs) if target.max_jobs else "auto"
         labels |= {
@@ -93,8 +98,9 @@ class ImageIdentity:
         return self.vendor.backend
 
     @classmethod
-    def read(cls, labels: Mapping[str, str] | None) -> "ImageIdentity | None":
-        """None when the labels do not say which GPU backend the image is for (not a buildkit image)."""
+    def read(cls, labels: Mapping[str, str] | None, platform: str = "linux/amd64") -> "ImageIdentity | None":
+        """None when the labels do not say which GPU backend the image is for (not a buildkit image). The
+        arch list is the one of `platform`'s wheels (arm64 CUDA wheels have their own)."""
         labels = labels or {}
         vendor = BY_BACKEND.get(labels.get(BACKEND, ""))
         version = labels.get(BACKEND_VERSION, "")
@@ -103,7 +109,7 @@ class ImageIdentity:
         return cls(
             vendor=vendor,
             backend_version=version,
-            archs=tuple(arch for arch in labels.get(GPU_ARCHS, "").split(";") if arch),
+            archs=tuple(arch for arch in labels.get(f"{GPU_ARCHS}.{platform.replace('/', '-')}", labels.get(GPU_ARCHS, "")).split(";") if arch),
             target=labels.get(TARGET, ""),
             torch=labels.get(TORCH, ""),
             python=labels.get(PYTHON, ""),

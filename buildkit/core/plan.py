@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from buildkit.core import grammar
 from buildkit.core.vendors import BACKENDS, of_backend
-from buildkit.core.compat import Compat
+from buildkit.core.compat import AMD64, ARM64, Compat
 from buildkit.core.fields import Rule
 from buildkit.core.matrix import Matrix, Stack, User
 from buildkit.core.source import SOURCE_FLAVOR
@@ -46,6 +46,11 @@ class Target:
     tag_names: tuple[str, ...]  # the immutable tag first, then floating aliases
     unconfirmed: tuple[str, ...]
     thin_wheels: bool
+    # Where the wheels exist (compat data) and what this build produces: an image index with one image per
+    # platform; linux/amd64 unless --platform asks for more. arm64 CUDA wheels have an arch list of their own.
+    supported_platforms: tuple[str, ...] = (AMD64,)
+    platforms: tuple[str, ...] = (AMD64,)
+    arm64_archs: tuple[str, ...] = ()
     compile: bool = True  # a C/C++ toolchain and the Python headers in the image, so torch.compile works
     channel_date: str = ""  # nightly channel: the day's wheels, so each day is a new image
     builder_image: str = ""  # source flavor: the ROCm devel image torch is compiled in
@@ -198,6 +203,8 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                         tag_names=(ident, floating) if twin else (ident,),
                         unconfirmed=unconfirmed,
                         thin_wheels=facts.thin_wheels,
+                        supported_platforms=compat.platforms(release.minor, backend, version),
+                        arm64_archs=stack.archs.get(backend, facts.arm64_archs) if ARM64 in facts.platforms else (),
                         compile=stack.compile,
                         builder_image=facts.devel_base if flavor == SOURCE_FLAVOR else "",
                     ))
@@ -282,3 +289,19 @@ def narrow_for_source(
             target = replace(target, source_checkout=checkout, max_jobs=max_jobs)
         changed.append(target)
     return tuple(changed)
+
+
+def choose_platforms(targets: tuple[Target, ...], requested: tuple[str, ...]) -> tuple[tuple[Target, ...], list[Note]]:
+    """--platform: each target builds for the requested platforms its wheels exist for; a target with none
+    of them is left out, with a note (ROCm wheels are linux/amd64 only)."""
+    if not requested:
+        return targets, []
+    chosen, notes = [], []
+    for target in targets:
+        platforms = tuple(p for p in requested if p in target.supported_platforms)
+        if platforms:
+            chosen.append(replace(target, platforms=platforms))
+        else:
+            notes.append(Note(target.id, f"left out: its wheels exist for {', '.join(target.supported_platforms)} only, "
+                                         f"not {', '.join(requested)}", tuple(target.facts.items())))
+    return tuple(chosen), notes

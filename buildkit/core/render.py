@@ -28,6 +28,8 @@ from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.errors import Problem, UserError
 
 FINGERPRINT_SCHEMA = 2
+# The stage that ends where a pair's twins diverge (everything below the torch install).
+SHARED_STAGE = "shared"
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,7 @@ class Renderer:
         try:
             text = self._template(planned.template, target).render(
                 target=target, build_args=planned.build_args, gb_per_job=GB_PER_JOB, template=planned.template,
+                shared_stage=SHARED_STAGE,
             )
         except UserError:
             raise

@@ -14,7 +14,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from buildkit.adapters import engine
+from buildkit.adapters import buildx, engine
 from buildkit.errors import UserError
 from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, Build, build, machine_ca_bundle, machine_pip_conf, team_matrix
 from testkit.machine_wheels import local_wheels
@@ -42,9 +42,9 @@ def client() -> docker.DockerClient:
 
 
 @pytest.fixture(scope="session")
-def buildkit_cli(client) -> engine.BuildkitCli:
+def buildkit_cli(client) -> buildx.Builder:
     try:
-        return engine.detect_buildkit()
+        return buildx.find_builder()
     except UserError as error:
         unavailable(str(error))
 
@@ -61,7 +61,7 @@ def base_image(client) -> str:
 @pytest.fixture(scope="session")
 def docker_env(buildkit_cli) -> dict[str, str]:
     """Environment for `buildkit` subprocesses: the BuildKit-capable CLI chosen once."""
-    return {**os.environ, engine.DOCKER_ENV: buildkit_cli.docker}
+    return {**os.environ, buildx.DOCKER_ENV: buildkit_cli.docker}
 
 
 @pytest.fixture(scope="session")

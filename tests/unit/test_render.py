@@ -61,7 +61,8 @@ def test_templates_keep_their_invariants(default):
         text = item.dockerfile
         target = item.target
         assert "# syntax=" not in text  # a syntax line makes BuildKit pull a frontend image
-        assert text.count("FROM ") == 1 and f"FROM {target.base_image}\n" in text
+        # one base; the second stage starts where the twins diverge
+        assert text.count("FROM ") == 2 and f"FROM {target.base_image} AS shared\n" in text and "FROM shared AS image\n" in text
         assert "--mount=type=cache,target=/var/lib/apt/lists" in text  # apt lists never land in a layer
         assert "--no-cache-dir" not in text and "--mount=type=cache,target=/root/.cache/pip" in text
         assert "ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt" in text

@@ -1,0 +1,264 @@
+"""BuildKit, driven through `docker buildx`: the builder to use, and one build.
+
+buildkit drives BuildKit, it does not replace it: any buildx builder does the work, from the `docker`
+driver of the local engine (the default: a laptop) to `docker-container`, `kubernetes` and `remote`
+builders (a fleet), and the `docker` driver of another daemon reached through a docker context. docker-py
+cannot drive BuildKit (docker/docker-py#2230), so builds go through the CLI and everything else through
+the docker SDK (buildkit.adapters.engine).
+
+Supported: a docker CLI with the buildx plugin (Docker 23+ with docker-buildx-plugin, or Debian/Ubuntu's
+docker.io with docker-buildx). Registry cache export, multi-platform builds and push with provenance need
+a builder that can export them: the `docker` driver does with the containerd image store
+({"features": {"containerd-snapshotter": true}} in daemon.json), the other drivers always do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from buildkit.adapters.secrets import Redactor
+from buildkit.core.cache import CacheRefs
+from buildkit.errors import Problem, UserError
+
+DOCKER_ENV = "BUILDKIT_DOCKER"
+_FIELD_RE = re.compile(r"^\s*(Name|Driver|Platforms|Endpoint|Status):\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class Builder:
+    """A buildx builder: its name (or the docker context whose engine builds), driver and platforms."""
+
+    docker: str  # the docker CLI
+    driver: str  # docker | docker-container | kubernetes | remote
+    platforms: tuple[str, ...]
+    name: str = ""  # `--builder NAME`; "" for the current builder
+    context: str = ""  # `docker --context NAME`: the `docker` driver of that context's engine
+
+    def buildx(self, *arguments: str) -> list[str]:
+        context = ["--context", self.context] if self.context else []
+        builder = ["--builder", self.name] if self.name else []
+        return [self.docker, *context, "buildx", arguments[0], *builder, *arguments[1:]]
+
+    @property
+    def loads_into_engine(self) -> bool:
+        """Whether a build without --push leaves the image in an engine the SDK can reach (docker driver)."""
+        return self.driver == "docker"
+
+    def describe(self) -> str:
+        where = f"context {self.context}" if self.context else f"builder {self.name}" if self.name else "the default builder"
+        return f"docker buildx ({where}, {self.driver} driver, {', '.join(self.platforms) or 'platforms unknown'})"
+
+
+def _run(argv: list[str], timeout: int = 60) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _docker_cli(explicit: str | None) -> str:
+    explicit = explicit or os.environ.get(DOCKER_ENV)
+    if explicit:
+        found = shutil.which(explicit)
+        if not found:
+            raise UserError(Problem(f"--docker / ${DOCKER_ENV}", f"{explicit!r} is not an executable docker CLI"))
+        return found
+    found = shutil.which("docker")
+    if not found:
+        raise UserError(Problem("docker", "no docker CLI on PATH: install Docker (with the buildx plugin) or set --docker"))
+    return found
+
+
+def _inspect(docker: str, name: str, context: str) -> tuple[str, tuple[str, ...]] | None:
+    argv = [docker, *(["--context", context] if context else []), "buildx", "inspect", *([name] if name else [])]
+    result = _run(argv)
+    if result is None or result.returncode != 0:
+        return None
+    driver, platforms = "", ()
+    for line in result.stdout.splitlines():
+        found = _FIELD_RE.match(line)
+        if found and found.group(1) == "Driver":
+            driver = found.group(2).strip()
+        elif found and found.group(1) == "Platforms" and found.group(2).strip():
+            platforms = tuple(p.strip() for p in found.group(2).split(",") if p.strip())
+    return driver, platforms
+
+
+def find_builder(docker: str | None = None, builder: str | None = None) -> Builder:
+    """The builder to use: --builder NAME (a buildx builder, or a docker context), else the current one."""
+    cli = _docker_cli(docker)
+    version = _run([cli, "buildx", "version"])
+    if version is None or version.returncode != 0:
+        client = _run([cli, "version", "--format", "{{.Client.Version}}"])
+        shown = client.stdout.strip() if client and client.stdout.strip() else "unknown"
+        raise UserError(Problem(
+            "docker", f"{cli} (client {shown}) has no buildx plugin, and buildkit builds with BuildKit through buildx: "
+            "install it (Debian/Ubuntu: docker-buildx or docker-buildx-plugin; elsewhere: Docker's buildx release)",
+        ))
+    name, context = "", ""
+    if builder:
+        contexts = _run([cli, "context", "inspect", builder])
+        if contexts is not None and contexts.returncode == 0:
+            context = builder  # buildx lists it as a `docker` driver builder but refuses --builder for it
+        else:
+            name = builder
+    found = _inspect(cli, name, context)
+    if found is None:
+        raise UserError(Problem("--builder", f"no buildx builder or docker context named {builder!r}; "
+                                             "see `docker buildx ls` and `docker context ls`") if builder else
+                        Problem("docker", "`docker buildx inspect` failed: is the Docker engine running?"))
+    driver, platforms = found
+    return Builder(cli, driver or "docker", platforms, name, context)
+
+
+def engine_host(builder: Builder) -> str | None:
+    """The engine a docker-context builder loads images into (its endpoint), or None for the default one."""
+    if not builder.context:
+        return None
+    result = _run([builder.docker, "context", "inspect", builder.context])
+    try:
+        return json.loads(result.stdout)[0]["Endpoints"]["docker"]["Host"] if result and result.returncode == 0 else None
+    except (ValueError, LookupError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    dockerfile: Path
+    context: Path  # the build context: the Dockerfile's empty folder, or a checkout a source build compiles
+    build_args: dict[str, str]
+    labels: dict[str, str]
+    secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file
+    network: str | None = None
+    no_cache: bool = False
+    stage: str = ""  # build only up to this named stage (the twins' shared prefix)
+    platforms: tuple[str, ...] = ()
+    push_to: str = ""  # push by digest (untagged) to this repository instead of loading into the engine
+    provenance: bool = False  # attach BuildKit's SLSA provenance (mode=max); needs push
+    cache: CacheRefs = CacheRefs()
+
+
+@dataclass
+class BuildOutcome:
+    returncode: int
+    image_id: str = ""  # the config digest (what the engine's image store knows) when loaded
+    digest: str = ""  # the manifest (or index) digest, pushed or loaded
+    cancelled: bool = False
+
+
+def build_arguments(request: BuildRequest, metadata: Path) -> list[str]:
+    arguments = ["--progress", "plain", "--file", str(request.dockerfile), "--metadata-file", str(metadata)]
+    if request.stage:
+        arguments += ["--target", request.stage]
+    if request.push_to:
+        arguments += ["--output", f"type=image,name={request.push_to},push-by-digest=true,name-canonical=true,push=true"]
+    elif not request.stage:
+        arguments.append("--load")
+    arguments.append("--provenance=mode=max" if request.provenance and request.push_to else "--provenance=false")
+    for platform in request.platforms:
+        arguments += ["--platform", platform]
+    for name, value in request.build_args.items():
+        arguments += ["--build-arg", f"{name}={value}"]
+    for name, value in request.labels.items():
+        arguments += ["--label", f"{name}={value}"]
+    for secret_id, path in request.secrets.items():
+        arguments += ["--secret", f"id={secret_id},src={path}"]
+    if request.network:
+        arguments += ["--network", request.network]
+    if request.no_cache:
+        arguments.append("--no-cache")
+    for source in request.cache.sources:
+        arguments += ["--cache-from", f"type=registry,ref={source}"]
+    if request.cache.target:
+        arguments += ["--cache-to", f"type=registry,ref={request.cache.target},mode=max,ignore-error=true"]
+    return [*arguments, str(request.context)]
+
+
+def run_build(
+    builder: Builder,
+    request: BuildRequest,
+    log: Path,
+    on_line: Callable[[str], None],
+    redact: Redactor,
+    cancel: threading.Event,
+    environment: dict[str, str] | None = None,
+) -> BuildOutcome:
+    """One build; every output line goes (redacted) to the log file and to on_line."""
+    metadata = request.dockerfile.parent / f".metadata-{os.getpid()}-{threading.get_ident()}.json"
+    metadata.unlink(missing_ok=True)
+    argv = builder.buildx("build", *build_arguments(request, metadata))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a" if request.stage else "w", encoding="utf-8", buffering=1) as handle:  # line-buffered: users tail it
+        handle.write(redact("$ " + " ".join(argv)) + "\n")
+        process = subprocess.Popen(
+            argv, env=environment or dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            errors="replace", start_new_session=True,  # Ctrl-C reaches us, and we stop the build's whole group
+        )
+        watcher = threading.Thread(target=_stop_on_cancel, args=(process, cancel), daemon=True)
+        watcher.start()
+        assert process.stdout is not None
+        for raw in process.stdout:
+            line = redact(raw.rstrip("\n"))
+            handle.write(line + "\n")
+            on_line(line)
+        returncode = process.wait()
+    outcome = BuildOutcome(returncode, cancelled=cancel.is_set())
+    if returncode == 0 and metadata.exists():
+        document = json.loads(metadata.read_text() or "{}")
+        outcome.image_id = document.get("containerimage.config.digest", "")
+        outcome.digest = document.get("containerimage.digest", "")
+    metadata.unlink(missing_ok=True)
+    return outcome
+
+
+def _stop_on_cancel(process: subprocess.Popen, cancel: threading.Event) -> None:
+    while process.poll() is None:
+        if cancel.wait(0.2):
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            return
+
+
+@contextmanager
+def registry_login(registry: str, username: str | None, password: str | None) -> Iterator[dict[str, str]]:
+    """An environment whose docker config holds credentials for `registry` (buildx reads pushes' and
+    caches' credentials from there), in a private folder removed afterwards; the user's own builders,
+    contexts and plugins stay visible. Without credentials, the environment is the process's own."""
+    if not username:
+        yield dict(os.environ)
+        return
+    import base64
+
+    home = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker"))
+    folder = Path(tempfile.mkdtemp(prefix="buildkit-docker-config-"))
+    try:
+        os.chmod(folder, 0o700)
+        config: dict = {}
+        try:
+            config = json.loads((home / "config.json").read_text())
+        except (OSError, ValueError):
+            pass
+        token = base64.b64encode(f"{username}:{password or ''}".encode()).decode()
+        config = {key: value for key, value in config.items() if key in ("currentContext", "auths")}
+        config["auths"] = {**(config.get("auths") or {}), registry: {"auth": token}}
+        with open(os.open(folder / "config.json", os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
+            json.dump(config, handle)
+        for shared in ("buildx", "contexts", "cli-plugins"):
+            if (home / shared).exists():
+                (folder / shared).symlink_to(home / shared)
+        yield {**os.environ, "DOCKER_CONFIG": str(folder)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,41 @@
+"""Registry build cache: which cache refs a build reads and writes.
+
+A pair's twins share everything below the torch install, so that prefix gets a cache ref of its own,
+written by the prefix build and read by both twins; each twin also has its own ref. A runner with an
+empty BuildKit cache (every nightly runner, every twin on a different GPU runner) then reuses yesterday's
+layers and its twin's prefix instead of building cold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from buildkit.core.plan import Target
+
+TAG_PREFIX = "buildcache-"
+
+
+@dataclass(frozen=True)
+class CacheRefs:
+    """Read from every ref in `sources`, write to `target` (mode=max, every stage's layers)."""
+
+    sources: tuple[str, ...] = ()
+    target: str = ""
+
+
+def shared_ref(target: Target) -> str:
+    return f"{target.image_name}:{TAG_PREFIX}{target.pair}-shared"
+
+
+def own_ref(target: Target) -> str:
+    return f"{target.image_name}:{TAG_PREFIX}{target.id}"
+
+
+def prefix_cache(target: Target) -> CacheRefs:
+    """The twins' shared prefix (built once per pair, before the twins)."""
+    return CacheRefs((shared_ref(target),), shared_ref(target))
+
+
+def target_cache(target: Target) -> CacheRefs:
+    own = own_ref(target)
+    return CacheRefs((shared_ref(target), own) if target.pair else (own,), own)
