@@ -220,7 +220,7 @@ def explain_compile_failure(error):
     header = re.search(r"fatal error: ([^\s:]+): No such file", text)
     if header:
         return f"{header.group(1)} missing: a header the compiler needs is not installed"
-    library = re.search(r"cannot find -l(\S+)", text)
+    library = re.search(r"cannot find -l([\w.+-]+)", text)
     if library:
         return f"the linker cannot find lib{library.group(1)}.so"
     if "returned non-zero exit status" in text:
