@@ -220,9 +220,10 @@ def explain_compile_failure(error):
     header = re.search(r"fatal error: ([^\s:]+): No such file", text)
     if header:
         return f"{header.group(1)} missing: a header the compiler needs is not installed"
-    library = re.search(r"cannot find -l([\w.+-]+)", text)
-    if library:
-        return f"the linker cannot find lib{library.group(1)}.so"
+    library = re.search(r"cannot find -l(:?)([\w.+-]+)", text)
+    if library:  # -lcuda means libcuda.so; -l:libcuda.so.1 (newer Triton) names the file
+        name = library.group(2) if library.group(1) else f"lib{library.group(2)}.so"
+        return f"the linker cannot find {name}"
     if "returned non-zero exit status" in text:
         # Triton's _build runs the compiler with check_call: its diagnostics went to stderr, not into the error
         if not toolchain()["python_h"]:
@@ -343,6 +344,8 @@ def dnn_check(torch, device):
 def collective_check(torch, device):
     """NCCL, or RCCL on ROCm: torch's ROCm build hipifies <nccl.h> to <rccl/rccl.h>
     (torch/utils/hipify/cuda_to_hip_mappings.py), so torch.cuda.nccl and the "nccl" backend are RCCL there."""
+    import torch.cuda.nccl
+
     library = "RCCL" if torch.version.hip is not None else "NCCL"
     if not (torch.distributed.is_available() and torch.distributed.is_nccl_available()):
         raise CheckFailed(f"torch.distributed has no {library} backend (is_nccl_available() is False)")

@@ -120,6 +120,13 @@ def test_a_check_past_its_time_limit_fails_and_the_next_one_runs():
     assert probe.run_check("next", lambda: {"detail": "ran"}, 1)["passed"]
 
 
+def test_the_gpu_libraries_of_a_cpu_torch_are_reported_missing():
+    # the GPU library checks run only with a device; on this CPU torch they fail where a GPU image's would pass
+    checks = {check["name"]: check for check in probe.library_checks(torch, "cpu")}
+    assert checks["DNN library"]["error"] == "torch was built without cuDNN"
+    assert checks["collective library"]["error"] == "torch.distributed has no NCCL backend (is_nccl_available() is False)"
+
+
 # ---- an image without a compiler or without the Python headers, for real ----
 
 def environment(**changes):
@@ -172,6 +179,7 @@ def test_missing_python_headers_fail_torch_compile_naming_python_h(tmp_path):
     (RuntimeError("/tmp/x/main.c:1:10: fatal error: cuda.h: No such file or directory"),
      "cuda.h missing: a header the compiler needs is not installed"),
     (RuntimeError("/usr/bin/ld: cannot find -lcuda: No such file or directory"), "the linker cannot find libcuda.so"),
+    (RuntimeError("/usr/bin/ld: cannot find -l:libcuda.so.1: No such file or directory"), "the linker cannot find libcuda.so.1"),
     (RuntimeError("InductorError: CheckTimeout: did not finish within 240 s"), "did not finish within 240 s"),
     (ValueError("something new\nwith detail"), "ValueError: something new"),
 ])
