@@ -228,7 +228,7 @@ def explain_compile_failure(error):
         # Triton's _build runs the compiler with check_call: its diagnostics went to stderr, not into the error
         if not toolchain()["python_h"]:
             return _python_h_missing()
-        return "the C compiler failed to build Triton's launcher (its diagnostics are on the probe's stderr)"
+        return f"the compiler failed: {_first_line(error)} (its diagnostics are on the probe's stderr)"
     return _first_line(error)
 
 
