@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_options(test)
     test.add_argument("--gpu", choices=GPU_MODES, default="auto", help=GPU_HELP)
     test.add_argument("--json", type=Path, help="write the verdicts and probe reports as JSON")
-    test.add_argument("--timeout", type=_positive, default=300, help="seconds the probe may run per image (default 300)")
+    test.add_argument("--timeout", type=_positive, default=600, help="seconds the probe may run per image (default 600)")
 
     parity = commands.add_parser("parity", help="compare a pair's CUDA and ROCm twins: OS, Python, packages")
     parity.add_argument("subjects", nargs="+", metavar="PAIR | IMAGE IMAGE", help="a pair key from the matrix, or two images")

@@ -17,7 +17,7 @@ from buildkit.adapters.engine import sdk_gpu_options
 from buildkit.core import labels
 from buildkit.core.host import GpuAccess
 
-DEFAULT_TIMEOUT = 300  # seconds: an `import torch` can hang on a host whose driver is missing or wedged
+DEFAULT_TIMEOUT = 600  # seconds: an `import torch` can hang on a wedged driver, and a first torch.compile takes a minute
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,15 @@ from typing import Any, Mapping
 
 from buildkit.core import labels
 from buildkit.core.labels import ImageIdentity
+from buildkit.core.vendors import Vendor
 
 GPU_MODES = ("auto", "require", "skip")
 CPU_BUILD = "torch is a CPU build: this image would run on the CPU"
+
+# The probe's library checks, by name, and which library of the vendor's each must find. A ROCm torch
+# answers for MIOpen through torch.backends.cudnn and for RCCL through torch.cuda.nccl (buildkit/image/probe.py).
+def _wanted_library(vendor: Vendor, check: str) -> str | None:
+    return {"DNN library": vendor.dnn_library, "collective library": vendor.collective_library}.get(check)
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,45 @@ def _arch_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check
     return [Check("arch list", True, f"{len(declared)} declared archs are in the build")]
 
 
-def _device_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> tuple[list[Check], int]:
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "time unknown"
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def named_check(entry: Mapping[str, Any], label: str = "") -> Check:
+    """One of the probe's named checks, its time in the detail: what passed, or what a user would hit."""
+    passed = bool(entry.get("passed"))
+    text = entry.get("detail") if passed else entry.get("error") or entry.get("detail") or "failed without a message"
+    name = f"{label} {entry.get('name')}" if label else str(entry.get("name"))
+    return Check(name, passed, f"{text} ({_duration(entry.get('seconds'))})")
+
+
+def _cpu_checks(report: Mapping[str, Any]) -> list[Check]:
+    """torch.compile, OpenMP, numpy, linalg on the CPU: they need no GPU, so they count in every mode."""
+    entries = report.get("checks")
+    if entries is None:
+        return [Check("CPU checks", False, f"the probe (version {report.get('probe_version')}) tried none of "
+                                          "torch.compile, OpenMP, numpy interop and linalg")]
+    return [named_check(entry) for entry in entries]
+
+
+def _library_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check]:
+    """The DNN and collective libraries: they must load, and be the image's backend's."""
+    entries = report.get("gpu_checks")
+    if entries is None:
+        return [Check("GPU libraries", False, "the probe did not try the DNN and collective libraries")]
+    checks = []
+    for entry in entries:
+        check = named_check(entry)
+        wanted, found = _wanted_library(expect.vendor, entry.get("name")), entry.get("library")
+        if check.passed and wanted and found != wanted:
+            check = Check(check.name, False, f"{found} {entry.get('version')} in a {expect.vendor.backend_display} image, which needs {wanted}")
+        checks.append(check)
+    return checks
+
+
+def _device_checks(expect: ImageIdentity, report: Mapping[str, Any], kernels_ran: bool) -> tuple[list[Check], int]:
     checks = []
     for device in report.get("devices") or []:
         label = f"device {device.get('index')} ({device.get('name', '?')}, {device.get('arch', '?')})"
@@ -99,6 +143,10 @@ def _device_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> tuple[li
             else:
                 detail = kernel.get("failure") or f"relative error {kernel.get('error', float('nan')):.2e} > {kernel['threshold']:.0e}"
             checks.append(Check(f"{label} {kernel['name']}", bool(kernel.get("passed")), detail))
+        if kernels_ran:
+            if "checks" not in device:
+                checks.append(Check(f"{label} torch.compile", False, "the probe tried no compiled kernel on this device"))
+            checks += [named_check(entry, label) for entry in device.get("checks") or []]
     return checks, len(report.get("devices") or [])
 
 
@@ -122,8 +170,14 @@ def judge(
     if "import_error" in report:
         return Verdict(image, False, (Check("import torch", False, report["import_error"]),), "failed", report=report)
     checks = _backend_checks(expect, report["torch"]) + _companion_checks(report) + _arch_checks(expect, report)
-    device_checks, devices = _device_checks(expect, report)
+    checks += _cpu_checks(report)
+    # GPU checks count only where the kernels ran: --gpu auto on a host without the vendor's GPU judges
+    # the image by what runs on the CPU.
+    kernels_ran = mode != "skip" and host_has_gpu and bool(report.get("devices"))
+    device_checks, devices = _device_checks(expect, report, kernels_ran)
     checks += device_checks
+    if kernels_ran:
+        checks += _library_checks(expect, report)
     if mode == "skip":
         kernels = "skipped (--gpu skip)"
     elif not host_has_gpu:

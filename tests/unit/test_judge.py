@@ -14,12 +14,29 @@ CUDA_LABELS = {"dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "
 ROCM_LABELS = {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx90a;gfx942"}
 
 
-def report(cuda=None, hip=None, local="", devices=(), archs=(), companions=None):
+def passed(name, detail, seconds=0.01, **extra):
+    return {"name": name, "passed": True, "seconds": seconds, "detail": detail, **extra}
+
+
+def failed(name, error, seconds=0.01):
+    return {"name": name, "passed": False, "seconds": seconds, "error": error}
+
+
+CPU_CHECKS = [
+    passed("torch.compile (CPU)", "inductor, C++: relative error 1.42e-07 <= 1e-04 against eager float64", 21.3),
+    passed("OpenMP", "available, 8 threads", 0.0001),
+    passed("numpy interop", "numpy 2.1.0: from_numpy / .numpy() round trip", 0.002),
+    passed("linalg (CPU)", "svd: relative error 9.22e-07 <= 1e-04", 0.08),
+]
+NO_COMPILER = "InvalidCxxCompiler: no working C++ compiler (g++) in the image"
+
+
+def report(cuda=None, hip=None, local="", devices=(), archs=(), companions=None, checks=CPU_CHECKS):
     return {
-        "probe_version": 1, "python": "3.12.3", "os": {"id": "debian", "version_id": "12"},
+        "probe_version": 2, "python": "3.12.3", "os": {"id": "debian", "version_id": "12"},
         "distributions": {"torch": f"2.14.1+{local}" if local else "2.14.1", "numpy": "2.1.0"},
         "torch": {"version": f"2.14.1+{local}" if local else "2.14.1", "local": local, "cuda": cuda, "hip": hip},
-        "compiled_archs": list(archs), "devices": list(devices),
+        "compiled_archs": list(archs), "devices": list(devices), "checks": copy.deepcopy(checks),
         "companions": companions if companions is not None else {"torchvision": {"version": f"0.29.1+{local}", "local": local}},
     }
 
@@ -27,6 +44,14 @@ def report(cuda=None, hip=None, local="", devices=(), archs=(), companions=None)
 CUDA_OK = report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120", "compute_120"])
 ROCM_OK = report(hip="7.2.26015", local="rocm7.2", archs=["gfx90a", "gfx942", "gfx1100"])
 KERNELS = [{"name": "matmul_fp32", "passed": True, "error": 1e-6, "threshold": 2e-3, "seconds": 0.1}]
+DEVICE_CHECKS = [passed("torch.compile (Triton)", "inductor, Triton: relative error 3.0e-07 <= 1e-04 against eager float64", 14.2),
+                 passed("linalg", "svd: relative error 1.1e-06 <= 1e-04", 0.3)]
+H200 = {"index": 0, "name": "H200", "arch": "sm_90", "arch_in_build": True, "kernels": KERNELS, "checks": DEVICE_CHECKS}
+CUDA_LIBRARIES = [passed("DNN library", "cuDNN 9.10.2: loaded, a conv2d ran through it", 0.9, library="cuDNN", version="9.10.2"),
+                  passed("collective library", "NCCL 2.27.3: loaded, an all-reduce ran on cuda:0", 1.2, library="NCCL", version="2.27.3")]
+ROCM_LIBRARIES = [passed("DNN library", "MIOpen 3.5.0: loaded, a conv2d ran through it", 2.0, library="MIOpen", version="3.5.0"),
+                  passed("collective library", "RCCL 2.26.6: loaded, an all-reduce ran on cuda:0", 1.5, library="RCCL", version="2.26.6")]
+MI300X = {"index": 0, "name": "AMD Instinct MI300X", "arch": "gfx942", "arch_in_build": True, "kernels": KERNELS, "checks": DEVICE_CHECKS}
 
 
 def test_cuda_image_passes_without_gpu_and_says_kernels_were_skipped():
@@ -78,11 +103,10 @@ def test_gpu_not_in_the_compiled_list_is_the_field_failure():
 
 
 def test_kernels_on_a_gpu_are_judged():
-    good = {"index": 0, "name": "H200", "arch": "sm_90", "arch_in_build": True, "kernels": KERNELS}
-    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), {**CUDA_OK, "devices": [good]}, "require", host_has_gpu=True)
+    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), {**CUDA_OK, "devices": [H200], "gpu_checks": CUDA_LIBRARIES}, "require", host_has_gpu=True)
     assert verdict.passed and verdict.kernels == "ran on 1 device(s)"
-    bad = {**good, "kernels": [{**KERNELS[0], "passed": False, "error": 0.5}]}
-    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), {**CUDA_OK, "devices": [bad]}, "require", host_has_gpu=True)
+    bad = {**H200, "kernels": [{**KERNELS[0], "passed": False, "error": 0.5}]}
+    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), {**CUDA_OK, "devices": [bad], "gpu_checks": CUDA_LIBRARIES}, "require", host_has_gpu=True)
     assert not verdict.passed and "relative error 5.00e-01 > 2e-03" in verdict.failures[0]
 
 
@@ -116,3 +140,90 @@ def test_parity_ignores_local_tags_and_vendor_runtimes_only():
     result = compare("a", cuda, "b", rocm, vendor)
     assert result.differences == ("einops 0.8.1 only in b", "numpy: 2.1.0 in a vs 2.2.0 in b")
     assert compare("a", cuda, "b", {**rocm, "python": "3.11.9"}, vendor).differences[0] == "Python: 3.12.3 vs 3.11.9"
+
+
+# ---- the named checks: what users run (torch.compile, OpenMP, numpy, linalg, the GPU libraries) ----
+
+def test_every_named_cpu_check_is_a_check_with_its_time():
+    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), CUDA_OK, "auto", host_has_gpu=False)
+    by_name = {c.name: c for c in verdict.checks}
+    assert by_name["torch.compile (CPU)"].detail == "inductor, C++: relative error 1.42e-07 <= 1e-04 against eager float64 (21.3 s)"
+    assert by_name["OpenMP"].detail == "available, 8 threads (0 ms)"
+    assert by_name["linalg (CPU)"].detail == "svd: relative error 9.22e-07 <= 1e-04 (80 ms)"
+    assert by_name["numpy interop"].passed
+
+
+@pytest.mark.parametrize("mode,host_has_gpu", [("auto", False), ("skip", True), ("require", True)])
+def test_a_failed_cpu_compile_fails_the_image_in_every_gpu_mode(mode, host_has_gpu):
+    checks = [failed("torch.compile (CPU)", NO_COMPILER, 13.07), *CPU_CHECKS[1:]]
+    probe = {**report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120"], checks=checks),
+             "devices": [H200] if host_has_gpu else [], "gpu_checks": CUDA_LIBRARIES}
+    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), probe, mode, host_has_gpu)
+    assert not verdict.passed
+    assert verdict.failures == [f"torch.compile (CPU): {NO_COMPILER} (13.1 s)"]
+
+
+def test_missing_python_headers_are_named():
+    error = "Python.h missing: the Python headers are not installed (no /usr/include/python3.12/Python.h)"
+    probe = report(hip="7.2.26015", local="rocm7.2", archs=["gfx90a", "gfx942"], checks=[failed("torch.compile (CPU)", error, 24.1)])
+    assert judge("img", ImageIdentity.read(ROCM_LABELS), probe, "auto", False).failures == [f"torch.compile (CPU): {error} (24.1 s)"]
+
+
+def test_numpy_not_installed_is_a_note_not_a_failure():
+    skipped = {**passed("numpy interop", "skipped (numpy not installed): torch does not require it", 0.0), "skipped": True}
+    probe = report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120"], checks=[*CPU_CHECKS[:2], skipped, CPU_CHECKS[3]])
+    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), probe, "auto", False)
+    assert verdict.passed, verdict.failures
+    assert {c.name: c.detail for c in verdict.checks}["numpy interop"].startswith("skipped (numpy not installed)")
+
+
+def test_openmp_missing_fails():
+    probe = report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120"],
+                   checks=[CPU_CHECKS[0], failed("OpenMP", "torch was built without OpenMP: CPU operators run on one thread")])
+    assert judge("img", ImageIdentity.read(CUDA_LABELS), probe, "auto", False).failures == ["OpenMP: torch was built without OpenMP: CPU operators run on one thread (10 ms)"]
+
+
+def test_a_report_without_named_checks_fails():
+    probe = {key: value for key, value in CUDA_OK.items() if key != "checks"} | {"probe_version": 1}
+    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), probe, "auto", False)
+    assert not verdict.passed and verdict.failures[0].startswith("CPU checks: the probe (version 1) tried none of torch.compile")
+
+
+def test_gpu_checks_count_only_where_the_kernels_ran():
+    broken = [failed("DNN library", "torch was built without cuDNN")]
+    device = {**H200, "checks": [failed("torch.compile (Triton)", "Triton found no C compiler (CC, gcc or clang) in the image to build its launcher")]}
+    probe = {**CUDA_OK, "devices": [device], "gpu_checks": broken}
+    assert judge("img", ImageIdentity.read(CUDA_LABELS), probe, "skip", host_has_gpu=True).passed  # --gpu skip: the CPU decides
+    assert judge("img", ImageIdentity.read(CUDA_LABELS), {**CUDA_OK, "gpu_checks": broken}, "auto", host_has_gpu=False).passed
+    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), probe, "auto", host_has_gpu=True)
+    assert verdict.failures == [
+        "device 0 (H200, sm_90) torch.compile (Triton): Triton found no C compiler (CC, gcc or clang) in the image to build its launcher (10 ms)",
+        "DNN library: torch was built without cuDNN (10 ms)",
+    ]
+
+
+def test_gpu_checks_are_judged_with_their_times():
+    verdict = judge("img", ImageIdentity.read(ROCM_LABELS), {**ROCM_OK, "devices": [MI300X], "gpu_checks": ROCM_LIBRARIES}, "require", host_has_gpu=True)
+    assert verdict.passed, verdict.failures
+    details = {c.name: c.detail for c in verdict.checks}
+    assert details["device 0 (AMD Instinct MI300X, gfx942) torch.compile (Triton)"].endswith("against eager float64 (14.2 s)")
+    assert details["DNN library"] == "MIOpen 3.5.0: loaded, a conv2d ran through it (2.0 s)"
+    assert details["collective library"] == "RCCL 2.26.6: loaded, an all-reduce ran on cuda:0 (1.5 s)"
+
+
+@pytest.mark.parametrize("labels,probe,device,libraries,expected", [
+    (ROCM_LABELS, ROCM_OK, MI300X, CUDA_LIBRARIES, ["DNN library: cuDNN 9.10.2 in a ROCm image, which needs MIOpen",
+                                                    "collective library: NCCL 2.27.3 in a ROCm image, which needs RCCL"]),
+    (CUDA_LABELS, CUDA_OK, H200, ROCM_LIBRARIES, ["DNN library: MIOpen 3.5.0 in a CUDA image, which needs cuDNN",
+                                                  "collective library: RCCL 2.26.6 in a CUDA image, which needs NCCL"]),
+])
+def test_the_libraries_must_be_the_backends_own(labels, probe, device, libraries, expected):
+    verdict = judge("img", ImageIdentity.read(labels), {**probe, "devices": [device], "gpu_checks": libraries}, "require", host_has_gpu=True)
+    assert verdict.failures == expected
+
+
+def test_kernels_without_library_or_compile_checks_fail():
+    device = {key: value for key, value in H200.items() if key != "checks"}
+    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), {**CUDA_OK, "devices": [device]}, "require", host_has_gpu=True)
+    assert verdict.failures == ["device 0 (H200, sm_90) torch.compile: the probe tried no compiled kernel on this device",
+                                "GPU libraries: the probe did not try the DNN and collective libraries"]
