@@ -222,6 +222,22 @@ def run_build(
     return outcome
 
 
+_STEP_OUTPUT_RE = re.compile(r"^(?:#\d+ )?\d+(?:\.\d+)? (.*)$")
+
+
+def failure_summary(lines: list[str]) -> str:
+    """The last line the failing step printed: BuildKit repeats the failed step's output tail between two
+    `------` rulers (`> [stage n/m] RUN ...:` first), so a report can say why, not just that, it failed."""
+    rulers = [index for index, line in enumerate(lines) if line.strip() == "------"]
+    for start, end in zip(rulers[::2], rulers[1::2]):
+        block = [line for line in lines[start + 1:end] if line.strip() and not line.lstrip().startswith(">")]
+        if block:
+            found = _STEP_OUTPUT_RE.match(block[-1].strip())
+            return (found.group(1) if found else block[-1].strip())[:300]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return errors[-1][:300] if errors else ""
+
+
 def _stop_on_cancel(process: subprocess.Popen, cancel: threading.Event) -> None:
     while process.poll() is None:
         if cancel.wait(0.2):

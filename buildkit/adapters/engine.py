@@ -77,6 +77,20 @@ def image_facts(client: docker.DockerClient, reference: str) -> ImageFacts:
     )
 
 
+def loaded_image(client: docker.DockerClient, *candidates: str) -> str:
+    """The engine's id of a freshly loaded build result: its manifest digest on the containerd image store,
+    its config digest on the classic one (BuildKit's metadata names both)."""
+    for candidate in candidates:
+        if not candidate:
+            continue
+        try:
+            return client.images.get(candidate).id
+        except docker.errors.ImageNotFound:
+            continue
+    raise UserError(Problem("docker engine", f"the built image ({', '.join(c for c in candidates if c)}) is not in the "
+                                             "engine: the builder did not load it here"))
+
+
 def image_labels(client: docker.DockerClient, reference: str) -> dict[str, str] | None:
     """An image's labels, or None when the engine does not hold it."""
     try:

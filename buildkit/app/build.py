@@ -129,9 +129,9 @@ class Display:
     def finished(self, result: TargetResult) -> None: ...
 
 
-def _tail(log: Path) -> list[str]:
+def _tail(log: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     try:
-        return log.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        return log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
     except OSError:
         return []
 
@@ -249,9 +249,10 @@ class BuildRunner:
         result.seconds = round(time.monotonic() - started, 2)
         if outcome.returncode == 0 and outcome.digest:
             result.digest = outcome.digest
-            image = outcome.image_id or outcome.digest
             if push_to:  # built and pushed elsewhere: the smoke test runs the pushed digest here
                 image = engine.pull_image(self.client, f"{target.image_name}@{outcome.digest}", *self.options.pull_credentials)
+            else:
+                image = engine.loaded_image(self.client, outcome.digest, outcome.image_id)
             self._test_and_tag(item, image, result)
         elif outcome.cancelled:
             result.status = BuildStatus.CANCELLED
@@ -262,7 +263,8 @@ class BuildRunner:
                 self.engine_lost = True
                 result.error = "the Docker engine stopped during the build; restart it and run the build again"
             else:
-                result.error = f"the build exited with {outcome.returncode}; see the log"
+                why = buildx.failure_summary(_tail(log, 80))
+                result.error = f"the build failed: {why}" if why else f"the build exited with {outcome.returncode}; see the log"
         result.log_tail = _tail(log) if result.status is not BuildStatus.BUILT else []
         if result.status is BuildStatus.FAILED and (self.options.fail_fast or self.engine_lost):
             self.cancel.set()  # here, not in the collecting loop: the next queued build must not start

@@ -147,6 +147,6 @@ def real_cuda_build(machine_index, base_image, docker_env, tmp_path_factory, rep
     """The real CUDA 13.0 runtime image from the default templates and this machine's wheels."""
     folder = tmp_path_factory.mktemp("real-cuda")
     # its own repository: the test pair has a target of the same id, and each must keep its tags
-    matrix = team_matrix(folder, machine_index.url, f"{repository}-real", f'[{{ id = "{REAL_CUDA}" }}]')
+    matrix = team_matrix(folder, machine_index.url, f"{repository}-real", f'[{{ id = "{REAL_CUDA}" }}]', compile=True)
     extra = ["--ca-bundle", machine_ca_bundle()] if machine_ca_bundle() else []
     return build(matrix, machine_pip_conf(folder, machine_index), folder / "out", docker_env, *extra)

@@ -31,8 +31,9 @@ def index(tmp_path_factory):
                  companion_double(folder / "cu", "torchvision", vision, "cu130", torch)]
         rocm += [torch_double(folder / "ro", torch, "rocm7.2", None, "7.2.26015", ROCM_7_2_ARCHS),
                  companion_double(folder / "ro", "torchvision", vision, "rocm7.2", torch)]
-    wrong = [torch_double(folder / "wrong", "2.14.1", "cu130", "13.0", None, CUDA_13_ARCHS),
-             companion_double(folder / "wrong", "torchvision", "0.29.1", "cu130", "2.14.1")]
+    # a mislabelled wheel: named +rocm7.2, built for CUDA 13.0 (TEST DOUBLE)
+    wrong = [torch_double(folder / "wrong", "2.14.1", "rocm7.2", "13.0", None, CUDA_13_ARCHS),
+             companion_double(folder / "wrong", "torchvision", "0.29.1", "rocm7.2", "2.14.1")]
     extras = [build_wheel(folder / f"extra{v}", "team-extra", v, {"team_extra/__init__.py": ""}) for v in ("1.0", "2.0")]
     server = WheelIndex({"cu130": cuda, "rocm7.2": rocm, "simple": extras}).start()
     wrong_server = WheelIndex({"cu130": cuda, "rocm7.2": wrong, "simple": extras}).start()
@@ -136,7 +137,7 @@ def test_failed_twin_keeps_the_pair_floating_tags_on_the_previous_good_pair(publ
     result, report = publisher.publish(broken)
     assert result.returncode == 1
     assert statuses(report) == {CUDA: "published", ROCM: "failed"}
-    assert "torch is a CUDA build (13.0) in a ROCm image" in next(t for t in report["targets"] if t["id"] == ROCM)["error"]
+    assert "is not a ROCm 7.2 build (torch.version.cuda=13.0, hip=None)" in next(t for t in report["targets"] if t["id"] == ROCM)["error"]
     assert "floating tags not moved" in report["pairs"]["2.14.1-py3.11-runtime"]
     assert publisher.digest(CUDA) != before["2.14.1-cuda-py3.11-runtime"]  # its immutable tag was pushed...
     assert {tag: publisher.digest(tag) for tag in before} == before  # ...but the pair's floating tags stayed

@@ -4,6 +4,7 @@ CUDA torch in a ROCm image, a torch that cannot be imported), plus parity of twi
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -33,13 +34,13 @@ def test_real_cuda_image_passes_auto_and_fails_require(real_cuda_build, docker_e
 
 @pytest.fixture(scope="module")
 def bad_builds(tmp_path_factory, base_image, docker_env, repository, machine_index, cleanup_images):
-    """Three images that build but must not pass: each is failed by the smoke test inside `buildkit build`."""
+    """Wrong torch builds that must never become images: each fails in the install step itself, in seconds."""
     folder = tmp_path_factory.mktemp("bad")
     wheels = folder / "wheels"
     index = WheelIndex({
-        # ROCm 7.2 index that hands out the CUDA build (a mislabelled mirror)
-        "rocm7.2": [torch_double(wheels / "cu", "2.14.1", "cu130", "13.0", None, ["sm_90"]),
-                    companion_double(wheels / "cu", "torchvision", "0.29.1", "cu130", "2.14.1")],
+        # a mislabelled mirror: ROCm 7.2's index hands out a wheel named +rocm7.2 that is a CUDA build (TEST DOUBLE)
+        "rocm7.2": [torch_double(wheels / "ro", "2.14.1", "rocm7.2", "13.0", None, ["sm_90"]),
+                    companion_double(wheels / "ro", "torchvision", "0.29.1", "rocm7.2", "2.14.1")],
         # a CUDA torch that cannot be imported
         "cu130": [build_wheel(wheels / "broken", "torch", "2.14.1+cu130", {"torch/__init__.py": BROKEN_INIT}),
                   companion_double(wheels / "broken", "torchvision", "0.29.1", "cu130", "2.14.1")],
@@ -48,7 +49,7 @@ def bad_builds(tmp_path_factory, base_image, docker_env, repository, machine_ind
     matrix = team_matrix(folder, index.url, repository, '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
                          '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
     doubles = build(matrix, index_pip_conf(folder, index.url), folder / "out", docker_env, "-j", "2")
-    # the CPU wheel that lies on this machine, installed into a CUDA-labelled image
+    # the CPU wheel that lies on this machine, offered where the CUDA 13.0 build is asked for
     cpu_folder = tmp_path_factory.mktemp("cpu")
     cpu_matrix = team_matrix(cpu_folder, machine_index.url, repository, '[{ id = "2.13.0-cuda13.0-py3.11-runtime" }]',
                              '[[torch]]\nversion = "2.13.0"\ncompanions = []\n')
@@ -57,31 +58,49 @@ def bad_builds(tmp_path_factory, base_image, docker_env, repository, machine_ind
     return {**doubles.targets, **cpu.targets}, doubles, cpu
 
 
-def test_cpu_torch_in_a_cuda_image_fails(bad_builds, client):
+def _failed_in_install(target: dict) -> str:
+    assert target["status"] == "failed" and target["tags"] == [] and target["image_id"] is None, target
+    assert target["smoke"] is None  # it never got as far as an image to test
+    return "\n".join(target["log_tail"])
+
+
+def test_cpu_torch_never_reaches_a_cuda_image(bad_builds):
     targets, _, cpu = bad_builds
-    target = targets["2.13.0-cuda13.0-py3.11-runtime"]
     assert cpu.result.returncode == 1
-    assert target["status"] == "failed" and target["tags"] == []
-    assert "torch is a CPU build: this image would run on the CPU" in target["error"]
-    assert target["smoke"]["probe"]["torch"]["version"] == "2.13.0+cpu"
-    assert not client.images.get(target["image_id"]).tags  # never tagged, so never publishable
+    tail = _failed_in_install(targets["2.13.0-cuda13.0-py3.11-runtime"])
+    assert "No matching distribution found for torch==2.13.0+cu130" in tail  # not PyPI's or the CPU build instead
 
 
-def test_cuda_torch_in_a_rocm_image_fails(bad_builds):
-    targets, doubles, _ = bad_builds
-    target = targets["2.14.1-rocm7.2-py3.11-runtime"]
-    assert target["status"] == "failed" and target["tags"] == []
-    assert "torch is a CUDA build (13.0) in a ROCm image" in target["error"]
-
-
-def test_broken_torch_import_fails_with_its_error(bad_builds, docker_env, tmp_path):
+def test_mislabelled_wheel_fails_in_the_install_step(bad_builds):
     targets, _, _ = bad_builds
-    target = targets["2.14.1-cuda13.0-py3.11-runtime"]
-    assert target["status"] == "failed"
-    assert "import torch: ImportError: libcudart.so.13: cannot open shared object file" in target["error"]
-    again = run_buildkit("test", target["image_id"], "--json", tmp_path / "again.json", env=docker_env)
-    assert again.returncode == 1
-    assert "libcudart.so.13" in json.loads((tmp_path / "again.json").read_text())[0]["checks"][0]["detail"]
+    tail = _failed_in_install(targets["2.14.1-rocm7.2-py3.11-runtime"])
+    assert "torch 2.14.1+rocm7.2 is not a ROCm 7.2 build (torch.version.cuda=13.0, hip=None)" in tail
+
+
+def test_broken_torch_import_fails_in_the_install_step(bad_builds):
+    targets, _, _ = bad_builds
+    assert "ImportError: libcudart.so.13: cannot open shared object file" in _failed_in_install(targets["2.14.1-cuda13.0-py3.11-runtime"])
+
+
+def test_smoke_test_of_an_image_built_elsewhere_catches_a_cpu_torch(base_image, machine_index, docker_env, tmp_path, client):
+    """`buildkit test` judges any image by its labels: one built by hand with a CPU torch under CUDA labels fails."""
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {base_image}\nRUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-index "
+        f"--find-links {machine_index.url}/all/ torch==2.13.0\nENV PATH=/opt/venv/bin:$PATH\n"
+    )
+    tag = f"buildkit-test-cpu-{tmp_path.name.lower()}:1"
+    labels = ["--label", "dev.buildkit.backend=cuda", "--label", "dev.buildkit.backend-version=13.0"]
+    built = subprocess.run([*docker_env.get("BUILDKIT_DOCKER", "docker").split(), "buildx", "build", "--load", "--network", "host",
+                            "-t", tag, *labels, str(tmp_path)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    try:
+        result = run_buildkit("test", tag, "--json", tmp_path / "verdict.json", env=docker_env)
+        assert result.returncode == 1
+        (verdict,) = json.loads((tmp_path / "verdict.json").read_text())
+        assert any("torch is a CPU build: this image would run on the CPU" in c["detail"] for c in verdict["checks"])
+        assert verdict["probe"]["torch"]["version"] == "2.13.0+cpu"
+    finally:
+        client.images.remove(tag, force=True)
 
 
 def test_test_pair_passes_parity(pair_build, docker_env):
