@@ -110,11 +110,13 @@ _current = threading.local()  # the watchdog of the exchange this thread is in, 
 
 class _Watchdog:
     """Shuts down the sockets of this thread's exchange when its deadline passes. Socket timeouts are
-    per read; shutting the socket down is what wakes a read blocked on a server that sends a byte a second."""
+    per read; shutting the socket down is what wakes a read blocked on a server that sends a byte a second.
+    It holds the sockets, not the connections: for an answer that ends with the connection, http.client
+    hands the socket over to the response and the connection forgets it."""
 
     def __init__(self, seconds: float):
         self.fired = False
-        self.connections: list[urllib3.connection.HTTPConnection] = []
+        self.sockets: list[socket.socket] = []
         self.lock = threading.Lock()
         self.timer = threading.Timer(max(seconds, 0.0), self._fire)
         self.timer.daemon = True
@@ -129,25 +131,26 @@ class _Watchdog:
         _current.watchdog = None
 
     def attach(self, connection: urllib3.connection.HTTPConnection) -> None:
+        sock = getattr(connection, "sock", None)
+        if sock is None:
+            return
         with self.lock:
-            self.connections.append(connection)
+            self.sockets.append(sock)
             if self.fired:
-                _shut(connection)
+                _shut(sock)
 
     def _fire(self) -> None:
         with self.lock:
             self.fired = True
-            for connection in self.connections:
-                _shut(connection)
+            for sock in self.sockets:
+                _shut(sock)
 
 
-def _shut(connection: urllib3.connection.HTTPConnection) -> None:
-    sock = getattr(connection, "sock", None)
-    if sock is not None:
-        try:
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under a TLS wrapper
-        except OSError:
-            pass
+def _shut(sock: socket.socket) -> None:
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under a TLS wrapper
+    except OSError:
+        pass
 
 
 class _Watched:
@@ -244,8 +247,8 @@ class Transport:
         self.session.auth = _NoNetrc()
         # No compressed answers: a small gzip body can inflate past any cap before a check runs.
         self.session.headers["Accept-Encoding"] = "identity"
-        if ca_bundle:
-            self.session.verify = ca_bundle
+        # Passed with every request: a session's `verify` loses to $REQUESTS_CA_BUNDLE, an explicit one does not.
+        self.verify: str | bool = ca_bundle or True
         self.lock = threading.Lock()
         self.requests = 0  # every HTTP exchange: retries, redirects and token fetches included
         self.spent = 0.0  # seconds spent in requests, against the budget
@@ -349,7 +352,7 @@ class Transport:
             raise _Expired
         with _Watchdog(remaining) as watchdog:
             try:
-                response = self.session.request(method, url, headers=headers, data=data, stream=True,
+                response = self.session.request(method, url, headers=headers, data=data, stream=True, verify=self.verify,
                                                 allow_redirects=False, timeout=(remaining, remaining))
             except requests.Timeout:
                 raise _Expired from None
