@@ -257,12 +257,13 @@ class Registry:
             raise self.error(call, f"the answer is not an image manifest or index (Content-Type {shown(header_type, 80)!r})")
         _check_shape(self, call, media_type, document)
         claimed = reply.headers.get("Docker-Content-Digest", "").strip()
-        expected = reference if _DIGEST_RE.fullmatch(reference) else claimed if _DIGEST_RE.fullmatch(claimed) else ""
-        digest = _digest_of(expected, reply.body) if expected else _sha256(reply.body)
-        if expected and digest != expected:
-            raise self.error(call, f"the manifest's bytes hash to {digest}, not {expected}: the registry served other content")
-        if claimed and _DIGEST_RE.fullmatch(claimed) and claimed != digest:
-            raise self.error(call, f"Docker-Content-Digest says {claimed} but the manifest is {digest}")
+        if _DIGEST_RE.fullmatch(reference) and _digest_of(reference, reply.body) != reference:
+            raise self.error(call, f"the manifest's bytes hash to {_digest_of(reference, reply.body)}, not the digest asked "
+                                   "for: the registry served other content")
+        if _DIGEST_RE.fullmatch(claimed) and _digest_of(claimed, reply.body) != claimed:
+            raise self.error(call, f"Docker-Content-Digest says {claimed} but the manifest's bytes hash to "
+                                   f"{_digest_of(claimed, reply.body)}")
+        digest = reference if _DIGEST_RE.fullmatch(reference) else claimed if _DIGEST_RE.fullmatch(claimed) else _sha256(reply.body)
         return Manifest(digest, media_type, reply.body)
 
     def image_labels(self, repository: str, reference: str, platform: str = DEFAULT_PLATFORM) -> tuple[str, dict[str, str]] | None:

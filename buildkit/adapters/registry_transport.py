@@ -288,7 +288,8 @@ class Transport:
                                                "server); for a registry with a private CA give its CA bundle") from None
                     if attempt == self.retries:
                         what = "the answer was cut short" if isinstance(error, _CutShort) else "cannot reach the registry"
-                        raise self.error(call, f"{what} ({type(error).__name__}) after {self.retries + 1} attempts; "
+                        attempts = f"{self.retries + 1} attempts" if self.retries else "1 attempt"
+                        raise self.error(call, f"{what} ({type(error).__name__}) after {attempts}; "
                                                "check that it is up and the address is right") from None
                     self._pause(self.delay(attempt, None), call)
                     continue
@@ -315,6 +316,7 @@ class Transport:
                                    "the registry is too slow or keeps stalling")
         seconds = min(self.timeout, left)
         deadline = time.monotonic() + seconds
+        within = f"{seconds:g} s" if seconds == self.timeout else f"the {seconds:.1f} s left of the run's budget of {self.budget:g} s"
         for _ in range(MAX_REDIRECTS + 1):
             sent = dict(headers)
             if authorization and origin_of(url) == bound_to:
@@ -322,7 +324,7 @@ class Transport:
             try:
                 reply = self._exchange(method, url, sent, data, deadline, limit)
             except _Expired:
-                raise self.error(call, f"no complete answer within {seconds:g} s (the server stalls or sends too slowly); "
+                raise self.error(call, f"no complete answer within {within} (the server stalls or sends too slowly); "
                                        "try again later, or check the registry") from None
             except _TooLarge:
                 raise self.error(call, f"the answer is larger than {limit // 1024} KiB, far beyond what this request "
