@@ -122,6 +122,8 @@ class Registry:
         self.origin = origin
         self.credentials = credentials
         self.transport = Transport(registry, timeout, budget, retries, backoff, sleep, str(ca_bundle) if ca_bundle else None)
+        if credentials:
+            self.transport.secrets |= {credentials.password, credentials.basic.removeprefix("Basic ")} - {""}
         self.tokens: dict[str, str] = {}  # "service|scope" -> token
         self.basic_auth = False  # set once the registry asked for basic auth: later requests send it upfront
         self.lock = threading.Lock()
@@ -203,6 +205,7 @@ class Registry:
             raise self.error(token_call, 'the token answer holds no usable "token" or "access_token"')
         with self.lock:
             self.tokens[key] = token
+            self.transport.secrets.add(token)
         return token
 
     def _fail(self, call: str, reply: Reply) -> None:

@@ -94,7 +94,7 @@ class GitHubPackages:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _error(self, call: str, why: str) -> RegistryError:
-        return RegistryError(Problem(self.registry.registry, f"{call}: {why}"))
+        return self.registry.transport.error(call, why)
 
     def _refused(self, call: str, reply: Reply) -> None:
         if reply.status == 401:

@@ -250,11 +250,15 @@ class Transport:
         # Passed with every request: a session's `verify` loses to $REQUESTS_CA_BUNDLE, an explicit one does not.
         self.verify: str | bool = ca_bundle or True
         self.lock = threading.Lock()
+        self.secrets: set[str] = set()  # never in a message, whatever a server echoes back
         self.requests = 0  # every HTTP exchange: retries, redirects and token fetches included
         self.spent = 0.0  # seconds spent in requests, against the budget
 
     def error(self, call: str, why: str) -> RegistryError:
-        return RegistryError(Problem(self.name, f"{call}: {why}"))
+        message = f"{call}: {why}"
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            message = message.replace(secret, "****")
+        return RegistryError(Problem(self.name, message))
 
     def delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after and retry_after.strip().isdigit():
