@@ -84,7 +84,7 @@ class Request:
 @dataclass
 class Answer:
     """What to send. `length`: the Content-Length to declare ("auto": the body's; None: none, the end of
-    the body is the end of the connection)."""
+    the body is the end of the connection; any other value is sent as it is, "-1" or "abc" included)."""
 
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
@@ -208,13 +208,15 @@ class FakeOrigin:
             self.stopping.wait(120)
             handler.close_connection = True
             return
-        chunks: Iterable[bytes] = [answer.body] if isinstance(answer.body, bytes) else answer.body()
         length = len(answer.body) if answer.length == "auto" and isinstance(answer.body, bytes) else answer.length
         head = [f"HTTP/1.1 {answer.status} {_reason(answer.status)}"]
         head += [f"{key}: {value}" for key, value in answer.headers.items()]
-        if isinstance(length, int):
+        if length not in (None, "auto"):
             head.append(f"Content-Length: {length}")
-        else:
+        # No length, a length that is not the body's, or a body framed by the test's own headers: the end of
+        # the connection is the end of the body (a keep-alive client would otherwise wait for the rest).
+        honest = isinstance(length, int) and isinstance(answer.body, bytes) and length == len(answer.body)
+        if not honest or "Transfer-Encoding" in answer.headers:
             head.append("Connection: close")
             handler.close_connection = True
         data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
@@ -225,28 +227,24 @@ class FakeOrigin:
                 handler.wfile.write(data[index:index + 1])
                 handler.wfile.flush()
                 time.sleep(answer.head_pause)
-        elif request.method == "HEAD" or not isinstance(answer.body, bytes) or answer.pause:
+            data = b""
+        if request.method == "HEAD":
             handler.wfile.write(data)
-        else:  # one write: a head and a body in two small writes meet Nagle and delayed ACKs (40 ms each)
+            return
+        if isinstance(answer.body, bytes) and not answer.pause:
+            # one write: a head and a body in two small writes meet Nagle and delayed ACKs (40 ms each)
             handler.wfile.write(data + answer.body)
             self.sent_bytes += len(answer.body)
-            if len(answer.body) != length:
-                handler.close_connection = True
             return
-        if request.method == "HEAD":
-            return
-        sent = 0
-        for chunk in chunks:
+        handler.wfile.write(data)
+        for chunk in [answer.body] if isinstance(answer.body, bytes) else answer.body():
             if self.stopping.is_set():
                 return
             handler.wfile.write(chunk)
             handler.wfile.flush()
-            sent += len(chunk)
             self.sent_bytes += len(chunk)
             if answer.pause:
                 time.sleep(answer.pause)
-        if sent != length:  # no length, or a lie about it: the connection's end is the body's end
-            handler.close_connection = True
 
 
 def _reason(status: int) -> str:

@@ -72,7 +72,10 @@ class Origin:
 
 
 def origin_of(url: str) -> Origin | None:
-    """The origin of an http(s) URL; None for anything else (another scheme, no host, a bad port)."""
+    """The origin of an http(s) URL; None for anything else (another scheme, no host, a bad port, bytes
+    outside printable ASCII: a URL from a header must be percent-encoded)."""
+    if not (url.isascii() and url.isprintable()) or " " in url:
+        return None
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -81,6 +84,16 @@ def origin_of(url: str) -> Origin | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return None
     return Origin(parts.scheme, parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80))
+
+
+def joined(base: str, reference: str) -> str | None:
+    """A Location or Link reference resolved against the URL it came with; None when it is no usable
+    http(s) URL."""
+    try:
+        url = urljoin(base, reference.strip())
+    except ValueError:  # "http://[::1" and the like
+        return None
+    return url if origin_of(url) is not None else None
 
 
 def path_of(url: str) -> str:
@@ -201,6 +214,15 @@ class _WatchedAdapter(HTTPAdapter):
         return manager
 
 
+class _Session(requests.Session):
+    """Redirects are followed by Transport, one hop at a time; requests must not look at them at all (even
+    with allow_redirects=False it parses Location for Response.next, and a Location that is not UTF-8
+    raises UnicodeDecodeError there)."""
+
+    def get_redirect_target(self, response):
+        return None
+
+
 class _NoNetrc(AuthBase):
     """Set as the session's auth so that requests never adds ~/.netrc credentials for whatever host a
     registry names: credentials are decided here, per origin, and nowhere else."""
@@ -241,7 +263,7 @@ class Transport:
     ):
         self.name = name
         self.timeout, self.budget, self.retries, self.backoff, self.sleep = timeout, budget, retries, backoff, sleep
-        self.session = requests.Session()
+        self.session = _Session()
         self.session.mount("http://", _WatchedAdapter())
         self.session.mount("https://", _WatchedAdapter())
         self.session.auth = _NoNetrc()
@@ -342,9 +364,9 @@ class Transport:
                 raise self.error(call, f"the request failed ({type(error).__name__})") from None
             if reply.status not in _REDIRECTS or "Location" not in reply.headers:
                 return reply
-            target = urljoin(url, reply.headers["Location"])
-            if origin_of(target) is None:
-                raise self.error(call, f"redirected to {shown(target, 120)!r}, which is not an http(s) URL")
+            target = joined(url, reply.headers["Location"])
+            if target is None:
+                raise self.error(call, f"redirected to {shown(reply.headers['Location'], 120)!r}, which is not an http(s) URL")
             if reply.status == 303 or (reply.status in (301, 302) and method == "POST"):
                 method, data = ("HEAD" if method == "HEAD" else "GET"), None
             url = target
@@ -388,7 +410,9 @@ class Transport:
                          if entry.get("rel") == "next"), None)
             if not link:
                 return
-            following = urljoin(url, link)
+            following = joined(url, link)
+            if following is None:
+                raise self.error(call, f"the Link to the next page, {shown(link, 120)!r}, is not an http(s) URL")
             if origin_of(following) != origin:
                 raise self.error(call, f"the next page is on another origin ({shown(following, 120)}); a listing "
                                        f"is only followed on {origin}")
