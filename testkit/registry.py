@@ -106,6 +106,7 @@ class RegistryProcess:
     password: str = field(default_factory=lambda: "pw-" + uuid.uuid4().hex)
     port: int = field(default_factory=free_port)
     token: TokenServer | None = None
+    delete: bool = True  # storage.delete.enabled: without it the registry answers a manifest DELETE with 405
 
     @property
     def address(self) -> str:
@@ -130,7 +131,7 @@ class RegistryProcess:
         config = self.folder / "config.yml"
         config.write_text(
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-            f"    rootdirectory: {storage}\n  delete:\n    enabled: true\nhttp:\n  addr: {self.address}\n{auth}"
+            f"    rootdirectory: {storage}\n  delete:\n    enabled: {str(self.delete).lower()}\nhttp:\n  addr: {self.address}\n{auth}"
         )
         self.log = open(self.folder / "registry.log", "w")
         self.process = subprocess.Popen([binary, "serve", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
@@ -238,3 +239,59 @@ class FaultProxy:
                 handler.rfile.readline()
         length = int(handler.headers.get("Content-Length") or 0)
         return handler.rfile.read(length) if length else None
+
+
+class Seeder:
+    """Pushes small images and indexes straight through the distribution API (no engine): a config that
+    carries labels and a platform, no layers; an index of such images by platform, with a buildx-style
+    attestation entry."""
+
+    OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+    OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+
+    def __init__(self, address: str, auth: tuple[str, str] | None = None):
+        self.base, self.auth = f"http://{address}", auth
+
+    def blob(self, repository: str, data: bytes) -> str:
+        import hashlib
+
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        start = requests.post(f"{self.base}/v2/{repository}/blobs/uploads/", auth=self.auth, timeout=30)
+        start.raise_for_status()
+        location = start.headers["Location"]
+        location = location if location.startswith("http") else self.base + location
+        requests.put(location, params={"digest": digest}, data=data, auth=self.auth, timeout=30).raise_for_status()
+        return digest
+
+    def manifest(self, repository: str, reference: str, media_type: str, document: dict) -> str:
+        body = json.dumps(document).encode()
+        response = requests.put(f"{self.base}/v2/{repository}/manifests/{reference}", data=body, auth=self.auth,
+                                headers={"Content-Type": media_type}, timeout=30)
+        response.raise_for_status()
+        return response.headers["Docker-Content-Digest"]
+
+    def image(self, repository: str, tag: str, labels: dict[str, str], platform: str = "linux/amd64") -> str:
+        os_, architecture, *variant = platform.split("/")
+        config = json.dumps({"os": os_, "architecture": architecture, **({"variant": variant[0]} if variant else {}),
+                             "config": {"Labels": labels}, "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        descriptor = {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": self.blob(repository, config), "size": len(config)}
+        return self.manifest(repository, tag, self.OCI_MANIFEST,
+                             {"schemaVersion": 2, "mediaType": self.OCI_MANIFEST, "config": descriptor, "layers": []})
+
+    def index(self, repository: str, tag: str, images: dict[str, str]) -> str:
+        entries = []
+        for platform, digest in images.items():
+            os_, architecture, *variant = platform.split("/")
+            entries.append({"mediaType": self.OCI_MANIFEST, "digest": digest, "size": self._size(repository, digest),
+                            "platform": {"os": os_, "architecture": architecture, **({"variant": variant[0]} if variant else {})}})
+        first = next(iter(images.values()))
+        entries.append({"mediaType": self.OCI_MANIFEST, "digest": first, "size": self._size(repository, first),
+                        "platform": {"os": "unknown", "architecture": "unknown"},
+                        "annotations": {"vnd.docker.reference.type": "attestation-manifest", "vnd.docker.reference.digest": first}})
+        return self.manifest(repository, tag, self.OCI_INDEX, {"schemaVersion": 2, "mediaType": self.OCI_INDEX, "manifests": entries})
+
+    def _size(self, repository: str, digest: str) -> int:
+        response = requests.head(f"{self.base}/v2/{repository}/manifests/{digest}", auth=self.auth, timeout=30,
+                                 headers={"Accept": self.OCI_MANIFEST})
+        response.raise_for_status()
+        return int(response.headers["Content-Length"])

@@ -315,9 +315,11 @@ class Registry:
         scope = f"repository:{repository}:pull"
         fetch = lambda url: self.request("GET", path_of(url), scope=scope, ok=(200, 404), limit=LISTING_LIMIT)  # noqa: E731
         for reply in self.transport.pages(first, fetch, self.origin, f"GET {path_of(first)}"):
-            if reply.status == 404:
-                return []
             call = f"GET {path_of(reply.url)}"
+            if reply.status == 404:
+                if reply.url != first:
+                    raise self.error(call, "a later page of the tag list is not found (404)")
+                return []  # no such repository (yet)
             page = _json(self, call, reply, "a tag list").get("tags")
             if page is not None and (not isinstance(page, list) or not all(isinstance(tag, str) for tag in page)):
                 raise self.error(call, 'the tag list\'s "tags" is not a list of names')
