@@ -310,8 +310,8 @@ class Transport:
                     reply = self._follow(method, url, headers or {}, data, authorization, bound_to, limit, call)
                 except (requests.ConnectionError, _CutShort) as error:
                     if isinstance(error, requests.exceptions.SSLError):
-                        raise self.error(call, "the TLS connection failed (certificate not trusted, or not a TLS "
-                                               "server); for a registry with a private CA give its CA bundle") from None
+                        raise self.error(call, "the TLS connection failed (certificate not trusted, or not a TLS server); "
+                                               "for a registry with a private CA, set $REQUESTS_CA_BUNDLE to its CA bundle") from None
                     if attempt == self.retries:
                         what = "the answer was cut short" if isinstance(error, _CutShort) else "cannot reach the registry"
                         attempts = f"{self.retries + 1} attempts" if self.retries else "1 attempt"

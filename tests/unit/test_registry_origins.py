@@ -210,3 +210,13 @@ def test_redirect_loops_and_non_http_locations_are_refused(journal):
         registry.on("GET", r"/v2/", Answer(302, {"Location": "file:///etc/passwd"}))
         with pytest.raises(RegistryError, match="not an http"):
             client(registry).ping()
+
+
+def test_an_untrusted_certificate_is_one_clear_error_and_no_retry(ca, journal, monkeypatch):
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    with FakeRegistry(journal, tls=ca) as registry:
+        reg = Registry(registry.address, CREDENTIALS, insecure=False, retries=3, timeout=5)
+        with pytest.raises(RegistryError, match=r"GET /v2/: the TLS connection failed .* \$REQUESTS_CA_BUNDLE"):
+            reg.ping()
+        assert reg.requests == 1 and journal.credentials_by_origin() == {}
