@@ -166,7 +166,7 @@ class FakeOrigin:
         if tls is not None:
             self.server.socket = tls.server_context().wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
         self.scheme = "https" if tls else "http"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True).start()
 
     @property
     def address(self) -> str:
