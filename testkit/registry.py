@@ -61,23 +61,34 @@ class TokenServer:
                 pass
 
             def do_GET(self):
-                server._answer(self)
+                """The distribution spec's token request: Basic credentials, scopes in the query."""
+                expected = "Basic " + base64.b64encode(f"{server.user}:{server.password}".encode()).decode()
+                server._answer(self, self.headers.get("Authorization") == expected,
+                               parse_qs(urlsplit(self.path).query).get("scope", []))
+
+            def do_POST(self):
+                """The OAuth2 password grant that containerd (the engine's pusher) tries first: a form with
+                username, password and space-separated scopes."""
+                length = int(self.headers.get("Content-Length") or 0)
+                form = parse_qs(self.rfile.read(length).decode() if length else "")
+                given = (form.get("username", [""])[0], form.get("password", [""])[0])
+                scopes = [scope for field in form.get("scope", []) for scope in field.split()]
+                server._answer(self, form.get("grant_type") == ["password"] and given == (server.user, server.password), scopes)
 
         self.server = _serve(Handler)
         self.realm = f"http://127.0.0.1:{self.server.server_address[1]}/token"
 
-    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+    def _answer(self, handler: BaseHTTPRequestHandler, authorized: bool, scopes: list[str]) -> None:
         import jwt
         from cryptography.hazmat.primitives import serialization
 
-        query = parse_qs(urlsplit(handler.path).query)
-        expected = "Basic " + base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
-        if handler.headers.get("Authorization") != expected:
+        if not authorized:
             handler.send_response(401)
+            handler.send_header("Content-Length", "0")
             handler.end_headers()
             return
         access = []
-        for scope in query.get("scope", []):
+        for scope in scopes:
             kind, name, actions = scope.split(":", 2)
             access.append({"type": kind, "name": name, "actions": actions.split(",")})
         now = int(time.time())
