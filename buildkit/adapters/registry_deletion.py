@@ -20,7 +20,6 @@ sent as a Bearer token to the API's origin only, under registry_auth's rules.
 from __future__ import annotations
 
 import json
-import threading
 from urllib.parse import quote
 
 from buildkit.adapters.registry import DeletionUnsupported, Registry
@@ -128,24 +127,20 @@ class Deletion:
 
     def __init__(self, registry: Registry, github: GitHubPackages | None = None):
         self.registry, self.github = registry, github
-        self.distribution = True
-        self.lock = threading.Lock()
+        self.refusal: str | None = None  # the registry's answer to a DELETE, once it refused one
 
     def delete(self, repository: str, digest: str) -> None:
-        if self.distribution:
+        if self.refusal is None:
             try:
                 self.registry.delete_manifest(repository, digest)
                 return
             except DeletionUnsupported as refused:
-                with self.lock:
-                    self.distribution = False
-                if self.github is None:
-                    raise RetentionUnsupported(Problem(self.registry.registry, (
-                        f"{refused.problems[0].message}. The registry supports no deletion, so retention (--keep) cannot "
-                        "remove old nightly tags: run publish without --keep, or enable deletion in the registry "
-                        "(docker-registry: storage.delete.enabled: true)"))) from None
+                self.refusal = refused.problems[0].message
         if self.github is None:
-            raise RetentionUnsupported(Problem(self.registry.registry, "the registry supports no deletion; run publish without --keep"))
+            raise RetentionUnsupported(Problem(self.registry.registry, (
+                f"{self.refusal}. The registry supports no deletion, so retention (--keep) cannot remove old nightly "
+                "tags: run publish without --keep, or enable deletion in the registry (docker-registry: "
+                "storage.delete.enabled: true)")))
         self.github.delete(repository, digest)
 
 

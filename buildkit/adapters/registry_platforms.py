@@ -27,7 +27,7 @@ class Platform:
     def parse(cls, text: str) -> "Platform":
         parts = text.split("/")
         if not 2 <= len(parts) <= 3 or not all(_PART_RE.fullmatch(part) for part in parts):
-            raise UserError(Problem("platform", f"expected os/architecture[/variant] such as linux/amd64 or linux/arm64, got {text!r}"))
+            raise UserError(Problem("--platform", f"expected os/architecture[/variant] such as linux/amd64 or linux/arm64, got {text!r}"))
         return cls.of(*parts)
 
     @classmethod

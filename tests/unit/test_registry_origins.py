@@ -220,3 +220,13 @@ def test_an_untrusted_certificate_is_one_clear_error_and_no_retry(ca, journal, m
         with pytest.raises(RegistryError, match=r"GET /v2/: the TLS connection failed .* \$REQUESTS_CA_BUNDLE"):
             reg.ping()
         assert reg.requests == 1 and journal.credentials_by_origin() == {}
+
+
+def test_a_token_service_redirecting_elsewhere_sends_no_credentials_along(journal):
+    with FakeRegistry(journal) as registry, FakeTokenService(registry, CREDENTIALS.basic) as tokens, \
+            FakeTokenService(registry, None) as elsewhere:
+        registry.require_bearer(tokens.realm)
+        tokens.on("GET", r"/token", lambda request: Answer(307, {"Location": f"{elsewhere.url}/token?{request.path.split('?')[1]}"}))
+        client(registry).ping()
+        assert elsewhere.issued == 1 and not any(s.authorization for s in journal.at(elsewhere))
+        only_at(journal, tokens, CREDENTIALS.basic)
