@@ -188,6 +188,16 @@ class FaultProxy:
             def log_message(self, *args):
                 pass
 
+            def handle_one_request(self):
+                # The engine tries TLS first and falls back to plain HTTP only when the answer starts with
+                # "HTTP/" (containerd's HTTPFallback); http.server answers a ClientHello as HTTP/0.9, with no
+                # status line, so the push failed. Answer as Go's server (docker-registry) does.
+                if self.rfile.peek(1)[:1] == b"\x16":
+                    self.wfile.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request")
+                    self.close_connection = True
+                    return
+                super().handle_one_request()
+
             def _handle(self):
                 proxy._forward(self)
 
