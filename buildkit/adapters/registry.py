@@ -314,10 +314,10 @@ class Registry:
         tags: list[str] = []
         scope = f"repository:{repository}:pull"
         fetch = lambda url: self.request("GET", path_of(url), scope=scope, ok=(200, 404), limit=LISTING_LIMIT)  # noqa: E731
-        for reply in self.transport.pages(first, fetch, self.origin, f"GET {path_of(first)}"):
+        for page_number, reply in enumerate(self.transport.pages(first, fetch, self.origin, f"GET {path_of(first)}")):
             call = f"GET {path_of(reply.url)}"
             if reply.status == 404:
-                if reply.url != first:
+                if page_number:
                     raise self.error(call, "a later page of the tag list is not found (404)")
                 return []  # no such repository (yet)
             page = _json(self, call, reply, "a tag list").get("tags")
