@@ -61,23 +61,34 @@ class TokenServer:
                 pass
 
             def do_GET(self):
-                server._answer(self)
+                """The distribution spec's token request: Basic credentials, scopes in the query."""
+                expected = "Basic " + base64.b64encode(f"{server.user}:{server.password}".encode()).decode()
+                server._answer(self, self.headers.get("Authorization") == expected,
+                               parse_qs(urlsplit(self.path).query).get("scope", []))
+
+            def do_POST(self):
+                """The OAuth2 password grant that containerd (the engine's pusher) tries first: a form with
+                username, password and space-separated scopes."""
+                length = int(self.headers.get("Content-Length") or 0)
+                form = parse_qs(self.rfile.read(length).decode() if length else "")
+                given = (form.get("username", [""])[0], form.get("password", [""])[0])
+                scopes = [scope for field in form.get("scope", []) for scope in field.split()]
+                server._answer(self, form.get("grant_type") == ["password"] and given == (server.user, server.password), scopes)
 
         self.server = _serve(Handler)
         self.realm = f"http://127.0.0.1:{self.server.server_address[1]}/token"
 
-    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+    def _answer(self, handler: BaseHTTPRequestHandler, authorized: bool, scopes: list[str]) -> None:
         import jwt
         from cryptography.hazmat.primitives import serialization
 
-        query = parse_qs(urlsplit(handler.path).query)
-        expected = "Basic " + base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
-        if handler.headers.get("Authorization") != expected:
+        if not authorized:
             handler.send_response(401)
+            handler.send_header("Content-Length", "0")
             handler.end_headers()
             return
         access = []
-        for scope in query.get("scope", []):
+        for scope in scopes:
             kind, name, actions = scope.split(":", 2)
             access.append({"type": kind, "name": name, "actions": actions.split(",")})
         now = int(time.time())
@@ -106,6 +117,7 @@ class RegistryProcess:
     password: str = field(default_factory=lambda: "pw-" + uuid.uuid4().hex)
     port: int = field(default_factory=free_port)
     token: TokenServer | None = None
+    delete: bool = True  # storage.delete.enabled: without it the registry answers a manifest DELETE with 405
 
     @property
     def address(self) -> str:
@@ -130,7 +142,7 @@ class RegistryProcess:
         config = self.folder / "config.yml"
         config.write_text(
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-            f"    rootdirectory: {storage}\n  delete:\n    enabled: true\nhttp:\n  addr: {self.address}\n{auth}"
+            f"    rootdirectory: {storage}\n  delete:\n    enabled: {str(self.delete).lower()}\nhttp:\n  addr: {self.address}\n{auth}"
         )
         self.log = open(self.folder / "registry.log", "w")
         self.process = subprocess.Popen([binary, "serve", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
@@ -175,6 +187,16 @@ class FaultProxy:
 
             def log_message(self, *args):
                 pass
+
+            def handle_one_request(self):
+                # The engine tries TLS first and falls back to plain HTTP only when the answer starts with
+                # "HTTP/" (containerd's HTTPFallback); http.server answers a ClientHello as HTTP/0.9, with no
+                # status line, so the push failed. Answer as Go's server (docker-registry) does.
+                if self.rfile.peek(1)[:1] == b"\x16":
+                    self.wfile.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request")
+                    self.close_connection = True
+                    return
+                super().handle_one_request()
 
             def _handle(self):
                 proxy._forward(self)
@@ -238,3 +260,59 @@ class FaultProxy:
                 handler.rfile.readline()
         length = int(handler.headers.get("Content-Length") or 0)
         return handler.rfile.read(length) if length else None
+
+
+class Seeder:
+    """Pushes small images and indexes straight through the distribution API (no engine): a config that
+    carries labels and a platform, no layers; an index of such images by platform, with a buildx-style
+    attestation entry."""
+
+    OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+    OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+
+    def __init__(self, address: str, auth: tuple[str, str] | None = None):
+        self.base, self.auth = f"http://{address}", auth
+
+    def blob(self, repository: str, data: bytes) -> str:
+        import hashlib
+
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        start = requests.post(f"{self.base}/v2/{repository}/blobs/uploads/", auth=self.auth, timeout=30)
+        start.raise_for_status()
+        location = start.headers["Location"]
+        location = location if location.startswith("http") else self.base + location
+        requests.put(location, params={"digest": digest}, data=data, auth=self.auth, timeout=30).raise_for_status()
+        return digest
+
+    def manifest(self, repository: str, reference: str, media_type: str, document: dict) -> str:
+        body = json.dumps(document).encode()
+        response = requests.put(f"{self.base}/v2/{repository}/manifests/{reference}", data=body, auth=self.auth,
+                                headers={"Content-Type": media_type}, timeout=30)
+        response.raise_for_status()
+        return response.headers["Docker-Content-Digest"]
+
+    def image(self, repository: str, tag: str, labels: dict[str, str], platform: str = "linux/amd64") -> str:
+        os_, architecture, *variant = platform.split("/")
+        config = json.dumps({"os": os_, "architecture": architecture, **({"variant": variant[0]} if variant else {}),
+                             "config": {"Labels": labels}, "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        descriptor = {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": self.blob(repository, config), "size": len(config)}
+        return self.manifest(repository, tag, self.OCI_MANIFEST,
+                             {"schemaVersion": 2, "mediaType": self.OCI_MANIFEST, "config": descriptor, "layers": []})
+
+    def index(self, repository: str, tag: str, images: dict[str, str]) -> str:
+        entries = []
+        for platform, digest in images.items():
+            os_, architecture, *variant = platform.split("/")
+            entries.append({"mediaType": self.OCI_MANIFEST, "digest": digest, "size": self._size(repository, digest),
+                            "platform": {"os": os_, "architecture": architecture, **({"variant": variant[0]} if variant else {})}})
+        first = next(iter(images.values()))
+        entries.append({"mediaType": self.OCI_MANIFEST, "digest": first, "size": self._size(repository, first),
+                        "platform": {"os": "unknown", "architecture": "unknown"},
+                        "annotations": {"vnd.docker.reference.type": "attestation-manifest", "vnd.docker.reference.digest": first}})
+        return self.manifest(repository, tag, self.OCI_INDEX, {"schemaVersion": 2, "mediaType": self.OCI_INDEX, "manifests": entries})
+
+    def _size(self, repository: str, digest: str) -> int:
+        response = requests.head(f"{self.base}/v2/{repository}/manifests/{digest}", auth=self.auth, timeout=30,
+                                 headers={"Accept": self.OCI_MANIFEST})
+        response.raise_for_status()
+        return int(response.headers["Content-Length"])

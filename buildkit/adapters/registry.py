@@ -1,30 +1,37 @@
 """An OCI distribution-spec client on requests: what publishing needs and nothing that needs a daemon.
 
 Ping, anonymous / basic / bearer-token auth (from the WWW-Authenticate challenge, tokens cached per scope),
-manifests in all four media types, an image's config labels without pulling layers, tags with pagination,
-tagging by PUT of an existing manifest (no layer is pushed again), DELETE by digest. Every request has a
-timeout; connection errors, 429 and 5xx are retried with exponential backoff and jitter, honouring
-Retry-After. Credentials never reach a log or a message.
+manifests in all four media types, an image's config labels for a platform without pulling layers (OCI
+image indexes and Docker manifest lists included), tags with pagination, tagging by PUT of an existing
+manifest (no layer is pushed again), DELETE by digest.
+
+Every answer is treated as hostile until checked: bodies are capped (a manifest is at most 4 MiB by the
+distribution spec's guidance), each request has a total deadline and the run a budget
+(registry_transport), credentials go only where registry_auth allows, every digest is checked against
+the bytes it names, and anything malformed is one RegistryError naming the registry and the request.
+Connection errors, 429 and 5xx are retried with exponential backoff and jitter, honouring Retry-After.
 """
 
 from __future__ import annotations
 
-import base64
+import hashlib
 import json
-import os
-import random
 import re
 import threading
 import time
-import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urljoin
+from urllib.parse import urlencode, urlsplit
 
-import requests
+from buildkit.adapters.registry_auth import Credentials, load_credentials, may_receive_credentials
+from buildkit.adapters.registry_platforms import Platform, image_entries, pick, platform_of
+from buildkit.adapters.registry_transport import RegistryError, Reply, Transport, origin_of, path_of, shown
+from buildkit.errors import Problem
 
-from buildkit.errors import Problem, UserError
+__all__ = [
+    "Credentials", "DeletionUnsupported", "Manifest", "Registry", "RegistryError", "Resolved", "annotated", "load_credentials",
+]
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -32,55 +39,22 @@ OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX, DOCKER_LIST)
 INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
+MANIFEST_LIMIT = 4 * 1024 * 1024  # the distribution spec: registries SHOULD accept manifests up to 4 MiB
+CONFIG_LIMIT = 8 * 1024 * 1024  # an image config is kilobytes; its history grows with layers, not data
+TOKEN_LIMIT = 256 * 1024  # a token answer is a JWT or two: kilobytes
+LISTING_LIMIT = 4 * 1024 * 1024  # one page of tags
+SMALL_LIMIT = 64 * 1024  # answers whose body is not used (ping, PUT, DELETE)
+DEFAULT_PLATFORM = "linux/amd64"
+
 _CHALLENGE_RE = re.compile(r'(\w+)="([^"]*)"')
-_NEXT_RE = re.compile(r'<([^>]+)>;\s*rel="next"')
-USER_ENV, PASSWORD_ENV = "BUILDKIT_REGISTRY_USER", "BUILDKIT_REGISTRY_PASSWORD"
+_DIGEST_RE = re.compile(r"sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128}")
+_REPOSITORY_RE = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+_TOKEN_RE = re.compile(r"[\x21-\x7e]+")  # one header-safe word
 
 
-@dataclass(frozen=True)
-class Credentials:
-    username: str
-    password: str = field(repr=False)
-
-
-class RegistryError(UserError):
-    """The registry refused or failed a request: what, which registry, and what to do."""
-
-
-def load_credentials(registry: str, auth_file: Path | None = None, environ: dict | None = None) -> Credentials | None:
-    """--registry-auth-file (a docker config.json or {"username","password"}), else $BUILDKIT_REGISTRY_USER /
-    $BUILDKIT_REGISTRY_PASSWORD, else ~/.docker/config.json `auths`. None: anonymous."""
-    environ = os.environ if environ is None else environ
-    if auth_file is not None:
-        try:
-            document = json.loads(auth_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise UserError(Problem("--registry-auth-file", f"cannot read {auth_file} as JSON: {error}")) from None
-        found = _from_document(document, registry)
-        if found is None:
-            raise UserError(Problem("--registry-auth-file", f"{auth_file} holds no credentials for {registry}"))
-        return found
-    if environ.get(USER_ENV) and environ.get(PASSWORD_ENV):
-        return Credentials(environ[USER_ENV], environ[PASSWORD_ENV])
-    config = Path(environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
-    try:
-        return _from_document(json.loads(config.read_text(encoding="utf-8")), registry)
-    except (OSError, ValueError):
-        return None
-
-
-def _from_document(document: dict, registry: str) -> Credentials | None:
-    if "username" in document and "password" in document:
-        return Credentials(document["username"], document["password"])
-    for key, entry in (document.get("auths") or {}).items():
-        if key.removeprefix("https://").removeprefix("http://").split("/")[0] != registry:
-            continue
-        if entry.get("auth"):
-            username, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-            return Credentials(username, password)
-        if entry.get("username"):
-            return Credentials(entry["username"], entry.get("password", ""))
-    return None
+class DeletionUnsupported(RegistryError):
+    """The registry does not allow the distribution API's manifest DELETE (405 or UNSUPPORTED)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +63,20 @@ class Manifest:
     media_type: str
     body: bytes
 
+    @property
+    def is_index(self) -> bool:
+        return self.media_type in INDEX_TYPES
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a reference names for one platform: `digest` (an index, or a single-platform manifest) and
+    `platform_digest`, the image manifest for the platform (the same digest for a single manifest)."""
+
+    digest: str
+    platform_digest: str
+    platform: str
+
 
 def annotated(manifest: Manifest, annotations: dict[str, str]) -> Manifest:
     """A copy of a manifest with annotations added: the same config and layers under a digest of its own,
@@ -96,7 +84,16 @@ def annotated(manifest: Manifest, annotations: dict[str, str]) -> Manifest:
     document = json.loads(manifest.body)
     document["annotations"] = {**document.get("annotations", {}), **annotations}
     body = json.dumps(document, separators=(",", ":")).encode()
-    return Manifest("sha256:" + hashlib.sha256(body).hexdigest(), manifest.media_type, body)
+    return Manifest(_sha256(body), manifest.media_type, body)
+
+
+def _sha256(body: bytes) -> str:
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def _digest_of(digest: str, body: bytes) -> str:
+    algorithm = digest.split(":", 1)[0]
+    return f"{algorithm}:{hashlib.new(algorithm, body).hexdigest()}"
 
 
 class Registry:
@@ -109,90 +106,110 @@ class Registry:
         retries: int = 5,
         backoff: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
+        budget: float = 1800.0,
+        ca_bundle: Path | None = None,
     ):
+        """`timeout`: seconds for one request, redirects and body included; `budget`: seconds of request
+        time for the whole run; `insecure`: plain http (the default for a registry on this machine)."""
         self.registry = registry
-        host = registry.split(":")[0]
-        plain = insecure if insecure is not None else host in ("localhost", "127.0.0.1")
+        local = origin_of(f"http://{registry}")
+        if local is None or path_of(f"http://{registry}") != "/":
+            raise RegistryError(Problem(registry, "is not a registry address (expected host[:port], such as ghcr.io or localhost:5000)"))
+        plain = insecure if insecure is not None else local.loopback
         self.base = f"{'http' if plain else 'https'}://{registry}"
+        origin = origin_of(self.base)
+        assert origin is not None
+        self.origin = origin
         self.credentials = credentials
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
-        self.sleep = sleep
-        self.session = requests.Session()
-        self.tokens: dict[str, str] = {}
+        self.transport = Transport(registry, timeout, budget, retries, backoff, sleep, str(ca_bundle) if ca_bundle else None)
+        if credentials:
+            self.transport.secrets |= {credentials.password, credentials.basic.removeprefix("Basic ")} - {""}
+        self.tokens: dict[str, str] = {}  # "service|scope" -> token
         self.basic_auth = False  # set once the registry asked for basic auth: later requests send it upfront
         self.lock = threading.Lock()
-        self.requests = 0  # every HTTP request made, retries and token fetches included
 
-    # --- transport ----------------------------------------------------------------------------------------
+    @property
+    def requests(self) -> int:
+        """Every HTTP request made, retries, redirects and token fetches included."""
+        return self.transport.requests
 
-    def _send(self, method: str, url: str, **kwargs) -> requests.Response:
-        """One request with retries on connection errors, 429 and 5xx (backoff with jitter, Retry-After)."""
-        for attempt in range(self.retries + 1):
-            with self.lock:
-                self.requests += 1
-            try:
-                response = self.session.request(method, url, timeout=self.timeout, **kwargs)
-            except (requests.ConnectionError, requests.Timeout) as error:
-                if attempt == self.retries:
-                    raise RegistryError(Problem(self.registry, f"cannot reach the registry ({type(error).__name__}) "
-                                                               f"after {self.retries + 1} attempts; check that it is up and the address is right")) from None
-                self.sleep(self._delay(attempt, None))
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                if attempt == self.retries:
-                    return response
-                self.sleep(self._delay(attempt, response.headers.get("Retry-After")))
-                continue
-            return response
-        raise AssertionError("unreachable")  # pragma: no cover
+    # --- auth and requests --------------------------------------------------------------------------------
 
-    def _delay(self, attempt: int, retry_after: str | None) -> float:
-        if retry_after and retry_after.isdigit():
-            return float(retry_after)
-        return self.backoff * (2**attempt) * (0.5 + random.random())
+    def error(self, call: str, why: str) -> RegistryError:
+        return self.transport.error(call, why)
 
-    def _token(self, challenge: str, scope: str) -> str:
+    def _authorization(self, scope: str) -> str | None:
+        with self.lock:
+            token = next((value for key, value in self.tokens.items() if key.endswith(f"|{scope}")), None)
+        if token:
+            return f"Bearer {token}"
+        if self.credentials and self.basic_auth:
+            return self.credentials.basic
+        return None
+
+    def request(self, method: str, path: str, scope: str, ok: tuple[int, ...] = (200,), *, limit: int = SMALL_LIMIT,
+                headers: dict[str, str] | None = None, data: bytes | None = None) -> Reply:
+        call = f"{method} {path}"
+        url = self.base + path
+        authorization = self._authorization(scope)
+        reply = self._send(method, url, limit, headers, data, authorization, call)
+        if reply.status == 401:
+            challenge = reply.headers.get("WWW-Authenticate", "")
+            kind = challenge.split(" ", 1)[0].lower()
+            if kind == "bearer":
+                stale = bool(authorization and authorization.startswith("Bearer "))  # expired, or too narrow
+                token = self._token(challenge, scope, call, refresh=stale)
+                reply = self._send(method, url, limit, headers, data, f"Bearer {token}", call)
+            elif kind == "basic" and self.credentials and authorization != self.credentials.basic:
+                self.basic_auth = True
+                reply = self._send(method, url, limit, headers, data, self.credentials.basic, call)
+        if reply.status not in ok:
+            self._fail(call, reply)
+        return reply
+
+    def _send(self, method, url, limit, headers, data, authorization, call) -> Reply:
+        return self.transport.send(method, url, limit=limit, headers=headers, data=data,
+                                   authorization=authorization, bound_to=self.origin, call=call)
+
+    def _token(self, challenge: str, scope: str, call: str, refresh: bool) -> str:
         params = dict(_CHALLENGE_RE.findall(challenge))
-        key = f"{params.get('service')}|{scope}"
-        if key in self.tokens:
-            return self.tokens[key]
-        auth = (self.credentials.username, self.credentials.password) if self.credentials else None
-        query = {"service": params.get("service", ""), "scope": scope}
-        response = self._send("GET", params.get("realm", ""), params=query, auth=auth)
-        if response.status_code in (401, 403):
-            raise RegistryError(Problem(self.registry, f"the token service refused the credentials ({response.status_code}); "
-                                                       "check --registry-auth-file, $BUILDKIT_REGISTRY_USER/PASSWORD or docker login"))
-        response.raise_for_status()
-        document = response.json()
-        token = document.get("token") or document.get("access_token", "")
-        self.tokens[key] = token
+        realm = params.get("realm", "")
+        key = f"{params.get('service', '')}|{scope}"
+        with self.lock:
+            if key in self.tokens and not refresh:
+                return self.tokens[key]
+        realm_origin = origin_of(realm)
+        if realm_origin is None:
+            raise self.error(call, f"the registry asked for a bearer token without a usable realm ({shown(realm, 120)!r})")
+        named = f"{realm_origin}{urlsplit(realm).path}"
+        authorization = None
+        if self.credentials:
+            if not may_receive_credentials(self.origin, realm_origin):
+                raise self.error(call, f"refusing to send the credentials to the token service {shown(named, 160)} that the "
+                                       f"registry's challenge names: credentials go only to {self.origin} itself, or to a token "
+                                       "service over https when the registry is on https (plain http only when both are on "
+                                       "this machine); check the registry address")
+            authorization = self.credentials.basic
+        token_call = f"GET {shown(named, 160)} (token for {scope})"
+        query = urlencode({"service": params.get("service", ""), "scope": scope})
+        reply = self.transport.send("GET", f"{realm}{'&' if '?' in realm else '?'}{query}", limit=TOKEN_LIMIT,
+                                    authorization=authorization, bound_to=realm_origin, call=token_call)
+        if reply.status in (401, 403):
+            raise self.error(token_call, f"the token service refused the credentials ({reply.status}); check "
+                                         "--registry-auth-file, $BUILDKIT_REGISTRY_USER/PASSWORD or docker login")
+        if reply.status != 200:
+            self._fail(token_call, reply)
+        document = _json(self, token_call, reply, "a token answer")
+        token = document.get("token") or document.get("access_token")
+        if not isinstance(token, str) or not _TOKEN_RE.fullmatch(token):
+            raise self.error(token_call, 'the token answer holds no usable "token" or "access_token"')
+        with self.lock:
+            self.tokens[key] = token
+            self.transport.secrets.add(token)
         return token
 
-    def request(self, method: str, path: str, scope: str, ok: tuple[int, ...] = (200,), **kwargs) -> requests.Response:
-        url = urljoin(self.base, path)
-        headers = dict(kwargs.pop("headers", {}))
-        key = next((k for k in self.tokens if k.endswith(f"|{scope}")), None)
-        if key:
-            headers["Authorization"] = f"Bearer {self.tokens[key]}"
-        elif self.credentials and self.basic_auth:
-            kwargs["auth"] = (self.credentials.username, self.credentials.password)
-        response = self._send(method, url, headers=headers, **kwargs)
-        if response.status_code == 401:
-            challenge = response.headers.get("WWW-Authenticate", "")
-            if challenge.lower().startswith("bearer"):
-                headers["Authorization"] = f"Bearer {self._token(challenge, scope)}"
-                response = self._send(method, url, headers=headers, **kwargs)
-            elif challenge.lower().startswith("basic") and self.credentials:
-                self.basic_auth = True
-                response = self._send(method, url, headers=headers, auth=(self.credentials.username, self.credentials.password), **kwargs)
-        if response.status_code not in ok:
-            self._fail(method, path, response)
-        return response
-
-    def _fail(self, method: str, path: str, response: requests.Response) -> None:
-        status = response.status_code
+    def _fail(self, call: str, reply: Reply) -> None:
+        status = reply.status
         if status == 401:
             why = "authentication failed: give credentials with --registry-auth-file, $BUILDKIT_REGISTRY_USER/PASSWORD or docker login"
         elif status == 403:
@@ -200,8 +217,8 @@ class Registry:
         elif status == 404:
             why = "not found (404)"
         else:
-            why = f"the registry answered {status}: {response.text[:200].strip()}"
-        raise RegistryError(Problem(self.registry, f"{method} {path}: {why}"))
+            why = f"the registry answered {status}: {shown(reply.text)}"
+        raise self.error(call, why)
 
     # --- API ----------------------------------------------------------------------------------------------
 
@@ -210,62 +227,222 @@ class Registry:
 
     def head_manifest(self, repository: str, reference: str) -> str | None:
         """The digest a tag or digest resolves to, or None when the registry does not have it."""
-        response = self.request(
-            "HEAD", f"/v2/{repository}/manifests/{reference}", scope=f"repository:{repository}:pull",
-            ok=(200, 404), headers={"Accept": ", ".join(MANIFEST_TYPES)},
-        )
-        return response.headers.get("Docker-Content-Digest") if response.status_code == 200 else None
+        path = self._manifest_path(repository, reference)
+        reply = self.request("HEAD", path, scope=f"repository:{repository}:pull", ok=(200, 404),
+                             headers={"Accept": ", ".join(MANIFEST_TYPES)})
+        if reply.status == 404:
+            return None
+        digest = reply.headers.get("Docker-Content-Digest", "").strip()
+        if _DIGEST_RE.fullmatch(digest) and (digest == reference or not _DIGEST_RE.fullmatch(reference)):
+            return digest
+        found = self.find_manifest(repository, reference)  # no usable digest header: hash the manifest itself
+        return found.digest if found else None
 
     def get_manifest(self, repository: str, reference: str) -> Manifest:
         manifest = self.find_manifest(repository, reference)
         if manifest is None:
-            raise RegistryError(Problem(self.registry, f"GET /v2/{repository}/manifests/{reference}: not found (404)"))
+            raise self.error(f"GET {self._manifest_path(repository, reference)}", "not found (404)")
         return manifest
 
     def find_manifest(self, repository: str, reference: str) -> Manifest | None:
-        response = self.request(
-            "GET", f"/v2/{repository}/manifests/{reference}", scope=f"repository:{repository}:pull",
-            ok=(200, 404), headers={"Accept": ", ".join(MANIFEST_TYPES)},
-        )
-        if response.status_code == 404:
+        """The manifest, checked: a known media type, a JSON object of the right shape, and a digest that is
+        the hash of its bytes (the reference itself when it is a digest)."""
+        path = self._manifest_path(repository, reference)
+        call = f"GET {path}"
+        reply = self.request("GET", path, scope=f"repository:{repository}:pull", ok=(200, 404), limit=MANIFEST_LIMIT,
+                             headers={"Accept": ", ".join(MANIFEST_TYPES)})
+        if reply.status == 404:
             return None
-        media_type = response.headers.get("Content-Type", "").split(";")[0] or json.loads(response.content).get("mediaType", "")
-        return Manifest(response.headers.get("Docker-Content-Digest", ""), media_type, response.content)
+        document = _json(self, call, reply, "a manifest")
+        header_type = reply.headers.get("Content-Type", "").split(";")[0].strip()
+        media_type = header_type if header_type in MANIFEST_TYPES else document.get("mediaType")
+        if media_type not in MANIFEST_TYPES:
+            raise self.error(call, f"the answer is not an image manifest or index (Content-Type {shown(header_type, 80)!r})")
+        _check_shape(self, call, media_type, document)
+        claimed = reply.headers.get("Docker-Content-Digest", "").strip()
+        if _DIGEST_RE.fullmatch(reference) and _digest_of(reference, reply.body) != reference:
+            raise self.error(call, f"the manifest's bytes hash to {_digest_of(reference, reply.body)}, not the digest asked "
+                                   "for: the registry served other content")
+        if _DIGEST_RE.fullmatch(claimed) and _digest_of(claimed, reply.body) != claimed:
+            raise self.error(call, f"Docker-Content-Digest says {claimed} but the manifest's bytes hash to "
+                                   f"{_digest_of(claimed, reply.body)}")
+        digest = reference if _DIGEST_RE.fullmatch(reference) else claimed if _DIGEST_RE.fullmatch(claimed) else _sha256(reply.body)
+        return Manifest(digest, media_type, reply.body)
 
-    def image_labels(self, repository: str, reference: str) -> tuple[str, dict[str, str]] | None:
-        """(digest, config labels) of an image without pulling layers, in two requests; None if absent."""
+    def image_labels(self, repository: str, reference: str, platform: str = DEFAULT_PLATFORM) -> tuple[str, dict[str, str]] | None:
+        """(digest, config labels) of the image for `platform`, without pulling layers; the digest is the
+        reference's own (an index's, for a multi-platform image). None when the reference is absent or has
+        no image for the platform."""
+        wanted = Platform.parse(platform)
         manifest = self.find_manifest(repository, reference)
         if manifest is None:
             return None
-        document = json.loads(manifest.body)
-        if manifest.media_type in INDEX_TYPES:
-            entry = next((m for m in document.get("manifests", []) if m.get("platform", {}).get("architecture") == "amd64"),
-                         (document.get("manifests") or [None])[0])
-            if entry is None:
-                return manifest.digest, {}
-            document = json.loads(self.get_manifest(repository, entry["digest"]).body)
-        blob = self.request("GET", f"/v2/{repository}/blobs/{document['config']['digest']}", scope=f"repository:{repository}:pull")
-        return manifest.digest, dict((json.loads(blob.content).get("config") or {}).get("Labels") or {})
+        image = self._image_for(repository, manifest, wanted)
+        if image is None:
+            return None
+        return manifest.digest, _labels(image[1])
+
+    def platform_labels(self, repository: str, reference: str) -> dict[str, tuple[str, dict[str, str]]] | None:
+        """Platform ("linux/arm64") -> (its image manifest's digest, config labels), for every image of an
+        index, or the one of a single manifest; None when the reference is absent."""
+        manifest = self.find_manifest(repository, reference)
+        if manifest is None:
+            return None
+        if not manifest.is_index:
+            config = self._config(repository, manifest)
+            return {str(self._config_platform(repository, manifest, config)): (manifest.digest, _labels(config))}
+        found: dict[str, tuple[str, dict[str, str]]] = {}
+        for platform, entry in image_entries(json.loads(manifest.body)["manifests"]):
+            if str(platform) not in found:
+                child = self._child(repository, entry["digest"])
+                found[str(platform)] = (child.digest, _labels(self._config(repository, child)))
+        return found
+
+    def resolve_digest(self, repository: str, reference: str, platform: str = DEFAULT_PLATFORM) -> Resolved:
+        """The digests a reference resolves to for `platform` (see Resolved); a RegistryError when the
+        reference is absent or has no image for the platform. For pinning base images."""
+        wanted = Platform.parse(platform)
+        manifest = self.get_manifest(repository, reference)
+        image = self._image_for(repository, manifest, wanted)
+        if image is None:
+            raise self.error(f"GET {self._manifest_path(repository, reference)}",
+                             f"no image for {wanted}; it has {', '.join(self._platforms(repository, manifest)) or 'none'}")
+        return Resolved(manifest.digest, image[0].digest, str(wanted))
 
     def list_tags(self, repository: str) -> list[str]:
+        first = f"{self.base}/v2/{self._repository(repository)}/tags/list?n=100"
         tags: list[str] = []
-        path: str | None = f"/v2/{repository}/tags/list?n=100"
-        while path:
-            response = self.request("GET", path, scope=f"repository:{repository}:pull", ok=(200, 404))
-            if response.status_code == 404:
-                return []
-            tags.extend(response.json().get("tags") or [])
-            found = _NEXT_RE.search(response.headers.get("Link", ""))
-            path = found.group(1) if found else None
+        scope = f"repository:{repository}:pull"
+        fetch = lambda url: self.request("GET", path_of(url), scope=scope, ok=(200, 404), limit=LISTING_LIMIT)  # noqa: E731
+        for page_number, reply in enumerate(self.transport.pages(first, fetch, self.origin, f"GET {path_of(first)}")):
+            call = f"GET {path_of(reply.url)}"
+            if reply.status == 404:
+                if page_number:
+                    raise self.error(call, "a later page of the tag list is not found (404)")
+                return []  # no such repository (yet)
+            page = _json(self, call, reply, "a tag list").get("tags")
+            if page is not None and (not isinstance(page, list) or not all(isinstance(tag, str) for tag in page)):
+                raise self.error(call, 'the tag list\'s "tags" is not a list of names')
+            tags.extend(page or [])
         return tags
 
     def put_manifest(self, repository: str, tag: str, manifest: Manifest) -> str:
         """Tags an existing manifest: the same bytes under another name, so no layer moves."""
-        response = self.request(
-            "PUT", f"/v2/{repository}/manifests/{tag}", scope=f"repository:{repository}:pull,push",
-            ok=(201,), data=manifest.body, headers={"Content-Type": manifest.media_type},
-        )
-        return response.headers.get("Docker-Content-Digest", manifest.digest)
+        self.request("PUT", self._manifest_path(repository, tag), scope=f"repository:{repository}:pull,push",
+                     ok=(201,), data=manifest.body, headers={"Content-Type": manifest.media_type})
+        return _sha256(manifest.body)
 
     def delete_manifest(self, repository: str, digest: str) -> None:
-        self.request("DELETE", f"/v2/{repository}/manifests/{digest}", scope=f"repository:{repository}:delete", ok=(202,))
+        """The distribution API's DELETE; DeletionUnsupported where the registry does not offer it."""
+        path = self._manifest_path(repository, digest)
+        reply = self.request("DELETE", path, scope=f"repository:{repository}:delete", ok=(202, 400, 405))
+        if reply.status == 202:
+            return
+        if reply.status == 405 or "UNSUPPORTED" in _error_codes(reply):
+            raise DeletionUnsupported(Problem(self.registry, f"DELETE {path}: the registry does not allow deleting manifests ({reply.status})"))
+        self._fail(f"DELETE {path}", reply)
+
+    # --- helpers ------------------------------------------------------------------------------------------
+
+    def _repository(self, repository: str) -> str:
+        if not _REPOSITORY_RE.fullmatch(repository) or len(repository) > 255:
+            raise RegistryError(Problem(self.registry, f"{shown(repository, 120)!r} is not a repository name"))
+        return repository
+
+    def _manifest_path(self, repository: str, reference: str) -> str:
+        if not (_TAG_RE.fullmatch(reference) or _DIGEST_RE.fullmatch(reference)):
+            raise RegistryError(Problem(self.registry, f"{shown(reference, 160)!r} is neither a tag nor a digest"))
+        return f"/v2/{self._repository(repository)}/manifests/{reference}"
+
+    def _child(self, repository: str, digest: str) -> Manifest:
+        """An image manifest an index points to (a nested index is not an image)."""
+        child = self.get_manifest(repository, digest)
+        if child.is_index:
+            raise self.error(f"GET {self._manifest_path(repository, digest)}", "an index inside an index; expected an image manifest")
+        return child
+
+    def _config(self, repository: str, manifest: Manifest) -> dict:
+        """An image's config, checked: its bytes hash to the digest the manifest names, and its labels
+        (`config.Labels`, either may be null) are a map of strings."""
+        digest = json.loads(manifest.body)["config"]["digest"]
+        path = f"/v2/{self._repository(repository)}/blobs/{digest}"
+        reply = self.request("GET", path, scope=f"repository:{repository}:pull", limit=CONFIG_LIMIT)
+        if _digest_of(digest, reply.body) != digest:
+            raise self.error(f"GET {path}", "the config's bytes do not hash to its digest: the registry served other content")
+        config = _json(self, f"GET {path}", reply, "an image config")
+        inner = config.get("config") or {}
+        labels = inner.get("Labels") or {} if isinstance(inner, dict) else None
+        if not isinstance(labels, dict) or not all(isinstance(value, str) for value in labels.values()):
+            raise self.error(f"GET {path}", 'the image config\'s "config.Labels" is not a map of strings')
+        return config
+
+    def _config_platform(self, repository: str, manifest: Manifest, config: dict) -> Platform:
+        platform = platform_of(config)
+        if platform is None:
+            raise self.error(f"GET /v2/{repository}/blobs/{json.loads(manifest.body)['config']['digest']}",
+                             'the image config names no platform ("os" and "architecture" are required)')
+        return platform
+
+    def _image_for(self, repository: str, manifest: Manifest, wanted: Platform) -> tuple[Manifest, dict] | None:
+        """(image manifest, config) serving `wanted`, or None."""
+        if manifest.is_index:
+            entry = pick(json.loads(manifest.body)["manifests"], wanted)
+            if entry is None:
+                return None
+            child = self._child(repository, entry["digest"])
+            return child, self._config(repository, child)
+        config = self._config(repository, manifest)
+        return (manifest, config) if wanted.accepts(self._config_platform(repository, manifest, config)) else None
+
+    def _platforms(self, repository: str, manifest: Manifest) -> list[str]:
+        if manifest.is_index:
+            return [str(platform) for platform, _ in image_entries(json.loads(manifest.body)["manifests"])]
+        return [str(self._config_platform(repository, manifest, self._config(repository, manifest)))]
+
+
+def _json(registry: Registry, call: str, reply: Reply, what: str) -> dict:
+    """The body as a JSON object, or one RegistryError saying what came instead."""
+    try:
+        document = json.loads(reply.body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise registry.error(call, f"expected {what} (JSON), got bytes that are not UTF-8 text") from None
+    except (ValueError, RecursionError):
+        start = shown(reply.text, 60)
+        hint = " (an HTML page: a proxy or login portal in the way?)" if start.lstrip().startswith("<") else ""
+        raise registry.error(call, f"expected {what} (JSON), got {len(reply.body)} bytes that are not JSON{hint}: {start!r}") from None
+    if not isinstance(document, dict):
+        raise registry.error(call, f"expected {what} (a JSON object), got a JSON {type(document).__name__}")
+    return document
+
+
+def _check_shape(registry: Registry, call: str, media_type: str, document: dict) -> None:
+    """An image manifest has a `config` descriptor; an index has `manifests`, a list of descriptors;
+    every descriptor's digest is a digest (it becomes part of a URL)."""
+    if media_type in INDEX_TYPES:
+        entries = document.get("manifests")
+        if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+            raise registry.error(call, 'the index has no "manifests" list')
+        descriptors = entries
+    else:
+        config = document.get("config")
+        if not isinstance(config, dict):
+            raise registry.error(call, 'the manifest has no "config"')
+        descriptors = [config]
+    for descriptor in descriptors:
+        digest = descriptor.get("digest")
+        if not isinstance(digest, str) or not _DIGEST_RE.fullmatch(digest):
+            raise registry.error(call, f"a descriptor's digest {shown(str(digest), 80)!r} is not a sha256/sha512 digest")
+
+
+def _labels(config: dict) -> dict[str, str]:
+    """Labels of a config that Registry._config checked."""
+    return dict((config.get("config") or {}).get("Labels") or {})
+
+
+def _error_codes(reply: Reply) -> set[str]:
+    """The distribution spec's error codes in an error answer ({"errors": [{"code": ...}]}), if any."""
+    try:
+        errors = json.loads(reply.body).get("errors")
+        return {error["code"] for error in errors if isinstance(error.get("code"), str)}
+    except (ValueError, RecursionError, AttributeError, TypeError):
+        return set()

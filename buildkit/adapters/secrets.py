@@ -16,11 +16,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from buildkit.errors import Problem, UserError
 
-_USERINFO_RE = re.compile(r"://([^/@\s]+)@")
+# The user-info ends at the LAST "@" before the path, as URL parsers (and pip) read it: a password with an
+# unencoded "@" ("https://user:p@ss@host/") is all of "user:p@ss", not "user:p".
+_USERINFO_RE = re.compile(r"://([^/\s]+)@")
 PIP_CONF_SECRET = "pip_conf"
 CA_BUNDLE_SECRET = "ca_bundle"
 
@@ -46,12 +48,33 @@ class IndexSettings:
 
 
 def credentials_in(text: str) -> list[str]:
-    """The user-info parts of every URL in a text (tokens often sit in the user name, so all of it)."""
+    """The user-info of every URL in a text, whole, and its user name and password (tokens often sit in
+    the user name), each also percent-decoded as pip decodes them; the password is split at the first ":"
+    only, so a password containing ":" is covered whole."""
     found = []
     for userinfo in _USERINFO_RE.findall(text):
-        found.append(userinfo)
-        found.extend(part for part in userinfo.split(":") if len(part) >= 4)
+        found.append(userinfo)  # whole, however short
+        user, _, password = userinfo.partition(":")
+        for value in (userinfo, user, password):
+            found.extend(v for v in (value, unquote(value)) if len(v) >= 4)
     return found
+
+
+def _parse_error(path: Path, error: configparser.Error) -> str:
+    """What is wrong with a pip.conf, by line number and names only: configparser's own messages quote the
+    offending line, and that line is where an index URL carries its token."""
+    lineno = getattr(error, "lineno", None)
+    where = f"{path}:{lineno}" if lineno else str(path)
+    if isinstance(error, configparser.MissingSectionHeaderError):
+        return f"{where}: a setting before any section header; pip.conf starts with [global]"
+    if isinstance(error, configparser.ParsingError):
+        lines = ", ".join(str(number) for number, _ in error.errors[:5])
+        return f"{path}: line(s) {lines} are neither a setting (name = value) nor a [section]"
+    if isinstance(error, configparser.DuplicateOptionError):
+        return f"{where}: setting {error.option!r} appears twice in [{error.section}]"
+    if isinstance(error, configparser.DuplicateSectionError):
+        return f"{where}: section [{error.section}] appears twice"
+    return f"{where}: {type(error).__name__}"
 
 
 def _check_url(option: str, url: str) -> None:
@@ -83,7 +106,7 @@ def build_secrets(settings: IndexSettings) -> Iterator[tuple[dict[str, Path], Re
                 try:
                     config.read_string(text)
                 except configparser.Error as error:
-                    raise UserError(Problem("--pip-conf", f"{settings.pip_conf} is not a pip configuration file: {error}")) from None
+                    raise UserError(Problem("--pip-conf", f"not a pip configuration file: {_parse_error(settings.pip_conf, error)}")) from None
             if not config.has_section("global"):
                 config.add_section("global")
             if settings.index_url:

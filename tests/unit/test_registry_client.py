@@ -6,6 +6,7 @@ import base64
 import json
 
 from buildkit.adapters.registry import DOCKER_MANIFEST, Credentials, Manifest, Registry, annotated, load_credentials
+from buildkit.adapters.registry_transport import MAX_RETRY_AFTER
 
 
 def test_credentials_from_docker_config(tmp_path):
@@ -43,7 +44,8 @@ def test_annotated_copy_has_its_own_digest_and_same_content():
 
 def test_retry_delay_honours_retry_after_and_backs_off():
     registry = Registry("127.0.0.1:1", backoff=0.5)
-    assert registry._delay(3, "7") == 7.0
-    delays = [registry._delay(attempt, None) for attempt in range(4)]
+    assert registry.transport.delay(3, "7") == 7.0
+    assert registry.transport.delay(0, "99999999") == MAX_RETRY_AFTER  # a hostile Retry-After does not hold the run
+    delays = [registry.transport.delay(attempt, None) for attempt in range(4)]
     assert all(0.25 * 2**a <= d <= 0.75 * 2**a for a, d in enumerate(delays))
     assert registry.base == "http://127.0.0.1:1" and Registry("ghcr.io").base == "https://ghcr.io"

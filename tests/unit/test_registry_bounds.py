@@ -1,0 +1,126 @@
+"""Bounds: a total deadline per request (trickling heads and bodies, servers that never answer), a budget
+per run, a cap on answer sizes; against fake origins on 127.0.0.1 that misbehave on purpose."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from buildkit.adapters.registry import Registry, RegistryError
+from testkit.fake_registry import Answer, FakeRegistry, endless, json_answer, trickle
+
+DEADLINE = 1.0
+
+
+@pytest.fixture
+def registry():
+    with FakeRegistry() as fake:
+        fake.add_image("team/app", "1.0", {"a": "b"})
+        yield fake
+
+
+def client(fake: FakeRegistry, **options) -> Registry:
+    return Registry(fake.address, retries=options.pop("retries", 0), timeout=options.pop("timeout", DEADLINE), **options)
+
+
+def fails_at_the_deadline(call, expected: str = "no complete answer within 1 s") -> str:
+    started = time.monotonic()
+    with pytest.raises(RegistryError) as caught:
+        call()
+    elapsed = time.monotonic() - started
+    assert DEADLINE - 0.1 <= elapsed < DEADLINE + 1.5, elapsed
+    assert expected in str(caught.value)
+    return str(caught.value)
+
+
+def test_a_body_trickling_a_byte_at_a_time_fails_at_the_deadline(registry):
+    reg = client(registry)
+    reg.ping()  # the trickle then comes on a reused keep-alive connection
+    registry.on("GET", r"/v2/team/app/manifests/slow", Answer(200, {"Content-Type": "application/json"},
+                                                            trickle(b'{"schemaVersion": 2}' * 10), pause=0.5))
+    message = fails_at_the_deadline(lambda: reg.find_manifest("team/app", "slow"))
+    assert message.startswith(f"{registry.address}: GET /v2/team/app/manifests/slow:")
+
+
+def test_a_trickling_status_line_and_headers_fail_at_the_deadline(registry):
+    registry.on("GET", r"/v2/team/app/manifests/slow", Answer(200, {"X-Pad": "x" * 40}, b"{}", head_pause=0.5))
+    fails_at_the_deadline(lambda: client(registry).find_manifest("team/app", "slow"))
+
+
+def test_a_server_that_never_answers_fails_at_the_deadline_without_retrying(registry):
+    registry.on("GET", r"/v2/", Answer(stall=True))
+    reg = client(registry, retries=5)
+    fails_at_the_deadline(reg.ping)
+    assert reg.requests == 1
+
+
+def test_a_200_mb_manifest_is_refused_from_its_length_without_reading_it(registry):
+    registry.on("GET", r"/v2/team/app/manifests/big", Answer(200, {}, endless(200 << 20), length=(200 << 20) + 30))
+    started = time.monotonic()
+    with pytest.raises(RegistryError, match="larger than 4096 KiB"):
+        client(registry).find_manifest("team/app", "big")
+    assert time.monotonic() - started < 1.5
+    assert registry.sent_bytes < 64 << 20  # what the kernel buffers took before the client hung up
+
+
+def test_a_200_mb_manifest_without_a_length_is_refused_at_the_cap(registry):
+    registry.on("GET", r"/v2/team/app/manifests/big", Answer(200, {}, endless(200 << 20), length=None))
+    started = time.monotonic()
+    with pytest.raises(RegistryError, match="larger than 4096 KiB"):
+        client(registry).find_manifest("team/app", "big")
+    assert time.monotonic() - started < 1.5
+    assert registry.sent_bytes < 64 << 20
+
+
+def test_a_huge_token_answer_is_refused(registry):
+    registry.require_bearer(f"{registry.url}/token")
+    registry.on("GET", r"/token", Answer(200, {}, endless(50 << 20), length=None))
+    with pytest.raises(RegistryError, match="GET http://127.0.0.1:[0-9]+/token .*larger than 256 KiB"):
+        client(registry).ping()
+
+
+def test_a_huge_error_body_is_cut_not_read_whole(registry):
+    registry.on("GET", r"/v2/", Answer(400, {}, endless(100 << 20), length=None))
+    with pytest.raises(RegistryError, match="the registry answered 400"):
+        client(registry).ping()
+    assert registry.sent_bytes < 64 << 20
+
+
+def test_the_run_budget_bounds_the_time_spent_over_all_requests(registry):
+    registry.on("GET", r"/v2/", Answer(stall=True))
+    reg = client(registry, budget=1.5)
+    fails_at_the_deadline(reg.ping)
+    started = time.monotonic()
+    with pytest.raises(RegistryError, match=r"no complete answer within the 0.5 s left of the run's budget of 1.5 s"):
+        reg.ping()
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(RegistryError, match="budget of 1.5 s for registry requests is spent"):
+        reg.ping()
+
+
+def test_retry_after_beyond_the_budget_fails_now_instead_of_sleeping(registry):
+    slept = []
+    registry.on("GET", r"/v2/", Answer(503, {"Retry-After": "3600"}))
+    reg = client(registry, retries=3, budget=30.0, sleep=slept.append)
+    with pytest.raises(RegistryError, match="would be spent waiting to retry"):
+        reg.ping()
+    assert slept == [] and reg.requests == 1
+
+
+def test_retries_through_429_and_500_keep_working(registry):
+    slept, answers = [], [Answer(500), Answer(429, {"Retry-After": "1"}), json_answer({})]
+    registry.on("GET", r"/v2/", lambda request: answers.pop(0))
+    reg = client(registry, retries=5, sleep=slept.append)
+    reg.ping()
+    assert reg.requests == 3 and slept[1] == 1.0
+
+
+def test_a_refused_connection_is_retried_then_named(registry):
+    address = registry.address
+    registry.stop()
+    slept = []
+    reg = Registry(address, retries=2, timeout=DEADLINE, sleep=slept.append)
+    with pytest.raises(RegistryError, match="cannot reach the registry .* after 3 attempts"):
+        reg.ping()
+    assert len(slept) == 2
