@@ -5,7 +5,7 @@ smoke test saw, so an operator can tell what was tested where without trusting t
 verdict and every check, the torch build, each device (model, arch) with each kernel's error and time,
 the host (runner, GPU driver), the date, and the identity the image's labels declare.
 
-Pure: the caller supplies the clock, the host name and the driver version (TestRun).
+Pure: the caller supplies the clock, the host name and the driver version (SmokeRun).
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ _KERNEL_FIELDS = ("name", "passed", "error", "threshold", "seconds", "failure")
 
 
 @dataclass(frozen=True)
-class TestRun:
+class SmokeRun:
     """Where and when the smoke test ran: facts from the world, handed in by the caller."""
-
-    __test__ = False  # not a pytest test class, despite its name
 
     tested_at: str  # UTC, 2026-11-30T02:00:00Z
     runner: str  # CI runner name, else the host name
@@ -47,7 +45,7 @@ def host_driver(host: HostFacts, vendor: str) -> str:
     return ""
 
 
-def gpu_predicate(verdict: Verdict, identity: ImageIdentity, run: TestRun) -> dict[str, Any]:
+def gpu_predicate(verdict: Verdict, identity: ImageIdentity, run: SmokeRun) -> dict[str, Any]:
     """The predicate of a smoke test's verdict: JSON-ready, keys in a stable order."""
     report = verdict.report or {}
     devices = []
