@@ -121,10 +121,10 @@ def passing_gpu_test(predicate: Any, vendor: str, gpu_arch: str | None = None) -
         if not any(d.get("arch") == wanted for d in ran):
             seen = ", ".join(sorted({str(d.get("arch")) for d in ran}))
             return False, f"kernels ran on {seen}, not on {wanted}"
-    return True, tested_where(predicate)
+    return True, gpu_test_summary(predicate)
 
 
-def tested_where(predicate: Mapping[str, Any]) -> str:
+def gpu_test_summary(predicate: Mapping[str, Any]) -> str:
     """One line: GPU models and archs, driver, torch build, date, runner."""
     counts: dict[str, int] = {}
     for device in predicate.get("devices") or []:

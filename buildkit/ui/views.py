@@ -11,7 +11,7 @@ from buildkit.adapters.hipify import HipifyReport
 from buildkit.app.routing import Detection, DoctorReport
 from buildkit.app.smoke import ParityResult
 from buildkit.app.verify import Verification
-from buildkit.core.attestation import tested_where
+from buildkit.core.attestation import gpu_test_summary
 from buildkit.core.host import HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core.plan import Note
@@ -145,7 +145,7 @@ def verification_lines(verification: Verification) -> list[str]:
     what = f" ({identity.vendor.display} {identity.vendor.backend_label(identity.backend_version)}, {identity.target or 'no target label'})" if identity else ""
     lines = [f"{verification.image}{what}"]
     lines += [f"  {'ok  ' if fact.ok else 'FAIL'}  {fact.name}: {fact.detail}" for fact in verification.facts]
-    lines += [f"  tested: {tested_where(predicate)}" for predicate in verification.gpu_tests]
+    lines += [f"  tested: {gpu_test_summary(predicate)}" for predicate in verification.gpu_tests]
     if not verification.verified:
         lines.append("signatures not checked: these facts are what the registry holds, not proof of who made them")
     elif verification.passed:
@@ -164,5 +164,5 @@ def verification_json(verification: Verification) -> dict:
         "vendor": identity.vendor.name if identity else None,
         "target": identity.target if identity else None,
         "checks": [{"name": f.name, "passed": f.ok, "detail": f.detail} for f in verification.facts],
-        "gpu_tests": [{"summary": tested_where(p), "predicate": p} for p in verification.gpu_tests],
+        "gpu_tests": [{"summary": gpu_test_summary(p), "predicate": p} for p in verification.gpu_tests],
     }
