@@ -104,11 +104,11 @@ class Cosign:
 
     def __post_init__(self) -> None:
         explicit = self.executable or self.environ.get(COSIGN_ENV, "")
-        found = shutil.which(explicit or "cosign")
+        found = shutil.which(explicit or "cosign", path=self.environ.get("PATH", os.defpath))
         if found is None:
             where = f"{explicit!r} (${COSIGN_ENV})" if explicit else "cosign on PATH"
             raise CosignError(Problem("cosign", f"{where} not found: install cosign 2.x (Debian 13: apt-get install cosign; "
-                                                "or a release from github.com/sigstore/cosign) or point ${COSIGN_ENV} at it"))
+                                                f"or a release from github.com/sigstore/cosign) or point ${COSIGN_ENV} at it"))
         self.executable = found
         self.redact = Redactor([self.environ.get(PASSWORD_ENV, ""), *([self.credentials.password] if self.credentials else [])])
 
