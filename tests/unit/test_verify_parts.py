@@ -97,7 +97,7 @@ def test_missing_cosign_is_one_message_and_exit_1(tmp_path):
     with pytest.raises(CosignError) as raised:
         Cosign("127.0.0.1:5000", environ={"BUILDKIT_COSIGN": str(tmp_path / "cosign"), "PATH": os.environ["PATH"]})
     assert raised.value.exit_code == 1
-    assert "(BUILDKIT_COSIGN) not found: install cosign 2.x" in str(raised.value)
+    assert "($BUILDKIT_COSIGN) not found: install cosign 2.x" in str(raised.value) and str(raised.value).endswith("point $BUILDKIT_COSIGN at it")
 
 
 def test_cosign_is_found_on_path_or_refused(tmp_path):
