@@ -113,7 +113,8 @@ def _clients(reference: ImageReference, access: RegistryAccess) -> tuple[Registr
 
 
 def _pinned(registry: Registry, reference: ImageReference) -> str:
-    digest = reference.digest or registry.head_manifest(reference.repository, reference.tag or "latest")
+    # a digest is looked up too: the registry must hold it before cosign is asked anything about it
+    digest = registry.head_manifest(reference.repository, reference.digest or reference.tag or "latest")
     if not digest:
         raise UserError(Problem(str(reference), f"no such image in {reference.registry}"))
     return reference.pinned(digest)
