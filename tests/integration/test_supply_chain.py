@@ -20,7 +20,7 @@ import pytest
 
 from buildkit.adapters import engine
 from buildkit.adapters.cosign import Cosign, CosignError, Signer, Trust
-from buildkit.adapters.registry import Registry
+from buildkit.adapters.registry import Registry, load_credentials
 from buildkit.app.smoke import smoke_test
 from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, sign
 from buildkit.core.attestation import GPU_TEST_TYPE
@@ -210,3 +210,27 @@ def test_cosign_refusals_are_one_message_exit_1(setup):
     gone = Cosign(down.split("/")[0], environ=dict(os.environ))
     with pytest.raises(CosignError, match=r"the registry 127\.0\.0\.1:\d+ refused cosign verify: .*connection refused"):
         gone.verify(down, Trust(key=setup.pub()))
+
+
+def test_credentials_reach_cosign_through_a_private_docker_config(client, setup, tmp_path):
+    """A registry with htpasswd auth: cosign gets the credentials (never as an argument) and signs; without
+    them the registry's refusal is one message."""
+    private = RegistryProcess(tmp_path / "private", auth="htpasswd").start()
+    reference = f"{private.address}/supply/pytorch:auth"
+    try:
+        client.images.get(setup.local).tag(f"{private.address}/supply/pytorch", "auth")
+        engine.push_image(client, reference, private.user, private.password)
+        credentials = load_credentials(private.address, private.auth_file())
+        digest = Registry(private.address, credentials).head_manifest("supply/pytorch", "auth")
+        pinned = f"{private.address}/supply/pytorch@{digest}"
+        environ = {**os.environ, "COSIGN_PASSWORD": PASSWORD, "DOCKER_CONFIG": str(tmp_path / "no-docker-config")}
+        Cosign(private.address, credentials, environ=environ).sign(pinned, Signer(setup.key()))
+        assert Cosign(private.address, credentials, environ=environ).verify(pinned, Trust(key=setup.pub())).ok
+        with pytest.raises(CosignError) as raised:
+            Cosign(private.address, environ=environ).verify(pinned, Trust(key=setup.pub()))
+        assert raised.value.exit_code == 1
+        assert str(raised.value).startswith(f"{pinned}: the registry {private.address} refused cosign verify: ")
+        assert private.password not in str(raised.value)
+    finally:
+        client.images.remove(reference, force=True)
+        private.stop()

@@ -138,3 +138,9 @@ def test_verify_needs_a_registry_reference_and_a_trust(cli):
     assert result.code == 2 and "name the registry the image was published to" in result.err
     result = cli("verify", "127.0.0.1:5000/img:1", "--key", "k.pub", "--certificate-identity", "me")
     assert result.code == 2 and result.err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["verify", "sbom"])
+def test_help(cli, command):
+    result = cli(command, "--help")
+    assert result.code == 0 and f"usage: buildkit {command}" in result.out and "--certificate-identity" in result.out
