@@ -10,6 +10,7 @@ For publishing (wired in by app/publish.py):
   attach_sbom(cosign, client, local_image, pushed, signer)        # generate from the built image, attest
   attest_gpu(cosign, pushed, verdict, identity, host, gpu_mode, signer)  # after a smoke test on a GPU runner
   gpu_attestation(cosign, pushed, trust, vendor) -> predicate | None     # gate floating tags on it
+For `doctor IMAGE`: published_facts(image, trust=None) -> (Verification | None, why not).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from buildkit.errors import Problem, UserError
 
 __all__ = [
     "RegistryAccess", "Signer", "Trust", "Verification", "attach_sbom", "attest_gpu", "gpu_attestation", "image_sbom",
-    "sign", "supply_chain_client", "trust_of", "verify_image",
+    "published_facts", "sign", "supply_chain_client", "trust_of", "verify_image",
 ]
 
 
@@ -210,6 +211,19 @@ def verify_image(image: str, trust: Trust | None, gpu_arch: str | None = None, a
         else:
             facts.append(Fact("gpu test", False, f"no passing test on {scope}: " + "; ".join(dict.fromkeys(reasons))))
     return Verification(pinned, identity, tuple(facts), tuple(passing), provenance, verified=trust is not None)
+
+
+def published_facts(image: str, trust: Trust | None = None, access: RegistryAccess = RegistryAccess()) -> tuple[Verification | None, str]:
+    """For `doctor IMAGE`: the facts verify reads (signatures checked only with a trust), or (None, why not)
+    when the image names no registry, or the registry or cosign cannot answer. Never raises for those:
+    doctor reports them and goes on."""
+    reference = ImageReference.parse(image)
+    if reference is None or not reference.registry:
+        return None, "the image names no registry: signatures and attestations live in a registry"
+    try:
+        return verify_image(image, trust, access=access), ""
+    except UserError as error:
+        return None, str(error)
 
 
 def _signature(cosign: Cosign, pinned: str, trust: Trust | None) -> tuple[bool, str]:

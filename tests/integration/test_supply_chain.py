@@ -16,17 +16,19 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from buildkit.adapters import engine
 from buildkit.adapters.cosign import Cosign, CosignError, Signer, Trust
 from buildkit.adapters.registry import Registry, load_credentials
 from buildkit.app.smoke import smoke_test
-from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, sign
+from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, published_facts, sign
 from buildkit.core.attestation import GPU_TEST_TYPE
 from buildkit.core.host import Gpu, HostFacts
 from buildkit.core.judge import judge
 from buildkit.core.labels import ImageIdentity
+from buildkit.ui import views
 from testkit.gpu_reports import gpu_report_double
 from testkit.registry import RegistryProcess, free_port
 from testkit.wheels import torch_double
@@ -90,8 +92,16 @@ def setup(client, base_image, docker_env, tmp_path_factory):
     digest = Registry(registry.address).head_manifest("supply/pytorch", local.rpartition(":")[2])
     cosign = Cosign(registry.address, environ={**os.environ, "COSIGN_PASSWORD": PASSWORD})
     yield Setup(registry, local, f"{registry.address}/supply/pytorch@{digest}", keys, cosign)
-    client.images.remove(local, force=True)
     registry.stop()
+    _remove(client, local)
+
+
+def _remove(client, reference: str) -> None:
+    """Best effort, as the shared engine's other users may be removing images too."""
+    try:
+        client.images.remove(reference, force=True)
+    except docker.errors.APIError:
+        pass
 
 
 def verify(cli, setup: Setup, *extra: str, key: str | None = None):
@@ -189,6 +199,14 @@ def test_supply_chain_end_to_end(cli, client, setup):
     assert result.code == 0 and {c.get("purl", "") for c in local["components"]} == purls
     assert "generated from" in result.err
 
+    # doctor's view without a key: the same facts, marked as not checked
+    facts, why = published_facts(setup.local)
+    assert why == "" and not facts.verified and not facts.passed
+    assert [(f.name, f.ok) for f in facts.facts] == [("signature", True), ("provenance", True), ("sbom", True), ("gpu test", True)]
+    assert facts.facts[0].detail.startswith("not checked")
+    assert views.verification_lines(facts)[-1].startswith("signatures not checked")
+    assert published_facts("python:3.11-slim-bookworm") == (None, "the image names no registry: signatures and attestations live in a registry")
+
 
 def test_an_image_the_registry_lacks_is_named(cli, setup):
     missing = f"{setup.registry.address}/supply/pytorch@sha256:{'0' * 64}"
@@ -196,6 +214,8 @@ def test_an_image_the_registry_lacks_is_named(cli, setup):
     assert result.code == 2 and result.err == f"error: {missing}: no such image in {setup.registry.address}\n"
     result = cli("sbom", f"{setup.registry.address}/supply/pytorch:no-such-tag")
     assert result.code == 2 and "no such image" in result.err
+    facts, why = published_facts(missing)
+    assert facts is None and why == f"{missing}: no such image in {setup.registry.address}"
 
 
 def test_cosign_refusals_are_one_message_exit_1(setup):
@@ -232,5 +252,5 @@ def test_credentials_reach_cosign_through_a_private_docker_config(client, setup,
         assert str(raised.value).startswith(f"{pinned}: the registry {private.address} refused cosign verify: ")
         assert private.password not in str(raised.value)
     finally:
-        client.images.remove(reference, force=True)
         private.stop()
+        _remove(client, reference)
