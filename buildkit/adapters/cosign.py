@@ -34,7 +34,7 @@ PASSWORD_ENV = "COSIGN_PASSWORD"
 TIMEOUT = 300  # seconds per cosign call: each is a few registry round trips
 _KEY_URI_SCHEMES = ("awskms://", "gcpkms://", "azurekms://", "hashivault://", "k8s://", "gitlab://", "env://", "pkcs11:", "https://", "http://")
 # cosign's words when a signature or attestation is absent or not trusted: a finding, not an error
-_NOT_SIGNED = ("no signatures found", "no matching signatures", "no matching attestations",
+_NOT_SIGNED = ("no signatures found", "no matching signatures", "no matching attestations", "found no attestations",
                "none of the attestations matched", "no certificate found", "expected identity not found")
 
 

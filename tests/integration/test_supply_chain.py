@@ -119,6 +119,9 @@ def test_supply_chain_end_to_end(cli, client, setup):
     assert "ok    provenance: built by https://mobyproject.org/buildkit@v1; from pkg:docker/python@3.11-slim-bookworm" in result.out
     assert f"fingerprint {FINGERPRINT[:12]}" in result.out
     assert "FAIL  sbom: no SBOM attestation" in result.out and "FAIL  gpu test: no GPU test attestation" in result.out
+    facts, why = published_facts(setup.local)  # doctor's view, signatures not checked
+    assert why == "" and [(f.name, f.ok, f.detail) for f in facts.facts][2:] == [
+        ("sbom", False, "no SBOM attestation is attached"), ("gpu test", False, "no GPU test attestation is attached")]
 
     # signed, SBOM attached: the GPU test is what is missing
     sign(setup.cosign, setup.pinned, signer)
