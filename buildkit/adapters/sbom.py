@@ -19,12 +19,6 @@ from typing import Mapping
 import docker
 import docker.errors
 import requests.exceptions
-from cyclonedx.model import Property
-from cyclonedx.model.bom import Bom
-from cyclonedx.model.component import Component, ComponentType
-from cyclonedx.output.json import JsonV1Dot5
-from packageurl import PackageURL
-
 from buildkit import __version__
 from buildkit.core import labels as label_keys
 from buildkit.core.reference import ImageReference
@@ -72,6 +66,14 @@ def image_inventory(client: docker.DockerClient, image: str, timeout: int = INVE
 def cyclonedx(contents: Contents, name: str, version: str, image_labels: Mapping[str, str]) -> dict:
     """The CycloneDX 1.5 document: the image as the described component (its buildkit labels as
     properties), the OS, then every deb and Python package with its purl."""
+    # imported here, not at the top: the library takes about 0.35 s to import, which every buildkit command
+    # would pay at start (the CLI imports this module through app.verify)
+    from cyclonedx.model import Property
+    from cyclonedx.model.bom import Bom
+    from cyclonedx.model.component import Component, ComponentType
+    from cyclonedx.output.json import JsonV1Dot5
+    from packageurl import PackageURL
+
     root = Component(
         name=name, version=version, type=ComponentType.CONTAINER, bom_ref=f"image:{name}@{version}",
         properties=[Property(name=key, value=value) for key, value in sorted(image_labels.items())
