@@ -16,14 +16,17 @@ from rich.console import Console
 
 from buildkit import __version__
 from buildkit.app import routing
+from buildkit.app.compat_check import check_compat
 from buildkit.app.build import BuildOptions, IndexSettings, build_selection
 from buildkit.app.hipify_preflight import PreflightOptions, preflight
 from buildkit.app.publish import PublishOptions, publish_selection
 from buildkit.app.render_tree import write_tree
 from buildkit.app.smoke import GPU_MODES, parity, test_images
 from buildkit.app.targets import Choices, SourceOptions, github_matrix, select_targets, target_json
+from buildkit.app.verify import RegistryAccess, image_sbom, trust_of, verify_image
 from buildkit.errors import UserError
 from buildkit.ui import views
+from buildkit.ui.compat import compat_json, compat_markdown
 from buildkit.ui.console import LiveDisplay, PlainDisplay
 from buildkit.ui.report import run_markdown, verdict_json, write_publish_reports, write_reports
 
@@ -136,7 +139,28 @@ def build_parser() -> argparse.ArgumentParser:
     compat_check.add_argument("--data", type=Path, metavar="PATH", help="compatibility data file (default: the one shipped with buildkit)")
     compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file (exit 0 once it agrees)")
     compat_check.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+
+    verify = commands.add_parser("verify", help="check a published image: signature, provenance, SBOM and a signed passing GPU test")
+    verify.add_argument("image", help="REGISTRY/REPOSITORY:TAG or @sha256:DIGEST")
+    _supply_chain_options(verify)
+    verify.add_argument("--gpu-arch", help="also require that the GPU test ran on this arch (gfx942, sm_90)")
+    verify.add_argument("--json", action="store_true", help="print JSON instead of lines")
+
+    sbom = commands.add_parser("sbom", help="print an image's CycloneDX SBOM: its registry attestation, or generated from a local image")
+    sbom.add_argument("image", help="a registry reference (reads its attestation) or an image in the engine")
+    _supply_chain_options(sbom)
+    sbom.add_argument("--local", action="store_true", help="generate it from the image in the engine, even for a registry reference")
+    sbom.add_argument("--out", type=Path, help="write it to this file instead of standard output")
     return parser
+
+
+def _supply_chain_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--key", help="cosign public key file or KMS URI whose signature counts")
+    parser.add_argument("--certificate-identity", help="keyless: the identity the signing certificate must name (the CI workflow)")
+    parser.add_argument("--certificate-oidc-issuer", help="keyless: its OIDC issuer, e.g. https://token.actions.githubusercontent.com")
+    parser.add_argument("--tlog", action="store_true", help="with --key: also require a transparency log entry")
+    parser.add_argument("--registry-auth-file", type=Path, help="credentials: a docker config.json or {\"username\", \"password\"}")
+    parser.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the registry (localhost is plain by default)")
 
 
 def _host_options(parser: argparse.ArgumentParser) -> None:
@@ -320,15 +344,37 @@ def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.app.compat_check import check_compat
-    from buildkit.ui.compat import compat_json, compat_markdown
-
     outcome = check_compat(args.index, args.data, args.write)
     if args.json:
-        print(json.dumps(compat_json(outcome), indent=2))
+        sys.stdout.write(json.dumps(compat_json(outcome), indent=2) + "\n")
     else:
-        print(compat_markdown(outcome), end="")
+        sys.stdout.write(compat_markdown(outcome))
     return 0 if outcome.agrees else 1
+
+
+def cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
+    trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog)
+    verification = verify_image(args.image, trust, args.gpu_arch, RegistryAccess(args.registry_auth_file, args.insecure_registry))
+    if args.json:
+        sys.stdout.write(json.dumps(views.verification_json(verification), indent=2) + "\n")
+    else:
+        for line in views.verification_lines(verification):
+            views.say(out, line)
+    return 0 if verification.passed else 1
+
+
+def cmd_sbom(args: argparse.Namespace, out: Console, err: Console) -> int:
+    trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog, required=False)
+    result = image_sbom(args.image, trust, args.local, RegistryAccess(args.registry_auth_file, args.insecure_registry))
+    text = json.dumps(result.document, indent=2) + "\n"
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    views.say(err, f"sbom: {result.source}")
+    for note in result.notes:
+        views.say(err, f"note: {note}")
+    return 0
 
 
 COMMANDS = {
@@ -344,6 +390,8 @@ COMMANDS = {
     ("doctor", None): cmd_doctor,
     ("hipify", None): cmd_hipify,
     ("compat", "check"): cmd_compat_check,
+    ("verify", None): cmd_verify,
+    ("sbom", None): cmd_sbom,
 }
 
 

@@ -10,6 +10,8 @@ from rich.table import Table
 from buildkit.adapters.hipify import HipifyReport
 from buildkit.app.routing import Detection, DoctorReport
 from buildkit.app.smoke import ParityResult
+from buildkit.app.verify import Verification
+from buildkit.core.attestation import gpu_test_summary
 from buildkit.core.host import HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core.plan import Note
@@ -135,3 +137,32 @@ def hipify_lines(report: HipifyReport) -> list[str]:
         detail = "" if unit.status == "ok" else f": {unit.summary}"
         lines.append(f"  {unit.file} for {report.offload_arch}: {note}{detail}")
     return lines
+
+
+def verification_lines(verification: Verification) -> list[str]:
+    """`buildkit verify` (and doctor's supply-chain facts): one line per check, then what was tested where."""
+    identity = verification.identity
+    what = f" ({identity.vendor.display} {identity.vendor.backend_label(identity.backend_version)}, {identity.target or 'no target label'})" if identity else ""
+    lines = [f"{verification.image}{what}"]
+    lines += [f"  {'ok  ' if fact.ok else 'FAIL'}  {fact.name}: {fact.detail}" for fact in verification.facts]
+    lines += [f"  tested: {gpu_test_summary(predicate)}" for predicate in verification.gpu_tests]
+    if not verification.verified:
+        lines.append("signatures not checked: these facts are what the registry holds, not proof of who made them")
+    elif verification.passed:
+        lines.append("verified: signed, built with provenance, SBOM attached, and tested on its GPU vendor")
+    else:
+        lines.append(f"NOT verified: {', '.join(fact.name for fact in verification.facts if not fact.ok)} failed")
+    return lines
+
+
+def verification_json(verification: Verification) -> dict:
+    identity = verification.identity
+    return {
+        "image": verification.image,
+        "passed": verification.passed,
+        "signatures_checked": verification.verified,
+        "vendor": identity.vendor.name if identity else None,
+        "target": identity.target if identity else None,
+        "checks": [{"name": f.name, "passed": f.ok, "detail": f.detail} for f in verification.facts],
+        "gpu_tests": [{"summary": gpu_test_summary(p), "predicate": p} for p in verification.gpu_tests],
+    }
