@@ -7,10 +7,9 @@ set -euo pipefail
 tag=${1:-python:3.11-slim-bookworm}
 docker=${DOCKER:-docker}
 platforms=${BASE_PLATFORMS:-linux/amd64 linux/arm64}
+marker=dev.buildkit.base-platforms
 present() {
-  for platform in $platforms; do
-    "$docker" image inspect --platform "$platform" "$tag" >/dev/null 2>&1 || return 1
-  done
+  [ "$("$docker" image inspect --format "{{ index .Config.Labels \"$marker\" }}" "$tag" 2>/dev/null)" = "$platforms" ]
 }
 if present; then
   echo "base image $tag already present for: $platforms"
@@ -36,5 +35,6 @@ ADD rootfs-${TARGETARCH}.tar /
 ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
 CMD ["python3"]
 EOF
+echo "LABEL $marker=\"$platforms\"" >> "$work/Dockerfile"
 "$docker" buildx build --quiet --provenance=false --platform "$(echo $platforms | tr ' ' ,)" --load -t "$tag" "$work" >/dev/null
 echo "built base image $tag for: $platforms"

@@ -23,7 +23,7 @@ from buildkit.app.publish import PublishOptions, publish_selection
 from buildkit.app.render_tree import write_tree
 from buildkit.app.smoke import GPU_MODES, parity, test_images
 from buildkit.app.targets import Choices, SourceOptions, github_matrix, select_targets, target_json
-from buildkit.app.verify import RegistryAccess, image_sbom, trust_of, verify_image
+from buildkit.app.verify import RegistryAccess, image_sbom, signer_of, trust_of, verify_image
 from buildkit.errors import UserError
 from buildkit.ui import views
 from buildkit.ui.compat import compat_json, compat_markdown
@@ -91,6 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--keep", type=_positive, help="keep the newest N nightly date tags per target, delete older ones this tool created")
     publish.add_argument("--dry-run", action="store_true", help="say what would be built and skipped; build and push nothing")
     publish.add_argument("--no-registry-cache", action="store_true", help="do not read or write the registry build cache")
+    publish.add_argument("--require-published", action="store_true",
+                         help="build nothing: move tags only for images already published with this fingerprint (and, with "
+                              "the GPU gate, a passing GPU test); fail for any that is not (the nightly's tag job)")
+    publish.add_argument("--gpu-gate", choices=("on", "off"), default="on",
+                         help="on (default): floating tags move only for images with a passing GPU test of their vendor, "
+                              "run here or attested and signed; off: without one (CPU-only publishing)")
+    publish.add_argument("--sign", metavar="KEY", help="sign each pushed digest and attach its SBOM and GPU test, signed with "
+                                                       "this cosign key (file or KMS URI; password in $COSIGN_PASSWORD)")
+    publish.add_argument("--keyless", action="store_true", help="sign keyless (the CI job's OIDC identity, e.g. GitHub Actions)")
+    publish.add_argument("--verify-key", metavar="PUB", help="public key whose GPU test attestations count (images not tested in this run)")
+    publish.add_argument("--certificate-identity", help="keyless signer whose GPU test attestations count")
+    publish.add_argument("--certificate-oidc-issuer", help="the OIDC issuer of --certificate-identity")
     publish.add_argument("--no-provenance", action="store_true", help="push without BuildKit's SLSA provenance attestation")
     publish.add_argument("--report", type=Path, help="JSON report path (default: OUT/publish.json; Markdown next to it)")
 
@@ -271,7 +283,11 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
     options, settings = _build_settings(args)
-    publish_options = PublishOptions(nightly=args.nightly, date=args.date or "", keep=args.keep, dry_run=args.dry_run)
+    publish_options = PublishOptions(
+        nightly=args.nightly, date=args.date or "", keep=args.keep, dry_run=args.dry_run, require_published=args.require_published,
+        gpu_gate=args.gpu_gate == "on", signer=signer_of(args.sign, args.keyless),
+        trust=trust_of(args.verify_key, args.certificate_identity, args.certificate_oidc_issuer, required=False),
+    )
     display = _display(err)
     with display:
         run = publish_selection(

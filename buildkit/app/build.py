@@ -85,6 +85,7 @@ class TargetResult:
     smoke: Verdict | None = None  # the first platform's (the native one's, when it is built)
     platform_smoke: dict[str, Verdict] = field(default_factory=dict)
     digest: str = ""  # the manifest (or index) digest BuildKit produced
+    pushed: bool = False  # the builder pushed it (by digest, untagged): publish tags it in the registry
 
     @property
     def efficiency(self) -> float | None:
@@ -110,6 +111,7 @@ class BuildRun:
     pairs: list[PairResult]
     interrupted: bool = False
     engine_lost: bool = False
+    engine_host: str | None = None  # the engine the images are in (a docker-context builder's), None: the default
 
     @property
     def failed(self) -> bool:
@@ -249,6 +251,7 @@ class BuildRunner:
         result.seconds = round(time.monotonic() - started, 2)
         if outcome.returncode == 0 and outcome.digest:
             result.digest = outcome.digest
+            result.pushed = bool(push_to)
             if push_to:  # built and pushed elsewhere: the smoke test runs the pushed digest here
                 image = engine.pull_image(self.client, f"{target.image_name}@{outcome.digest}", *self.options.pull_credentials)
             else:
@@ -380,4 +383,6 @@ def build_targets(
         registry = rendered[0].target.registry if rendered else ""
         with buildx.registry_login(registry, *(credentials or (None, None))) as environment:
             runner = BuildRunner(client, builder, options, secrets, redact, display, read_host(compat), compat.vendor_packages, environment)
-            return runner.run(rendered), builder.describe()
+            run = runner.run(rendered)
+            run.engine_host = buildx.engine_host(builder)
+            return run, builder.describe()

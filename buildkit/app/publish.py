@@ -16,12 +16,19 @@ from pathlib import Path
 
 from buildkit.adapters import engine
 from buildkit.adapters.build_stamp import created_now, source_revision, today_utc
+from buildkit.adapters.cosign import Cosign, Signer, Trust
+from buildkit.adapters.host import read_host
 from buildkit.adapters.registry import Credentials, Registry, annotated, load_credentials
+from buildkit.adapters.registry_deletion import Deletion, deletion_for
 from buildkit.adapters.secrets import IndexSettings
 from buildkit.app.build import BuildOptions, BuildStatus, Display, build_targets
 from buildkit.app.targets import Choices, require_targets, select_targets
+from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, sign, supply_chain_client
 from buildkit.core import grammar, labels, release
+from buildkit.core.attestation import SmokeRun, gpu_predicate, passing_gpu_test
 from buildkit.core.compat import Compat
+from buildkit.core.judge import Verdict
+from buildkit.core.labels import ImageIdentity
 from buildkit.core.release import Outcome, Published, TagMove
 from buildkit.core.render import Rendered
 from buildkit.errors import Problem, UserError
@@ -35,6 +42,10 @@ class PublishOptions:
     date: str = ""  # YYYYMMDD of this nightly; "" for today (UTC)
     keep: int | None = None
     dry_run: bool = False
+    require_published: bool = False  # build nothing: move tags for images already published, fail for the rest
+    gpu_gate: bool = True  # floating tags only for images with a passing GPU test of their vendor
+    signer: Signer | None = None  # sign every pushed digest and attach its SBOM and GPU test, signed
+    trust: Trust | None = None  # whose GPU test attestations count for images not tested in this run
     lookups: int = 8  # registry requests in flight while deciding what changed
 
 
@@ -57,6 +68,8 @@ class PublishRun:
     deleted: list[str] = field(default_factory=list)
     requests: int = 0
     seconds: float = 0.0
+    held: dict[str, str] = field(default_factory=dict)  # target -> why its own floating tags did not move
+    gpu_gate: bool = True
 
     @property
     def failed(self) -> bool:
@@ -64,22 +77,26 @@ class PublishRun:
 
 
 def published_state(registry: Registry, item: Rendered) -> Published | None:
-    """What the registry holds under the target's immutable tag (two requests, no layer pulled)."""
+    """What the registry holds under the target's immutable tag, read without pulling a layer: its digest,
+    and the fingerprint every platform of it carries ("" when a platform is missing or they differ, so a
+    multi-platform image counts as unchanged only when all of it is)."""
     target = item.target
-    found = registry.image_labels(target.repository, target.tag_names[0])
-    if found is None:
+    per_platform = registry.platform_labels(target.repository, target.tag_names[0])
+    if per_platform is None:
         return None
-    return Published(found[0], found[1].get(labels.FINGERPRINT, ""))
+    digest = registry.head_manifest(target.repository, target.tag_names[0]) or ""
+    fingerprints = {per_platform[p][1].get(labels.FINGERPRINT, "") if p in per_platform else "" for p in target.platforms}
+    return Published(digest, fingerprints.pop() if len(fingerprints) == 1 else "")
 
 
-def _prune(registry: Registry, item: Rendered, keep: int) -> list[str]:
+def _prune(registry: Registry, deletion: Deletion, item: Rendered, keep: int) -> list[str]:
     target = item.target
     deleted = []
     for tag in release.expired_date_tags(target, registry.list_tags(target.repository), keep):
-        found = registry.image_labels(target.repository, tag)
+        found = registry.image_labels(target.repository, tag, platform=target.platforms[0])
         if found is None or found[1].get(labels.TARGET) != target.id:
             continue  # not an image this tool built for this target: leave it alone
-        registry.delete_manifest(target.repository, found[0])
+        deletion.delete(target.repository, found[0])
         deleted.append(f"{target.image_name}:{tag}")
     return deleted
 
@@ -92,6 +109,13 @@ def _push(client, reference: str, credentials: Credentials | None) -> str:
     except UserError as error:
         return str(error)
     return ""
+
+
+def _gpu_tested_here(verdict: Verdict | None, identity: ImageIdentity | None) -> bool:
+    """The image's smoke test in this run ran its kernels on a GPU of its vendor, and passed."""
+    if verdict is None or identity is None:
+        return False
+    return passing_gpu_test(gpu_predicate(verdict, identity, SmokeRun("", "", "", "", ())), identity.vendor.name)[0]
 
 
 def publish_selection(
@@ -109,8 +133,11 @@ def publish_selection(
     host = registry_of(rendered)
     credentials = load_credentials(host, auth_file)
     registry = Registry(host, credentials, insecure=True if insecure else None)
-    stamped = replace(build_options, created=created_now(), revision=source_revision(choices.matrix.resolve().parent if choices.matrix else Path.cwd()))
-    return publish(rendered, replace(options, date=date), stamped, settings, docker_cli, display, selection.matrix.compat, registry, credentials)
+    stamped = replace(build_options, created=created_now(), revision=source_revision(choices.matrix.resolve().parent if choices.matrix else Path.cwd()),
+                      pull_credentials=(credentials.username, credentials.password) if credentials else (None, None))
+    cosign = supply_chain_client(host, credentials, insecure) if options.signer or options.trust else None
+    return publish(rendered, replace(options, date=date), stamped, settings, docker_cli, display, selection.matrix.compat, registry,
+                   credentials, cosign)
 
 
 def publish(
@@ -123,40 +150,49 @@ def publish(
     compat: Compat,
     registry: Registry,
     credentials: Credentials | None,
+    cosign: Cosign | None = None,
 ) -> PublishRun:
     started = time.monotonic()
     registry.ping()
     by_id = {item.target.id: item for item in rendered}
     with ThreadPoolExecutor(max_workers=options.lookups) as pool:
         published = dict(zip(by_id, pool.map(lambda item: published_state(registry, item), rendered)))
-    outcomes = {
-        target_id: TargetOutcome(item.target.id, item.target.pair,
-                                 release.initial_outcome(item.fingerprint, published[target_id], build=True),
-                                 digest=published[target_id].digest if published[target_id] else "")
-        for target_id, item in by_id.items()
-    }
+    outcomes = {}
+    for target_id, item in by_id.items():
+        state = published[target_id]
+        status = release.initial_outcome(item.fingerprint, state, build=not options.require_published)
+        outcomes[target_id] = TargetOutcome(target_id, item.target.pair, status, digest=state.digest if status.good else "")
+        if status is Outcome.MISSING:
+            outcomes[target_id].error = ("the registry holds an image of another fingerprint: its build job did not publish this one"
+                                         if state else "not in the registry: its build job did not publish it")
     if options.dry_run:
         return PublishRun(list(outcomes.values()), {}, requests=registry.requests, seconds=time.monotonic() - started)
 
+    verdicts: dict[str, Verdict | None] = {}
     to_build = tuple(item for item in rendered if outcomes[item.target.id].status is Outcome.WOULD_BUILD)
     if to_build:
-        build_run, _ = build_targets(to_build, build_options, settings, docker_cli, display, compat)
-        client = engine.connect()
+        build_run, _ = build_targets(to_build, build_options, settings, docker_cli, display, compat,
+                                     (credentials.username, credentials.password) if credentials else None)
+        client = engine.connect(build_run.engine_host)
+        host = read_host(compat)
         for result in build_run.results:
-            outcome = outcomes[result.id]
+            outcome, item = outcomes[result.id], by_id[result.id]
             outcome.seconds, outcome.size = result.seconds, result.size
+            verdicts[result.id] = result.smoke
             if result.status is not BuildStatus.BUILT:
                 outcome.status, outcome.error = Outcome.FAILED, result.error or result.status.value
                 continue
-            outcome.error = _push(client, result.tags[0], credentials)
-            target = by_id[result.id].target
-            outcome.digest = "" if outcome.error else registry.head_manifest(target.repository, target.tag_names[0]) or ""
+            outcome.error = _publish_built(registry, client, item, result, credentials)
+            outcome.digest = "" if outcome.error else registry.head_manifest(item.target.repository, item.target.tag_names[0]) or ""
             outcome.status = Outcome.PUBLISHED if outcome.digest else Outcome.FAILED
             if not outcome.digest and not outcome.error:
                 outcome.error = "the pushed tag is not in the registry"
+            if outcome.digest and cosign is not None and options.signer is not None:
+                outcome.error = _sign_and_attest(cosign, options.signer, client, item, result, outcome.digest, host, build_options.gpu)
 
     targets = [item.target for item in rendered]
-    plan = release.tag_moves(targets, {i: o.status for i, o in outcomes.items()}, None, options.nightly, options.date)
+    gpu_tested = _gpu_tests(options, cosign, by_id, outcomes, verdicts) if options.gpu_gate else None
+    plan = release.tag_moves(targets, {i: o.status for i, o in outcomes.items()}, gpu_tested, options.nightly, options.date)
     for target_id, outcome in outcomes.items():
         if outcome.status.good:
             outcome.tags = [by_id[target_id].target.tags[0]]
@@ -164,10 +200,54 @@ def publish(
 
     deleted: list[str] = []
     if options.keep is not None:
+        deletion = deletion_for(registry)
         for item in rendered:
-            deleted += _prune(registry, item, options.keep)
-    return PublishRun([outcomes[item.target.id] for item in rendered], plan.pairs, deleted, registry.requests,
-                      time.monotonic() - started)
+            deleted += _prune(registry, deletion, item, options.keep)
+    return PublishRun([outcomes[item.target.id] for item in rendered], {**plan.pairs}, deleted, registry.requests,
+                      time.monotonic() - started, held=dict(plan.held), gpu_gate=options.gpu_gate)
+
+
+def _publish_built(registry: Registry, client, item: Rendered, result, credentials: Credentials | None) -> str:
+    """The immutable tag onto an image that passed: a registry PUT where the builder pushed it by digest,
+    otherwise a push from the engine that holds it. '' on success, else the error."""
+    target = item.target
+    if result.pushed:
+        registry.put_manifest(target.repository, target.tag_names[0], registry.get_manifest(target.repository, result.digest))
+        return ""
+    return _push(client, target.tags[0], credentials)
+
+
+def _sign_and_attest(cosign: Cosign, signer: Signer, client, item: Rendered, result, digest: str, host, gpu_mode: str) -> str:
+    """Signature, SBOM and the smoke test's record on the pushed digest; '' on success, else the error."""
+    pushed = f"{item.target.image_name}@{digest}"
+    identity = ImageIdentity.read(item.labels)
+    try:
+        sign(cosign, pushed, signer)
+        attach_sbom(cosign, client, result.image_id, pushed, signer)
+        if result.smoke is not None and identity is not None:
+            attest_gpu(cosign, pushed, result.smoke, identity, host, gpu_mode, signer)
+    except UserError as error:
+        return f"signing or attesting {pushed} failed: {error}"
+    return ""
+
+
+def _gpu_tests(options: PublishOptions, cosign: Cosign | None, by_id: dict[str, Rendered], outcomes: dict[str, TargetOutcome],
+               verdicts: dict[str, Verdict | None]) -> dict[str, bool]:
+    """Per good target: a passing GPU test of its vendor, from this run's smoke test, else from a signed
+    attestation the trust accepts (images published earlier, e.g. by the nightly's GPU build jobs)."""
+    tested: dict[str, bool] = {}
+    for target_id, outcome in outcomes.items():
+        if not outcome.status.good:
+            continue
+        identity = ImageIdentity.read(by_id[target_id].labels)
+        if _gpu_tested_here(verdicts.get(target_id), identity):
+            tested[target_id] = True
+        elif cosign is not None and options.trust is not None and identity is not None:
+            pushed = f"{by_id[target_id].target.image_name}@{outcome.digest}"
+            tested[target_id] = gpu_attestation(cosign, pushed, options.trust, identity.vendor.name) is not None
+        else:
+            tested[target_id] = False
+    return tested
 
 
 def _carry_out(registry: Registry, moves: list[TagMove], by_id: dict[str, Rendered], outcomes: dict[str, TargetOutcome]) -> None:

@@ -39,7 +39,7 @@ from buildkit.errors import Problem, UserError
 
 __all__ = [
     "RegistryAccess", "Signer", "Trust", "Verification", "attach_sbom", "attest_gpu", "gpu_attestation", "image_sbom",
-    "published_facts", "sign", "supply_chain_client", "trust_of", "verify_image",
+    "published_facts", "sign", "signer_of", "supply_chain_client", "trust_of", "verify_image",
 ]
 
 
@@ -72,6 +72,13 @@ class Verification:
     @property
     def failures(self) -> list[str]:
         return [f"{fact.name}: {fact.detail}" for fact in self.facts if not fact.ok]
+
+
+def signer_of(key: str | None, keyless: bool) -> Signer | None:
+    """--sign KEY or --keyless (one of them), or None: publish then signs nothing."""
+    if key and keyless:
+        raise UserError(Problem("--sign / --keyless", "choose one: a key, or keyless signing"))
+    return Signer(key=key) if key else Signer() if keyless else None
 
 
 def trust_of(key: str | None, identity: str | None, issuer: str | None, transparency_log: bool = False,

@@ -111,6 +111,8 @@ def publish_json(run: PublishRun) -> dict:
             for t in run.targets
         ],
         "pairs": run.pairs,
+        "floating_tags_held": run.held,
+        "gpu_gate": "on" if run.gpu_gate else "off (floating tags moved without a GPU test)",
         "deleted": run.deleted,
         "registry_requests": run.requests,
         "seconds": round(run.seconds, 3),
@@ -125,6 +127,10 @@ def publish_markdown(run: PublishRun) -> str:
         lines.append(f"| `{t.id}` | {t.status.value} | `{t.digest[:19] or '-'}` | {_size(t.size)} | {seconds} | {detail} |")
     if run.pairs:
         lines += ["", "| pair | floating tags |", "|---|---|"] + [f"| `{p}` | {what} |" for p, what in sorted(run.pairs.items())]
+    if run.held:
+        lines += ["", "Own floating tags held (`-nightly`):", *[f"- `{target}`: {why}" for target, why in sorted(run.held.items())]]
+    if not run.gpu_gate:
+        lines += ["", "GPU gate off (--gpu-gate off): floating tags moved without a GPU test of the images."]
     if run.deleted:
         lines += ["", "Deleted nightly tags:", *[f"- `{tag}`" for tag in run.deleted]]
     totals = publish_json(run)["totals"]

@@ -64,12 +64,13 @@ class Publisher:
         index_pip_conf(folder, self.index_url)
         return path
 
-    def publish(self, matrix, *extra, auth_file=None, registry=None):
+    def publish(self, matrix, *extra, auth_file=None, registry=None, gpu_gate="off"):
+        """No GPU here: the pair logic is tested with the GPU gate off unless a test is about the gate."""
         self.runs += 1
         out = self.folder / f"out{self.runs}"
         result = run_buildkit(
             "publish", "--matrix", matrix, "--registry", registry or self.registry,
-            "--registry-auth-file", auth_file or self.auth_file, "--network", "host",
+            "--registry-auth-file", auth_file or self.auth_file, "--network", "host", "--gpu-gate", gpu_gate,
             "--pip-conf", matrix.parent / "pip.conf", "--out", out, "-j", "2", "--no-efficiency", *extra, env=self.env,
         )
         report = json.loads((out / "publish.json").read_text()) if (out / "publish.json").exists() else None

@@ -19,7 +19,7 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from buildkit.adapters import engine
+from buildkit.adapters import buildx, engine
 from buildkit.adapters.cosign import Cosign, CosignError, Signer, Trust
 from buildkit.adapters.registry import Registry, load_credentials
 from buildkit.app.smoke import smoke_test
@@ -84,7 +84,7 @@ def setup(client, base_image, docker_env, tmp_path_factory):
     local = f"{registry.address}/supply/pytorch:2.14.1-rocm7.2-py3.11-runtime"
     labels = [argument for key, value in LABELS.items() for argument in ("--label", f"{key}={value}")]
     # --label (not LABEL in the Dockerfile) so that mode=max provenance records them, the fingerprint among them
-    subprocess.run([docker_env[engine.DOCKER_ENV], "buildx", "build", "--push", "--provenance=mode=max", *labels, "-t", local,
+    subprocess.run([docker_env[buildx.DOCKER_ENV], "buildx", "build", "--push", "--provenance=mode=max", *labels, "-t", local,
                     str(context)], env=docker_env, check=True, capture_output=True, timeout=300)
     keys = folder / "keys"
     _key_pair(keys / "signer", PASSWORD)
