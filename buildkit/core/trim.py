@@ -33,7 +33,6 @@ no known gfx target is a prefix of another (tests/unit/test_trim.py checks it fo
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from buildkit.core.plan import Target
@@ -49,17 +48,10 @@ DEVICE_EXTRA = "device-{arch}"
 
 
 def names_pattern(archs: tuple[str, ...]) -> str:
-    """A regular expression that finds any of `archs` named in a file path (see the module's rule)."""
+    """A regular expression that finds any of `archs` named in a file path (see the module's rule). The
+    trim step (templates/_macros.Dockerfile.j2, trim_archs) deletes a file whose path under torch/ matches
+    the removed archs' pattern and not the kept archs' one."""
     return "(?<![0-9A-Za-z])(" + "|".join(archs) + ")([0-9a-f]{2,3})?(?![0-9A-Za-z])"
-
-
-def names_any(path: str, archs: tuple[str, ...]) -> bool:
-    return bool(archs) and re.search(names_pattern(archs), path) is not None
-
-
-def should_remove(path: str, removed: tuple[str, ...], kept: tuple[str, ...]) -> bool:
-    """Whether a file (its path under one of LIBRARY_DIRS) goes: it names a removed arch and no kept one."""
-    return names_any(path, removed) and not names_any(path, kept)
 
 
 @dataclass(frozen=True)
