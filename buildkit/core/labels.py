@@ -11,6 +11,7 @@ from typing import Mapping
 
 from buildkit.core.plan import Target
 from buildkit.core.source import SOURCE_FLAVOR
+from buildkit.core.trim import trim_for
 from buildkit.core.vendors import BY_BACKEND, Vendor
 
 PREFIX = "dev.buildkit."
@@ -24,6 +25,7 @@ BACKEND_VERSION = f"{PREFIX}backend-version"
 PYTHON = f"{PREFIX}python"
 FLAVOR = f"{PREFIX}flavor"
 GPU_ARCHS = f"{PREFIX}gpu-archs"
+TRIMMED_ARCHS = f"{PREFIX}trimmed-archs"  # the archs of the wheels whose GPU code the image left out
 PAIR = f"{PREFIX}pair"
 BASE_IMAGE = f"{PREFIX}base-image"
 FINGERPRINT = f"{PREFIX}fingerprint"
@@ -60,6 +62,9 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
         labels[PLATFORMS] = ",".join(target.platforms)
     if "linux/arm64" in target.platforms and target.arm64_archs and target.arm64_archs != target.archs:
         labels[f"{GPU_ARCHS}.linux-arm64"] = ";".join(target.arm64_archs)
+    trim = trim_for(target)
+    if trim:
+        labels[TRIMMED_ARCHS] = ";".join(trim.removed)
     if target.flavor == SOURCE_FLAVOR:
         jobs = str(target.max_jobs) if target.max_jobs else "auto"
         labels |= {

@@ -56,6 +56,7 @@ class Target:
     builder_image: str = ""  # source flavor: the ROCm devel image torch is compiled in
     source_checkout: bool = False  # source flavor: compile the build context (a local checkout), not a git clone
     max_jobs: int = 0  # source flavor: compile jobs; 0 derives them from the builder's memory and cores
+    wheel_archs: tuple[str, ...] = ()  # what the backend version's wheels carry; `archs` may narrow it (core/trim.py)
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -207,6 +208,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                         arm64_archs=stack.archs.get(backend, facts.arm64_archs) if ARM64 in facts.platforms else (),
                         compile=stack.compile,
                         builder_image=facts.devel_base if flavor == SOURCE_FLAVOR else "",
+                        wheel_archs=facts.archs,
                     ))
     return targets
 

@@ -25,6 +25,7 @@ import jinja2.sandbox
 from buildkit.core import labels
 from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
+from buildkit.core.trim import torch_requirement, trim_for
 from buildkit.errors import Problem, UserError
 
 FINGERPRINT_SCHEMA = 2
@@ -62,7 +63,7 @@ def build_args(target: Target) -> dict[str, str]:
             "PYTORCH_ROCM_ARCH": ";".join(target.archs),
             "MAX_JOBS": str(target.max_jobs) if target.max_jobs else "",
         }
-    args = {"TORCH_INDEX_URL": target.index_url, "TORCH_REQUIREMENT": target.torch_requirement}
+    args = {"TORCH_INDEX_URL": target.index_url, "TORCH_REQUIREMENT": torch_requirement(target)}
     if target.channel == "nightly":
         # PIP_PRE lets pip take dev builds; the date makes each day's nightly a new fingerprint
         args.update({"PIP_PRE": "1", "NIGHTLY_DATE": target.channel_date})
@@ -185,6 +186,7 @@ class Renderer:
             text = self._template(planned.template, target).render(
                 target=target, build_args=planned.build_args, gb_per_job=GB_PER_JOB, template=planned.template,
                 shared_stage=SHARED_STAGE,
+                trim=trim_for(target),
             )
         except UserError:
             raise
