@@ -17,7 +17,9 @@ from rich.console import Console
 from buildkit import __version__
 from buildkit.app import routing
 from buildkit.app.compat_check import check_compat
+from buildkit.app.bake import export_bake
 from buildkit.app.build import BuildOptions, IndexSettings, build_selection
+from buildkit.app.lock import lock_matrix
 from buildkit.app.hipify_preflight import PreflightOptions, preflight
 from buildkit.app.publish import PublishOptions, publish_selection
 from buildkit.app.render_tree import write_tree
@@ -77,7 +79,21 @@ def build_parser() -> argparse.ArgumentParser:
     _build_options(build)
     build.add_argument("--report", type=Path, help="JSON report path (default: OUT/report.json; Markdown next to it)")
     build.add_argument("--registry-cache", action="store_true",
-                       help="read and write the registry build cache (REPOSITORY:buildcache-*), as publish does")
+                       help="read and write the registry build cache (REPOSITORY/buildcache), as publish does")
+
+    lock = commands.add_parser("lock", help="pin the matrix's base images (digests) and package ranges (versions) in matrix.lock")
+    lock.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit); matrix.lock goes beside it")
+    lock.add_argument("--package-index", metavar="URL", help="simple index to resolve package ranges on (default: PyPI)")
+    lock.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the base images' registries")
+
+    bake = commands.add_parser("bake", help="export the selection as a docker-bake.json for `docker buildx bake` on any builder")
+    _selection_options(bake, source=True)
+    bake.add_argument("--out", type=Path, default=Path("bake"), help="output folder: docker-bake.json and the build contexts (default: bake)")
+    bake.add_argument("--platform", action="append", default=[], metavar="OS/ARCH", help="platforms to build (repeatable; default linux/amd64)")
+    bake.add_argument("--pip-conf", type=Path, help="pip.conf secret: its path becomes the default of ${BUILDKIT_PIP_CONF}")
+    bake.add_argument("--ca-bundle", type=Path, help="CA bundle secret: its path becomes the default of ${BUILDKIT_CA_BUNDLE}")
+    bake.add_argument("--network", help="network mode for RUN steps, e.g. host")
+    bake.add_argument("--registry-cache", action="store_true", help="read and write the registry build cache, as publish does")
 
     publish = commands.add_parser("publish", help="nightly publishing: skip unchanged, build, test, push, move tags")
     _selection_options(publish)
@@ -91,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--keep", type=_positive, help="keep the newest N nightly date tags per target, delete older ones this tool created")
     publish.add_argument("--dry-run", action="store_true", help="say what would be built and skipped; build and push nothing")
     publish.add_argument("--no-registry-cache", action="store_true", help="do not read or write the registry build cache")
+    publish.add_argument("--refresh", action="store_true",
+                         help="resolve base images and package ranges again first (buildkit lock): an updated base rebuilds "
+                              "exactly the images built on it (what the nightly runs)")
+    publish.add_argument("--package-index", metavar="URL", help="with --refresh: simple index for package ranges (default: PyPI)")
     publish.add_argument("--require-published", action="store_true",
                          help="build nothing: move tags only for images already published with this fingerprint (and, with "
                               "the GPU gate, a passing GPU test); fail for any that is not (the nightly's tag job)")
@@ -281,10 +301,28 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 1 if run.failed else 0
 
 
+def cmd_lock(args: argparse.Namespace, out: Console, err: Console) -> int:
+    report = lock_matrix(args.matrix, args.package_index, args.insecure_registry)
+    views.say(out, f"wrote {report.path}: {len(report.lock.bases)} base images, {len(report.lock.packages)} package ranges")
+    for reference in report.changed_bases:
+        views.say(out, f"  moved: {reference} -> {report.lock.bases[reference]}")
+    for requirement in report.changed_packages:
+        views.say(out, f"  moved: {requirement} -> {report.lock.packages[requirement]}")
+    return 0
+
+
+def cmd_bake(args: argparse.Namespace, out: Console, err: Console) -> int:
+    export = export_bake(_choices(args), args.out, args.pip_conf, args.ca_bundle, args.network, args.registry_cache)
+    views.say(out, f"wrote {export.file} with {len(export.targets)} targets; groups: {', '.join(export.groups)}")
+    views.say(out, f"build with: docker buildx bake -f {export.file} [GROUP] --load   (or --push, on any builder)")
+    return 0
+
+
 def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
     options, settings = _build_settings(args)
     publish_options = PublishOptions(
         nightly=args.nightly, date=args.date or "", keep=args.keep, dry_run=args.dry_run, require_published=args.require_published,
+        refresh=args.refresh, package_index=args.package_index,
         gpu_gate=args.gpu_gate == "on", signer=signer_of(args.sign, args.keyless),
         trust=trust_of(args.verify_key, args.certificate_identity, args.certificate_oidc_issuer, required=False),
     )
@@ -398,6 +436,8 @@ COMMANDS = {
     ("plan", None): cmd_plan,
     ("render", None): cmd_render,
     ("build", None): cmd_build,
+    ("lock", None): cmd_lock,
+    ("bake", None): cmd_bake,
     ("publish", None): cmd_publish,
     ("test", None): cmd_test,
     ("parity", None): cmd_parity,

@@ -10,13 +10,15 @@ from __future__ import annotations
 import copy
 
 from buildkit.image.probe import PROBE_VERSION, THRESHOLDS
+from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS
 
-# (torch build facts, device name, arch, compiled arch list) per vendor, as those GPUs report them
+# (torch build facts, device name, arch, compiled arch list) per vendor, as those GPUs report them; the
+# compiled lists are the official wheels' (ROCm 7.2, CUDA 13.0), as the real torch reports them
 _CLAIMS = {
     "amd": ({"version": "2.14.1+rocm7.2", "local": "rocm7.2", "cuda": None, "hip": "7.2.26015", "rocm": "7.2.0"},
-            "AMD Instinct MI300X", "gfx942", ["gfx90a", "gfx942", "gfx1100"]),
+            "AMD Instinct MI300X", "gfx942", ROCM_7_2_ARCHS),
     "nvidia": ({"version": "2.14.1+cu130", "local": "cu130", "cuda": "13.0", "hip": None, "rocm": None},
-               "NVIDIA H100 80GB HBM3", "sm_90", ["sm_75", "sm_80", "sm_90", "sm_120", "compute_120"]),
+               "NVIDIA H100 80GB HBM3", "sm_90", CUDA_13_ARCHS),
 }
 _ERRORS = {"matmul_fp32": 3.1e-7, "matmul_bf16": 2.6e-3, "elementwise_fp32": 4.2e-8, "conv2d_fp32": 2.9e-7}
 _LIBRARIES = {"amd": (("MIOpen", "3.5.0"), ("RCCL", "2.26.6")), "nvidia": (("cuDNN", "9.10.2"), ("NCCL", "2.27.3"))}

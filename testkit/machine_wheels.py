@@ -6,8 +6,11 @@ tests serve what they hold on 127.0.0.1 so builds install real torch without the
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 import subprocess
+import zipfile
 import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -41,3 +44,39 @@ def local_wheels() -> list[Path]:
         for path in Path(folder).glob("*.whl"):
             wheels.setdefault(path.name, path)
     return sorted(wheels.values())
+
+
+def as_backend_build(wheel: Path, local: str, cache: Path) -> Path:
+    """The same wheel as PyTorch's own index names it: torch-2.14.1 from PyPI (the CUDA 13.0 build, with no
+    local version) as torch-2.14.1+cu130, the file name, METADATA and dist-info folder renamed and RECORD
+    rewritten, so an index on 127.0.0.1 mirrors download.pytorch.org/whl/cu130/. Made once per machine."""
+    name, version = wheel.name.split("-")[:2]
+    target = cache / wheel.name.replace(f"-{version}-", f"-{version}+{local}-", 1)
+    if target.exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    old_info, new_info = f"{name}-{version}.dist-info/", f"{name}-{version}+{local}.dist-info/"
+    partial = target.with_suffix(".partial")
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as copy:
+        records = []
+        for info in source.infolist():
+            if info.filename == old_info + "RECORD":
+                continue
+            data = source.read(info)
+            if info.filename == old_info + "METADATA":
+                data = re.sub(rb"(?m)^Version: .*$", f"Version: {version}+{local}".encode(), data, count=1)
+            renamed = new_info + info.filename[len(old_info):] if info.filename.startswith(old_info) else info.filename
+            copy.writestr(zipfile.ZipInfo(renamed, info.date_time) if info.is_dir() else _info_like(info, renamed), data)
+            if not info.is_dir():
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                records.append(f"{renamed},sha256={digest},{len(data)}")
+        records.append(f"{new_info}RECORD,,")
+        copy.writestr(new_info + "RECORD", "\n".join(records) + "\n")
+    partial.rename(target)
+    return target
+
+
+def _info_like(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
+    copy = zipfile.ZipInfo(name, info.date_time)
+    copy.external_attr, copy.compress_type = info.external_attr, zipfile.ZIP_DEFLATED
+    return copy

@@ -14,6 +14,7 @@ from pathlib import Path
 import jinja2
 
 from buildkit.adapters.bundled import builtin_templates_dir, compat_data, default_matrix_path, tomllib
+from buildkit.core.lock import LOCK_NAME, Lock, read_lock
 from buildkit.core.matrix import Layer, Matrix, resolve_matrix
 from buildkit.errors import Problem, UserError
 
@@ -150,12 +151,27 @@ def read_layers(path: Path) -> tuple[list[Layer], dict[str, LineIndex]]:
     return chain, indexes
 
 
-def load_matrix(path: Path | None) -> Matrix:
-    """Load, layer and validate a matrix; errors carry file, key path and (where found) the line."""
+def lock_path(matrix: Path | None) -> Path:
+    """matrix.lock beside the matrix file (beside the shipped matrix for the default one)."""
+    return (matrix if matrix is not None else default_matrix_path()).resolve().parent / LOCK_NAME
+
+
+def read_matrix_lock(matrix: Path | None) -> Lock:
+    path = lock_path(matrix)
+    if not path.is_file():
+        return Lock()
+    data, _ = _parse(path)
+    return read_lock(data, _display(path))
+
+
+def load_matrix(path: Path | None, use_lock: bool = True) -> Matrix:
+    """Load, layer and validate a matrix (with its matrix.lock unless use_lock is off); errors carry file,
+    key path and (where found) the line."""
     chosen = path if path is not None else default_matrix_path()
     layers, indexes = read_layers(chosen)
+    lock = read_matrix_lock(path) if use_lock else Lock()
     try:
-        return resolve_matrix(layers, compat_data())
+        return resolve_matrix(layers, compat_data(), lock)
     except UserError as error:
         located = [
             Problem(p.where, p.message, key=p.key, line=p.line or (indexes[p.where].line(p.key) if p.where in indexes and p.key else None))

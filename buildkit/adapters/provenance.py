@@ -42,10 +42,10 @@ def buildkit_statements(registry: Registry, repository: str, digest: str, predic
             if layer.get("mediaType") != IN_TOTO or annotations.get(PREDICATE_ANNOTATION) not in predicate_types:
                 continue
             blob = registry.request("GET", f"/v2/{repository}/blobs/{layer['digest']}", scope=scope)
-            if not _matches(blob.content, layer["digest"]):
+            if not _matches(blob.body, layer["digest"]):
                 continue
             try:
-                statements.append(json.loads(blob.content))
+                statements.append(json.loads(blob.body))
             except ValueError:
                 continue  # not JSON: not a statement we can read; verify then reports no provenance
     return statements

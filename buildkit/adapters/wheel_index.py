@@ -15,6 +15,9 @@ from posixpath import basename
 from urllib.parse import unquote, urlsplit
 
 import requests
+from packaging.utils import (
+    InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, parse_wheel_filename,
+)
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
@@ -76,6 +79,20 @@ class WheelIndex:
         with ThreadPoolExecutor(self.workers) as pool:
             pages = dict(zip(folders, pool.map(lambda folder: self._get(f"{self.url}/{folder}/torch/"), folders)))
         return {folder: tuple(file_name(href) for href in links(page)) for folder, page in pages.items() if page is not None}
+
+    def project_versions(self, project: str) -> list[str]:
+        """Every version a project's page offers (wheels and sdists); [] when the index has no such project."""
+        page = self._get(f"{self.url}/{canonicalize_name(project)}/")
+        versions = []
+        for name in (file_name(href) for href in links(page or "")):
+            try:
+                if name.endswith(".whl"):
+                    versions.append(str(parse_wheel_filename(name)[1]))
+                elif name.endswith((".tar.gz", ".zip")):
+                    versions.append(str(parse_sdist_filename(name)[1]))
+            except (InvalidWheelFilename, InvalidSdistFilename):
+                continue
+        return versions
 
     def _get(self, url: str) -> str | None:
         """The page's text, or None when it does not exist."""

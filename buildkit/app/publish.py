@@ -21,6 +21,7 @@ from buildkit.adapters.host import read_host
 from buildkit.adapters.registry import Credentials, Registry, annotated, load_credentials
 from buildkit.adapters.registry_deletion import Deletion, deletion_for
 from buildkit.adapters.secrets import IndexSettings
+from buildkit.app.lock import lock_matrix
 from buildkit.app.build import BuildOptions, BuildStatus, Display, build_targets
 from buildkit.app.targets import Choices, require_targets, select_targets
 from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, sign, supply_chain_client
@@ -43,6 +44,8 @@ class PublishOptions:
     keep: int | None = None
     dry_run: bool = False
     require_published: bool = False  # build nothing: move tags for images already published, fail for the rest
+    refresh: bool = False  # resolve base images and package ranges again (matrix.lock) before deciding
+    package_index: str | None = None
     gpu_gate: bool = True  # floating tags only for images with a passing GPU test of their vendor
     signer: Signer | None = None  # sign every pushed digest and attach its SBOM and GPU test, signed
     trust: Trust | None = None  # whose GPU test attestations count for images not tested in this run
@@ -126,6 +129,8 @@ def publish_selection(
     date = options.date or today_utc()
     if not NIGHTLY_DATE_RE.match(date):
         raise UserError(Problem("--date", f"expected YYYYMMDD, got {date!r}"))
+    if options.refresh:
+        lock_matrix(choices.matrix, options.package_index, insecure)
     selection = require_targets(select_targets(replace(choices, today=date)))
     rendered = selection.render()
     if options.nightly:

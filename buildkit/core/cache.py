@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from buildkit.core.plan import Target
 
-TAG_PREFIX = "buildcache-"
+# The cache lives beside the images, in REPOSITORY/buildcache, so the image repository's tags stay images.
+CACHE_REPOSITORY = "buildcache"
 
 
 @dataclass(frozen=True)
@@ -24,11 +25,11 @@ class CacheRefs:
 
 
 def shared_ref(target: Target) -> str:
-    return f"{target.image_name}:{TAG_PREFIX}{target.pair}-shared"
+    return f"{target.image_name}/{CACHE_REPOSITORY}:{target.pair}-shared"
 
 
 def own_ref(target: Target) -> str:
-    return f"{target.image_name}:{TAG_PREFIX}{target.id}"
+    return f"{target.image_name}/{CACHE_REPOSITORY}:{target.id}"
 
 
 def prefix_cache(target: Target) -> CacheRefs:

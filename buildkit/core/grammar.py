@@ -179,3 +179,13 @@ def note(value: str) -> str | None:
     if not isinstance(value, str) or not _NOTE_RE.fullmatch(value):
         return "a short note: letters, digits, spaces and . _ : + / -"
     return None
+
+
+DIGEST_RE = re.compile(r"sha256:[a-f0-9]{64}")
+_PACKAGE_VERSION_RE = re.compile(r"[0-9][0-9A-Za-z.+!-]{0,63}")
+
+
+def package_version(value: str) -> str | None:
+    if not isinstance(value, str) or not _PACKAGE_VERSION_RE.fullmatch(value):
+        return 'a package version such as "1.0.15"'
+    return None

@@ -32,6 +32,7 @@ FINGERPRINT = f"{PREFIX}fingerprint"
 SOURCE_REVISION = f"{PREFIX}source-revision"
 BUILDER_IMAGE = f"{PREFIX}builder-image"
 BUILD_OPTIONS = f"{PREFIX}build-options"
+BASE_DIGEST = f"{PREFIX}base-digest"  # matrix.lock's digest of the base image
 PLATFORMS = f"{PREFIX}platforms"  # set when the image index holds more (or other) than linux/amd64
 # Not image labels: the label of smoke-test containers, and the annotation of nightly date-tag copies.
 PROBE_CONTAINER = f"{PREFIX}probe"
@@ -58,6 +59,8 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
         PAIR: target.pair or "",
         BASE_IMAGE: target.base_image,
     }
+    if target.base_digest:
+        labels[BASE_DIGEST] = target.base_digest
     if len(target.platforms) > 1 or target.platforms != ("linux/amd64",):
         labels[PLATFORMS] = ",".join(target.platforms)
     if "linux/arm64" in target.platforms and target.arm64_archs and target.arm64_archs != target.archs:

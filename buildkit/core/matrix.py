@@ -19,6 +19,7 @@ from packaging.version import Version
 from buildkit.core import fields
 from buildkit.core.compat import Compat, TorchRelease, compat_from_data, merge_overrides
 from buildkit.core.fields import INVALID, REQUIRED, Checker, Rule
+from buildkit.core.lock import Lock
 from buildkit.core.vendors import BACKENDS, of_backend
 from buildkit.errors import Problem, UserError
 
@@ -75,6 +76,7 @@ class Matrix:
     exclude: tuple[Rule, ...]
     compat: Compat
     compat_overridden: bool = False
+    lock: Lock = Lock()  # matrix.lock beside the matrix: base digests and resolved package ranges
 
 
 # --- layering ---------------------------------------------------------------------------------------------
@@ -332,7 +334,7 @@ def _top_values(check: Checker, merged: Merged, last: str, compat: Compat) -> di
     return values
 
 
-def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any]) -> Matrix:
+def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lock = Lock()) -> Matrix:
     """Merge, validate and freeze. Raises UserError listing every problem found."""
     merged = merge_layers(layers)
     check = Checker()
@@ -388,4 +390,5 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any]) -> Matri
         exclude=top["exclude"],
         compat=compat,
         compat_overridden=overrides is not None,
+        lock=lock,
     )

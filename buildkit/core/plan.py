@@ -52,6 +52,9 @@ class Target:
     platforms: tuple[str, ...] = (AMD64,)
     arm64_archs: tuple[str, ...] = ()
     compile: bool = True  # a C/C++ toolchain and the Python headers in the image, so torch.compile works
+    base_digest: str = ""  # matrix.lock's digest of base_image ("": not locked)
+    builder_digest: str = ""  # matrix.lock's digest of builder_image
+    locked_packages: tuple[str, ...] = ()  # name==version the lock resolved each of the stack's ranges to
     channel_date: str = ""  # nightly channel: the day's wheels, so each day is a new image
     builder_image: str = ""  # source flavor: the ROCm devel image torch is compiled in
     source_checkout: bool = False  # source flavor: compile the build context (a local checkout), not a git clone
@@ -78,6 +81,15 @@ class Target:
             "vendor": self.vendor,
             "id": self.id,
         }
+
+    @property
+    def base_reference(self) -> str:
+        """What FROM names: the base pinned to the lock's digest, or the base as the matrix names it."""
+        return f"{self.base_image}@{self.base_digest}" if self.base_digest else self.base_image
+
+    @property
+    def builder_reference(self) -> str:
+        return f"{self.builder_image}@{self.builder_digest}" if self.builder_digest else self.builder_image
 
     @property
     def backend_label(self) -> str:
@@ -176,6 +188,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                     if python in skipped:
                         continue
                     ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor)
+                    base = _base_image(matrix, flavor, backend, version, python)
                     twin = stack.pair.get(backend) == version and flavor != SOURCE_FLAVOR  # source has no CUDA side
                     floating = f"{matrix.tag_prefix}{stack.torch}-{backend}-py{python}-{flavor}"
                     unconfirmed = tuple(
@@ -191,7 +204,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                         python=python,
                         flavor=flavor,
                         pair=pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
-                        base_image=_base_image(matrix, flavor, backend, version, python),
+                        base_image=base,
                         index_url=compat.wheel_index_url(matrix.wheel_index, stack.channel, facts.index_tag),
                         archs=stack.archs.get(backend, facts.archs),
                         companions=companions(backend, version),
@@ -208,6 +221,9 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                         arm64_archs=stack.archs.get(backend, facts.arm64_archs) if ARM64 in facts.platforms else (),
                         compile=stack.compile,
                         builder_image=facts.devel_base if flavor == SOURCE_FLAVOR else "",
+                        builder_digest=matrix.lock.base_digest(facts.devel_base) if flavor == SOURCE_FLAVOR else "",
+                        base_digest=matrix.lock.base_digest(base),
+                        locked_packages=tuple(pin for pin in map(matrix.lock.constraint, stack.packages) if pin),
                         wheel_archs=facts.archs,
                     ))
     return targets

@@ -17,10 +17,10 @@ import pytest
 from buildkit.adapters import buildx, engine
 from buildkit.errors import UserError
 from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, Build, build, machine_ca_bundle, machine_pip_conf, team_matrix
-from testkit.machine_wheels import local_wheels
+from testkit.machine_wheels import as_backend_build, local_wheels
 from testkit.runner import INDEX_PASSWORD, INDEX_USER
 from testkit.wheel_index import WheelIndex
-from testkit.wheels import companion_double, torch_double
+from testkit.wheels import build_wheel, companion_double, torch_double
 
 BASE_IMAGE = "python:3.11-slim-bookworm"  # what the default runtime template uses for Python 3.11
 REQUIRE = os.environ.get("BUILDKIT_REQUIRE_DOCKER") == "1"
@@ -87,7 +87,8 @@ def cleanup_images(client):
 def double_index(tmp_path_factory):
     """TEST DOUBLES: torch/torchvision stand-ins for CUDA 13.0 and ROCm 7.2 (no ROCm wheel exists here).
 
-    /simple/ is the pip.conf index and needs basic auth; it holds nothing, so nothing reaches PyPI.
+    /simple/ is the pip.conf index and needs basic auth; it holds only the team's own package, so nothing
+    reaches PyPI.
     ROCm 7.2 has no torch 2.13.0: that target must fail while its CUDA twin builds.
     """
     folder = tmp_path_factory.mktemp("doubles")
@@ -101,7 +102,9 @@ def double_index(tmp_path_factory):
         torch_double(folder / "rocm", "2.14.1", "rocm7.2", None, "7.2.26015", ROCM_7_2_ARCHS),
         companion_double(folder / "rocm", "torchvision", "0.29.1", "rocm7.2", "2.14.1"),
     ]
-    index = WheelIndex({"cu130": cuda, "rocm7.2": rocm, "simple": []}, auth={"simple": (INDEX_USER, INDEX_PASSWORD)}).start()
+    # the team's private index (pip.conf, basic auth): the stack's own package comes from there
+    private = [build_wheel(folder / "private", "team-extra", "1.0", {"team_extra/__init__.py": ""})]
+    index = WheelIndex({"cu130": cuda, "rocm7.2": rocm, "simple": private}, auth={"simple": (INDEX_USER, INDEX_PASSWORD)}).start()
     yield index
     index.stop()
 
@@ -112,7 +115,8 @@ def pair_setup(tmp_path_factory, double_index, repository):
     folder = tmp_path_factory.mktemp("pair")
     matrix = team_matrix(
         folder, double_index.url, repository, '[{ torch = "2.1[34].*", python = "3.11", flavor = "runtime" }]',
-        '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n\n[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
+        'packages = ["team-extra==1.0"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n\n'
+        '[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
     )
     pip_conf = folder / "pip.conf"
     url = double_index.url.replace("http://", f"http://{INDEX_USER}:{INDEX_PASSWORD}@")
@@ -132,9 +136,12 @@ def machine_index():
     """This machine's own wheels (found through its pip configuration) on 127.0.0.1: /cu130/ as a
     simple index for the torch install, /all/ as find-links, which pip reads before any index."""
     wheels = local_wheels()
-    if not any(w.name.startswith("torch-2.14.1-cp311") for w in wheels):
-        pytest.fail("this machine's pip configuration names no torch 2.14.1 cp311 wheel")
-    index = WheelIndex({"cu130": wheels, "all": wheels}, flat={"all"}).start()
+    builds = [w for w in wheels if w.name.startswith(("torch-2.14.1-cp311", "torchvision-0.29.1-cp311"))]
+    if len(builds) != 2:
+        pytest.fail("this machine's pip configuration names no torch 2.14.1 and torchvision 0.29.1 cp311 wheels")
+    cache = Path.home() / ".cache" / "buildkit-tests"
+    cu130 = [w for w in wheels if w not in builds] + [as_backend_build(w, "cu130", cache) for w in builds]
+    index = WheelIndex({"cu130": cu130, "all": wheels}, flat={"all"}).start()
     yield index
     index.stop()
 

@@ -7,6 +7,7 @@ a failing target with its log tail while its twin builds, image hygiene, and sec
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -101,7 +102,7 @@ def test_no_caches_apt_lists_or_secrets_in_the_image(built, client):
 def test_index_password_is_used_but_appears_nowhere(built, client, buildkit_cli, double_index):
     result, _, out, targets = built
     # pip really authenticated against the index (the secret was mounted and read)...
-    assert any(path.startswith("/simple/torch") for path in double_index.requests)
+    assert any(path.startswith("/simple/team-extra") for path in double_index.requests)
     # ...and the password is in no layer, config, Dockerfile, log, report or output
     for target in targets.values():
         if target["image_id"]:
@@ -137,3 +138,32 @@ def test_efficiency_ratio_is_measured(built):
     _, _, _, targets = built
     ratio = targets[CUDA]["efficiency"]
     assert ratio is not None and 1.0 <= ratio <= 1.02
+
+
+def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(built, pair_setup, docker_env, tmp_path, client):
+    """`buildkit bake` exports the pair; `docker buildx bake` (no buildkit involved) builds it: same layers,
+    same labels (the build's date aside) as `buildkit build`'s images."""
+    _, _, _, targets = built
+    matrix, pip_conf = pair_setup
+    out = tmp_path / "bake"
+    exported = run_buildkit("bake", "--matrix", matrix, "--select", "torch=2.14.1", "--pip-conf", pip_conf,
+                            "--network", "host", "--out", out, env=docker_env)
+    assert exported.returncode == 0, exported.stderr
+    document = json.loads((out / "docker-bake.json").read_text())
+    assert document["group"]["pair-2_14_1-py3_11-runtime"]["targets"] == ["2_14_1-cuda13_0-py3_11-runtime", "2_14_1-rocm7_2-py3_11-runtime"]
+    assert INDEX_PASSWORD not in (out / "docker-bake.json").read_text()  # secrets by id and path only
+    tags = {CUDA: f"bake-{tmp_path.name}-cuda:1", ROCM: f"bake-{tmp_path.name}-rocm:1"}
+    overrides = [f"--set=2_14_1-cuda13_0-py3_11-runtime.tags={tags[CUDA]}", f"--set=2_14_1-rocm7_2-py3_11-runtime.tags={tags[ROCM]}"]
+    baked = subprocess.run([docker_env["BUILDKIT_DOCKER"], "buildx", "bake", "-f", str(out / "docker-bake.json"), "--load",
+                            *overrides, "pair-2_14_1-py3_11-runtime"], cwd=out, env=docker_env, capture_output=True, text=True)
+    assert baked.returncode == 0, baked.stderr[-3000:]
+    try:
+        stamp = ("org.opencontainers.image.created", "org.opencontainers.image.revision")
+        for target_id, tag in tags.items():
+            ours, theirs = client.images.get(targets[target_id]["image_id"]).attrs, client.images.get(tag).attrs
+            assert theirs["RootFS"]["Layers"] == ours["RootFS"]["Layers"], target_id
+            assert {k: v for k, v in theirs["Config"]["Labels"].items() if k not in stamp} == \
+                   {k: v for k, v in ours["Config"]["Labels"].items() if k not in stamp}
+    finally:
+        for tag in tags.values():
+            client.images.remove(tag, force=True)

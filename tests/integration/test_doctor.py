@@ -21,7 +21,7 @@ def test_cuda_image_on_the_amd_fixture_host_reports_cpu_fallback_first(pair_buil
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] is False
-    assert "is a CUDA image but this host has only AMD GPUs" in report["findings"][0]["finding"]
+    assert "is a CUDA image and this host has only AMD GPUs" in report["findings"][0]["finding"]
     assert "run on the CPU" in report["findings"][0]["finding"]
 
 

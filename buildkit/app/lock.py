@@ -1,0 +1,74 @@
+"""`buildkit lock` (and `publish --refresh`): resolve the matrix's base images and package ranges again
+and write matrix.lock beside the matrix. See buildkit.core.lock for what is locked and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from buildkit.adapters.build_stamp import created_now
+from buildkit.adapters.matrix_files import load_matrix, lock_path, read_matrix_lock
+from buildkit.adapters.registry import Registry, load_credentials
+from buildkit.adapters.safe_files import write_atomic
+from buildkit.adapters.wheel_index import WheelIndex
+from buildkit.core.lock import Lock, is_range, lock_text, newest_matching
+from buildkit.core.plan import expand
+from buildkit.core.reference import ImageReference
+from buildkit.errors import Problem, UserError
+
+DOCKER_HUB = "registry-1.docker.io"  # where docker sends names without a registry
+DEFAULT_PACKAGE_INDEX = "https://pypi.org/simple"
+
+
+@dataclass(frozen=True)
+class LockReport:
+    path: Path
+    lock: Lock
+    changed_bases: tuple[str, ...]  # references whose digest differs from the previous lock
+    changed_packages: tuple[str, ...]
+
+
+def _hub(reference: ImageReference) -> tuple[str, str]:
+    """(registry host, repository) as a registry sees them: Docker Hub's official images live under library/."""
+    if reference.registry:
+        return reference.registry, reference.repository
+    repository = reference.repository if "/" in reference.repository else f"library/{reference.repository}"
+    return DOCKER_HUB, repository
+
+
+def resolve_base(reference_text: str, insecure: bool = False) -> str:
+    reference = ImageReference.parse(reference_text)
+    if reference is None:
+        raise UserError(Problem(reference_text, "not an image reference"))
+    if reference.digest:
+        return reference.digest
+    host, repository = _hub(reference)
+    registry = Registry(host, load_credentials(host), insecure=True if insecure else None)
+    return registry.resolve_digest(repository, reference.tag or "latest").digest
+
+
+def lock_matrix(matrix_path: Path | None, package_index: str | None = None, insecure: bool = False) -> LockReport:
+    """Resolve every base image and package range of the whole matrix (not a selection: the lock is the
+    matrix's) and write matrix.lock; the report says what moved since the previous lock."""
+    matrix = load_matrix(matrix_path, use_lock=False)
+    targets = expand(matrix).targets
+    references = sorted({t.base_image for t in targets} | {t.builder_image for t in targets if t.builder_image})
+    bases = {reference: resolve_base(reference, insecure) for reference in references}
+    index = WheelIndex(package_index or DEFAULT_PACKAGE_INDEX)
+    packages = {}
+    for requirement in sorted({package for stack in matrix.stacks for package in stack.packages if is_range(package)}):
+        version = newest_matching(requirement, index.project_versions(Requirement(requirement).name))
+        if version is None:
+            raise UserError(Problem(requirement, f"no release on {index.url} satisfies it; widen the range or check the index"))
+        packages[requirement] = version
+    previous = read_matrix_lock(matrix_path)
+    lock = Lock(bases, packages)
+    path = lock_path(matrix_path)
+    write_atomic(path, lock_text(lock, created_now()).encode(), "matrix.lock")
+    return LockReport(
+        path, lock,
+        tuple(r for r in bases if previous.bases.get(r) != bases[r]),
+        tuple(p for p in packages if previous.packages.get(p) != packages[p]),
+    )
