@@ -167,3 +167,17 @@ def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(bui
     finally:
         for tag in tags.values():
             client.images.remove(tag, force=True)
+
+
+def test_a_twin_without_its_pair_gets_no_floating_tag(built, client, repository, pair_setup, docker_env, tmp_path):
+    """Floating tags are for twins only: not for the twin whose other half failed, nor for one selected alone."""
+    _, _, _, targets = built
+    assert targets[BROKEN_TWIN]["status"] == "built"
+    assert targets[BROKEN_TWIN]["tags"] == [f"localhost:5000/{repository}:{BROKEN_TWIN}"]
+    assert f"localhost:5000/{repository}:2.13.0-cuda-py3.11-runtime" not in client.images.get(targets[BROKEN_TWIN]["image_id"]).tags
+    matrix, pip_conf = pair_setup
+    result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--out", tmp_path / "alone",
+                          "--select", f"id={CUDA}", "--no-efficiency", env=docker_env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (alone,) = json.loads((tmp_path / "alone" / "report.json").read_text())["targets"]
+    assert alone["tags"] == [f"localhost:5000/{repository}:{CUDA}"]
