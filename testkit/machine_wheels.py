@@ -80,3 +80,13 @@ def _info_like(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
     copy = zipfile.ZipInfo(name, info.date_time)
     copy.external_attr, copy.compress_type = info.external_attr, zipfile.ZIP_DEFLATED
     return copy
+
+
+def default_index() -> str:
+    """The index this machine's pip uses when none is configured: pip's own default, never written here."""
+    configured = _pip_config().get("index-url", "").split()
+    if configured:
+        return configured[0]
+    from pip._internal.models.index import PyPI
+
+    return PyPI.simple_url

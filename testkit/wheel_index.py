@@ -31,6 +31,11 @@ class WheelIndex:
     auth: dict[str, tuple[str, str]] = field(default_factory=dict)  # index name -> (user, password)
     flat: set[str] = field(default_factory=set)  # index names served as one page of files (pip's find-links)
     requests: list[str] = field(default_factory=list)
+    host: str = "127.0.0.1"  # the address to serve on (a docker bridge's gateway reaches build containers)
+    # Projects an index lacks are answered with the upstream index's page (its links are absolute), as
+    # PyPI-mirroring indexes such as PyTorch's do: index name -> upstream simple index URL.
+    upstream: dict[str, str] = field(default_factory=dict)
+    upstream_ca: str | bool = True  # the CA bundle to trust upstream (the machine's, where it has its own)
 
     def __post_init__(self) -> None:
         # files are addressed per index: two indexes may hold different wheels with the same name
@@ -48,12 +53,12 @@ class WheelIndex:
 
             do_HEAD = do_GET
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((self.host, 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://{self.host}:{self.server.server_address[1]}"
 
     def start(self) -> "WheelIndex":
         self.thread.start()
@@ -102,8 +107,22 @@ class WheelIndex:
                         for p in chosen
                     )
                     return self._send_html(handler, body)
+                if parts[0] in self.upstream:
+                    return self._send_upstream(handler, f"{self.upstream[parts[0]].rstrip('/')}/{parts[1]}/", self.upstream_ca)
         handler.send_response(404)
         handler.end_headers()
+
+    @staticmethod
+    def _send_upstream(handler: BaseHTTPRequestHandler, url: str, ca: str | bool) -> None:
+        import requests
+
+        answer = requests.get(url, timeout=60, headers={"Accept": "text/html"}, verify=ca)
+        handler.send_response(answer.status_code)
+        handler.send_header("Content-Type", answer.headers.get("Content-Type", "text/html"))
+        handler.send_header("Content-Length", str(len(answer.content)))
+        handler.end_headers()
+        if handler.command == "GET":
+            handler.wfile.write(answer.content)
 
     @staticmethod
     def _send_html(handler: BaseHTTPRequestHandler, body: str) -> None:

@@ -9,6 +9,9 @@ read is one error with exit status 1.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from posixpath import basename
@@ -110,3 +113,20 @@ class WheelIndex:
                 return body.decode("utf-8", errors="replace")
         except requests.RequestException as error:
             raise WheelIndexError(Problem(self.url, f"cannot read the wheel index ({type(error).__name__}); check the address and the network, or pass --index URL")) from None
+
+
+def default_package_index() -> str:
+    """The index pip installs from on this machine: $PIP_INDEX_URL, pip's configured index-url, else pip's
+    own default (read from pip, so no index is written into buildkit)."""
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"].split()[0]
+    try:
+        configured = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                                    capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        configured = None
+    if configured is not None and configured.returncode == 0 and configured.stdout.strip():
+        return configured.stdout.split()[0]
+    from pip._internal.models.index import PyPI
+
+    return PyPI.simple_url

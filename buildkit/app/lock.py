@@ -12,14 +12,13 @@ from buildkit.adapters.build_stamp import created_now
 from buildkit.adapters.matrix_files import load_matrix, lock_path, read_matrix_lock
 from buildkit.adapters.registry import Registry, load_credentials
 from buildkit.adapters.safe_files import write_atomic
-from buildkit.adapters.wheel_index import WheelIndex
+from buildkit.adapters.wheel_index import WheelIndex, default_package_index
 from buildkit.core.lock import Lock, is_range, lock_text, newest_matching
 from buildkit.core.plan import expand
 from buildkit.core.reference import ImageReference
 from buildkit.errors import Problem, UserError
 
 DOCKER_HUB = "registry-1.docker.io"  # where docker sends names without a registry
-DEFAULT_PACKAGE_INDEX = "https://pypi.org/simple"
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ def lock_matrix(matrix_path: Path | None, package_index: str | None = None, inse
     targets = expand(matrix).targets
     references = sorted({t.base_image for t in targets} | {t.builder_image for t in targets if t.builder_image})
     bases = {reference: resolve_base(reference, insecure) for reference in references}
-    index = WheelIndex(package_index or DEFAULT_PACKAGE_INDEX)
+    index = WheelIndex(package_index or default_package_index())
     packages = {}
     for requirement in sorted({package for stack in matrix.stacks for package in stack.packages if is_range(package)}):
         version = newest_matching(requirement, index.project_versions(Requirement(requirement).name))

@@ -17,7 +17,7 @@ import pytest
 from buildkit.adapters import buildx, engine
 from buildkit.errors import UserError
 from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, Build, build, machine_ca_bundle, machine_pip_conf, team_matrix
-from testkit.machine_wheels import as_backend_build, local_wheels
+from testkit.machine_wheels import as_backend_build, default_index, local_wheels
 from testkit.runner import INDEX_PASSWORD, INDEX_USER
 from testkit.wheel_index import WheelIndex
 from testkit.wheels import build_wheel, companion_double, torch_double
@@ -141,7 +141,9 @@ def machine_index():
         pytest.fail("this machine's pip configuration names no torch 2.14.1 and torchvision 0.29.1 cp311 wheels")
     cache = Path.home() / ".cache" / "buildkit-tests"
     cu130 = [w for w in wheels if w not in builds] + [as_backend_build(w, "cu130", cache) for w in builds]
-    index = WheelIndex({"cu130": cu130, "all": wheels}, flat={"all"}).start()
+    # like PyTorch's own index, /cu130/ mirrors the projects torch depends on (from this machine's index)
+    index = WheelIndex({"cu130": cu130, "all": wheels}, flat={"all"}, upstream={"cu130": default_index()},
+                       upstream_ca=str(machine_ca_bundle() or "") or True).start()
     yield index
     index.stop()
 

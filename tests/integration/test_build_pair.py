@@ -11,7 +11,9 @@ import subprocess
 
 import pytest
 
+from testkit.builds import team_matrix
 from testkit.runner import INDEX_PASSWORD, INDEX_USER, docker_output, run_buildkit
+from testkit.wheel_index import WheelIndex
 
 pytestmark = pytest.mark.engine
 
@@ -140,33 +142,38 @@ def test_efficiency_ratio_is_measured(built):
     assert ratio is not None and 1.0 <= ratio <= 1.02
 
 
-def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(built, pair_setup, docker_env, tmp_path, client):
-    """`buildkit bake` exports the pair; `docker buildx bake` (no buildkit involved) builds it: same layers,
-    same labels (the build's date aside) as `buildkit build`'s images."""
-    _, _, _, targets = built
-    matrix, pip_conf = pair_setup
-    out = tmp_path / "bake"
-    exported = run_buildkit("bake", "--matrix", matrix, "--select", "torch=2.14.1", "--pip-conf", pip_conf,
-                            "--network", "host", "--out", out, env=docker_env)
-    assert exported.returncode == 0, exported.stderr
-    document = json.loads((out / "docker-bake.json").read_text())
-    assert document["group"]["pair-2_14_1-py3_11-runtime"]["targets"] == ["2_14_1-cuda13_0-py3_11-runtime", "2_14_1-rocm7_2-py3_11-runtime"]
-    assert INDEX_PASSWORD not in (out / "docker-bake.json").read_text()  # secrets by id and path only
-    tags = {CUDA: f"bake-{tmp_path.name}-cuda:1", ROCM: f"bake-{tmp_path.name}-rocm:1"}
-    overrides = [f"--set=2_14_1-cuda13_0-py3_11-runtime.tags={tags[CUDA]}", f"--set=2_14_1-rocm7_2-py3_11-runtime.tags={tags[ROCM]}"]
-    baked = subprocess.run([docker_env["BUILDKIT_DOCKER"], "buildx", "bake", "-f", str(out / "docker-bake.json"), "--load",
-                            *overrides, "pair-2_14_1-py3_11-runtime"], cwd=out, env=docker_env, capture_output=True, text=True)
-    assert baked.returncode == 0, baked.stderr[-3000:]
+def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(double_index, base_image, docker_env, tmp_path, client, repository):
+    """`buildkit bake` exports a pair; `docker buildx bake` (no buildkit involved) builds it: the same layers and
+    labels (the build's date aside) as `buildkit build`'s images of the same matrix. buildx 0.13's bake has no
+    `network`, so builds reach the wheel index on the engine's bridge gateway instead of the host's 127.0.0.1."""
+    gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    index = WheelIndex({name: double_index.indexes[name] for name in ("cu130", "rocm7.2")}, host=gateway).start()
     try:
+        matrix = team_matrix(tmp_path, index.url, repository, '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
+                             '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
+        built = run_buildkit("build", "--matrix", matrix, "--out", tmp_path / "out", "--no-efficiency", env=docker_env)
+        assert built.returncode == 0, built.stderr[-3000:]
+        ours = {t["id"]: t for t in json.loads((tmp_path / "out" / "report.json").read_text())["targets"]}
+        out = tmp_path / "bake"
+        exported = run_buildkit("bake", "--matrix", matrix, "--out", out, env=docker_env)
+        assert exported.returncode == 0, exported.stderr
+        document = json.loads((out / "docker-bake.json").read_text())
+        assert document["group"]["pair-2_14_1-py3_11-runtime"]["targets"] == ["2_14_1-cuda13_0-py3_11-runtime", "2_14_1-rocm7_2-py3_11-runtime"]
+        tags = {CUDA: f"bake-{tmp_path.name}-cuda:1", ROCM: f"bake-{tmp_path.name}-rocm:1"}
+        overrides = [f"--set=2_14_1-cuda13_0-py3_11-runtime.tags={tags[CUDA]}", f"--set=2_14_1-rocm7_2-py3_11-runtime.tags={tags[ROCM]}"]
+        baked = subprocess.run([docker_env["BUILDKIT_DOCKER"], "buildx", "bake", "-f", str(out / "docker-bake.json"), "--load",
+                                *overrides, "pair-2_14_1-py3_11-runtime"], cwd=out, env=docker_env, capture_output=True, text=True)
+        assert baked.returncode == 0, baked.stderr[-3000:]
         stamp = ("org.opencontainers.image.created", "org.opencontainers.image.revision")
         for target_id, tag in tags.items():
-            ours, theirs = client.images.get(targets[target_id]["image_id"]).attrs, client.images.get(tag).attrs
-            assert theirs["RootFS"]["Layers"] == ours["RootFS"]["Layers"], target_id
+            mine, theirs = client.images.get(ours[target_id]["image_id"]).attrs, client.images.get(tag).attrs
+            assert theirs["RootFS"]["Layers"] == mine["RootFS"]["Layers"], target_id
             assert {k: v for k, v in theirs["Config"]["Labels"].items() if k not in stamp} == \
-                   {k: v for k, v in ours["Config"]["Labels"].items() if k not in stamp}
-    finally:
+                   {k: v for k, v in mine["Config"]["Labels"].items() if k not in stamp}
         for tag in tags.values():
             client.images.remove(tag, force=True)
+    finally:
+        index.stop()
 
 
 def test_a_twin_without_its_pair_gets_no_floating_tag(built, client, repository, pair_setup, docker_env, tmp_path):
