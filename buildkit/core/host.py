@@ -274,20 +274,41 @@ def diagnose(
             "it runs through minor version compatibility, but PTX compiled for newer GPUs cannot be JIT-compiled",
             "upgrade the driver when convenient",
         ))
-    for gpu in host.gpus_of(vendor.name):
+    vendor_gpus = host.gpus_of(vendor.name)
+    mixed = len({gpu.arch for gpu in vendor_gpus}) > 1
+    for ordinal, gpu in enumerate(vendor_gpus):
         if arch_covered(gpu.arch, identity.archs):
             continue
-        override = compat_override(compat, gpu.arch)
-        fix = "use an image whose arch list has it (a newer ROCm/CUDA), or build one with `--gpu-arch`"
-        if override and override[1] in identity.archs:
-            fix += (f"; or, at your own risk, HSA_OVERRIDE_GFX_VERSION={override[0]} makes it run {override[1]} code: "
-                    "unsupported by AMD, and wrong results or hangs are possible")
         findings.append(Finding(
             True, f"GPU {gpu.pci} ({gpu.name}, {gpu.arch}) is not in the image's arch list "
             f"({' '.join(identity.archs) or 'unknown'}): kernels fail with {vendor.missing_arch_error}",
-            fix,
+            _arch_fix(compat, identity, gpu, ordinal if mixed else None),
         ))
     return sorted(findings, key=lambda f: not f.blocking)
+
+
+def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | None) -> str:
+    """What to do about a GPU the image has no code for, offering only what `plan` and `build` accept: an
+    image whose wheels carry the arch, else the source flavor (which compiles any known gfx target), and for
+    close RDNA parts the HSA override as a risk (per device on a host whose AMD GPUs differ)."""
+    if identity.vendor.name != "amd":
+        return "use an image of a newer CUDA whose arch list has it (see `buildkit detect`)"
+    target = compat.gfx_targets.get(gpu.arch)
+    if target is None:
+        return f"{gpu.arch} is not a gfx target buildkit knows; add it to [compat.gfx] to build for it from source"
+    if target.rocm_versions:
+        fix = f"use a ROCm {' or '.join(target.rocm_versions)} image: their wheels carry {gpu.arch} (see `buildkit detect`)"
+    else:
+        fix = (f"no ROCm wheel carries {gpu.arch}: build torch for it from source (a stack with the `source` flavor, "
+               f"docs/source-builds.md) with `buildkit build --select flavor=source --gpu-arch {gpu.arch}`")
+    override = compat_override(compat, gpu.arch)
+    if override and override[1] in identity.archs:
+        variable = "HSA_OVERRIDE_GFX_VERSION" if ordinal is None else f"HSA_OVERRIDE_GFX_VERSION_{ordinal}"
+        scope = "" if ordinal is None else (f" (this host's AMD GPUs differ, so only for this one: GPU {ordinal} in ROCm's "
+                                            "order, check with rocminfo)")
+        fix += (f"; or, at your own risk, {variable}={override[0]} makes it run {override[1]} code{scope}: "
+                "unsupported by AMD, and wrong results or hangs are possible")
+    return fix
 
 
 def compat_override(compat: Compat, arch: str) -> tuple[str, str] | None:

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from buildkit.adapters.host import Identity, gfx_name, read_host
-from buildkit.core.host import arch_covered, best_target, diagnose, gpu_access, primary_vendor
+from buildkit.core.host import Gpu, HostFacts, arch_covered, best_target, diagnose, gpu_access, primary_vendor
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.vendors import AMD, NVIDIA
 from buildkit.core.plan import expand
@@ -172,3 +172,40 @@ def test_run_print_picks_the_fitting_image_with_its_flags(cli, tmp_path):
     assert result.code == 0, result.err
     assert "--device /dev/kfd --device /dev/dri --group-add video" in result.out
     assert result.out.strip().endswith("ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime python -c 'import torch'")
+
+
+def rx6700xt(root):
+    return hosts.amd_host(root, [("0000:03:00.0", "0x73df", "0x030000", 100301)])
+
+
+def test_a_gpu_no_wheel_carries_is_sent_to_the_source_flavor_plan_accepts(tmp_path):
+    host = facts(rx6700xt, tmp_path)
+    assert [g.arch for g in host.gpus] == ["gfx1031"]
+    (finding,) = diagnose(host, COMPAT, "rocm", ImageIdentity.read(LABELS["rocm72"]))
+    assert "with `buildkit build --select flavor=source --gpu-arch gfx1031`" in finding.fix
+    assert "HSA_OVERRIDE_GFX_VERSION=10.3.0" not in finding.fix  # the image has no gfx1030 code to borrow
+
+
+@pytest.mark.parametrize("arch", sorted(COMPAT.gfx_targets))
+def test_doctor_suggests_only_what_plan_accepts(arch, tmp_path, team_matrix):
+    """For every gfx target buildkit knows: doctor's advice for a GPU of it names a ROCm image or a source build
+    that `plan` then accepts."""
+    from buildkit.app.targets import Choices, SourceOptions, select_targets
+
+    source_matrix = team_matrix('extends = "default"\nflavors = ["runtime", "source"]\n')
+    identity = ImageIdentity.read({"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx000"})
+    host = HostFacts(gpus=(Gpu("amd", "0000:03:00.0", "0x0", "test GPU", arch),), kfd=None)
+    (finding, *_) = [f for f in diagnose(host, COMPAT, "rocm", identity) if arch in f.title]
+    if "--gpu-arch" in finding.fix:
+        selection = select_targets(Choices(matrix=source_matrix, selectors=("flavor=source",), source=SourceOptions(gpu_archs=(arch,))))
+        assert selection.targets  # not refused as an unknown target
+    else:
+        versions = COMPAT.gfx_targets[arch].rocm_versions
+        assert versions and all(arch in COMPAT.backend("rocm", v).archs for v in versions)
+
+
+def test_mixed_amd_host_gets_a_per_device_override(tmp_path):
+    host = facts(lambda root: hosts.amd_host(root, [("0000:03:00.0", "0x744c", "0x030000", 110000),
+                                                    ("0000:43:00.0", "0x747e", "0x030000", 110001)]), tmp_path)
+    (finding,) = diagnose(host, COMPAT, "rocm", ImageIdentity.read(LABELS["rocm_narrow"]))
+    assert "HSA_OVERRIDE_GFX_VERSION_1=11.0.0 makes it run gfx1100 code (this host's AMD GPUs differ" in finding.fix
