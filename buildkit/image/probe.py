@@ -473,7 +473,7 @@ def probe(run_kernels, check_timeout=CHECK_TIMEOUT, compile_timeout=COMPILE_TIME
 
 
 def _probe(run_kernels, check_timeout, compile_timeout):
-    result = {"probe_version": PROBE_VERSION, "python": platform.python_version()}
+    result = {"probe_version": PROBE_VERSION, "python": platform.python_version(), "machine": platform.machine()}
     _guard(result, "os", _os_release)
     _guard(result, "distributions", _distributions)
     _guard(result, "toolchain", toolchain)

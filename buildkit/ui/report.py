@@ -37,7 +37,9 @@ def target_json(result: TargetResult) -> dict:
         "log": result.log,
         "error": result.error or None,
         "log_tail": result.log_tail,
+        "digest": result.digest or None,
         "smoke": verdict_json(result.smoke) if result.smoke else None,
+        "platforms": {platform: verdict_json(verdict) for platform, verdict in result.platform_smoke.items()},
     }
 
 
