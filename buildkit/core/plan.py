@@ -157,24 +157,35 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
     compat = matrix.compat
     release = compat.torch_release(stack.torch)
     assert release is not None  # resolve_matrix guarantees it
-    def companions(backend: str, version: str) -> tuple[str, ...]:
-        """Exact builds for the same backend as torch (0.29.1+rocm7.2); the nightly channel takes the newest."""
-        local = of_backend(backend).index_tag(version)
-        return tuple(
-            name if stack.channel == "nightly" else f"{name}=={release.companion_version(name, stack.torch)}+{local}"
-            for name in stack.companions
-        )
-
+    locked_packages = tuple(pin for pin in map(matrix.lock.constraint, stack.packages) if pin)
     targets = []
-    for flavor in stack.flavors:
-        for backend in BACKENDS:
-            if flavor == SOURCE_FLAVOR and backend != "rocm":
-                notes.append(Note(f"{stack.torch} {flavor}", "the source flavor compiles ROCm torch only; "
-                                  "its CUDA twin is the runtime flavor's", (("torch", stack.torch), ("flavor", flavor))))
-                continue
-            for version in stack.backends[backend]:
-                facts = compat.backend(backend, version)
-                assert facts is not None
+    for backend in BACKENDS:
+        vendor = of_backend(backend)
+        for version in stack.backends[backend]:
+            facts = compat.backend(backend, version)
+            assert facts is not None
+            local = vendor.index_tag(version)
+            # what every target of this backend version shares, whatever its flavor and Python
+            shared = dict(
+                vendor=vendor.name, backend=backend, backend_version=version, torch=stack.torch,
+                index_url=compat.wheel_index_url(matrix.wheel_index, stack.channel, facts.index_tag),
+                archs=stack.archs.get(backend, facts.archs),
+                # exact builds for the same backend as torch (0.29.1+rocm7.2); the nightly channel takes the newest
+                companions=tuple(name if stack.channel == "nightly" else f"{name}=={release.companion_version(name, stack.torch)}+{local}"
+                                 for name in stack.companions),
+                packages=stack.packages, os_packages=stack.os_packages, channel=stack.channel, user=matrix.user,
+                registry=matrix.registry, repository=matrix.repository,
+                unconfirmed=tuple([f"torch {release.minor}: {item}" for item in release.unconfirmed if item == f"{backend} {version}"]
+                                  + [f"{backend} {version}: {item}" for item in facts.unconfirmed]),
+                thin_wheels=facts.thin_wheels, supported_platforms=compat.platforms(release.minor, backend, version),
+                arm64_archs=stack.archs.get(backend, facts.arm64_archs) if ARM64 in facts.platforms else (),
+                compile=stack.compile, locked_packages=locked_packages, wheel_archs=facts.archs,
+            )
+            for flavor in stack.flavors:
+                if flavor == SOURCE_FLAVOR and backend != "rocm":
+                    notes.append(Note(f"{stack.torch} {flavor}", "the source flavor compiles ROCm torch only; "
+                                      "its CUDA twin is the runtime flavor's", (("torch", stack.torch), ("flavor", flavor))))
+                    continue
                 only_python = _python_for_flavor(matrix, flavor, backend, version)
                 skipped = [p for p in stack.python if only_python is not None and p != only_python]
                 if skipped:
@@ -184,47 +195,21 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                         f"{only_python or '(unknown)'} only",
                         (("torch", stack.torch), ("flavor", flavor)),
                     ))
+                twin = stack.pair.get(backend) == version and flavor != SOURCE_FLAVOR  # source has no CUDA side
+                builder = facts.devel_base if flavor == SOURCE_FLAVOR else ""
                 for python in stack.python:
                     if python in skipped:
                         continue
                     ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor)
                     base = _base_image(matrix, flavor, backend, version, python)
-                    twin = stack.pair.get(backend) == version and flavor != SOURCE_FLAVOR  # source has no CUDA side
                     floating = f"{matrix.tag_prefix}{stack.torch}-{backend}-py{python}-{flavor}"
-                    unconfirmed = tuple(
-                        [f"torch {release.minor}: {item}" for item in release.unconfirmed if item == f"{backend} {version}"]
-                        + [f"{backend} {version}: {item}" for item in facts.unconfirmed]
-                    )
                     targets.append(Target(
-                        id=ident,
-                        vendor=of_backend(backend).name,
-                        backend=backend,
-                        backend_version=version,
-                        torch=stack.torch,
-                        python=python,
-                        flavor=flavor,
+                        id=ident, python=python, flavor=flavor,
                         pair=pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
-                        base_image=base,
-                        index_url=compat.wheel_index_url(matrix.wheel_index, stack.channel, facts.index_tag),
-                        archs=stack.archs.get(backend, facts.archs),
-                        companions=companions(backend, version),
-                        packages=stack.packages,
-                        os_packages=stack.os_packages,
-                        channel=stack.channel,
-                        user=matrix.user,
-                        registry=matrix.registry,
-                        repository=matrix.repository,
+                        base_image=base, base_digest=matrix.lock.base_digest(base),
                         tag_names=(ident, floating) if twin else (ident,),
-                        unconfirmed=unconfirmed,
-                        thin_wheels=facts.thin_wheels,
-                        supported_platforms=compat.platforms(release.minor, backend, version),
-                        arm64_archs=stack.archs.get(backend, facts.arm64_archs) if ARM64 in facts.platforms else (),
-                        compile=stack.compile,
-                        builder_image=facts.devel_base if flavor == SOURCE_FLAVOR else "",
-                        builder_digest=matrix.lock.base_digest(facts.devel_base) if flavor == SOURCE_FLAVOR else "",
-                        base_digest=matrix.lock.base_digest(base),
-                        locked_packages=tuple(pin for pin in map(matrix.lock.constraint, stack.packages) if pin),
-                        wheel_archs=facts.archs,
+                        builder_image=builder, builder_digest=matrix.lock.base_digest(builder) if builder else "",
+                        **shared,
                     ))
     return targets
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import shlex
 from dataclasses import dataclass
 from typing import Mapping
@@ -31,7 +30,7 @@ from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.core.trim import torch_requirement, trim_for
 from buildkit.errors import Problem, UserError
 
-FINGERPRINT_SCHEMA = 2
+FINGERPRINT_SCHEMA = 3
 # The stage that ends where a pair's twins diverge (everything below the torch install).
 SHARED_STAGE = "shared"
 
@@ -75,20 +74,16 @@ def build_args(target: Target) -> dict[str, str]:
 
 def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_labels: Mapping[str, str]) -> str:
     """sha256 over everything that determines the image: the digest of the template sources the target's
-    Dockerfile is rendered from, every field of the target (base image, packages, user, ...), the build args
-    and the labels. The same inputs give the same hex on any machine.
+    Dockerfile is rendered from, every field of the target (base image and its digest, packages, user, ...),
+    the build args and the labels. The same inputs give the same hex on any machine.
 
-    Each field goes in as a length-prefixed name and value, in a fixed order, so no two different inputs
-    produce the same text to hash.
+    Each part is the repr of plain data (strings, numbers, tuples, frozen records), which escapes newlines, so
+    the parts joined by newlines can be told apart and no two different inputs hash the same text.
     """
-    fields = [
-        ("templates", templates),
-        # repr of plain data (strings, numbers, tuples, the User record) is the same on every machine
-        ("target", repr(tuple((name, getattr(target, name)) for name in _TARGET_FIELDS))),
-        *((f"arg:{key}", value) for key, value in sorted(args.items())),
-        *((f"label:{key}", value) for key, value in sorted(image_labels.items())),
-    ]
-    text = f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}" + "".join(f"\n{name}:{len(value)}:{value}" for name, value in fields)
+    text = "\n".join((
+        f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}", templates, repr(target),
+        repr(sorted(args.items())), repr(sorted(image_labels.items())),
+    ))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
