@@ -1,0 +1,78 @@
+"""The test pair (2.14.1, Python 3.11, CUDA 13.0 + ROCm 7.2, torch test doubles) built three ways, in one run:
+cold (a fresh engine: empty BuildKit cache, no registry cache), with a warm registry cache (another fresh
+engine, reading the cache the first build wrote to the registry: what a nightly runner sees), and warm
+local (the same engine again). Each fresh engine is a throwaway dockerd (testkit.daemon).
+
+Run: python -m bench.registry_cache   (needs dockerd with buildx on the containerd image store, Debian's
+docker-registry and the local base image from .ci/base-image.sh; run as root: it starts dockerd)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from buildkit.adapters import buildx
+from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, index_pip_conf, team_matrix
+from testkit.daemon import SpareEngine
+from testkit.registry import RegistryProcess
+from testkit.runner import run_buildkit
+from testkit.wheel_index import WheelIndex
+from testkit.wheels import build_wheel, companion_double, torch_double
+
+BASE = "python:3.11-slim-bookworm"
+
+
+def build(matrix: Path, pip_conf: Path, out: Path, env: dict, *extra: str) -> float:
+    started = time.perf_counter()
+    result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--registry-cache",
+                          "--no-efficiency", "-j", "2", "--out", out, *extra, env=env)
+    if result.returncode != 0:
+        sys.exit(result.stderr[-3000:])
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    docker = buildx.find_builder().docker
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        wheels = folder / "wheels"
+        index = WheelIndex({
+            "cu130": [torch_double(wheels / "cu", "2.14.1", "cu130", "13.0", None, CUDA_13_ARCHS),
+                      companion_double(wheels / "cu", "torchvision", "0.29.1", "cu130", "2.14.1")],
+            "rocm7.2": [torch_double(wheels / "ro", "2.14.1", "rocm7.2", None, "7.2.0", ROCM_7_2_ARCHS),
+                        companion_double(wheels / "ro", "torchvision", "0.29.1", "rocm7.2", "2.14.1")],
+            "simple": [build_wheel(wheels / "extra", "bench-extra", "1.0", {"bench_extra/__init__.py": ""})],
+        }).start()
+        registry = RegistryProcess(folder / "registry").start()
+        matrix = team_matrix(folder, index.url, "bench/pytorch", '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
+                             'packages = ["bench-extra==1.0"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
+        matrix.write_text(matrix.read_text().replace('registry = "localhost:5000"', f'registry = "{registry.address}"'))
+        pip_conf = index_pip_conf(folder, index.url)
+        timings = {}
+        first = SpareEngine(docker, folder / "first.log").start(BASE, context=True)
+        try:
+            timings["cold"] = build(matrix, pip_conf, folder / "cold", first.env, "--builder", first.context)
+            timings["warm_local"] = build(matrix, pip_conf, folder / "local", first.env, "--builder", first.context)
+        finally:
+            first.stop()
+        second = SpareEngine(docker, folder / "second.log").start(BASE, context=True)
+        try:
+            timings["warm_registry_cache"] = build(matrix, pip_conf, folder / "cached", second.env, "--builder", second.context)
+        finally:
+            second.stop()
+        registry.stop()
+        index.stop()
+    print(json.dumps({
+        "benchmark": "test pair on fresh engines, registry cache",
+        **{f"{name}_s": round(seconds, 1) for name, seconds in timings.items()},
+        "warm_registry_cache_over_cold": round(timings["warm_registry_cache"] / timings["cold"], 3),
+        "warm_local_over_cold": round(timings["warm_local"] / timings["cold"], 3),
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
