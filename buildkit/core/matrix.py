@@ -106,7 +106,7 @@ def _merge_stacks(merged: Merged, child: list[Any], path: str) -> None:
             entry = {"__invalid__": entry}
         version = entry.get("version")
         if isinstance(version, str) and version in in_this_file:
-            merged.problems.append(Problem(path, f"duplicate [[torch]] entry for {version} in this file; merge the two",
+            merged.problems.append(Problem(path, f"duplicate [[torch]] entry for {fields.printable(version)} in this file; merge the two",
                                            key=f"torch[{position}].version"))
             continue
         if isinstance(version, str):
@@ -170,16 +170,32 @@ class _StackReader:
     """Reads one [[torch]] entry: its own keys, or the top-level values it inherits, each located in the
     file that set it; then checks it against the compatibility data."""
 
-    def __init__(self, check: Checker, merged: Merged, index: int, entry: Mapping[str, Any], top: Mapping[str, Any], compat: Compat):
+    def __init__(self, check: Checker, merged: Merged, index: int, entry: Mapping[str, Any], top: Mapping[str, Any], compat: Compat,
+                 facts_changed_by: str | None = None):
         self.check, self.merged, self.index, self.entry, self.top, self.compat = check, merged, index, entry, top, compat
+        self.facts_changed_by = facts_changed_by  # the file whose [compat] overrides changed the shipped facts
         self.file = merged.stack_origin.get((index, ""), "matrix")
         self.key = f"torch[{merged.stack_index.get(index, index)}]"
 
     def located(self, name: str) -> tuple[str, str]:
-        """(file, key path) where a stack's value for `name` comes from."""
+        """(file, key path) where a stack's value for `name` comes from; a value no file sets (the field's
+        default) is located at the stack itself."""
         if name in self.entry:
             return self.merged.stack_origin.get((self.index, name), self.file), f"{self.key}.{name}"
+        if name not in self.merged.data:
+            return self.file, f"{self.key}.{name}"
         return self.merged.where(name, self.file), name
+
+    def is_default(self, name: str) -> bool:
+        return name not in self.entry and name not in self.merged.data
+
+    def fail(self, where: str, key: str, message: str) -> None:
+        """A problem with a stack's value. When a file's [compat] overrides changed the facts that a stack of
+        another file (the default matrix) was written for, say so: the fix is in the overriding file."""
+        if self.facts_changed_by and where != self.facts_changed_by:
+            message += (f" ({where} is extended by {self.facts_changed_by}, whose [compat] changed the facts this entry was "
+                        f"written for: give torch {self.entry.get('version')} a [[torch]] entry there that sets it)")
+        self.check.fail(where, key, message)
 
     def value(self, name: str) -> Any:
         if name in self.entry:
@@ -213,6 +229,8 @@ class _StackReader:
         self._companions(release, torch, values["companions"])
         self._packages(values["packages"])
         self._archs(values["archs"], backends)
+        if len(self.check.problems) > before:
+            return None
         pair = self._pair(backends)
         if len(self.check.problems) > before or pair is None:
             return None
@@ -232,7 +250,7 @@ class _StackReader:
                                         f"add [compat.torch.\"{minor}\"] to your matrix to describe a custom stack")
             return None
         if release.releases and torch not in release.releases:
-            self.check.fail(where, key, f"torch {torch} is not a release of {release.minor} (known: {', '.join(release.releases)}); "
+            self.fail(where, key, f"torch {torch} is not a release of {release.minor} (known: {', '.join(release.releases)}); "
                                         f"add it to [compat.torch.\"{release.minor}\"].releases if it is new")
             return None
         return release
@@ -247,27 +265,36 @@ class _StackReader:
             for index, version in enumerate(versions):
                 if version not in release.backends[backend]:
                     offered = ", ".join(release.backends[backend]) or "none"
-                    self.check.fail(where, f"{key}[{index}]", f"torch {release.minor} has no "
+                    self.fail(where, f"{key}[{index}]", f"torch {release.minor} has no "
                                     f"{of_backend(backend).backend_label(version)} wheels; supported: {offered}")
                 elif self.compat.backend(backend, version) is None:
-                    self.check.fail(where, f"{key}[{index}]", f"no {backend} {version} entry in the compatibility data; "
+                    self.fail(where, f"{key}[{index}]", f"no {backend} {version} entry in the compatibility data; "
                                                               f"add [compat.{backend}.\"{version}\"]")
             backends[backend] = versions
         return backends
 
     def _pythons(self, release: TorchRelease, pythons: tuple[str, ...]) -> None:
         where, key = self.located("python")
+        supported = ", ".join(release.python) or "none"
+        if self.is_default("python"):
+            missing = [python for python in pythons if python not in release.python]
+            if missing:
+                self.fail(where, key, f"torch {release.minor} has no wheels for Python {', '.join(missing)} of the default python "
+                                      f"list ({', '.join(pythons)}); supported: {supported}: set python in this [[torch]] entry")
+            return
         for index, python in enumerate(pythons):
             if python not in release.python:
-                self.check.fail(where, f"{key}[{index}]", f"torch {release.minor} has no wheels for Python {python}; "
-                                                          f"supported: {', '.join(release.python)}")
+                self.fail(where, f"{key}[{index}]", f"torch {release.minor} has no wheels for Python {python}; supported: {supported}")
 
     def _companions(self, release: TorchRelease, torch: str, companions: tuple[str, ...]) -> None:
         where, key = self.located("companions")
         for index, companion in enumerate(companions):
             if release.companion_version(companion, torch) is None:
-                self.check.fail(where, f"{key}[{index}]", f"no version of {companion!r} is known for torch {release.minor}; "
-                                "companions are built per backend (torchvision); put other packages in `packages`")
+                fix = (f'set torchvision in [compat.torch."{release.minor}"], or companions = [] in this [[torch]] entry'
+                       if self.is_default("companions") else
+                       "companions are built per backend (torchvision); put other packages in `packages`")
+                self.fail(where, key if self.is_default("companions") else f"{key}[{index}]",
+                          f"no version of {companion!r} is known for torch {release.minor}; {fix}")
 
     def _packages(self, packages: tuple[str, ...]) -> None:
         where, key = self.located("packages")
@@ -282,13 +309,13 @@ class _StackReader:
             known = self.compat.known_archs[backend]
             for index, arch in enumerate(names):
                 if arch.removesuffix("+PTX") not in known:
-                    self.check.fail(where, f"{key}.{backend}[{index}]", f"unknown {backend} arch {arch!r}; known: {', '.join(known)}")
+                    self.fail(where, f"{key}.{backend}[{index}]", f"unknown {backend} arch {arch!r}; known: {', '.join(known)}")
             # A wheel carries the arch list it was built with: a team can narrow it, never widen it.
             for version in backends.get(backend, ()):
                 official = self.compat.backend(backend, version)
                 extra = [arch for arch in names if official and arch not in official.archs and arch.removesuffix("+PTX") in known]
                 if extra:
-                    self.check.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' "
+                    self.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' "
                                                                f"arch list ({', '.join(official.archs)}); a wheel image can only narrow it")
 
     def _pair(self, backends: Mapping[str, tuple[str, ...]]) -> dict[str, str] | None:
@@ -300,13 +327,40 @@ class _StackReader:
         for backend in BACKENDS:
             version = chosen.get(backend)
             if version is not None and version not in backends[backend]:
-                self.check.fail(where, f"{key}.{backend}", f"{version!r} is not one of this stack's {backend} versions "
+                self.fail(where, f"{key}.{backend}", f"{version!r} is not one of this stack's {backend} versions "
                                                            f"({', '.join(backends[backend]) or 'none'})")
             elif version is not None:
                 pair[backend] = version
             elif backends[backend]:
                 pair[backend] = _default_twin(self.compat, backend, backends[backend])
         return pair
+
+
+# What a compat entry must say once a team's overrides are merged over the shipped facts (the shipped
+# entries have all of it; a team's new CUDA or ROCm version or torch minor may not).
+_REQUIRED_FACTS = {
+    "torch": {"python": 'the Python versions it has wheels for, e.g. python = ["3.12", "3.13"]'},
+    **{backend: {"archs": 'the GPU archs its wheels carry, e.g. archs = ["9.0"] or ["gfx942"]',
+                 "devel_base": 'its devel image, e.g. devel_base = "nvidia/cuda:13.0.3-cudnn-devel-ubuntu24.04"'}
+       for backend in BACKENDS},
+}
+
+
+def _check_overridden_facts(check: Checker, overrides: Mapping[str, Any], facts: Mapping[str, Any], where: str) -> None:
+    """The entries a team's [compat] touched, merged: complete, and every backend version a torch release
+    lists has its own entry (else the stacks that use it fail far from the cause)."""
+    for table, required in _REQUIRED_FACTS.items():
+        for name in overrides.get(table, {}):
+            entry = facts[table][name]
+            for key, example in required.items():
+                if key not in entry:
+                    check.fail(where, f"compat.{table}.{name}", f'missing "{key}": a {table} entry of your own needs {example}')
+    for minor in overrides.get("torch", {}):
+        for backend in BACKENDS:
+            for index, version in enumerate(facts["torch"][minor].get(backend, ())):
+                if version not in facts.get(backend, {}):
+                    check.fail(where, f"compat.torch.{minor}.{backend}[{index}]",
+                               f'no [compat.{backend}."{version}"] entry describes {backend} {version}: add one (archs, devel_base)')
 
 
 def _default_twin(compat: Compat, backend: str, versions: tuple[str, ...]) -> str:
@@ -353,6 +407,8 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lo
         broken_facts = len(check.problems) > before
         if not broken_facts:
             compat_data = merge_overrides(compat_data, overrides)
+            _check_overridden_facts(check, overrides, compat_data, merged.where("compat", last))
+            broken_facts = len(check.problems) > before
     compat = compat_from_data(compat_data)
 
     top = _top_values(check, merged, last, compat)
@@ -367,7 +423,7 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lo
         entries = []
     if not broken_facts and all(value is not INVALID for name, value in top.items() if fields.TOP[name].inherited):
         for index, entry in enumerate(entries):
-            stack = _StackReader(check, merged, index, entry, top, compat).read()
+            stack = _StackReader(check, merged, index, entry, top, compat, merged.where("compat", last) if overrides else None).read()
             if stack is not None:
                 stacks.append(stack)
 
