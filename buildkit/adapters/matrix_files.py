@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import jinja2
@@ -17,7 +18,7 @@ import jinja2
 from buildkit.adapters.bundled import builtin_templates_dir, compat_data, default_matrix_path, tomllib
 from buildkit.adapters.regular_files import NotReadable, describe_path, read_regular
 from buildkit.core.lock import LOCK_NAME, Lock, read_lock
-from buildkit.core.matrix import Layer, Matrix, resolve_matrix
+from buildkit.core.matrix import Layer, Matrix, line_of, resolve_matrix
 from buildkit.errors import Problem, UserError
 
 DEFAULT_NAME = "default"
@@ -27,7 +28,6 @@ _TOML_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")
 _HEADER_RE = re.compile(r"\s*(\[\[?)(.+?)\]\]?\s*(?:#.*)?")
 _KEY_RE = re.compile(r"\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
 _DOTTED_PART_RE = re.compile(r"\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_-]+)")
-_INDEX_RE = re.compile(r"\[\d+\]$")
 
 
 def _display(path: Path) -> str:
@@ -66,12 +66,7 @@ class LineIndex:
 
     def line(self, key: str) -> int | None:
         """The line of a key path such as torch[2].rocm[1], or of the nearest enclosing key that has one."""
-        while key:
-            if key in self.lines:
-                return self.lines[key]
-            trimmed = _INDEX_RE.sub("", key)
-            key = trimmed if trimmed != key else key.rpartition(".")[0]
-        return None
+        return line_of(self.lines, key)
 
 
 def locate(text: str, key: str) -> int | None:
@@ -175,13 +170,14 @@ def load_matrix(path: Path | None, use_lock: bool = True) -> Matrix:
     layers, indexes = read_layers(chosen)
     lock = read_matrix_lock(path) if use_lock else Lock()
     try:
-        return resolve_matrix(layers, compat_data(), lock)
+        matrix = resolve_matrix(layers, compat_data(), lock)
     except UserError as error:
         located = [
             Problem(p.where, p.message, key=p.key, line=p.line or (indexes[p.where].line(p.key) if p.where in indexes and p.key else None))
             for p in error.problems
         ]
         raise UserError(located) from None
+    return replace(matrix, lines={shown: index.lines for shown, index in indexes.items()})
 
 
 class TemplateLoader(jinja2.FileSystemLoader):

@@ -9,6 +9,7 @@ problem, each naming its file, key path and what was expected, before anything i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -77,6 +78,27 @@ class Matrix:
     compat: Compat
     compat_overridden: bool = False
     lock: Lock = Lock()  # matrix.lock beside the matrix: base digests and resolved package ranges
+    lines: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # file -> key path -> line (from the loader)
+
+    def problem(self, where: str, message: str, key: str) -> Problem:
+        """A problem found after validation (an include rule that matches nothing), located like validation's."""
+        return Problem(where, message, key=key, line=line_of(self.lines.get(where, {}), key))
+
+
+_INDEX_RE = re.compile(r"\[\d+\]$")
+
+
+def line_of(lines: Mapping[str, int], key: str) -> int | None:
+    """The line of a key path such as torch[2].rocm[1], or of the nearest enclosing key that has one. A path
+    cut short for display (ending in "…") is found by its beginning."""
+    if key.endswith("…"):
+        key = next((known for known in lines if known.startswith(key[:-1])), key[:-1])
+    while key:
+        if key in lines:
+            return lines[key]
+        trimmed = _INDEX_RE.sub("", key)
+        key = trimmed if trimmed != key else key.rpartition(".")[0]
+    return None
 
 
 # --- layering ---------------------------------------------------------------------------------------------

@@ -176,9 +176,11 @@ class Renderer:
         self._digests: dict[str, str] = {}
         self._references: dict[str, tuple[str, tuple[str | None, ...]]] = {}  # name -> (source, templates it names)
 
-    def _source(self, name: str, target: Target, referrer: str = "") -> str:
+    def _source(self, name: str, target: Target, referrer: str = "") -> tuple[str, str | None]:
+        """A template's source and the file it came from (for messages)."""
         try:
-            return self.environment.loader.get_source(self.environment, name)[0]  # type: ignore[union-attr]
+            source, filename, _ = self.environment.loader.get_source(self.environment, name)  # type: ignore[union-attr]
+            return source, filename
         except jinja2.TemplateNotFound:
             if referrer:
                 raise UserError(Problem(referrer, f"template {name!r} is not in the template folders (target {target.id})")) from None
@@ -197,9 +199,9 @@ class Renderer:
                 if current in sources:
                     continue
                 if current not in self._references:
-                    source = self._source(current, target, referrer)
+                    source, filename = self._source(current, target, referrer)
                     try:
-                        parsed = self.environment.parse(source, current)
+                        parsed = self.environment.parse(source, current, filename)
                     except jinja2.TemplateSyntaxError as error:
                         raise UserError(_template_problem(current, error, target)) from None
                     self._references[current] = (source, tuple(jinja2.meta.find_referenced_templates(parsed)))
