@@ -24,6 +24,7 @@ from buildkit.errors import Problem, UserError
 DEFAULT_NAME = "default"
 MAX_MATRIX_BYTES = 16 * 1024 * 1024  # far beyond any real matrix (100,000 targets take about 1 MB)
 MAX_TEMPLATE_BYTES = 1024 * 1024  # the built-in templates take 20 KB together
+FLAVOR_SUFFIX = ".Dockerfile.j2"  # a flavor's template: runtime.Dockerfile.j2 (buildkit.core.render.template_name)
 _TOML_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")
 _HEADER_RE = re.compile(r"\s*(\[\[?)(.+?)\]\]?\s*(?:#.*)?")
 _KEY_RE = re.compile(r"\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
@@ -170,7 +171,7 @@ def load_matrix(path: Path | None, use_lock: bool = True) -> Matrix:
     layers, indexes = read_layers(chosen)
     lock = read_matrix_lock(path) if use_lock else Lock()
     try:
-        matrix = resolve_matrix(layers, compat_data(), lock)
+        matrix = resolve_matrix(layers, compat_data(), lock, template_flavors(layers))
     except UserError as error:
         located = [
             Problem(p.where, p.message, key=p.key, line=p.line or (indexes[p.where].line(p.key) if p.where in indexes and p.key else None))
@@ -214,6 +215,16 @@ class TemplateLoader(jinja2.FileSystemLoader):
                                         line=data.count(b"\n", 0, error.start) + 1)) from None
             return text, str(path), lambda: False  # auto_reload is off: a run never re-reads a template
         raise jinja2.TemplateNotFound(template)
+
+
+def template_flavors(layers: list[Layer]) -> frozenset[str]:
+    """The flavors a matrix can use: FLAVOR.Dockerfile.j2 in its template folders or the built-in ones
+    (names starting with _ are parts that flavors extend, not flavors)."""
+    folders = [*(layer.template_dir for layer in layers if layer.template_dir), str(builtin_templates_dir())]
+    return frozenset(
+        path.name.removesuffix(FLAVOR_SUFFIX)
+        for folder in folders for path in Path(folder).glob(f"*{FLAVOR_SUFFIX}") if not path.name.startswith("_")
+    )
 
 
 def template_loader(matrix: Matrix) -> jinja2.BaseLoader:

@@ -193,9 +193,10 @@ class _StackReader:
     file that set it; then checks it against the compatibility data."""
 
     def __init__(self, check: Checker, merged: Merged, index: int, entry: Mapping[str, Any], top: Mapping[str, Any], compat: Compat,
-                 facts_changed_by: str | None = None):
+                 facts_changed_by: str | None = None, flavors: frozenset[str] | None = None):
         self.check, self.merged, self.index, self.entry, self.top, self.compat = check, merged, index, entry, top, compat
         self.facts_changed_by = facts_changed_by  # the file whose [compat] overrides changed the shipped facts
+        self.flavors = flavors  # the flavors that have a template (None: not known here)
         self.file = merged.stack_origin.get((index, ""), "matrix")
         self.key = f"torch[{merged.stack_index.get(index, index)}]"
 
@@ -250,6 +251,7 @@ class _StackReader:
         self._pythons(release, values["python"])
         self._companions(release, torch, values["companions"])
         self._packages(values["packages"])
+        self._flavors(values["flavors"])
         self._archs(values["archs"], backends)
         if len(self.check.problems) > before:
             return None
@@ -324,6 +326,16 @@ class _StackReader:
             if canonicalize_name(Requirement(package).name) == "torch":
                 self.check.fail(where, f"{key}[{index}]", "torch is installed by buildkit from the backend's wheel index; "
                                                           "remove it from `packages`")
+
+    def _flavors(self, flavors: tuple[str, ...]) -> None:
+        """A flavor is a template: one without its template would pass validation and fail at `plan`."""
+        if self.flavors is None:
+            return
+        where, key = self.located("flavors")
+        for index, flavor in enumerate(flavors):
+            if flavor not in self.flavors:
+                self.fail(where, f"{key}[{index}]", f"no template {flavor}.Dockerfile.j2 for flavor {flavor!r} in the template "
+                          f"folders; add it to your template_dir, or use one of: {', '.join(sorted(self.flavors))}")
 
     def _archs(self, archs: Mapping[str, tuple[str, ...]], backends: Mapping[str, tuple[str, ...]]) -> None:
         where, key = self.located("archs")
@@ -410,8 +422,10 @@ def _top_values(check: Checker, merged: Merged, last: str, compat: Compat) -> di
     return values
 
 
-def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lock = Lock()) -> Matrix:
-    """Merge, validate and freeze. Raises UserError listing every problem found."""
+def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lock = Lock(),
+                   flavors: frozenset[str] | None = None) -> Matrix:
+    """Merge, validate and freeze. Raises UserError listing every problem found. `flavors`: the flavors
+    whose templates exist in the matrix's template folders (None: the caller does not know them)."""
     merged = merge_layers(layers)
     check = Checker()
     check.problems.extend(merged.problems)
@@ -445,7 +459,8 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lo
         entries = []
     if not broken_facts and all(value is not INVALID for name, value in top.items() if fields.TOP[name].inherited):
         for index, entry in enumerate(entries):
-            stack = _StackReader(check, merged, index, entry, top, compat, merged.where("compat", last) if overrides else None).read()
+            stack = _StackReader(check, merged, index, entry, top, compat, merged.where("compat", last) if overrides else None,
+                                 flavors).read()
             if stack is not None:
                 stacks.append(stack)
 
