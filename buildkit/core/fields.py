@@ -32,6 +32,8 @@ class Checker:
 
 def printable(text: str, limit: int = 200) -> str:
     """A key path as one short line: TOML keys can hold newlines, U+2028, control characters, 5,000 digits."""
+    if len(text) <= limit and text.isprintable():
+        return text
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
     return shown + "…" if len(text) > limit else shown
 

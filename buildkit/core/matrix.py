@@ -121,7 +121,8 @@ class Merged:
 
 def _merge_stacks(merged: Merged, child: list[Any], path: str) -> None:
     stacks: list[dict[str, Any]] = merged.data.setdefault("torch", [])
-    by_version = {entry.get("version"): index for index, entry in enumerate(stacks) if isinstance(entry, dict)}
+    # entries merge by their version; one whose version is not a string (refused by validation) merges with nothing
+    by_version = {entry["version"]: index for index, entry in enumerate(stacks) if isinstance(entry, dict) and isinstance(entry.get("version"), str)}
     in_this_file: set[str] = set()
     for position, entry in enumerate(child):
         if not isinstance(entry, Mapping):
@@ -137,7 +138,8 @@ def _merge_stacks(merged: Merged, child: list[Any], path: str) -> None:
         if index is None:
             stacks.append(dict(entry))
             index = len(stacks) - 1
-            by_version[version] = index
+            if isinstance(version, str):
+                by_version[version] = index
         else:
             # A team's entry for a release the parent has: its keys win. A pair chosen for the parent's backend
             # versions does not survive a change of those versions (the default twin is chosen again).
@@ -397,6 +399,16 @@ def _check_overridden_facts(check: Checker, overrides: Mapping[str, Any], facts:
                                f'no [compat.{backend}."{version}"] entry describes {backend} {version}: add one (archs, devel_base)')
 
 
+MAX_PROBLEMS = 50  # a generated or pasted matrix can hold millions of wrong values; the first ones say what is wrong
+
+
+def _first_problems(problems: list[Problem], where: str) -> list[Problem]:
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    rest = len(problems) - MAX_PROBLEMS
+    return [*problems[:MAX_PROBLEMS], Problem(where, f"and {rest} more problems not shown: fix these and validate again")]
+
+
 def _default_twin(compat: Compat, backend: str, versions: tuple[str, ...]) -> str:
     """The newest version whose facts are confirmed, else the newest: the one the floating tags follow."""
     ordered = sorted(versions, key=Version)
@@ -430,9 +442,10 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lo
     check = Checker()
     check.problems.extend(merged.problems)
     last = layers[-1].path if layers else "matrix"
+    known = ", ".join(sorted([*fields.TOP, "compat", "torch"]))
     for key in merged.data:
         if key not in fields.TOP and key not in ("compat", "torch"):
-            check.fail(merged.where(key, last), key, f"unknown key; expected one of: {', '.join(sorted([*fields.TOP, 'compat', 'torch']))}")
+            check.fail(merged.where(key, last), key, f"unknown key; expected one of: {known}")
 
     overrides = merged.data.get("compat")
     broken_facts = False
@@ -466,7 +479,7 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lo
 
     if check.problems:
         # Stacks that inherit the same bad default would repeat its problem once each.
-        raise UserError(list(dict.fromkeys(check.problems)))
+        raise UserError(_first_problems(list(dict.fromkeys(check.problems)), last))
     return Matrix(
         files=tuple(layer.path for layer in layers),
         registry=top["registry"],
