@@ -122,7 +122,8 @@ class Merged:
 def _merge_stacks(merged: Merged, child: list[Any], path: str) -> None:
     stacks: list[dict[str, Any]] = merged.data.setdefault("torch", [])
     # entries merge by their version; one whose version is not a string (refused by validation) merges with nothing
-    by_version = {entry["version"]: index for index, entry in enumerate(stacks) if isinstance(entry, dict) and isinstance(entry.get("version"), str)}
+    by_version = {entry["version"]: index for index, entry in enumerate(stacks)
+                  if isinstance(entry, dict) and isinstance(entry.get("version"), str)}
     in_this_file: set[str] = set()
     for position, entry in enumerate(child):
         if not isinstance(entry, Mapping):
@@ -277,7 +278,7 @@ class _StackReader:
             return None
         if release.releases and torch not in release.releases:
             self.fail(where, key, f"torch {torch} is not a release of {release.minor} (known: {', '.join(release.releases)}); "
-                                        f"add it to [compat.torch.\"{release.minor}\"].releases if it is new")
+                                  f"add it to [compat.torch.\"{release.minor}\"].releases if it is new")
             return None
         return release
 
@@ -292,10 +293,10 @@ class _StackReader:
                 if version not in release.backends[backend]:
                     offered = ", ".join(release.backends[backend]) or "none"
                     self.fail(where, f"{key}[{index}]", f"torch {release.minor} has no "
-                                    f"{of_backend(backend).backend_label(version)} wheels; supported: {offered}")
+                              f"{of_backend(backend).backend_label(version)} wheels; supported: {offered}")
                 elif self.compat.backend(backend, version) is None:
                     self.fail(where, f"{key}[{index}]", f"no {backend} {version} entry in the compatibility data; "
-                                                              f"add [compat.{backend}.\"{version}\"]")
+                                                        f"add [compat.{backend}.\"{version}\"]")
             backends[backend] = versions
         return backends
 
@@ -306,7 +307,7 @@ class _StackReader:
             missing = [python for python in pythons if python not in release.python]
             if missing:
                 self.fail(where, key, f"torch {release.minor} has no wheels for Python {', '.join(missing)} of the default python "
-                                      f"list ({', '.join(pythons)}); supported: {supported}: set python in this [[torch]] entry")
+                                      f"list ({', '.join(pythons)}); supported: {supported}; set python in this [[torch]] entry")
             return
         for index, python in enumerate(pythons):
             if python not in release.python:
@@ -352,7 +353,7 @@ class _StackReader:
                 extra = [arch for arch in names if official and arch not in official.archs and arch.removesuffix("+PTX") in known]
                 if extra:
                     self.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' "
-                                                               f"arch list ({', '.join(official.archs)}); a wheel image can only narrow it")
+                                                         f"arch list ({', '.join(official.archs)}); a wheel image can only narrow it")
 
     def _pair(self, backends: Mapping[str, tuple[str, ...]]) -> dict[str, str] | None:
         chosen = self.value("pair") if "pair" in self.entry else {}
@@ -364,7 +365,7 @@ class _StackReader:
             version = chosen.get(backend)
             if version is not None and version not in backends[backend]:
                 self.fail(where, f"{key}.{backend}", f"{version!r} is not one of this stack's {backend} versions "
-                                                           f"({', '.join(backends[backend]) or 'none'})")
+                                                     f"({', '.join(backends[backend]) or 'none'})")
             elif version is not None:
                 pair[backend] = version
             elif backends[backend]:

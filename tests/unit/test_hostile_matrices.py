@@ -175,9 +175,10 @@ FIELDS = [
     ("compat.torch.", "[compat.torch.{v}]\npython = [\"3.10\", \"3.11\", \"3.12\", \"3.13\"]", "2.14"),
     ("compat.os_python.", "[compat.os_python]\n{v} = \"3.12\"", "ubuntu24.04"),
 ]
-# Line ends and separators Python's `$`, splitlines() or a Dockerfile treat as breaks, and invisible characters.
+# Line ends and separators Python's `$`, splitlines() or a Dockerfile treat as breaks, invisible characters,
+# and a backslash (at the end of a Dockerfile line it joins the next one).
 CONTROL = {"LF": "\n", "CRLF": "\r\n", "CR": "\r", "NUL": "\0", "TAB": "\t", "VT": "\v", "ESC": "\x1b",
-           "NEL": "\u0085", "LS": "\u2028", "PS": "\u2029", "ZWSP": "\u200b", "BOM": "\ufeff"}
+           "NEL": "\u0085", "LS": "\u2028", "PS": "\u2029", "ZWSP": "\u200b", "BOM": "\ufeff", "BACKSLASH": "\\"}
 
 
 def problems_of(path: Path) -> list[str]:

@@ -238,7 +238,7 @@ def test_valid_matrix_renders_the_instructions_of_its_placeholders(matrix):
 
 
 HOSTILE_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
-CONTROL = st.sampled_from(["\n", "\r", "\r\n", "\0", "\t", "\x0b", "\x1b", "\x85", "\u2028", "\u2029", "\u200b", "\ufeff", " ", "$(id)", '"'])
+CONTROL = st.sampled_from(["\n", "\r", "\r\n", "\0", "\t", "\x0b", "\x1b", "\x85", "\u2028", "\u2029", "\u200b", "\ufeff", " ", "$(id)", '"', "\\", "${HOME}"])
 SCALARS = st.one_of(
     HOSTILE_TEXT, st.integers(-(2**63), 2**63 - 1), st.floats(), st.booleans(), st.dates(),
     st.sampled_from(["9" * 5000, "2.14.1\nRUN id", "..", "/", "default", "*", "2.14.01", "13.0.0"]),
