@@ -168,12 +168,17 @@ FIELDS = [
     ("compat.wheel_index.channels.test", "[compat.wheel_index.channels]\ntest = {v}", "test/"),
     ("compat.wheel_index.channels.nightly", "[compat.wheel_index.channels]\nnightly = {v}", "nightly/"),
     ("compat.archs.cuda[0]", "[compat.archs]\ncuda = [{v}]", "9.0"),
-    ("compat.archs.rocm[0]", "[compat.archs]\nrocm = [{v}]", "gfx942"),
+    ("compat.gfx.gfx1250.family", "[compat.gfx.gfx1250]\nfamily = {v}", "RDNA 4"),
+    ("compat.gfx.gfx1250.products[0]", "[compat.gfx.gfx1250]\nproducts = [{v}]", "Radeon AI PRO R9700"),
+    ("compat.gfx.gfx1250.sdk_rocm[0]", "[compat.gfx.gfx1250]\nsdk_rocm = [{v}]", "7.14"),
+    ("compat.cuda.13.0.arm64_archs[0]", '[compat.cuda."13.0"]\narm64_archs = [{v}]', "9.0"),
+    ("compat.torch.2.14.amd64_only[0]", '[compat.torch."2.14"]\namd64_only = [{v}]', "cuda 13.2"),
     ("compat.os_python.ubuntu24.04", '[compat.os_python]\n"ubuntu24.04" = {v}', "3.12"),
     # keys that name versions are values too: they reach tags, URLs and lookups
     ("compat.cuda.", "[compat.cuda.{v}]\narchs = [\"9.0\"]", "13.0"),
     ("compat.torch.", "[compat.torch.{v}]\npython = [\"3.10\", \"3.11\", \"3.12\", \"3.13\"]", "2.14"),
     ("compat.os_python.", "[compat.os_python]\n{v} = \"3.12\"", "ubuntu24.04"),
+    ("compat.gfx.", "[compat.gfx.{v}]\nfamily = \"RDNA 4\"", "gfx1250"),
 ]
 # Line ends and separators Python's `$`, splitlines() or a Dockerfile treat as breaks, invisible characters,
 # and a backslash (at the end of a Dockerfile line it joins the next one).
