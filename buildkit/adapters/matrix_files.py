@@ -74,13 +74,17 @@ def locate(text: str, key: str) -> int | None:
     return LineIndex(text).line(key)
 
 
-def _parse(path: Path) -> tuple[dict, str]:
+_MATRIX_FIX = "pass --matrix FILE (a TOML file) or run from a folder with matrix.toml"
+_LOCK_FIX = "matrix.lock is the file `buildkit lock` writes: remove it or run `buildkit lock` again"
+
+
+def _parse(path: Path, fix: str = _MATRIX_FIX) -> tuple[dict, str]:
     shown = _display(path)
     try:
         data = read_regular(path, MAX_MATRIX_BYTES)
     except NotReadable as error:
         what = "no such matrix file" if error.missing else error.reason
-        raise UserError(Problem(shown, f"{what}; pass --matrix FILE (a TOML file) or run from a folder with matrix.toml")) from None
+        raise UserError(Problem(shown, f"{what}; {fix}")) from None
     try:
         # utf-8-sig: editors on some systems start UTF-8 files with a byte-order mark, which TOML forbids
         text = data.decode("utf-8-sig")
@@ -158,9 +162,12 @@ def lock_path(matrix: Path | None) -> Path:
 
 def read_matrix_lock(matrix: Path | None) -> Lock:
     path = lock_path(matrix)
-    if not path.is_file():
+    what = describe_path(path)
+    if what == "no such file":
         return Lock()
-    data, _ = _parse(path)
+    if what:  # a folder, FIFO or device in the lock's place is a mistake to say, not a lock to ignore
+        raise UserError(Problem(_display(path), f"{what}; {_LOCK_FIX}"))
+    data, _ = _parse(path, _LOCK_FIX)
     return read_lock(data, _display(path))
 
 

@@ -274,6 +274,26 @@ def test_extends_chain_through_a_link_to_a_device(cli, tmp_path):
                         ["extends: extends 'base.toml': is a device, not a regular file"])
 
 
+@pytest.mark.parametrize("kind,expected", [
+    ("fifo", "matrix.lock: is a FIFO (named pipe), not a regular file; matrix.lock is the file `buildkit lock` writes"),
+    ("folder", "matrix.lock: is a folder, not a file"),
+    ("dev_zero", "matrix.lock: is a device, not a regular file"),
+    ("newline_key", "matrix.lock: bases.python:3.12-slim\\n: expected an image reference with digest"),
+])
+def test_matrix_lock_that_is_not_a_lock(cli, tmp_path, kind, expected):
+    (tmp_path / "m.toml").write_text('extends = "default"\n')
+    lock = tmp_path / "matrix.lock"
+    if kind == "fifo":
+        os.mkfifo(lock)
+    elif kind == "folder":
+        lock.mkdir()
+    elif kind == "dev_zero":
+        os.symlink("/dev/zero", lock)
+    else:
+        lock.write_text('schema = 1\n[bases]\n"python:3.12-slim\\n" = "sha256:00"\n')
+    assert_clear_errors(run_bounded(cli, "plan", "--matrix", tmp_path / "m.toml"), [expected])
+
+
 # --- team templates ----------------------------------------------------------------------------------------------
 
 
