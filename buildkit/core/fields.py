@@ -31,7 +31,8 @@ class Checker:
 
 
 def printable(text: str, limit: int = 200) -> str:
-    """A key path as one short line: TOML keys can hold newlines, U+2028, control characters, 5,000 digits."""
+    """Text from input (a key path, an error's text) as one short line: TOML keys and values can hold
+    newlines, U+2028, control characters, 5,000 digits."""
     if len(text) <= limit and text.isprintable():
         return text
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])

@@ -25,6 +25,7 @@ from jinja2.environment import TemplateModule
 from jinja2.runtime import Macro
 
 from buildkit.core import labels
+from buildkit.core.fields import printable
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
@@ -161,11 +162,10 @@ def _template_problem(name: str, error: BaseException, target: Target) -> Proble
     return Problem(where, f"{_one_line(message)} (target {target.id})", line=line)
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def _one_line(text: str) -> str:
     """An error text as one bounded, printable line: a template's exception may carry newlines, control
     characters or a whole file."""
-    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.split()))
-    return flat if len(flat) <= limit else flat[:limit] + "…"
+    return printable(" ".join(text.split()), limit=300)
 
 
 class Renderer:
