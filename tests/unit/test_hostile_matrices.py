@@ -251,7 +251,7 @@ def test_extends_a_fifo_does_not_hang(cli, tmp_path):
                         ["m.toml:1: extends: extends 'base.toml': is a FIFO (named pipe), not a regular file"])
 
 
-@pytest.mark.parametrize("target", ["/dev/zero", "/proc/self/fd/0"], ids=["dev_zero", "stdin"])
+@pytest.mark.parametrize("target", ["/dev/zero", "/dev/null"], ids=["dev_zero", "dev_null"])
 def test_matrix_link_to_a_device_is_not_read(cli, tmp_path, target):
     os.symlink(target, tmp_path / "m.toml")
     result = run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml")
