@@ -19,7 +19,9 @@ class Problem:
 
     def __str__(self) -> str:
         location = self.where if self.line is None else f"{self.where}:{self.line}"
-        return f"{location}: {self.key}: {self.message}" if self.key else f"{location}: {self.message}"
+        text = f"{location}: {self.key}: {self.message}" if self.key else f"{location}: {self.message}"
+        # One problem, one line: a file name, key or value from hostile input cannot break it or add a line.
+        return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class UserError(Exception):

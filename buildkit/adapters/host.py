@@ -5,6 +5,10 @@ accelerator classes), AMD gfx targets from /sys/class/kfd/kfd/topology/nodes/*/p
 from /sys/module/amdgpu/version and /proc/driver/nvidia/version, and the device nodes under /dev with who
 may open them. nvidia-smi adds names and compute capabilities where it is installed. Everything is read
 below a configurable root, so tests point it at fixture trees.
+
+A host tree can also be a mounted root or a fixture made by hand, so nothing read from it is trusted: only
+regular files are read, each up to MAX_FILE_BYTES (a FIFO or a link to /dev/zero cannot hang or flood a
+command), and a value that does not parse is left out with a note saying which file said what.
 """
 
 from __future__ import annotations
@@ -17,12 +21,21 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildkit.adapters.regular_files import NotReadable, read_regular
 from buildkit.core.compat import Compat
+from buildkit.core.fields import printable
 from buildkit.core.host import DeviceNode, Gpu, HostFacts
 from buildkit.core.vendors import BY_PCI_ID
+from buildkit.errors import Problem, UserError
 
 GPU_CLASS_PREFIXES = ("0x03", "0x12")  # display controllers, processing accelerators
 _NVIDIA_VERSION_RE = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9]+(?:\.[0-9]+)+)")
+MAX_FILE_BYTES = 64 * 1024  # sysfs attributes are one page at most; /etc/group of a large site fits too
+_NUMBER_RE = re.compile(r"[0-9]{1,12}")  # kfd properties are unsigned decimals; more digits than this is garbage
+_DRIVER_RE = re.compile(r"[0-9A-Za-z.+_-]{1,64}")
+_DEVICE_ID_RE = re.compile(r"0x[0-9a-f]{4}")
+_COMPUTE_CAP_RE = re.compile(r"[0-9]{1,2}\.[0-9]")
+_PCI_ADDRESS_RE = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
 
 @dataclass(frozen=True)
@@ -37,18 +50,66 @@ class Identity:
         return cls(os.getuid(), frozenset({os.getgid(), *os.getgroups()}))
 
 
-def _read(path: Path) -> str:
+class _Tree:
+    """Reads files below the host root; what cannot be read or parsed becomes a note, never an exception."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.notes: list[str] = []
+
+    def shown(self, path: Path) -> str:
+        try:
+            return "/" + str(path.relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    def note(self, path: Path, message: str) -> None:
+        self.notes.append(f"{printable(self.shown(path))}: {message}")
+
+    def read(self, path: Path) -> str:
+        """The file's text, stripped; "" when it is missing (a host without that driver) or unusable (noted)."""
+        try:
+            data = read_regular(path, MAX_FILE_BYTES)
+        except NotReadable as error:
+            if not error.missing:
+                self.note(path, f"{error.reason}; ignored")
+            return ""
+        return data.decode("utf-8", errors="replace").strip()
+
+    def number(self, path: Path, values: dict[str, str], key: str) -> int | None:
+        """A kfd property as a non-negative integer; None (noted) when it is anything else."""
+        text = values.get(key, "0")
+        if _NUMBER_RE.fullmatch(text):
+            return int(text)
+        self.note(path, f"{key} {_shown_value(text)} is not a non-negative number; this node is ignored")
+        return None
+
+
+def _shown_value(text: str) -> str:
+    return repr(text[:40] + ("…" if len(text) > 40 else ""))
+
+
+def _check_root(root: Path) -> None:
+    """--host-root must be a host's root: a missing path or a file is a mistake, not a host without GPUs."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return ""
+        if not root.exists():
+            problem = "no such folder"
+        elif not root.is_dir():
+            problem = "is not a folder"
+        elif not (root / "sys").is_dir():
+            problem = "has no sys/ folder, so it is not a host's root (expected its /sys, /proc and /dev below it)"
+        else:
+            return
+    except (OSError, ValueError) as error:
+        problem = f"cannot be read: {getattr(error, 'strerror', None) or error}"
+    raise UserError(Problem("--host-root", f"{str(root)[:200]}: {problem}"))
 
 
-def _group_names(root: Path) -> dict[int, str]:
+def _group_names(tree: _Tree) -> dict[int, str]:
     names = {}
-    for line in _read(root / "etc/group").splitlines():
+    for line in tree.read(tree.root / "etc/group").splitlines():
         parts = line.split(":")
-        if len(parts) >= 3 and parts[2].isdigit():
+        if len(parts) >= 3 and _NUMBER_RE.fullmatch(parts[2]):
             names[int(parts[2])] = parts[0]
     return names
 
@@ -71,24 +132,35 @@ def _node(path: Path, root: Path, identity: Identity, groups: dict[int, str]) ->
     return DeviceNode(shown, groups.get(info.st_gid, ""), info.st_gid, accessible)
 
 
-def gfx_name(target_version: int) -> str:
-    """kfd's gfx_target_version (90402) as an LLVM target (gfx942); 90010 -> gfx90a, 110000 -> gfx1100."""
+def gfx_name(target_version: int) -> str | None:
+    """kfd's gfx_target_version (90402) as an LLVM target (gfx942); 90010 -> gfx90a, 110000 -> gfx1100.
+    None for a number that is no gfx target (the minor and stepping are single hex digits)."""
     major, minor, step = target_version // 10000, (target_version // 100) % 100, target_version % 100
+    if not 1 <= major <= 99 or minor > 15 or step > 15:
+        return None
     return f"gfx{major}{minor:x}{step:x}"
 
 
-def _kfd_archs(root: Path) -> dict[str, str]:
+def _kfd_archs(tree: _Tree) -> dict[str, str]:
     """PCI address -> gfx target, for every GPU node of the kfd topology (CPU nodes report 0)."""
     archs = {}
-    for properties in sorted((root / "sys/class/kfd/kfd/topology/nodes").glob("*/properties")):
-        values = dict(line.split(maxsplit=1) for line in _read(properties).splitlines() if len(line.split()) == 2)
-        target = int(values.get("gfx_target_version", "0") or 0)
+    for properties in sorted((tree.root / "sys/class/kfd/kfd/topology/nodes").glob("*/properties")):
+        values = dict(line.split(maxsplit=1) for line in tree.read(properties).splitlines() if len(line.split()) == 2)
+        target = tree.number(properties, values, "gfx_target_version")
         if not target:
             continue
-        location = int(values.get("location_id", "0"))
-        domain = int(values.get("domain", "0"))
+        location, domain = tree.number(properties, values, "location_id"), tree.number(properties, values, "domain")
+        if location is None or domain is None or domain > 0xFFFFFFFF or location > 0xFFFF:
+            if location is not None and domain is not None:
+                tree.note(properties, "location_id or domain is out of range for a PCI address; this node is ignored")
+            continue
+        name = gfx_name(target)
+        if name is None:
+            tree.note(properties, f"gfx_target_version {target} is not a gfx target version (such as 90402 for gfx942); "
+                                  "the GPU's arch is unknown")
+            continue
         address = f"{domain:04x}:{location >> 8:02x}:{(location >> 3) & 0x1F:02x}.{location & 0x7}"
-        archs[address] = gfx_name(target)
+        archs[address] = name
     return archs
 
 
@@ -108,23 +180,33 @@ def _nvidia_smi() -> dict[str, tuple[str, str]]:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3:
             address = parts[0].lower()[-12:]  # 00000000:17:00.0 -> 0000:17:00.0
-            found[address] = (parts[1], "sm_" + parts[2].replace(".", ""))
+            # compute_cap is "9.0"; an old driver prints "[N/A]" (arch unknown, not a crash later)
+            arch = "sm_" + parts[2].replace(".", "") if _COMPUTE_CAP_RE.fullmatch(parts[2]) else ""
+            found[address] = (printable(parts[1], 100), arch)
     return found
 
 
 def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None = None,
               engine_runtimes: tuple[str, ...] | None = None) -> HostFacts:
+    _check_root(root)
+    tree = _Tree(root)
     identity = identity or Identity.current()
-    groups = _group_names(root)
-    kfd_archs = _kfd_archs(root)
+    groups = _group_names(tree)
+    kfd_archs = _kfd_archs(tree)
     smi = _nvidia_smi() if root == Path("/") else {}
     gpus = []
     for device in sorted((root / "sys/bus/pci/devices").glob("*")):
-        vendor_record = BY_PCI_ID.get(_read(device / "vendor").lower())
-        if vendor_record is None or not _read(device / "class").lower().startswith(GPU_CLASS_PREFIXES):
+        if not _PCI_ADDRESS_RE.fullmatch(device.name):
+            tree.note(device, "is not named as a PCI address (such as 0000:17:00.0); ignored")
+            continue
+        vendor_record = BY_PCI_ID.get(tree.read(device / "vendor").lower())
+        if vendor_record is None or not tree.read(device / "class").lower().startswith(GPU_CLASS_PREFIXES):
             continue
         vendor = vendor_record.name
-        device_id = _read(device / "device").lower()
+        device_id = tree.read(device / "device").lower()
+        if not _DEVICE_ID_RE.fullmatch(device_id):
+            tree.note(device / "device", f"{_shown_value(device_id)} is not a PCI device id (such as 0x74a1); shown as unknown")
+            device_id = "unknown"
         known = compat.gpu_names.get(vendor, {}).get(device_id, {})
         name, arch = known.get("name", f"{vendor} device {device_id}"), known.get("arch", "")
         if vendor == "amd":
@@ -132,16 +214,21 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
         elif device.name in smi:
             name, arch = smi[device.name]
         gpus.append(Gpu(vendor, device.name, device_id, name, arch))
-    nvidia_version = _NVIDIA_VERSION_RE.search(_read(root / "proc/driver/nvidia/version"))
+    nvidia_version = _NVIDIA_VERSION_RE.search(tree.read(root / "proc/driver/nvidia/version"))
+    amdgpu_driver = tree.read(root / "sys/module/amdgpu/version")
+    if amdgpu_driver and not _DRIVER_RE.fullmatch(amdgpu_driver):
+        tree.note(root / "sys/module/amdgpu/version", f"{_shown_value(amdgpu_driver)} is not a driver version; ignored")
+        amdgpu_driver = ""
     dev = root / "dev"
     node = lambda path: _node(path, root, identity, groups)  # noqa: E731
     return HostFacts(
         gpus=tuple(gpus),
         nvidia_driver=nvidia_version.group(1) if nvidia_version else "",
-        amdgpu_driver=_read(root / "sys/module/amdgpu/version"),
+        amdgpu_driver=amdgpu_driver,
         amdgpu_loaded=(root / "sys/module/amdgpu").is_dir(),
         kfd=node(dev / "kfd"),
         render_nodes=tuple(n for n in map(node, sorted((dev / "dri").glob("renderD*"))) if n),
         nvidia_nodes=tuple(n for n in map(node, sorted(dev.glob("nvidia*"))) if n and not n.path.endswith("-caps")),
         engine_runtimes=engine_runtimes,
+        notes=tuple(tree.notes),
     )

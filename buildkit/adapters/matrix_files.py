@@ -8,23 +8,27 @@ confined: a team's template_dir must lie inside the folder of the matrix that na
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import jinja2
 
 from buildkit.adapters.bundled import builtin_templates_dir, compat_data, default_matrix_path, tomllib
+from buildkit.adapters.regular_files import NotReadable, describe_path, read_regular
 from buildkit.core.lock import LOCK_NAME, Lock, read_lock
-from buildkit.core.matrix import Layer, Matrix, resolve_matrix
+from buildkit.core.matrix import Layer, Matrix, line_of, resolve_matrix
 from buildkit.errors import Problem, UserError
 
 DEFAULT_NAME = "default"
 MAX_MATRIX_BYTES = 16 * 1024 * 1024  # far beyond any real matrix (100,000 targets take about 1 MB)
+MAX_TEMPLATE_BYTES = 1024 * 1024  # the built-in templates take 20 KB together
+FLAVOR_SUFFIX = ".Dockerfile.j2"  # a flavor's template: runtime.Dockerfile.j2 (buildkit.core.render.template_name)
 _TOML_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")
 _HEADER_RE = re.compile(r"\s*(\[\[?)(.+?)\]\]?\s*(?:#.*)?")
 _KEY_RE = re.compile(r"\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
 _DOTTED_PART_RE = re.compile(r"\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_-]+)")
-_INDEX_RE = re.compile(r"\[\d+\]$")
 
 
 def _display(path: Path) -> str:
@@ -63,32 +67,30 @@ class LineIndex:
 
     def line(self, key: str) -> int | None:
         """The line of a key path such as torch[2].rocm[1], or of the nearest enclosing key that has one."""
-        while key:
-            if key in self.lines:
-                return self.lines[key]
-            trimmed = _INDEX_RE.sub("", key)
-            key = trimmed if trimmed != key else key.rpartition(".")[0]
-        return None
+        return line_of(self.lines, key)
 
 
 def locate(text: str, key: str) -> int | None:
     return LineIndex(text).line(key)
 
 
-def _parse(path: Path) -> tuple[dict, str]:
+_MATRIX_FIX = "pass --matrix FILE (a TOML file) or run from a folder with matrix.toml"
+_LOCK_FIX = "matrix.lock is the file `buildkit lock` writes: remove it or run `buildkit lock` again"
+
+
+def _parse(path: Path, fix: str = _MATRIX_FIX) -> tuple[dict, str]:
     shown = _display(path)
     try:
-        if not path.is_file():
-            what = "a folder" if path.is_dir() else "not a regular file" if path.exists() else "no such matrix file"
-            raise UserError(Problem(shown, f"{what}; pass --matrix FILE or run from a folder with matrix.toml"))
-        if path.stat().st_size > MAX_MATRIX_BYTES:
-            raise UserError(Problem(shown, f"is larger than {MAX_MATRIX_BYTES // 2**20} MB: not a matrix file"))
+        data = read_regular(path, MAX_MATRIX_BYTES)
+    except NotReadable as error:
+        what = "no such matrix file" if error.missing else error.reason
+        raise UserError(Problem(shown, f"{what}; {fix}")) from None
+    try:
         # utf-8-sig: editors on some systems start UTF-8 files with a byte-order mark, which TOML forbids
-        text = path.read_text(encoding="utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise UserError(Problem(shown, f"is not UTF-8 text (byte {error.start}): save it as UTF-8")) from None
-    except (OSError, ValueError) as error:
-        raise UserError(Problem(shown, f"cannot read the matrix: {getattr(error, 'strerror', None) or error}")) from None
+        line = data.count(b"\n", 0, error.start) + 1
+        raise UserError(Problem(shown, f"is not UTF-8 text (byte {error.start}): save it as UTF-8", line=line)) from None
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as error:
@@ -146,8 +148,10 @@ def read_layers(path: Path) -> tuple[list[Layer], dict[str, LineIndex]]:
             current = default_matrix_path().resolve()
         else:
             current = (current.parent / parent).resolve()
-            if not current.is_file():
-                raise UserError(Problem(shown, f"extends {parent!r}: no such file", key="extends", line=index.line("extends")))
+            what = describe_path(current)
+            if what:
+                raise UserError(Problem(shown, f"extends {parent!r}: {what}; expected a matrix file (a path relative to "
+                                               "this file) or \"default\"", key="extends", line=index.line("extends")))
     return chain, indexes
 
 
@@ -158,9 +162,12 @@ def lock_path(matrix: Path | None) -> Path:
 
 def read_matrix_lock(matrix: Path | None) -> Lock:
     path = lock_path(matrix)
-    if not path.is_file():
+    what = describe_path(path)
+    if what == "no such file":
         return Lock()
-    data, _ = _parse(path)
+    if what:  # a folder, FIFO or device in the lock's place is a mistake to say, not a lock to ignore
+        raise UserError(Problem(_display(path), f"{what}; {_LOCK_FIX}"))
+    data, _ = _parse(path, _LOCK_FIX)
     return read_lock(data, _display(path))
 
 
@@ -171,27 +178,60 @@ def load_matrix(path: Path | None, use_lock: bool = True) -> Matrix:
     layers, indexes = read_layers(chosen)
     lock = read_matrix_lock(path) if use_lock else Lock()
     try:
-        return resolve_matrix(layers, compat_data(), lock)
+        matrix = resolve_matrix(layers, compat_data(), lock, template_flavors(layers))
     except UserError as error:
         located = [
             Problem(p.where, p.message, key=p.key, line=p.line or (indexes[p.where].line(p.key) if p.where in indexes and p.key else None))
             for p in error.problems
         ]
         raise UserError(located) from None
+    return replace(matrix, lines={shown: index.lines for shown, index in indexes.items()})
 
 
 class TemplateLoader(jinja2.FileSystemLoader):
     """Templates from the team folders, then the built-in ones; only `*.j2` files are templates, so an
-    `{% include %}` cannot pull in any other file of the folder."""
+    `{% include %}` cannot pull in any other file of the folder. A template is a regular UTF-8 file inside
+    its folder (a link may point elsewhere in it): a link out of the folder, a FIFO, a device, a folder in a
+    template's place, an oversized or undecodable file are errors naming the file, never skipped in favour
+    of the next folder's template of that name and never read past their bounds."""
 
     def get_source(self, environment: jinja2.Environment, template: str):
         if not template.endswith(".j2"):
             raise jinja2.TemplateNotFound(template)
-        source, filename, uptodate = super().get_source(environment, template)
-        real = Path(filename).resolve()
-        if not any(real == root or root in real.parents for root in map(lambda p: Path(p).resolve(), self.searchpath)):
-            raise UserError(Problem(filename, "is a link leading out of its template folder: templates must be files inside it"))
-        return source, filename, uptodate
+        pieces = jinja2.loaders.split_template_path(template)  # refuses "..": names stay below each folder
+        for folder in self.searchpath:
+            root = Path(folder).resolve()
+            path = Path(folder, *pieces)
+            shown = _display(path)
+            if not os.path.lexists(path):
+                continue
+            try:
+                real = path.resolve(strict=True)
+            except (OSError, RuntimeError) as error:  # a link to nothing, or a loop of links
+                raise UserError(Problem(shown, f"is a link that leads nowhere ({getattr(error, 'strerror', None) or error}): "
+                                               "a template must be a file in its template folder")) from None
+            if real != root and root not in real.parents:
+                raise UserError(Problem(shown, "is a link leading out of its template folder: templates must be files inside it"))
+            try:
+                data = read_regular(real, MAX_TEMPLATE_BYTES)
+                text = data.decode("utf-8")
+            except NotReadable as error:
+                raise UserError(Problem(shown, f"{error.reason}: a template must be a text file in its template folder")) from None
+            except UnicodeDecodeError as error:
+                raise UserError(Problem(shown, f"is not UTF-8 text (byte {error.start}): save the template as UTF-8",
+                                        line=data.count(b"\n", 0, error.start) + 1)) from None
+            return text, str(path), lambda: False  # auto_reload is off: a run never re-reads a template
+        raise jinja2.TemplateNotFound(template)
+
+
+def template_flavors(layers: list[Layer]) -> frozenset[str]:
+    """The flavors a matrix can use: FLAVOR.Dockerfile.j2 in its template folders or the built-in ones
+    (names starting with _ are parts that flavors extend, not flavors)."""
+    folders = [*(layer.template_dir for layer in layers if layer.template_dir), str(builtin_templates_dir())]
+    return frozenset(
+        path.name.removesuffix(FLAVOR_SUFFIX)
+        for folder in folders for path in Path(folder).glob(f"*{FLAVOR_SUFFIX}") if not path.name.startswith("_")
+    )
 
 
 def template_loader(matrix: Matrix) -> jinja2.BaseLoader:

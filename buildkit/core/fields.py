@@ -27,7 +27,16 @@ class Checker:
         self.problems: list[Problem] = []
 
     def fail(self, where: str, key: str, message: str) -> None:
-        self.problems.append(Problem(where, message, key=key))
+        self.problems.append(Problem(where, message, key=printable(key)))
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """Text from input (a key path, an error's text) as one short line: TOML keys and values can hold
+    newlines, U+2028, control characters, 5,000 digits."""
+    if len(text) <= limit and text.isprintable():
+        return text
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return shown + "…" if len(text) > limit else shown
 
 
 def describe(value: Any) -> str:
@@ -157,7 +166,7 @@ class Table(Kind):
             elif self.each is not None and self.names is not None and not self.names(name):
                 result[name] = self.each.read(check, item, where, path)
             elif self.each is not None and self.names is not None:
-                check.fail(where, path, f"expected a key that is {self.names(name)}")
+                check.fail(where, path, f"expected a key that is {self.names(name)}, got {name[:100]!r}")
                 result[name] = INVALID
             else:
                 check.fail(where, path, f"unknown key; expected one of: {', '.join(sorted(self.fields))}")
@@ -182,7 +191,8 @@ class Rules(Kind):
                 if selector not in SELECTOR_KEYS:
                     check.fail(where, f"{path}.{selector}", f"unknown selector; expected one of: {', '.join(SELECTOR_KEYS)}")
                 elif glob(pattern):
-                    check.fail(where, f"{path}.{selector}", f"expected {glob(pattern)}, got {pattern!r}")
+                    shown = repr(pattern[:200]) if isinstance(pattern, str) else describe(pattern)
+                    check.fail(where, f"{path}.{selector}", f"expected {glob(pattern)}, got {shown}")
                 else:
                     criteria.append((selector, pattern))
             rules.append(Rule(tuple(criteria)))
@@ -279,7 +289,7 @@ _BACKEND_FACTS = {
 }
 COMPAT = Table({
     "torch": Table(names=_minor, each=Table({
-        "python": Texts(grammar.python_version),
+        "python": Texts(grammar.python_version, allow_empty=False),
         "cuda": VERSIONS,
         "rocm": VERSIONS,
         "torchvision": Text(grammar.release_version),
@@ -290,17 +300,16 @@ COMPAT = Table({
         "from_index": _NOTES,
     })),
     "cuda": Table(names=grammar.release_version, each=Table({
-        **_BACKEND_FACTS, "archs": Texts(grammar.cuda_arch), "arm64_archs": Texts(grammar.cuda_arch)})),
-    "rocm": Table(names=grammar.release_version, each=Table({**_BACKEND_FACTS, "archs": Texts(grammar.rocm_arch)})),
+        **_BACKEND_FACTS, "archs": Texts(grammar.cuda_arch, allow_empty=False), "arm64_archs": Texts(grammar.cuda_arch)})),
+    "rocm": Table(names=grammar.release_version, each=Table({**_BACKEND_FACTS, "archs": Texts(grammar.rocm_arch, allow_empty=False)})),
     "wheel_index": Table({
         "url": Text(grammar.http_url),
         "channels": Table({channel: Text(grammar.channel_path) for channel in CHANNELS}),
         "source": Text(grammar.note),
     }),
-    "archs": Table({"cuda": Texts(grammar.cuda_arch)}),
+    "archs": Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False)}),
     # A gfx target the shipped table lacks (a new GPU a team's own source build targets).
     "gfx": Table(names=grammar.rocm_arch, each=Table({
         "family": Text(grammar.note), "products": _NOTES, "sdk_rocm": VERSIONS, "unconfirmed": _NOTES, "sources": _NOTES})),
-    "os_python": Table(names=lambda v: None if v.startswith("ubuntu") and not grammar.release_version(v[6:]) else
-                       'an OS such as "ubuntu24.04"', each=Text(grammar.python_version)),
+    "os_python": Table(names=grammar.os_name, each=Text(grammar.python_version)),
 })

@@ -150,6 +150,16 @@ def driver_version(value: str) -> str | None:
     return None
 
 
+_OS_RE = re.compile(r"ubuntu[0-9]{2}\.[0-9]{2}")
+
+
+def os_name(value: str) -> str | None:
+    """A devel base image's OS as the compatibility data names it (read from its tag): ubuntu24.04."""
+    if not isinstance(value, str) or not _OS_RE.fullmatch(value):
+        return 'an OS such as "ubuntu24.04"'
+    return None
+
+
 _PLATFORM_RE = re.compile(r"linux/(?:amd64|arm64)")
 
 

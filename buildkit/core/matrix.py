@@ -9,6 +9,7 @@ problem, each naming its file, key path and what was expected, before anything i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -77,6 +78,27 @@ class Matrix:
     compat: Compat
     compat_overridden: bool = False
     lock: Lock = Lock()  # matrix.lock beside the matrix: base digests and resolved package ranges
+    lines: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # file -> key path -> line (from the loader)
+
+    def problem(self, where: str, message: str, key: str) -> Problem:
+        """A problem found after validation (an include rule that matches nothing), located like validation's."""
+        return Problem(where, message, key=key, line=line_of(self.lines.get(where, {}), key))
+
+
+_INDEX_RE = re.compile(r"\[\d+\]$")
+
+
+def line_of(lines: Mapping[str, int], key: str) -> int | None:
+    """The line of a key path such as torch[2].rocm[1], or of the nearest enclosing key that has one. A path
+    cut short for display (ending in "…") is found by its beginning."""
+    if key.endswith("…"):
+        key = next((known for known in lines if known.startswith(key[:-1])), key[:-1])
+    while key:
+        if key in lines:
+            return lines[key]
+        trimmed = _INDEX_RE.sub("", key)
+        key = trimmed if trimmed != key else key.rpartition(".")[0]
+    return None
 
 
 # --- layering ---------------------------------------------------------------------------------------------
@@ -99,14 +121,16 @@ class Merged:
 
 def _merge_stacks(merged: Merged, child: list[Any], path: str) -> None:
     stacks: list[dict[str, Any]] = merged.data.setdefault("torch", [])
-    by_version = {entry.get("version"): index for index, entry in enumerate(stacks) if isinstance(entry, dict)}
+    # entries merge by their version; one whose version is not a string (refused by validation) merges with nothing
+    by_version = {entry["version"]: index for index, entry in enumerate(stacks)
+                  if isinstance(entry, dict) and isinstance(entry.get("version"), str)}
     in_this_file: set[str] = set()
     for position, entry in enumerate(child):
         if not isinstance(entry, Mapping):
             entry = {"__invalid__": entry}
         version = entry.get("version")
         if isinstance(version, str) and version in in_this_file:
-            merged.problems.append(Problem(path, f"duplicate [[torch]] entry for {version} in this file; merge the two",
+            merged.problems.append(Problem(path, f"duplicate [[torch]] entry for {fields.printable(version)} in this file; merge the two",
                                            key=f"torch[{position}].version"))
             continue
         if isinstance(version, str):
@@ -115,7 +139,8 @@ def _merge_stacks(merged: Merged, child: list[Any], path: str) -> None:
         if index is None:
             stacks.append(dict(entry))
             index = len(stacks) - 1
-            by_version[version] = index
+            if isinstance(version, str):
+                by_version[version] = index
         else:
             # A team's entry for a release the parent has: its keys win. A pair chosen for the parent's backend
             # versions does not survive a change of those versions (the default twin is chosen again).
@@ -170,16 +195,33 @@ class _StackReader:
     """Reads one [[torch]] entry: its own keys, or the top-level values it inherits, each located in the
     file that set it; then checks it against the compatibility data."""
 
-    def __init__(self, check: Checker, merged: Merged, index: int, entry: Mapping[str, Any], top: Mapping[str, Any], compat: Compat):
+    def __init__(self, check: Checker, merged: Merged, index: int, entry: Mapping[str, Any], top: Mapping[str, Any], compat: Compat,
+                 facts_changed_by: str | None = None, flavors: frozenset[str] | None = None):
         self.check, self.merged, self.index, self.entry, self.top, self.compat = check, merged, index, entry, top, compat
+        self.facts_changed_by = facts_changed_by  # the file whose [compat] overrides changed the shipped facts
+        self.flavors = flavors  # the flavors that have a template (None: not known here)
         self.file = merged.stack_origin.get((index, ""), "matrix")
         self.key = f"torch[{merged.stack_index.get(index, index)}]"
 
     def located(self, name: str) -> tuple[str, str]:
-        """(file, key path) where a stack's value for `name` comes from."""
+        """(file, key path) where a stack's value for `name` comes from; a value no file sets (the field's
+        default) is located at the stack itself."""
         if name in self.entry:
             return self.merged.stack_origin.get((self.index, name), self.file), f"{self.key}.{name}"
+        if name not in self.merged.data:
+            return self.file, f"{self.key}.{name}"
         return self.merged.where(name, self.file), name
+
+    def is_default(self, name: str) -> bool:
+        return name not in self.entry and name not in self.merged.data
+
+    def fail(self, where: str, key: str, message: str) -> None:
+        """A problem with a stack's value. When a file's [compat] overrides changed the facts that a stack of
+        another file (the default matrix) was written for, say so: the fix is in the overriding file."""
+        if self.facts_changed_by and where != self.facts_changed_by:
+            message += (f" ({where} is extended by {self.facts_changed_by}, whose [compat] changed the facts this entry was "
+                        f"written for: give torch {self.entry.get('version')} a [[torch]] entry there that sets it)")
+        self.check.fail(where, key, message)
 
     def value(self, name: str) -> Any:
         if name in self.entry:
@@ -212,7 +254,10 @@ class _StackReader:
         self._pythons(release, values["python"])
         self._companions(release, torch, values["companions"])
         self._packages(values["packages"])
+        self._flavors(values["flavors"])
         self._archs(values["archs"], backends)
+        if len(self.check.problems) > before:
+            return None
         pair = self._pair(backends)
         if len(self.check.problems) > before or pair is None:
             return None
@@ -232,8 +277,8 @@ class _StackReader:
                                         f"add [compat.torch.\"{minor}\"] to your matrix to describe a custom stack")
             return None
         if release.releases and torch not in release.releases:
-            self.check.fail(where, key, f"torch {torch} is not a release of {release.minor} (known: {', '.join(release.releases)}); "
-                                        f"add it to [compat.torch.\"{release.minor}\"].releases if it is new")
+            self.fail(where, key, f"torch {torch} is not a release of {release.minor} (known: {', '.join(release.releases)}); "
+                                  f"add it to [compat.torch.\"{release.minor}\"].releases if it is new")
             return None
         return release
 
@@ -247,27 +292,36 @@ class _StackReader:
             for index, version in enumerate(versions):
                 if version not in release.backends[backend]:
                     offered = ", ".join(release.backends[backend]) or "none"
-                    self.check.fail(where, f"{key}[{index}]", f"torch {release.minor} has no "
-                                    f"{of_backend(backend).backend_label(version)} wheels; supported: {offered}")
+                    self.fail(where, f"{key}[{index}]", f"torch {release.minor} has no "
+                              f"{of_backend(backend).backend_label(version)} wheels; supported: {offered}")
                 elif self.compat.backend(backend, version) is None:
-                    self.check.fail(where, f"{key}[{index}]", f"no {backend} {version} entry in the compatibility data; "
-                                                              f"add [compat.{backend}.\"{version}\"]")
+                    self.fail(where, f"{key}[{index}]", f"no {backend} {version} entry in the compatibility data; "
+                                                        f"add [compat.{backend}.\"{version}\"]")
             backends[backend] = versions
         return backends
 
     def _pythons(self, release: TorchRelease, pythons: tuple[str, ...]) -> None:
         where, key = self.located("python")
+        supported = ", ".join(release.python) or "none"
+        if self.is_default("python"):
+            missing = [python for python in pythons if python not in release.python]
+            if missing:
+                self.fail(where, key, f"torch {release.minor} has no wheels for Python {', '.join(missing)} of the default python "
+                                      f"list ({', '.join(pythons)}); supported: {supported}; set python in this [[torch]] entry")
+            return
         for index, python in enumerate(pythons):
             if python not in release.python:
-                self.check.fail(where, f"{key}[{index}]", f"torch {release.minor} has no wheels for Python {python}; "
-                                                          f"supported: {', '.join(release.python)}")
+                self.fail(where, f"{key}[{index}]", f"torch {release.minor} has no wheels for Python {python}; supported: {supported}")
 
     def _companions(self, release: TorchRelease, torch: str, companions: tuple[str, ...]) -> None:
         where, key = self.located("companions")
         for index, companion in enumerate(companions):
             if release.companion_version(companion, torch) is None:
-                self.check.fail(where, f"{key}[{index}]", f"no version of {companion!r} is known for torch {release.minor}; "
-                                "companions are built per backend (torchvision); put other packages in `packages`")
+                fix = (f'set torchvision in [compat.torch."{release.minor}"], or companions = [] in this [[torch]] entry'
+                       if self.is_default("companions") else
+                       "companions are built per backend (torchvision); put other packages in `packages`")
+                self.fail(where, key if self.is_default("companions") else f"{key}[{index}]",
+                          f"no version of {companion!r} is known for torch {release.minor}; {fix}")
 
     def _packages(self, packages: tuple[str, ...]) -> None:
         where, key = self.located("packages")
@@ -276,20 +330,30 @@ class _StackReader:
                 self.check.fail(where, f"{key}[{index}]", "torch is installed by buildkit from the backend's wheel index; "
                                                           "remove it from `packages`")
 
+    def _flavors(self, flavors: tuple[str, ...]) -> None:
+        """A flavor is a template: one without its template would pass validation and fail at `plan`."""
+        if self.flavors is None:
+            return
+        where, key = self.located("flavors")
+        for index, flavor in enumerate(flavors):
+            if flavor not in self.flavors:
+                self.fail(where, f"{key}[{index}]", f"no template {flavor}.Dockerfile.j2 for flavor {flavor!r} in the template "
+                          f"folders; add it to your template_dir, or use one of: {', '.join(sorted(self.flavors))}")
+
     def _archs(self, archs: Mapping[str, tuple[str, ...]], backends: Mapping[str, tuple[str, ...]]) -> None:
         where, key = self.located("archs")
         for backend, names in archs.items():
             known = self.compat.known_archs[backend]
             for index, arch in enumerate(names):
                 if arch.removesuffix("+PTX") not in known:
-                    self.check.fail(where, f"{key}.{backend}[{index}]", f"unknown {backend} arch {arch!r}; known: {', '.join(known)}")
+                    self.fail(where, f"{key}.{backend}[{index}]", f"unknown {backend} arch {arch!r}; known: {', '.join(known)}")
             # A wheel carries the arch list it was built with: a team can narrow it, never widen it.
             for version in backends.get(backend, ()):
                 official = self.compat.backend(backend, version)
                 extra = [arch for arch in names if official and arch not in official.archs and arch.removesuffix("+PTX") in known]
                 if extra:
-                    self.check.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' "
-                                                               f"arch list ({', '.join(official.archs)}); a wheel image can only narrow it")
+                    self.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' "
+                                                         f"arch list ({', '.join(official.archs)}); a wheel image can only narrow it")
 
     def _pair(self, backends: Mapping[str, tuple[str, ...]]) -> dict[str, str] | None:
         chosen = self.value("pair") if "pair" in self.entry else {}
@@ -300,13 +364,50 @@ class _StackReader:
         for backend in BACKENDS:
             version = chosen.get(backend)
             if version is not None and version not in backends[backend]:
-                self.check.fail(where, f"{key}.{backend}", f"{version!r} is not one of this stack's {backend} versions "
-                                                           f"({', '.join(backends[backend]) or 'none'})")
+                self.fail(where, f"{key}.{backend}", f"{version!r} is not one of this stack's {backend} versions "
+                                                     f"({', '.join(backends[backend]) or 'none'})")
             elif version is not None:
                 pair[backend] = version
             elif backends[backend]:
                 pair[backend] = _default_twin(self.compat, backend, backends[backend])
         return pair
+
+
+# What a compat entry must say once a team's overrides are merged over the shipped facts (the shipped
+# entries have all of it; a team's new CUDA or ROCm version or torch minor may not).
+_REQUIRED_FACTS = {
+    "torch": {"python": 'the Python versions it has wheels for, e.g. python = ["3.12", "3.13"]'},
+    **{backend: {"archs": 'the GPU archs its wheels carry, e.g. archs = ["9.0"] or ["gfx942"]',
+                 "devel_base": 'its devel image, e.g. devel_base = "nvidia/cuda:13.0.3-cudnn-devel-ubuntu24.04"'}
+       for backend in BACKENDS},
+}
+
+
+def _check_overridden_facts(check: Checker, overrides: Mapping[str, Any], facts: Mapping[str, Any], where: str) -> None:
+    """The entries a team's [compat] touched, merged: complete, and every backend version a torch release
+    lists has its own entry (else the stacks that use it fail far from the cause)."""
+    for table, required in _REQUIRED_FACTS.items():
+        for name in overrides.get(table, {}):
+            entry = facts[table][name]
+            for key, example in required.items():
+                if key not in entry:
+                    check.fail(where, f"compat.{table}.{name}", f'missing "{key}": a {table} entry of your own needs {example}')
+    for minor in overrides.get("torch", {}):
+        for backend in BACKENDS:
+            for index, version in enumerate(facts["torch"][minor].get(backend, ())):
+                if version not in facts.get(backend, {}):
+                    check.fail(where, f"compat.torch.{minor}.{backend}[{index}]",
+                               f'no [compat.{backend}."{version}"] entry describes {backend} {version}: add one (archs, devel_base)')
+
+
+MAX_PROBLEMS = 50  # a generated or pasted matrix can hold millions of wrong values; the first ones say what is wrong
+
+
+def _first_problems(problems: list[Problem], where: str) -> list[Problem]:
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    rest = len(problems) - MAX_PROBLEMS
+    return [*problems[:MAX_PROBLEMS], Problem(where, f"and {rest} more problems not shown: fix these and validate again")]
 
 
 def _default_twin(compat: Compat, backend: str, versions: tuple[str, ...]) -> str:
@@ -334,15 +435,18 @@ def _top_values(check: Checker, merged: Merged, last: str, compat: Compat) -> di
     return values
 
 
-def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lock = Lock()) -> Matrix:
-    """Merge, validate and freeze. Raises UserError listing every problem found."""
+def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lock = Lock(),
+                   flavors: frozenset[str] | None = None) -> Matrix:
+    """Merge, validate and freeze. Raises UserError listing every problem found. `flavors`: the flavors
+    whose templates exist in the matrix's template folders (None: the caller does not know them)."""
     merged = merge_layers(layers)
     check = Checker()
     check.problems.extend(merged.problems)
     last = layers[-1].path if layers else "matrix"
+    known = ", ".join(sorted([*fields.TOP, "compat", "torch"]))
     for key in merged.data:
         if key not in fields.TOP and key not in ("compat", "torch"):
-            check.fail(merged.where(key, last), key, f"unknown key; expected one of: {', '.join(sorted([*fields.TOP, 'compat', 'torch']))}")
+            check.fail(merged.where(key, last), key, f"unknown key; expected one of: {known}")
 
     overrides = merged.data.get("compat")
     broken_facts = False
@@ -353,6 +457,8 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lo
         broken_facts = len(check.problems) > before
         if not broken_facts:
             compat_data = merge_overrides(compat_data, overrides)
+            _check_overridden_facts(check, overrides, compat_data, merged.where("compat", last))
+            broken_facts = len(check.problems) > before
     compat = compat_from_data(compat_data)
 
     top = _top_values(check, merged, last, compat)
@@ -367,13 +473,14 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lo
         entries = []
     if not broken_facts and all(value is not INVALID for name, value in top.items() if fields.TOP[name].inherited):
         for index, entry in enumerate(entries):
-            stack = _StackReader(check, merged, index, entry, top, compat).read()
+            stack = _StackReader(check, merged, index, entry, top, compat, merged.where("compat", last) if overrides else None,
+                                 flavors).read()
             if stack is not None:
                 stacks.append(stack)
 
     if check.problems:
         # Stacks that inherit the same bad default would repeat its problem once each.
-        raise UserError(list(dict.fromkeys(check.problems)))
+        raise UserError(_first_problems(list(dict.fromkeys(check.problems)), last))
     return Matrix(
         files=tuple(layer.path for layer in layers),
         registry=top["registry"],

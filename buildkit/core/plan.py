@@ -244,8 +244,8 @@ def expand(matrix: Matrix) -> Plan:
     if matrix.include:
         unmatched = [index for index, rule in enumerate(matrix.include) if not any(rule.matches(t.facts) for t in targets)]
         if unmatched:
-            raise UserError([Problem(matrix.files[-1], f"include rule {{ {matrix.include[index]} }} matches no target of this "
-                                     "matrix; check its keys and globs against `buildkit plan`", key=f"include[{index}]")
+            raise UserError([matrix.problem(matrix.files[-1], f"include rule {{ {matrix.include[index]} }} matches no target "
+                                            "of this matrix; check its keys and globs against `buildkit plan`", f"include[{index}]")
                              for index in unmatched])
         targets = [t for t in targets if any(rule.matches(t.facts) for rule in matrix.include)]
     targets = [t for t in targets if not any(rule.matches(t.facts) for rule in matrix.exclude)]
@@ -253,11 +253,11 @@ def expand(matrix: Matrix) -> Plan:
     bad_tags = [name for target in targets for name in target.tag_names if grammar.tag(name)]
     if bad_tags:
         more = f" (and {len(bad_tags) - 1} more)" if len(bad_tags) > 1 else ""
-        raise UserError(Problem(
+        raise UserError(matrix.problem(
             matrix.files[-1],
             f"tag {bad_tags[0]!r} ({len(bad_tags[0])} characters){more} is not valid: expected {grammar.tag(bad_tags[0])}; "
             "shorten tag_prefix or the flavor name",
-            key="tag_prefix",
+            "tag_prefix",
         ))
     return Plan(tuple(_settle_pairs(targets, notes)), tuple(dict.fromkeys(notes)))
 

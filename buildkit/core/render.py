@@ -24,6 +24,7 @@ from jinja2.environment import TemplateModule
 from jinja2.runtime import Macro
 
 from buildkit.core import labels
+from buildkit.core.fields import printable
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
@@ -88,14 +89,19 @@ def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_l
 
 
 _TARGET_FIELDS = tuple(field.name for field in dataclasses.fields(Target))
+MAX_PRODUCT_ITEMS = 1_000_000  # characters or items one `*` may produce: a Dockerfile is a few KB
+MAX_EXPONENT = 256
 
 
 class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox, with a direct path for reading a Target's (or its User's) public fields and
-    properties: plain, frozen data, so checking each read costs a sandbox what it saves nothing."""
+    properties: plain, frozen data, so checking each read costs a sandbox what it saves nothing. `*` and `**`
+    are bounded: `{{ "x" * 10**10 }}` or `{{ 9 ** 9 ** 9 }}` in a team template is a template error, not a
+    process that eats the machine's memory or never ends (the sandbox already bounds range())."""
 
     _TRUSTED = {Target: {*_TARGET_FIELDS, *(name for name, value in vars(Target).items() if isinstance(value, property))},
                 User: {field.name for field in dataclasses.fields(User)}}
+    intercepted_binops = frozenset({"*", "**"})
 
     def getattr(self, obj, attribute):  # noqa: A003 - Jinja's name
         if attribute in self._TRUSTED.get(type(obj), ()) or (type(obj) is TemplateModule and not attribute.startswith("_")):
@@ -106,6 +112,15 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         if type(__obj) is Macro:  # a template's own macro: template code, already inside the sandbox
             return __context.call(__obj, *args, **kwargs)
         return super().call(__context, __obj, *args, **kwargs)
+
+    def call_binop(self, context, operator, left, right):
+        if operator == "**" and isinstance(right, int) and not isinstance(left, float) and abs(right) > MAX_EXPONENT:
+            raise jinja2.sandbox.SecurityError(f"exponent {right} is larger than {MAX_EXPONENT}")
+        if operator == "*":
+            for sequence, count in ((left, right), (right, left)):
+                if isinstance(sequence, (str, list, tuple)) and isinstance(count, int) and len(sequence) * count > MAX_PRODUCT_ITEMS:
+                    raise jinja2.sandbox.SecurityError(f"the product would hold more than {MAX_PRODUCT_ITEMS:,} items")
+        return super().call_binop(context, operator, left, right)
 
 
 def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
@@ -125,7 +140,7 @@ def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
 def _template_problem(name: str, error: BaseException, target: Target) -> Problem:
     """Where in which template an error happened: Jinja maps its frames back to template lines."""
     if isinstance(error, jinja2.TemplateSyntaxError):
-        return Problem(error.filename or error.name or name, f"template syntax error: {error.message}", line=error.lineno)
+        return Problem(error.filename or error.name or name, f"template syntax error: {_one_line(error.message or '')}", line=error.lineno)
     where, line = name, None
     frame = error.__traceback__
     while frame is not None:
@@ -139,7 +154,13 @@ def _template_problem(name: str, error: BaseException, target: Target) -> Proble
         message = f"template tried something the sandbox forbids: {error}"
     else:
         message = f"template failed: {type(error).__name__}: {error}"
-    return Problem(where, f"{message} (target {target.id})", line=line)
+    return Problem(where, f"{_one_line(message)} (target {target.id})", line=line)
+
+
+def _one_line(text: str) -> str:
+    """An error text as one bounded, printable line: a template's exception may carry newlines, control
+    characters or a whole file."""
+    return printable(" ".join(text.split()), limit=300)
 
 
 class Renderer:
@@ -150,9 +171,11 @@ class Renderer:
         self._digests: dict[str, str] = {}
         self._references: dict[str, tuple[str, tuple[str | None, ...]]] = {}  # name -> (source, templates it names)
 
-    def _source(self, name: str, target: Target, referrer: str = "") -> str:
+    def _source(self, name: str, target: Target, referrer: str = "") -> tuple[str, str | None]:
+        """A template's source and the file it came from (for messages)."""
         try:
-            return self.environment.loader.get_source(self.environment, name)[0]  # type: ignore[union-attr]
+            source, filename, _ = self.environment.loader.get_source(self.environment, name)  # type: ignore[union-attr]
+            return source, filename
         except jinja2.TemplateNotFound:
             if referrer:
                 raise UserError(Problem(referrer, f"template {name!r} is not in the template folders (target {target.id})")) from None
@@ -171,9 +194,9 @@ class Renderer:
                 if current in sources:
                     continue
                 if current not in self._references:
-                    source = self._source(current, target, referrer)
+                    source, filename = self._source(current, target, referrer)
                     try:
-                        parsed = self.environment.parse(source, current)
+                        parsed = self.environment.parse(source, current, filename)
                     except jinja2.TemplateSyntaxError as error:
                         raise UserError(_template_problem(current, error, target)) from None
                     self._references[current] = (source, tuple(jinja2.meta.find_referenced_templates(parsed)))

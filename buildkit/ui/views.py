@@ -61,7 +61,14 @@ def gpu_json(host: HostFacts) -> dict:
         "gpus": [{"vendor": g.vendor, "pci": g.pci, "device_id": g.device_id, "name": g.name, "arch": g.arch} for g in host.gpus],
         "drivers": {"nvidia": host.nvidia_driver or None, "amdgpu": host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else None)},
         "device_nodes": [{"path": n.path, "group": n.group, "gid": n.gid, "accessible": n.accessible} for n in nodes],
+        "notes": list(host.notes),
     }
+
+
+def host_notes(console: Console, host: HostFacts) -> None:
+    """What the host tree held that could not be used (an unparsable value, a FIFO where a file belongs)."""
+    for note in host.notes:
+        say(console, f"note: {note}")
 
 
 def detection_json(detection: Detection) -> dict:
@@ -78,6 +85,7 @@ def detection_json(detection: Detection) -> dict:
 
 def show_detection(console: Console, detection: Detection) -> None:
     host = detection.host
+    host_notes(console, host)
     if not host.gpus:
         say(console, "no GPU on this host: images run on the CPU here (torch.cuda.is_available() is False)")
         return
@@ -109,6 +117,7 @@ def doctor_json(report: DoctorReport) -> dict:
 
 
 def show_doctor(console: Console, report: DoctorReport) -> None:
+    host_notes(console, report.host)
     if report.findings:
         table = Table(title=f"doctor{': ' + report.image if report.image else ''}", title_justify="left")
         for column in ("", "finding", "fix"):
