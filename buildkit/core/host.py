@@ -5,10 +5,12 @@ Pure: the facts come in (from buildkit.adapters.host reading /sys, /proc and /de
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
 from packaging.version import InvalidVersion, Version
 
-from buildkit.core import labels
+from buildkit.core import grammar, labels
 from buildkit.core.compat import Compat
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.plan import Plan, Target
@@ -77,10 +79,12 @@ def arch_covered(gpu_arch: str, image_archs: tuple[str, ...]) -> bool:
         return True  # unknown arch: nothing to hold against the image
     if gpu_arch.startswith("gfx"):
         return gpu_arch in image_archs
+    if not re.fullmatch(r"sm_[0-9]{2,3}", gpu_arch):
+        return False  # an arch buildkit cannot read: nothing proves the image runs there
     wanted = _sm(gpu_arch)
     for arch in image_archs:
-        if arch.startswith("gfx"):
-            continue
+        if grammar.cuda_arch(arch):
+            continue  # a gfx target, or a label value that is no CUDA arch: it covers nothing here
         built = _label_sm(arch)
         # SASS runs on its own major with an equal or higher minor; PTX is JIT-compiled for any newer arch
         if built == wanted or (arch.endswith("+PTX") and built <= wanted) or (built // 10 == wanted // 10 and built <= wanted):

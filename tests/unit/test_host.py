@@ -209,3 +209,9 @@ def test_mixed_amd_host_gets_a_per_device_override(tmp_path):
                                                     ("0000:43:00.0", "0x747e", "0x030000", 110001)]), tmp_path)
     (finding,) = diagnose(host, COMPAT, "rocm", ImageIdentity.read(LABELS["rocm_narrow"]))
     assert "HSA_OVERRIDE_GFX_VERSION_1=11.0.0 makes it run gfx1100 code (this host's AMD GPUs differ" in finding.fix
+
+
+def test_a_label_arch_buildkit_cannot_read_covers_nothing_and_never_crashes():
+    assert arch_covered("sm_90", ("abc", "9.0")) is True
+    assert arch_covered("sm_90", ("abc", "1.2.3")) is False
+    assert arch_covered("sm_9x", ("9.0",)) is False
