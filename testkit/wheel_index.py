@@ -10,6 +10,7 @@ import base64
 import hashlib
 import html
 import re
+import secrets
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +42,10 @@ class WheelIndex:
         # files are addressed per index: two indexes may hold different wheels with the same name
         self._files = {(index, path.name): path for index, paths in self.indexes.items() for path in paths}
         self._digests: dict[tuple[str, str], str] = {}
+        # Every server gets its own path prefix, so its URLs never repeat: BuildKit keys a RUN step's cache on
+        # its text, and a later index on a reused port would otherwise be answered with layers installed from
+        # an earlier index's (different) wheels.
+        self.prefix = f"/{secrets.token_hex(6)}"
         index = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -48,6 +53,11 @@ class WheelIndex:
                 pass
 
             def do_GET(self):
+                if not self.path.startswith(index.prefix + "/"):
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                self.path = self.path[len(index.prefix):]
                 index.requests.append(self.path)
                 index._serve(self)
 
@@ -58,7 +68,7 @@ class WheelIndex:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.server.server_address[1]}"
+        return f"http://{self.host}:{self.server.server_address[1]}{self.prefix}"
 
     def start(self) -> "WheelIndex":
         self.thread.start()
@@ -92,7 +102,7 @@ class WheelIndex:
         if parts and parts[0] in self.indexes:
             wheels = self.indexes[parts[0]]
             if len(parts) == 1 and parts[0] in self.flat:
-                body = "".join(f'<a href="/files/{parts[0]}/{html.escape(p.name)}">{html.escape(p.name)}</a>\n' for p in wheels)
+                body = "".join(f'<a href="{self.prefix}/files/{parts[0]}/{html.escape(p.name)}">{html.escape(p.name)}</a>\n' for p in wheels)
                 return self._send_html(handler, body)
             if len(parts) == 1:
                 names = sorted({project_of(p.name) for p in wheels})
@@ -102,7 +112,7 @@ class WheelIndex:
                 chosen = [p for p in wheels if project_of(p.name) == parts[1]]
                 if chosen:
                     body = "".join(
-                        f'<a href="/files/{parts[0]}/{html.escape(p.name)}#sha256={self._digest((parts[0], p.name))}">'
+                        f'<a href="{self.prefix}/files/{parts[0]}/{html.escape(p.name)}#sha256={self._digest((parts[0], p.name))}">'
                         f"{html.escape(p.name)}</a>\n"
                         for p in chosen
                     )
