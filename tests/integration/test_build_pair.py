@@ -145,17 +145,20 @@ def test_efficiency_ratio_is_measured(built):
 def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(double_index, base_image, docker_env, tmp_path, client, repository):
     """`buildkit bake` exports a pair; `docker buildx bake` (no buildkit involved) builds it: the same layers and
     labels (the build's date aside) as `buildkit build`'s images of the same matrix. buildx 0.13's bake has no
-    `network`, so builds reach the wheel index on the engine's bridge gateway instead of the host's 127.0.0.1."""
+    `network`, so builds reach the wheel index on the engine's bridge gateway instead of the host's 127.0.0.1, and
+    pip is told to trust that plain-HTTP address the way a team trusts its in-house mirror: in the pip.conf secret."""
     gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
     index = WheelIndex({name: double_index.indexes[name] for name in ("cu130", "rocm7.2")}, host=gateway).start()
+    pip_conf = tmp_path / "pip.conf"
+    pip_conf.write_text(f"[global]\ntrusted-host = {gateway}\n")
     try:
         matrix = team_matrix(tmp_path, index.url, repository, '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
                              '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
-        built = run_buildkit("build", "--matrix", matrix, "--out", tmp_path / "out", "--no-efficiency", env=docker_env)
+        built = run_buildkit("build", "--matrix", matrix, "--pip-conf", pip_conf, "--out", tmp_path / "out", "--no-efficiency", env=docker_env)
         assert built.returncode == 0, built.stderr[-3000:]
         ours = {t["id"]: t for t in json.loads((tmp_path / "out" / "report.json").read_text())["targets"]}
         out = tmp_path / "bake"
-        exported = run_buildkit("bake", "--matrix", matrix, "--out", out, env=docker_env)
+        exported = run_buildkit("bake", "--matrix", matrix, "--pip-conf", pip_conf, "--out", out, env=docker_env)
         assert exported.returncode == 0, exported.stderr
         document = json.loads((out / "docker-bake.json").read_text())
         assert document["group"]["pair-2_14_1-py3_11-runtime"]["targets"] == ["2_14_1-cuda13_0-py3_11-runtime", "2_14_1-rocm7_2-py3_11-runtime"]
