@@ -6,7 +6,12 @@ what they do not cover comes from the machine's default index, reached with its 
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
+
+from testkit.runner import run_buildkit
 
 pytestmark = pytest.mark.engine
 
@@ -16,6 +21,30 @@ def test_real_cuda_image_builds_and_passes_its_smoke_test(real_cuda_build):
     assert real_cuda_build.result.returncode == 0, real_cuda_build.result.stderr[-3000:] + "\n".join(target["log_tail"])
     assert target["status"] == "built"
     assert target["smoke"]["passed"] and target["smoke"]["kernels"] == "skipped (no NVIDIA GPU on this host)"
+    checks = {check["name"]: check for check in target["smoke"]["checks"]}
+    # inductor really compiled and ran C++ in the image: the toolchain the runtime template installs works
+    assert checks["torch.compile (CPU)"]["passed"] and "skipped" not in checks["torch.compile (CPU)"]["detail"], checks
+
+
+def test_an_image_without_a_compiler_fails_its_smoke_test_naming_the_compiler(real_cuda_build, docker_env, tmp_path, client):
+    """What a slim image that dropped the toolchain looks like: `buildkit test` fails it, saying that inductor
+    found no g++, the error a user's first torch.compile would hit."""
+    target = real_cuda_build.report["targets"][0]
+    slim = f"{target['tags'][0].rsplit(':', 1)[0]}:no-compiler"
+    user = client.images.get(target["image_id"]).attrs["Config"]["User"]
+    (tmp_path / "Dockerfile").write_text(f"FROM {target['tags'][0]}\nUSER root\n"
+                                         f"RUN apt-get purge -y --auto-remove g++ gcc\nUSER {user}\n")
+    built = subprocess.run([docker_env["BUILDKIT_DOCKER"], "build", "-t", slim, str(tmp_path)], env=docker_env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    try:
+        tested = run_buildkit("test", slim, "--json", tmp_path / "verdicts.json", env=docker_env)
+        assert tested.returncode == 1, tested.stdout + tested.stderr
+        (verdict,) = json.loads((tmp_path / "verdicts.json").read_text())
+        checks = {check["name"]: check for check in verdict["checks"]}
+        assert not verdict["passed"] and not checks["torch.compile (CPU)"]["passed"]
+        assert "InvalidCxxCompiler: no working C++ compiler (g++)" in checks["torch.compile (CPU)"]["detail"], checks
+    finally:
+        client.images.remove(slim, force=True)
 
 
 def test_torch_in_the_image_is_the_cuda_13_0_build(real_cuda_build, client):

@@ -8,7 +8,8 @@ import pytest
 
 from buildkit import __version__
 
-SUBCOMMANDS = [["matrix", "validate"], ["plan"], ["render"], ["build"], ["publish"], ["test"], ["parity"], ["hipify"], ["detect"], ["run"], ["doctor"]]
+SUBCOMMANDS = [["matrix", "validate"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
+               ["hipify"], ["detect"], ["run"], ["doctor"], ["compat", "check"], ["verify"], ["sbom"]]
 
 
 def test_version(cli):
@@ -20,6 +21,13 @@ def test_version(cli):
 def test_help_on_every_subcommand(cli, words):
     result = cli(*words, "--help")
     assert result.code == 0 and "usage: buildkit" in result.out
+
+
+def test_every_command_the_parser_dispatches_is_documented_here():
+    """A new command joins SUBCOMMANDS (and so the help test) or this fails."""
+    from buildkit.cli import COMMANDS
+
+    assert sorted(tuple(w for w in words if w) for words in COMMANDS) == sorted(tuple(w) for w in SUBCOMMANDS)
 
 
 def test_usage_error_exits_2(cli):
