@@ -36,6 +36,9 @@ def test_interrupt_stops_builds_and_reports(double_index, pair_setup, base_image
         [executable, "build", "--matrix", str(matrix), "--network", "host", "--pip-conf", str(pip_conf),
          "--no-cache", "-j", "1", "--out", str(out)],
         env=docker_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # Ctrl-C's default disposition, as in a terminal: a suite started as a background job inherits SIGINT
+        # ignored (POSIX shells do that to background commands), and Python then never raises KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 300
     logs = out / "logs"
