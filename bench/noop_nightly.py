@@ -1,8 +1,7 @@
 """A no-op nightly over the whole default matrix: every target is already published, so publishing is
-pure decision-making (goal: under 2 s, zero builds). Also times one cold build for comparison.
+pure decision-making (goal: under 2 s, zero builds).
 
-Run: python -m bench.noop_nightly   (needs Debian's docker-registry; the cold-build comparison also needs
-dockerd and the local base image, and is skipped with --no-cold).
+Run: python -m bench.noop_nightly   (needs Debian's docker-registry).
 The registry is seeded with one tiny image per target (a config carrying that target's labels and
 fingerprint, one empty layer) pushed straight through the registry API.
 """
@@ -63,8 +62,7 @@ def seed(address: str, registry_override: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-cold", action="store_true", help="skip the cold-build comparison")
-    args = parser.parse_args()
+    parser.parse_args()  # --help
     with tempfile.TemporaryDirectory() as tmp:
         registry = RegistryProcess(Path(tmp) / "registry").start()
         try:

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 from buildkit.adapters import buildx
-from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, index_pip_conf, team_matrix
+from testkit.builds import index_pip_conf, pair_doubles, team_matrix
 from testkit.daemon import SpareEngine
 from testkit.registry import RegistryProcess
 from testkit.runner import run_buildkit
 from testkit.wheel_index import WheelIndex
-from testkit.wheels import build_wheel, companion_double, torch_double
+from testkit.wheels import build_wheel
 
 BASE = "python:3.11-slim-bookworm"
 
@@ -40,13 +40,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         wheels = folder / "wheels"
-        index = WheelIndex({
-            "cu130": [torch_double(wheels / "cu", "2.14.1", "cu130", "13.0", None, CUDA_13_ARCHS),
-                      companion_double(wheels / "cu", "torchvision", "0.29.1", "cu130", "2.14.1")],
-            "rocm7.2": [torch_double(wheels / "ro", "2.14.1", "rocm7.2", None, "7.2.0", ROCM_7_2_ARCHS),
-                        companion_double(wheels / "ro", "torchvision", "0.29.1", "rocm7.2", "2.14.1")],
-            "simple": [build_wheel(wheels / "extra", "bench-extra", "1.0", {"bench_extra/__init__.py": ""})],
-        }).start()
+        extra = build_wheel(wheels / "extra", "bench-extra", "1.0", {"bench_extra/__init__.py": ""})
+        index = WheelIndex({**pair_doubles(wheels, {"2.14.1": "0.29.1"}), "simple": [extra]}).start()
         registry = RegistryProcess(folder / "registry").start()
         matrix = team_matrix(folder, index.url, "bench/pytorch", '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
                              'packages = ["bench-extra==1.0"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')

@@ -16,6 +16,7 @@ from buildkit.adapters.bundled import compat_data
 from buildkit.core.judge import cuda_arch_names
 from testkit.runner import run_buildkit
 from testkit.wheel_index import WheelIndex
+from testkit.wheels import companion_double, torch_double
 
 
 # What torch doubles report as compiled: the official lists, as the real wheels would (release cu130 wheels
@@ -23,6 +24,20 @@ from testkit.wheel_index import WheelIndex
 _COMPAT = compat_from_data(compat_data())
 CUDA_13_ARCHS = list(cuda_arch_names(_COMPAT.backend("cuda", "13.0").archs))
 ROCM_7_2_ARCHS = list(_COMPAT.backend("rocm", "7.2").archs)
+
+
+def pair_doubles(folder: Path, cuda_releases: dict[str, str], rocm_releases: dict[str, str] | None = None) -> dict[str, list[Path]]:
+    """TEST DOUBLES for the test pair's indexes: torch and its torchvision (release -> torchvision version) for
+    CUDA 13.0 (/cu130) and ROCm 7.2 (/rocm7.2), reporting the official arch lists. ROCm gets the CUDA
+    releases unless told otherwise (a release missing there makes its ROCm twin fail)."""
+    rocm_releases = cuda_releases if rocm_releases is None else rocm_releases
+    cuda = [wheel for torch, vision in cuda_releases.items() for wheel in (
+        torch_double(folder / "cu130", torch, "cu130", "13.0", None, CUDA_13_ARCHS),
+        companion_double(folder / "cu130", "torchvision", vision, "cu130", torch))]
+    rocm = [wheel for torch, vision in rocm_releases.items() for wheel in (
+        torch_double(folder / "rocm7.2", torch, "rocm7.2", None, "7.2.26015", ROCM_7_2_ARCHS),
+        companion_double(folder / "rocm7.2", "torchvision", vision, "rocm7.2", torch))]
+    return {"cu130": cuda, "rocm7.2": rocm}
 
 
 @dataclass

@@ -16,11 +16,18 @@ import pytest
 
 from buildkit.adapters import buildx, engine
 from buildkit.errors import UserError
-from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, Build, build, machine_ca_bundle, machine_pip_conf, team_matrix
+from testkit.builds import (
+    Build,
+    build,
+    machine_ca_bundle,
+    machine_pip_conf,
+    pair_doubles,
+    team_matrix,
+)
 from testkit.machine_wheels import as_backend_build, default_index, local_wheels
 from testkit.runner import INDEX_PASSWORD, INDEX_USER
 from testkit.wheel_index import WheelIndex
-from testkit.wheels import build_wheel, companion_double, torch_double
+from testkit.wheels import build_wheel
 
 BASE_IMAGE = "python:3.11-slim-bookworm"  # what the default runtime template uses for Python 3.11
 REQUIRE = os.environ.get("BUILDKIT_REQUIRE_DOCKER") == "1"
@@ -92,19 +99,10 @@ def double_index(tmp_path_factory):
     ROCm 7.2 has no torch 2.13.0: that target must fail while its CUDA twin builds.
     """
     folder = tmp_path_factory.mktemp("doubles")
-    cuda = [
-        torch_double(folder / "cu130", "2.14.1", "cu130", "13.0", None, CUDA_13_ARCHS),
-        torch_double(folder / "cu130", "2.13.0", "cu130", "13.0", None, CUDA_13_ARCHS),
-        companion_double(folder / "cu130", "torchvision", "0.29.1", "cu130", "2.14.1"),
-        companion_double(folder / "cu130", "torchvision", "0.28.0", "cu130", "2.13.0"),
-    ]
-    rocm = [
-        torch_double(folder / "rocm", "2.14.1", "rocm7.2", None, "7.2.26015", ROCM_7_2_ARCHS),
-        companion_double(folder / "rocm", "torchvision", "0.29.1", "rocm7.2", "2.14.1"),
-    ]
+    doubles = pair_doubles(folder, {"2.14.1": "0.29.1", "2.13.0": "0.28.0"}, {"2.14.1": "0.29.1"})
     # the team's private index (pip.conf, basic auth): the stack's own package comes from there
     private = [build_wheel(folder / "private", "team-extra", "1.0", {"team_extra/__init__.py": ""})]
-    index = WheelIndex({"cu130": cuda, "rocm7.2": rocm, "simple": private}, auth={"simple": (INDEX_USER, INDEX_PASSWORD)}).start()
+    index = WheelIndex({**doubles, "simple": private}, auth={"simple": (INDEX_USER, INDEX_PASSWORD)}).start()
     yield index
     index.stop()
 

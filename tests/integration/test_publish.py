@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from buildkit.adapters.registry import Credentials, Registry
-from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, index_pip_conf, team_matrix
+from testkit.builds import CUDA_13_ARCHS, index_pip_conf, pair_doubles, team_matrix
 from testkit.registry import FaultProxy, RegistryProcess
 from testkit.runner import run_buildkit
 from testkit.wheel_index import WheelIndex
@@ -25,18 +25,13 @@ def index(tmp_path_factory):
     """TEST DOUBLES for both pairs, plus a team package in two versions, and a ROCm index that hands out
     the CUDA build (to make one twin fail its smoke test)."""
     folder = tmp_path_factory.mktemp("publish-wheels")
-    cuda, rocm, wrong = [], [], []
-    for torch, vision in (("2.14.1", "0.29.1"), ("2.13.0", "0.28.0")):
-        cuda += [torch_double(folder / "cu", torch, "cu130", "13.0", None, CUDA_13_ARCHS),
-                 companion_double(folder / "cu", "torchvision", vision, "cu130", torch)]
-        rocm += [torch_double(folder / "ro", torch, "rocm7.2", None, "7.2.26015", ROCM_7_2_ARCHS),
-                 companion_double(folder / "ro", "torchvision", vision, "rocm7.2", torch)]
+    doubles = pair_doubles(folder, {"2.14.1": "0.29.1", "2.13.0": "0.28.0"})
     # a mislabelled wheel: named +rocm7.2, built for CUDA 13.0 (TEST DOUBLE)
     wrong = [torch_double(folder / "wrong", "2.14.1", "rocm7.2", "13.0", None, CUDA_13_ARCHS),
              companion_double(folder / "wrong", "torchvision", "0.29.1", "rocm7.2", "2.14.1")]
     extras = [build_wheel(folder / f"extra{v}", "team-extra", v, {"team_extra/__init__.py": ""}) for v in ("1.0", "2.0")]
-    server = WheelIndex({"cu130": cuda, "rocm7.2": rocm, "simple": extras}).start()
-    wrong_server = WheelIndex({"cu130": cuda, "rocm7.2": wrong, "simple": extras}).start()
+    server = WheelIndex({**doubles, "simple": extras}).start()
+    wrong_server = WheelIndex({**doubles, "rocm7.2": wrong, "simple": extras}).start()
     yield server, wrong_server
     server.stop()
     wrong_server.stop()

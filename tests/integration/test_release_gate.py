@@ -14,17 +14,16 @@ import uuid
 import pytest
 
 from buildkit.adapters.cosign import Cosign, Signer
-from buildkit.adapters.registry import Credentials, Registry
+from buildkit.adapters.registry import Registry
 from buildkit.app.verify import attest_gpu
 from buildkit.core.host import Gpu, HostFacts
 from buildkit.core.judge import judge
 from buildkit.core.labels import ImageIdentity
-from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS, index_pip_conf, team_matrix
+from testkit.builds import index_pip_conf, pair_doubles, team_matrix
 from testkit.gpu_reports import gpu_report_double
 from testkit.registry import RegistryProcess
 from testkit.runner import run_buildkit
 from testkit.wheel_index import WheelIndex
-from testkit.wheels import companion_double, torch_double
 
 pytestmark = pytest.mark.engine
 CUDA, ROCM = "2.14.1-cuda13.0-py3.11-runtime", "2.14.1-rocm7.2-py3.11-runtime"
@@ -40,13 +39,7 @@ def nightly(tmp_path_factory, base_image, docker_env, cleanup_images):
         pytest.fail("cosign is not installed (Debian 13: apt-get install -t trixie cosign)")
     folder = tmp_path_factory.mktemp("gate")
     wheels = folder / "wheels"
-    index = WheelIndex({
-        "cu130": [torch_double(wheels / "cu", "2.14.1", "cu130", "13.0", None, CUDA_13_ARCHS),
-                  companion_double(wheels / "cu", "torchvision", "0.29.1", "cu130", "2.14.1")],
-        "rocm7.2": [torch_double(wheels / "ro", "2.14.1", "rocm7.2", None, "7.2.26015", ROCM_7_2_ARCHS),
-                    companion_double(wheels / "ro", "torchvision", "0.29.1", "rocm7.2", "2.14.1")],
-        "simple": [],
-    }).start()
+    index = WheelIndex({**pair_doubles(wheels, {"2.14.1": "0.29.1"}), "simple": []}).start()
     registry = RegistryProcess(folder / "registry").start()
     subprocess.run(["cosign", "generate-key-pair"], cwd=folder, env={**os.environ, "COSIGN_PASSWORD": PASSWORD},
                    check=True, capture_output=True, timeout=60)
