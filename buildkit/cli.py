@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -263,10 +264,11 @@ def cmd_matrix_validate(args: argparse.Namespace, out: Console, err: Console) ->
 
 def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
     selection = select_targets(_choices(args))
-    planned = selection.plan()
     if args.format == "json":
-        sys.stdout.write(json.dumps([target_json(item) for item in planned], indent=2) + "\n")
-    elif args.format == "github":
+        views.write_json_array(sys.stdout, map(target_json, selection.iter_plan()))
+        return 0
+    planned = selection.plan()
+    if args.format == "github":
         sys.stdout.write(json.dumps(github_matrix(planned), separators=(",", ":")) + "\n")
     else:
         out.print(views.plan_table(planned))
@@ -471,6 +473,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         views.say(err, "interrupted")
         return 130
+    except BrokenPipeError:
+        # the reader went away (`buildkit plan --format json | head`): not an error of ours to report; point
+        # stdout at /dev/null so the interpreter's final flush does not raise again on the way out
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command its reader closed on
     except Exception as error:  # a bug, not a user error: one line unless --debug asks for the traceback
         if args.debug:
             raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Iterator
 
 from buildkit.adapters.matrix_files import load_matrix, template_loader
 from buildkit.core import grammar
@@ -49,7 +50,11 @@ class Selection:
     renderer: Renderer
 
     def plan(self) -> tuple[PlannedImage, ...]:
-        return tuple(map(self.renderer.plan, self.targets))
+        return tuple(self.iter_plan())
+
+    def iter_plan(self) -> Iterator[PlannedImage]:
+        """The plan one target at a time, for output that need not hold it all (plan --format json)."""
+        return map(self.renderer.plan, self.targets)
 
     def render(self) -> tuple[Rendered, ...]:
         return tuple(self.renderer.render(planned) for planned in self.plan())

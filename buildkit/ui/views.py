@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+import json
+from typing import Iterable, Mapping, TextIO
 
 from rich.console import Console
 from rich.table import Table
@@ -25,6 +26,16 @@ def say(console: Console, text: str) -> None:
 def notes(console: Console, items: Iterable[Note]) -> None:
     for note in items:
         say(console, f"note: {note}")
+
+
+def write_json_array(stream: TextIO, items: Iterable[Mapping]) -> None:
+    """A JSON array written as it is produced, one object per line: as valid as indented JSON and as easy to
+    diff, and encoded by json's C encoder (asking for indentation falls back to its pure-Python encoder, which
+    made three fifths of `plan --format json`'s time on large plans)."""
+    stream.write("[")
+    for index, item in enumerate(items):
+        stream.write(("\n" if index == 0 else ",\n") + json.dumps(item))
+    stream.write("\n]\n")
 
 
 def plan_table(planned: tuple[PlannedImage, ...]) -> Table:

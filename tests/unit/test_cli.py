@@ -67,3 +67,20 @@ def test_plan_table_lists_targets(cli):
     result = cli("plan", "--select", "id=2.14.1-rocm7.2-py3.12-runtime")
     assert result.code == 0
     assert "1 targets" in result.out and "2.14.1-rocm-py3.12-runtime" in result.out
+
+
+def test_a_reader_that_stops_early_gets_no_error_message():
+    """`buildkit plan --format json | head`: the closed pipe ends the command quietly (exit 141, as a shell
+    reports SIGPIPE), not with an "internal error". The plan is larger than a pipe's buffer, so the write
+    provably meets the closed pipe."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    executable = shutil.which("buildkit") or str(Path(sys.executable).parent / "buildkit")
+    process = subprocess.Popen([executable, "plan", "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout.read(100).startswith(b"[")
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait() == 141 and stderr == b""
