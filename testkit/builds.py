@@ -23,16 +23,18 @@ from testkit.wheels import companion_double, torch_double
 # carry no PTX, so no compute_120: see compat.toml's cuda-release-ptx source)
 _COMPAT = compat_from_data(compat_data())
 CUDA_13_ARCHS = list(cuda_arch_names(_COMPAT.backend("cuda", "13.0").archs))
+# the aarch64 (sbsa) wheels are built for other GPUs (Grace Hopper and Blackwell, Thor's sm_110)
+CUDA_13_ARCHS_PER_MACHINE = {"x86_64": CUDA_13_ARCHS, "aarch64": list(cuda_arch_names(_COMPAT.backend("cuda", "13.0").arm64_archs))}
 ROCM_7_2_ARCHS = list(_COMPAT.backend("rocm", "7.2").archs)
 
 
 def pair_doubles(folder: Path, cuda_releases: dict[str, str], rocm_releases: dict[str, str] | None = None) -> dict[str, list[Path]]:
     """TEST DOUBLES for the test pair's indexes: torch and its torchvision (release -> torchvision version) for
-    CUDA 13.0 (/cu130) and ROCm 7.2 (/rocm7.2), reporting the official arch lists. ROCm gets the CUDA
+    CUDA 13.0 (/cu130) and ROCm 7.2 (/rocm7.2), reporting the official arch lists (CUDA's per machine). ROCm gets the CUDA
     releases unless told otherwise (a release missing there makes its ROCm twin fail)."""
     rocm_releases = cuda_releases if rocm_releases is None else rocm_releases
     cuda = [wheel for torch, vision in cuda_releases.items() for wheel in (
-        torch_double(folder / "cu130", torch, "cu130", "13.0", None, CUDA_13_ARCHS),
+        torch_double(folder / "cu130", torch, "cu130", "13.0", None, CUDA_13_ARCHS_PER_MACHINE),
         companion_double(folder / "cu130", "torchvision", vision, "cu130", torch))]
     rocm = [wheel for torch, vision in rocm_releases.items() for wheel in (
         torch_double(folder / "rocm7.2", torch, "rocm7.2", None, "7.2.26015", ROCM_7_2_ARCHS),

@@ -23,13 +23,16 @@ cuda = {cuda!r}
 hip = {hip!r}
 git_version = "test-double"
 '''
-CUDA_DOUBLE = '''"""TEST DOUBLE of torch.cuda: no GPU."""
+CUDA_DOUBLE = '''"""TEST DOUBLE of torch.cuda: no GPU. Its compiled arch list is the one of the machine it runs
+on: PyTorch builds its x86_64 and aarch64 wheels for different GPUs."""
+import platform as _platform
+_ARCHS = {archs!r}
 def is_available():
     return False
 def device_count():
     return 0
 def get_arch_list():
-    return {archs!r}
+    return list(_ARCHS.get(_platform.machine(), ()))
 '''
 
 
@@ -58,12 +61,15 @@ def build_wheel(folder: Path, name: str, version: str, files: dict[str, str | by
     return path
 
 
-def torch_double(folder: Path, torch: str, local: str, cuda: str | None, hip: str | None, archs: list[str]) -> Path:
+def torch_double(folder: Path, torch: str, local: str, cuda: str | None, hip: str | None,
+                 archs: list[str] | dict[str, list[str]]) -> Path:
+    """`archs`: the compiled arch list, or one per machine (platform.machine(): x86_64, aarch64)."""
     version = f"{torch}+{local}" if local else torch
+    per_machine = archs if isinstance(archs, dict) else {"x86_64": list(archs), "aarch64": list(archs)}
     return build_wheel(folder, "torch", version, {
         "torch/__init__.py": TORCH_DOUBLE.format(local=local or "cpu", version=version),
         "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=cuda, hip=hip),
-        "torch/cuda/__init__.py": CUDA_DOUBLE.format(archs=archs),
+        "torch/cuda/__init__.py": CUDA_DOUBLE.format(archs=per_machine),
     })
 
 
