@@ -30,8 +30,8 @@ ROCM_7_2_ARCHS = list(_COMPAT.backend("rocm", "7.2").archs)
 
 def pair_doubles(folder: Path, cuda_releases: dict[str, str], rocm_releases: dict[str, str] | None = None) -> dict[str, list[Path]]:
     """TEST DOUBLES for the test pair's indexes: torch and its torchvision (release -> torchvision version) for
-    CUDA 13.0 (/cu130) and ROCm 7.2 (/rocm7.2), reporting the official arch lists (CUDA's per machine). ROCm gets the CUDA
-    releases unless told otherwise (a release missing there makes its ROCm twin fail)."""
+    CUDA 13.0 (/cu130) and ROCm 7.2 (/rocm7.2), reporting the official arch lists (CUDA's per machine). ROCm
+    gets the CUDA releases unless told otherwise (a release missing there makes its ROCm twin fail)."""
     rocm_releases = cuda_releases if rocm_releases is None else rocm_releases
     cuda = [wheel for torch, vision in cuda_releases.items() for wheel in (
         torch_double(folder / "cu130", torch, "cu130", "13.0", None, CUDA_13_ARCHS_PER_MACHINE),
