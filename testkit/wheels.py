@@ -62,15 +62,16 @@ def build_wheel(folder: Path, name: str, version: str, files: dict[str, str | by
 
 
 def torch_double(folder: Path, torch: str, local: str, cuda: str | None, hip: str | None,
-                 archs: list[str] | dict[str, list[str]]) -> Path:
-    """`archs`: the compiled arch list, or one per machine (platform.machine(): x86_64, aarch64)."""
+                 archs: list[str] | dict[str, list[str]], requires: list[str] = ()) -> Path:
+    """`archs`: the compiled arch list, or one per machine (platform.machine(): x86_64, aarch64); `requires`:
+    the double's own dependencies."""
     version = f"{torch}+{local}" if local else torch
     per_machine = archs if isinstance(archs, dict) else {"x86_64": list(archs), "aarch64": list(archs)}
     return build_wheel(folder, "torch", version, {
         "torch/__init__.py": TORCH_DOUBLE.format(local=local or "cpu", version=version),
         "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=cuda, hip=hip),
         "torch/cuda/__init__.py": CUDA_DOUBLE.format(archs=per_machine),
-    })
+    }, requires=requires)
 
 
 def companion_double(folder: Path, name: str, version: str, local: str, torch: str) -> Path:

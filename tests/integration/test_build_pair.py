@@ -152,7 +152,8 @@ def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(dou
     pip_conf = tmp_path / "pip.conf"
     pip_conf.write_text(f"[global]\ntrusted-host = {gateway}\n")
     try:
-        matrix = team_matrix(tmp_path, index.url, repository, '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
+        # a repository of its own: the pair's tags in the session's repository belong to the pair build
+        matrix = team_matrix(tmp_path, index.url, f"{repository}-bake", '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
                              '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
         built = run_buildkit("build", "--matrix", matrix, "--pip-conf", pip_conf, "--out", tmp_path / "out", "--no-efficiency", env=docker_env)
         assert built.returncode == 0, built.stderr[-3000:]

@@ -114,11 +114,7 @@ def test_test_pair_passes_parity(pair_build, docker_env):
 def test_twin_with_an_extra_package_fails_parity(tmp_path, base_image, docker_env, repository, cleanup_images):
     wheels = tmp_path / "wheels"
     extra = build_wheel(wheels / "extra", "rocm-only-helper", "1.0", {"rocm_only_helper/__init__.py": ""})
-    rocm_torch = build_wheel(wheels / "ro", "torch", "2.12.0+rocm7.2", {
-        "torch/__init__.py": 'from . import version, cuda\n__version__ = "2.12.0+rocm7.2"\n',
-        "torch/version.py": 'cuda = None\nhip = "7.2.0"\n',
-        "torch/cuda/__init__.py": "def is_available():\n    return False\ndef get_arch_list():\n    return []\n",
-    }, requires=["rocm-only-helper"])
+    rocm_torch = torch_double(wheels / "ro", "2.12.0", "rocm7.2", None, "7.2.0", [], requires=["rocm-only-helper"])
     index = WheelIndex({
         "cu130": [torch_double(wheels / "cu", "2.12.0", "cu130", "13.0", None, [])],
         "rocm7.2": [rocm_torch, extra],
