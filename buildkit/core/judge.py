@@ -96,21 +96,25 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
-def named_check(entry: Mapping[str, Any], label: str = "") -> Check:
-    """One of the probe's named checks, its time in the detail: what passed, or what a user would hit."""
+def named_check(entry: Mapping[str, Any], expect: ImageIdentity, label: str = "") -> Check:
+    """One of the probe's named checks, its time in the detail: what passed, or what a user would hit. An
+    image built with `compile = false` left the toolchain out on purpose: its failed torch.compile is
+    reported, not counted."""
     passed = bool(entry.get("passed"))
     text = entry.get("detail") if passed else entry.get("error") or entry.get("detail") or "failed without a message"
     name = f"{label} {entry.get('name')}" if label else str(entry.get("name"))
+    if not passed and not expect.compile and str(entry.get("name", "")).startswith("torch.compile"):
+        return Check(name, True, f"not required, the image is built with compile = false: {text}")
     return Check(name, passed, f"{text} ({_duration(entry.get('seconds'))})")
 
 
-def _cpu_checks(report: Mapping[str, Any]) -> list[Check]:
+def _cpu_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check]:
     """torch.compile, OpenMP, numpy, linalg on the CPU: they need no GPU, so they count in every mode."""
     entries = report.get("checks")
     if entries is None:
         return [Check("CPU checks", False, f"the probe (version {report.get('probe_version')}) tried none of "
                                           "torch.compile, OpenMP, numpy interop and linalg")]
-    return [named_check(entry) for entry in entries]
+    return [named_check(entry, expect) for entry in entries]
 
 
 def _library_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check]:
@@ -120,7 +124,7 @@ def _library_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Ch
         return [Check("GPU libraries", False, "the probe did not try the DNN and collective libraries")]
     checks = []
     for entry in entries:
-        check = named_check(entry)
+        check = named_check(entry, expect)
         wanted, found = _wanted_library(expect.vendor, entry.get("name")), entry.get("library")
         if check.passed and wanted and found != wanted:
             check = Check(check.name, False, f"{found} {entry.get('version')} in a {expect.vendor.backend_display} image, which needs {wanted}")
@@ -146,7 +150,7 @@ def _device_checks(expect: ImageIdentity, report: Mapping[str, Any], kernels_ran
         if kernels_ran:
             if "checks" not in device:
                 checks.append(Check(f"{label} torch.compile", False, "the probe tried no compiled kernel on this device"))
-            checks += [named_check(entry, label) for entry in device.get("checks") or []]
+            checks += [named_check(entry, expect, label) for entry in device.get("checks") or []]
     return checks, len(report.get("devices") or [])
 
 
@@ -170,7 +174,7 @@ def judge(
     if "import_error" in report:
         return Verdict(image, False, (Check("import torch", False, report["import_error"]),), "failed", report=report)
     checks = _backend_checks(expect, report["torch"]) + _companion_checks(report) + _arch_checks(expect, report)
-    checks += _cpu_checks(report)
+    checks += _cpu_checks(expect, report)
     # GPU checks count only where the kernels ran: --gpu auto on a host without the vendor's GPU judges
     # the image by what runs on the CPU.
     kernels_ran = mode != "skip" and host_has_gpu and bool(report.get("devices"))

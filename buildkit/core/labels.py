@@ -34,6 +34,7 @@ BUILDER_IMAGE = f"{PREFIX}builder-image"
 BUILD_OPTIONS = f"{PREFIX}build-options"
 BASE_DIGEST = f"{PREFIX}base-digest"  # matrix.lock's digest of the base image
 PLATFORMS = f"{PREFIX}platforms"  # set when the image index holds more (or other) than linux/amd64
+TORCH_COMPILE = f"{PREFIX}torch-compile"  # "false" when built without the torch.compile toolchain (compile = false)
 # Not image labels: the label of smoke-test containers, and the annotation of nightly date-tag copies.
 PROBE_CONTAINER = f"{PREFIX}probe"
 NIGHTLY_ANNOTATION = f"{PREFIX}nightly"
@@ -61,6 +62,8 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
     }
     if target.base_digest:
         labels[BASE_DIGEST] = target.base_digest
+    if not target.compile:
+        labels[TORCH_COMPILE] = "false"
     if len(target.platforms) > 1 or target.platforms != ("linux/amd64",):
         labels[PLATFORMS] = ",".join(target.platforms)
     if "linux/arm64" in target.platforms and target.arm64_archs and target.arm64_archs != target.archs:
@@ -100,6 +103,7 @@ class ImageIdentity:
     pair: str = ""
     base_image: str = ""
     fingerprint: str = ""
+    compile: bool = True  # built with the torch.compile toolchain (the default); False: compile = false
 
     @property
     def backend(self) -> str:
@@ -125,4 +129,5 @@ class ImageIdentity:
             pair=labels.get(PAIR, ""),
             base_image=labels.get(BASE_IMAGE, ""),
             fingerprint=labels.get(FINGERPRINT, ""),
+            compile=labels.get(TORCH_COMPILE, "") != "false",
         )

@@ -163,6 +163,27 @@ def test_a_failed_cpu_compile_fails_the_image_in_every_gpu_mode(mode, host_has_g
     assert verdict.failures == [f"torch.compile (CPU): {NO_COMPILER} (13.1 s)"]
 
 
+@pytest.mark.parametrize("mode,host_has_gpu", [("auto", False), ("require", True)])
+def test_an_image_built_with_compile_false_reports_its_failed_compiles_as_not_required(mode, host_has_gpu):
+    """`compile = false` leaves the toolchain out on purpose (label torch-compile=false): the failure is shown,
+    not counted; every other check still is."""
+    no_triton = failed("torch.compile (Triton)", "Triton found no C compiler (CC, gcc or clang) in the image to build its launcher", 2.0)
+    device = {**H200, "checks": [no_triton, DEVICE_CHECKS[1]]}
+    checks = [failed("torch.compile (CPU)", NO_COMPILER, 13.07), *CPU_CHECKS[1:]]
+    probe = {**report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120"], checks=checks),
+             "devices": [device] if host_has_gpu else [], "gpu_checks": CUDA_LIBRARIES}
+    slim = ImageIdentity.read({**CUDA_LABELS, "dev.buildkit.torch-compile": "false"})
+    verdict = judge("img", slim, probe, mode, host_has_gpu)
+    assert verdict.passed, verdict.failures
+    notes = {c.name: c.detail for c in verdict.checks if "torch.compile" in c.name}
+    assert notes["torch.compile (CPU)"] == f"not required, the image is built with compile = false: {NO_COMPILER}"
+    if host_has_gpu:
+        assert notes["device 0 (H200, sm_90) torch.compile (Triton)"].startswith("not required, the image is built with compile = false: Triton")
+    broken_linalg = {**probe, "checks": [*checks[:3], failed("linalg (CPU)", "relative error 3.1e-01 > 1e-04")]}
+    assert judge("img", slim, broken_linalg, mode, host_has_gpu).failures == ["linalg (CPU): relative error 3.1e-01 > 1e-04 (10 ms)"]
+    assert not judge("img", ImageIdentity.read(CUDA_LABELS), probe, mode, host_has_gpu).passed  # the default requires it
+
+
 def test_missing_python_headers_are_named():
     error = "Python.h missing: the Python headers are not installed (no /usr/include/python3.12/Python.h)"
     probe = report(hip="7.2.26015", local="rocm7.2", archs=["gfx90a", "gfx942"], checks=[failed("torch.compile (CPU)", error, 24.1)])

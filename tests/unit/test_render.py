@@ -156,6 +156,20 @@ def test_fingerprint_follows_a_package_change_and_a_template_change(default, tmp
     assert edited.plan(original.target).fingerprint != original.fingerprint
 
 
+def test_runtime_images_carry_the_torch_compile_toolchain_unless_compile_is_false(default):
+    """g++ and, where the base's Python lacks Python.h, its -dev package: installed in the shared prefix (both
+    twins), so the pair still shares its layers. compile = false leaves them out and says so in a label."""
+    matrix = load_matrix(None)
+    renderer = Renderer(template_loader(matrix), matrix.source)
+    item = default["2.14.1-rocm7.2-py3.12-runtime"]
+    shared, twin = item.dockerfile.split(DIVERGE_MARKER)
+    assert "g++" in shared and "python3.12-dev" in shared and "g++" not in twin
+    assert "dev.buildkit.torch-compile" not in item.labels
+    slim = renderer.render(renderer.plan(replace(item.target, compile=False)))
+    assert "g++" not in slim.dockerfile and "-dev" not in slim.dockerfile
+    assert slim.labels["dev.buildkit.torch-compile"] == "false" and slim.fingerprint != item.fingerprint
+
+
 def test_equal_fingerprints_mean_equal_dockerfiles(default):
     """What the fingerprint hashes determines the Dockerfile: targets with different Dockerfiles never
     share a fingerprint."""
