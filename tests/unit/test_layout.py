@@ -93,3 +93,12 @@ def test_the_rules_can_fail(tmp_path, monkeypatch):
 
     monkeypatch.setitem(globals(), "imports_of", with_engine)
     assert violations("buildkit.core.plan") == ["buildkit.adapters.engine", "subprocess"]
+
+
+def test_test_modules_have_unique_names():
+    """tests/ has no packages, so pytest imports each test module by its file name: two of the same name in
+    unit/ and integration/ pass when each folder runs alone and break collection of the whole suite (CI's)."""
+    names: dict[str, list[str]] = {}
+    for path in Path(__file__).resolve().parents[1].rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.parent.name))
+    assert {name: folders for name, folders in names.items() if len(folders) > 1} == {}
