@@ -11,11 +11,19 @@ import json
 
 import pytest
 
-from buildkit.core.attestation import PREDICATE_VERSION, SmokeRun, gpu_predicate, host_driver, passing_gpu_test, gpu_test_summary
+from buildkit.core.attestation import (
+    PREDICATE_VERSION,
+    SmokeRun,
+    gpu_predicate,
+    gpu_test_summary,
+    host_driver,
+    passing_gpu_test,
+)
 from buildkit.core.host import Gpu, HostFacts
 from buildkit.core.judge import judge
 from buildkit.core.labels import ImageIdentity
 from testkit.gpu_reports import gpu_report_double
+from testkit.probe_process import run_probe
 
 LABELS = {
     "amd": {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx90a;gfx942",
@@ -36,9 +44,7 @@ def predicate_of(vendor: str, report: dict, host_has_gpu: bool = True, mode: str
 @pytest.fixture(scope="module")
 def cpu_report():
     """The real probe on this machine's CPU-only torch, with kernels requested: no device runs any."""
-    from buildkit.image import probe
-
-    return probe.probe(run_kernels=True)
+    return run_probe(None, "--kernels")
 
 
 @pytest.mark.parametrize("vendor,arch", [("amd", "gfx942"), ("nvidia", "sm_90")])

@@ -3,7 +3,6 @@ same functions the image runs, and the same failures an image without a compiler
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -11,10 +10,10 @@ import sys
 import time
 
 import pytest
-
 import torch  # the test extra installs it: the probe needs a real torch
 
-from buildkit.image import probe  # noqa: E402
+from buildkit.image import probe
+from testkit.probe_process import run_probe
 
 
 def test_kernels_pass_on_the_cpu_against_float64():
@@ -44,15 +43,14 @@ def test_inputs_are_fresh_per_seed():
     assert first != second
 
 
-def run_probe(env=None, *arguments):
-    """The probe as buildkit runs it in an image: a fresh Python process printing one JSON line."""
-    result = subprocess.run([sys.executable, probe.__file__, *arguments], capture_output=True, text=True, timeout=400, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+@pytest.fixture(scope="module")
+def fresh_report():
+    """One run as in an image: a fresh process, a first compile with no warm cache."""
+    return run_probe()
 
 
-def test_probe_prints_one_json_report_with_the_build_facts():
-    report = run_probe()
+def test_probe_prints_one_json_report_with_the_build_facts(fresh_report):
+    report = fresh_report
     assert report["probe_version"] == probe.PROBE_VERSION == 2
     assert report["torch"]["version"] == torch.__version__
     assert report["torch"]["cuda"] == torch.version.cuda and report["torch"]["hip"] == torch.version.hip
@@ -66,15 +64,11 @@ def test_probe_prints_one_json_report_with_the_build_facts():
     assert all(c["seconds"] >= 0 for c in report["checks"])
 
 
-# ---- the named CPU checks, in this process ----
+# ---- the named CPU checks, from a fresh probe process ----
 
 @pytest.fixture(scope="module")
-def cpu_checks():
-    folder, saved = probe._fresh_compile_caches()  # as in an image: a first compile, no warm cache
-    try:
-        return {check["name"]: check for check in probe.cpu_checks(torch, seed=1234)}
-    finally:
-        probe._restore(folder, saved)
+def cpu_checks(fresh_report):
+    return {check["name"]: check for check in fresh_report["checks"]}
 
 
 def test_torch_compile_on_the_cpu_passes_and_agrees_with_eager(cpu_checks):
