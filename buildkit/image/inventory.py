@@ -14,6 +14,8 @@ import platform
 DPKG_STATUS = "/var/lib/dpkg/status"
 
 
+# Not platform.freedesktop_os_release(): it came in Python 3.10 and images of older torch run 3.9. The
+# same reader is in probe.py: each file runs alone in an image (as `python -c` text), so they cannot share it.
 def _os_release():
     values = {}
     try:

@@ -421,6 +421,8 @@ def _arch_in_build(arch, compiled):
     return arch in compiled or any(c.startswith("compute_") and int(c[8:]) <= int(number) for c in compiled)
 
 
+# Not platform.freedesktop_os_release(): it came in Python 3.10 and images of older torch run 3.9. The
+# same reader is in inventory.py: each file runs alone in an image (as `python -c` text), so they cannot share it.
 def _os_release():
     values = {}
     try:
