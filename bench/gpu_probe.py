@@ -37,6 +37,7 @@ def run_probe(python: str, timeout: int, out: Path) -> tuple[dict | None, str]:
         return None, f"the probe did not finish within {timeout} s"
     (out / "probe.stderr").write_text(result.stderr)
     print(f"probe: exit {result.returncode} after {time.perf_counter() - started:.1f} s", flush=True)
+    # not buildkit.adapters.probe_runner's parser: that module imports docker, and this runs where only torch is
     for line in reversed(result.stdout.strip().splitlines()):
         try:
             report = json.loads(line)
@@ -48,15 +49,15 @@ def run_probe(python: str, timeout: int, out: Path) -> tuple[dict | None, str]:
     return None, f"the probe exited with {result.returncode} without a report"
 
 
-def labels_for(report: dict) -> dict[str, str]:
-    """What a buildkit image of this torch's backend would be labelled (no declared arch list)."""
-    from buildkit.core.plan import LABEL_PREFIX
+def identity_for(report: dict | None):
+    """What a buildkit image of this torch's backend would be (no declared arch list); a CPU-only torch, or
+    no report, is judged as a CUDA image, so the verdict says it is a CPU build."""
+    from buildkit.core import labels
 
-    torch = report.get("torch") or {}
+    torch = (report or {}).get("torch") or {}
     backend, version = ("rocm", torch.get("hip")) if torch.get("hip") else ("cuda", torch.get("cuda"))
-    # a CPU-only torch is judged as a CUDA image, so the verdict says it is a CPU build
     minor = ".".join(str(version).split(".")[:2]) if version else "none"
-    return {f"{LABEL_PREFIX}backend": backend, f"{LABEL_PREFIX}backend-version": minor}
+    return labels.ImageIdentity.read({labels.BACKEND: backend, labels.BACKEND_VERSION: minor})
 
 
 def judge_report(report: dict | None, failure: str, stderr: str, out: Path) -> int:
@@ -66,8 +67,7 @@ def judge_report(report: dict | None, failure: str, stderr: str, out: Path) -> i
         print(f"verdict skipped: the judge cannot be imported here ({error}); judge {out / 'probe.json'} "
               "elsewhere with `python3 -m bench.gpu_probe --judge FILE`")
         return 0 if report is not None else 2
-    labels = labels_for(report) if report is not None else {"dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "0"}
-    verdict = judge("host python3", labels, report, "require", host_has_gpu=True, stderr_tail=stderr, probe_failure=failure)
+    verdict = judge("host python3", identity_for(report), report, "require", host_has_gpu=True, stderr_tail=stderr, probe_failure=failure)
     summary = {
         "passed": verdict.passed, "torch": verdict.torch, "kernels": verdict.kernels,
         "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in verdict.checks],
