@@ -16,6 +16,11 @@ def today_utc() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%d")
 
 
+def matrix_revision(matrix: Path | None) -> str:
+    """The source revision of a matrix file (of the working folder for the default matrix)."""
+    return source_revision(matrix.resolve().parent if matrix else Path.cwd())
+
+
 def source_revision(folder: Path) -> str:
     """The git commit of the folder holding the matrix, or "" outside a git checkout."""
     try:

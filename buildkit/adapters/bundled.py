@@ -19,6 +19,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the buildkit package
+COMPAT_DATA = PACKAGE_DIR / "data" / "compat.toml"  # shipped inside the package in every install
 
 
 def _bundled_root() -> Path:
@@ -36,7 +37,7 @@ def builtin_templates_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def compat_data() -> dict[str, Any]:
-    with open(PACKAGE_DIR / "data" / "compat.toml", "rb") as handle:
+    with open(COMPAT_DATA, "rb") as handle:
         return tomllib.load(handle)
 
 

@@ -49,7 +49,6 @@ class Signer:
     """Who signs: a private key (file or KMS URI), or keyless (key "": the OIDC identity of the CI job)."""
 
     key: str = ""
-    transparency_log: bool = False  # with a key: also record it in Rekor (needs its network); keyless always does
 
     @property
     def keyless(self) -> bool:
@@ -159,7 +158,8 @@ class Cosign:
     def _signing(self, signer: Signer) -> list[str]:
         if signer.keyless:
             return self._registry_flags()  # Fulcio certificate for the CI job's OIDC token, recorded in Rekor
-        return ["--key", signer.key, f"--tlog-upload={'true' if signer.transparency_log else 'false'}", *self._registry_flags()]
+        # kept out of Rekor (see the module docstring); keyless signatures are always recorded there
+        return ["--key", signer.key, "--tlog-upload=false", *self._registry_flags()]
 
     def _trust(self, trust: Trust) -> list[str]:
         self._check_key(trust.key, "public")

@@ -142,10 +142,6 @@ class ImageBytes:
     layers: int  # in all the image's layers together, uncompressed: what pulling it writes
     filesystem: int  # in its final filesystem: what a container sees
 
-    @property
-    def efficiency(self) -> float:
-        return self.layers / self.filesystem if self.filesystem else 0.0
-
 
 _WHITEOUT = ".wh."
 _OPAQUE = ".wh..wh..opq"

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildkit.adapters.build_stamp import created_now, source_revision
+from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.adapters.safe_files import OwnedFolder, update_tree
 from buildkit.app.targets import Choices, require_targets, select_targets
 from buildkit.core.bake import bake_document, bake_name, context_folder
@@ -40,7 +40,7 @@ def export_bake(
             if not path.is_file():
                 raise UserError(Problem(option, f"{path} is not a file"))
             secrets[secret] = str(path.resolve())
-    revision = source_revision(choices.matrix.resolve().parent if choices.matrix else Path.cwd())
+    revision = matrix_revision(choices.matrix)
     document = bake_document(rendered, build_stamp_labels(created_now(), revision), secrets, network, registry_cache)
     files: dict[str, bytes] = {f"{context_folder(item)}/Dockerfile": item.dockerfile.encode() for item in rendered}
     files["docker-bake.json"] = (json.dumps(document, indent=2) + "\n").encode()

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
-from enum import Enum
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
+from enum import Enum
+from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
@@ -19,7 +20,7 @@ import docker
 from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
 from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets
-from buildkit.adapters.build_stamp import created_now, source_revision
+from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
 from buildkit.app.targets import Choices, require_targets, select_targets
 from buildkit.core import release
@@ -201,6 +202,11 @@ class BuildRunner:
         self.cancel = threading.Event()
         self.engine_lost = False
 
+    @cached_property
+    def native_platform(self) -> str:
+        """The engine's own platform (asked once a run): where kernels can run and bytes be measured."""
+        return engine.native_platform(self.client)
+
     def _dockerfile(self, item: Rendered) -> Path:
         folder = self.options.out / "contexts" / item.target.id
         folder.mkdir(parents=True, exist_ok=True)
@@ -282,7 +288,7 @@ class BuildRunner:
         facts = engine.image_facts(self.client, image)
         result.image_id, result.size = facts.image_id, facts.size
         result.layers, result.history = list(facts.layers), list(facts.history)
-        native = engine.native_platform(self.client)
+        native = self.native_platform
         verdicts = [smoke_test(self.client, facts.image_id, self.options.gpu if platform == native else "skip", self.host,
                                self.options.smoke_timeout, platform=platform)
                     for platform in target.platforms]
@@ -359,7 +365,7 @@ def build_selection(
 ) -> tuple[BuildRun, str]:
     """`buildkit build`: render the selected targets, then build, test and tag them."""
     selection = require_targets(select_targets(choices))
-    stamped = replace(options, created=created_now(), revision=source_revision(choices.matrix.resolve().parent if choices.matrix else Path.cwd()))
+    stamped = replace(options, created=created_now(), revision=matrix_revision(choices.matrix))
     return build_targets(selection.render(), stamped, settings, docker_cli, display, selection.matrix.compat)
 
 
@@ -378,11 +384,12 @@ def build_targets(
     """
     with build_secrets(settings) as (secrets, redact):
         builder = buildx.find_builder(docker_cli, options.builder)
-        client = engine.connect(buildx.engine_host(builder))
+        engine_host = buildx.engine_host(builder)
+        client = engine.connect(engine_host)
         display.begin(builder.describe(), len(rendered), options.jobs)
         registry = rendered[0].target.registry if rendered else ""
         with buildx.registry_login(registry, *(credentials or (None, None))) as environment:
             runner = BuildRunner(client, builder, options, secrets, redact, display, read_host(compat), compat.vendor_packages, environment)
             run = runner.run(rendered)
-            run.engine_host = buildx.engine_host(builder)
+            run.engine_host = engine_host
             return run, builder.describe()

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildkit.adapters.bundled import PACKAGE_DIR
+from buildkit.adapters.bundled import COMPAT_DATA, tomllib
 from buildkit.adapters.wheel_index import WheelIndex, WheelIndexError
 from buildkit.core.compat import compat_from_data
 from buildkit.core.compat_check import Difference, IndexFacts, candidate_tags, compare, index_facts, propose, unified_diff
 from buildkit.errors import Problem, UserError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
-SHIPPED_DATA = PACKAGE_DIR / "data" / "compat.toml"
 SHIPPED_LABEL = "buildkit/data/compat.toml"  # how the diff names the shipped file, wherever it is installed
 
 
@@ -40,7 +33,7 @@ class CheckOutcome:
 
 
 def check_compat(index_url: str | None = None, data_path: Path | None = None, write: bool = False) -> CheckOutcome:
-    path = data_path or SHIPPED_DATA
+    path = data_path or COMPAT_DATA
     try:
         text = path.read_text(encoding="utf-8")
         compat = compat_from_data(tomllib.loads(text))

@@ -37,15 +37,18 @@ def _hub(reference: ImageReference) -> tuple[str, str]:
     return DOCKER_HUB, repository
 
 
-def resolve_base(reference_text: str, insecure: bool = False) -> str:
+def resolve_base(reference_text: str, registries: dict[str, Registry], insecure: bool = False) -> str:
+    """The digest a base reference names now; `registries` holds one client per host (one session, one
+    token, credentials read once) for the whole lock."""
     reference = ImageReference.parse(reference_text)
     if reference is None:
         raise UserError(Problem(reference_text, "not an image reference"))
     if reference.digest:
         return reference.digest
     host, repository = _hub(reference)
-    registry = Registry(host, load_credentials(host), insecure=True if insecure else None)
-    return registry.resolve_digest(repository, reference.tag or "latest").digest
+    if host not in registries:
+        registries[host] = Registry(host, load_credentials(host), insecure=True if insecure else None)
+    return registries[host].resolve_digest(repository, reference.tag or "latest").digest
 
 
 def lock_matrix(matrix_path: Path | None, package_index: str | None = None, insecure: bool = False) -> LockReport:
@@ -54,7 +57,8 @@ def lock_matrix(matrix_path: Path | None, package_index: str | None = None, inse
     matrix = load_matrix(matrix_path, use_lock=False)
     targets = expand(matrix).targets
     references = sorted({t.base_image for t in targets} | {t.builder_image for t in targets if t.builder_image})
-    bases = {reference: resolve_base(reference, insecure) for reference in references}
+    registries: dict[str, Registry] = {}
+    bases = {reference: resolve_base(reference, registries, insecure) for reference in references}
     index = WheelIndex(package_index or default_package_index())
     packages = {}
     for requirement in sorted({package for stack in matrix.stacks for package in stack.packages if is_range(package)}):

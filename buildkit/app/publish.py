@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from buildkit.adapters import engine
-from buildkit.adapters.build_stamp import created_now, source_revision, today_utc
+from buildkit.adapters.build_stamp import created_now, matrix_revision, today_utc
 from buildkit.adapters.cosign import Cosign, Signer, Trust
 from buildkit.adapters.host import read_host
 from buildkit.adapters.registry import Credentials, Registry, annotated, load_credentials
@@ -138,7 +138,7 @@ def publish_selection(
     host = registry_of(rendered)
     credentials = load_credentials(host, auth_file)
     registry = Registry(host, credentials, insecure=True if insecure else None)
-    stamped = replace(build_options, created=created_now(), revision=source_revision(choices.matrix.resolve().parent if choices.matrix else Path.cwd()),
+    stamped = replace(build_options, created=created_now(), revision=matrix_revision(choices.matrix),
                       pull_credentials=(credentials.username, credentials.password) if credentials else (None, None))
     cosign = supply_chain_client(host, credentials, insecure) if options.signer or options.trust else None
     return publish(rendered, replace(options, date=date), stamped, settings, docker_cli, display, selection.matrix.compat, registry,
