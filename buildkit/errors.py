@@ -8,6 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def printable(text: str, limit: int | None = 200) -> str:
+    """Text from input (a key path, an error's text) as one short line: TOML keys and values can hold
+    newlines, U+2028, control characters, 5,000 digits. `limit` None keeps its whole length."""
+    if (limit is None or len(text) <= limit) and text.isprintable():
+        return text
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return shown + "…" if limit is not None and len(text) > limit else shown
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with an input, located as precisely as the input allows."""
@@ -21,7 +30,7 @@ class Problem:
         location = self.where if self.line is None else f"{self.where}:{self.line}"
         text = f"{location}: {self.key}: {self.message}" if self.key else f"{location}: {self.message}"
         # One problem, one line: a file name, key or value from hostile input cannot break it or add a line.
-        return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        return printable(text, limit=None)
 
 
 class UserError(Exception):

@@ -23,10 +23,9 @@ from pathlib import Path
 
 from buildkit.adapters.regular_files import NotReadable, read_regular
 from buildkit.core.compat import Compat
-from buildkit.core.fields import printable
 from buildkit.core.host import DeviceNode, Gpu, HostFacts
 from buildkit.core.vendors import BY_PCI_ID
-from buildkit.errors import Problem, UserError
+from buildkit.errors import Problem, UserError, printable
 
 GPU_CLASS_PREFIXES = ("0x03", "0x12")  # display controllers, processing accelerators
 _NVIDIA_VERSION_RE = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9]+(?:\.[0-9]+)+)")

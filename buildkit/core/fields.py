@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from buildkit.core import grammar
-from buildkit.errors import Problem
+from buildkit.errors import Problem, printable
 
 SELECTOR_KEYS = ("torch", "python", "backend", "backend_version", "flavor", "vendor", "id")
 CHANNELS = ("release", "test", "nightly")
@@ -28,15 +28,6 @@ class Checker:
 
     def fail(self, where: str, key: str, message: str) -> None:
         self.problems.append(Problem(where, message, key=printable(key)))
-
-
-def printable(text: str, limit: int = 200) -> str:
-    """Text from input (a key path, an error's text) as one short line: TOML keys and values can hold
-    newlines, U+2028, control characters, 5,000 digits."""
-    if len(text) <= limit and text.isprintable():
-        return text
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
-    return shown + "…" if len(text) > limit else shown
 
 
 def describe(value: Any) -> str:
@@ -231,10 +222,13 @@ class Field:
 ARCHS = Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False), "rocm": Texts(grammar.rocm_arch, allow_empty=False)},
               example='{ rocm = ["gfx942"] }')
 
+SCHEMA_VERSION = 1  # of matrix files
+
 # Top-level keys. `extends` and `template_dir` are read by the file loader; `compat` and `torch` have their
 # own tables below. Defaults are the shipped ones: the default matrix sets only what has no default.
 TOP: dict[str, Field] = {
-    "schema": Field(Whole(1, 1, "1 (the schema this buildkit reads)"), 1, doc="matrix schema version"),
+    "schema": Field(Whole(SCHEMA_VERSION, SCHEMA_VERSION, f"{SCHEMA_VERSION} (the schema this buildkit reads)"), SCHEMA_VERSION,
+                    doc="matrix schema version"),
     "extends": Field(Text(lambda v: None), None, doc='"default" (the shipped matrix) or a path to another matrix'),
     "template_dir": Field(Text(lambda v: None), None, doc="a folder of team templates, searched before the built-in ones"),
     "registry": Field(Text(grammar.registry), doc="image registry host"),

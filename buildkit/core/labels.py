@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from buildkit.core.compat import AMD64, ARM64
 from buildkit.core.plan import Target
 from buildkit.core.source import SOURCE_FLAVOR
 from buildkit.core.trim import trim_for
@@ -43,9 +44,8 @@ NIGHTLY_ANNOTATION = f"{PREFIX}nightly"
 def image_labels(target: Target, source: str) -> dict[str, str]:
     """What describes an image to the smoke test and doctor; nothing time- or commit-dependent, so the
     labels are part of the fingerprint."""
-    vendor = BY_BACKEND[target.backend]
     labels = {
-        f"{OCI}title": f"PyTorch {target.torch} for {vendor.backend_label(target.backend_version)}, "
+        f"{OCI}title": f"PyTorch {target.torch} for {target.backend_label}, "
         f"Python {target.python} ({target.flavor})",
         f"{OCI}version": target.tag_names[0],
         f"{OCI}source": source,
@@ -64,9 +64,9 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
         labels[BASE_DIGEST] = target.base_digest
     if not target.compile:
         labels[TORCH_COMPILE] = "false"
-    if len(target.platforms) > 1 or target.platforms != ("linux/amd64",):
+    if target.platforms != (AMD64,):
         labels[PLATFORMS] = ",".join(target.platforms)
-    if "linux/arm64" in target.platforms and target.arm64_archs and target.arm64_archs != target.archs:
+    if ARM64 in target.platforms and target.arm64_archs and target.arm64_archs != target.archs:
         labels[f"{GPU_ARCHS}.linux-arm64"] = ";".join(target.arm64_archs)
     trim = trim_for(target)
     if trim:
@@ -110,7 +110,7 @@ class ImageIdentity:
         return self.vendor.backend
 
     @classmethod
-    def read(cls, labels: Mapping[str, str] | None, platform: str = "linux/amd64") -> "ImageIdentity | None":
+    def read(cls, labels: Mapping[str, str] | None, platform: str = AMD64) -> "ImageIdentity | None":
         """None when the labels do not say which GPU backend the image is for (not a buildkit image). The
         arch list is the one of `platform`'s wheels (arm64 CUDA wheels have their own)."""
         labels = labels or {}

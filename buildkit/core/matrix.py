@@ -22,9 +22,7 @@ from buildkit.core.compat import Compat, TorchRelease, compat_from_data, merge_o
 from buildkit.core.fields import INVALID, REQUIRED, Checker, Rule
 from buildkit.core.lock import Lock
 from buildkit.core.vendors import BACKENDS, of_backend
-from buildkit.errors import Problem, UserError
-
-SCHEMA_VERSION = 1
+from buildkit.errors import Problem, UserError, printable
 
 
 @dataclass(frozen=True)
@@ -130,7 +128,7 @@ def _merge_stacks(merged: Merged, child: list[Any], path: str) -> None:
             entry = {"__invalid__": entry}
         version = entry.get("version")
         if isinstance(version, str) and version in in_this_file:
-            merged.problems.append(Problem(path, f"duplicate [[torch]] entry for {fields.printable(version)} in this file; merge the two",
+            merged.problems.append(Problem(path, f"duplicate [[torch]] entry for {printable(version)} in this file; merge the two",
                                            key=f"torch[{position}].version"))
             continue
         if isinstance(version, str):

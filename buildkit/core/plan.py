@@ -8,6 +8,7 @@ newest confirmed of each); they share a `pair` key and the floating tags move fo
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from buildkit.core import grammar
 from buildkit.core.vendors import BACKENDS, of_backend
@@ -69,9 +70,10 @@ class Target:
     def image_name(self) -> str:
         return f"{self.registry}/{self.repository}"
 
-    @property
+    @cached_property
     def facts(self) -> dict[str, str]:
-        """What --select and include/exclude rules match against."""
+        """What --select and include/exclude rules match against (kept: expand and select match each
+        target against many rules; a frozen record's facts never change)."""
         return {
             "torch": self.torch,
             "python": self.python,

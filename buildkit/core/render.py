@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import shlex
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping
 
 import jinja2
@@ -24,12 +25,11 @@ from jinja2.environment import TemplateModule
 from jinja2.runtime import Macro
 
 from buildkit.core import labels
-from buildkit.core.fields import printable
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.core.trim import torch_requirement, trim_for
-from buildkit.errors import Problem, UserError
+from buildkit.errors import Problem, UserError, printable
 
 FINGERPRINT_SCHEMA = 3
 # The stage that ends where a pair's twins diverge (everything below the torch install).
@@ -99,7 +99,7 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     are bounded: `{{ "x" * 10**10 }}` or `{{ 9 ** 9 ** 9 }}` in a team template is a template error, not a
     process that eats the machine's memory or never ends (the sandbox already bounds range())."""
 
-    _TRUSTED = {Target: {*_TARGET_FIELDS, *(name for name, value in vars(Target).items() if isinstance(value, property))},
+    _TRUSTED = {Target: {*_TARGET_FIELDS, *(name for name, value in vars(Target).items() if isinstance(value, (property, cached_property)))},
                 User: {field.name for field in dataclasses.fields(User)}}
     intercepted_binops = frozenset({"*", "**"})
 
