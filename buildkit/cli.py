@@ -12,26 +12,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from buildkit import __version__
-from buildkit.app import routing
-from buildkit.app.compat_check import check_compat
-from buildkit.app.bake import export_bake
-from buildkit.app.build import BuildOptions, IndexSettings, build_selection
-from buildkit.app.lock import lock_matrix
-from buildkit.app.hipify_preflight import PreflightOptions, preflight
-from buildkit.app.publish import PublishOptions, publish_selection
+from buildkit.app import GPU_MODES
 from buildkit.app.render_tree import write_tree
-from buildkit.app.smoke import GPU_MODES, parity, test_images
 from buildkit.app.targets import Choices, SourceOptions, github_matrix, select_targets, target_json
-from buildkit.app.verify import RegistryAccess, image_sbom, signer_of, trust_of, verify_image
 from buildkit.errors import UserError
 from buildkit.ui import views
-from buildkit.ui.compat import compat_json, compat_markdown
-from buildkit.ui.console import LiveDisplay, PlainDisplay
-from buildkit.ui.report import run_markdown, verdict_json, write_publish_reports, write_reports
+
+# Commands that reach an engine, a registry or cosign import their use cases when they run: `plan` and
+# `matrix validate`, which CI calls on every push, start without loading the docker SDK and requests.
+if TYPE_CHECKING:
+    from buildkit.app.build import BuildOptions, IndexSettings
 
 VENDOR_CHOICES = ("nvidia", "amd", "all")
 FORMATS = ("table", "json", "github")
@@ -240,6 +235,8 @@ def _choices(args: argparse.Namespace, **overrides) -> Choices:
 
 
 def _build_settings(args: argparse.Namespace) -> tuple[BuildOptions, IndexSettings]:
+    from buildkit.app.build import BuildOptions, IndexSettings
+
     publishing = args.command == "publish"
     options = BuildOptions(
         out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
@@ -251,6 +248,8 @@ def _build_settings(args: argparse.Namespace) -> tuple[BuildOptions, IndexSettin
 
 
 def _display(err: Console):
+    from buildkit.ui.console import LiveDisplay, PlainDisplay
+
     return LiveDisplay(err) if err.is_terminal else PlainDisplay(err)
 
 
@@ -287,6 +286,9 @@ def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.build import build_selection
+    from buildkit.ui.report import run_markdown, write_reports
+
     options, settings = _build_settings(args)
     display = _display(err)
     with display:
@@ -304,6 +306,8 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_lock(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.lock import lock_matrix
+
     report = lock_matrix(args.matrix, args.package_index, args.insecure_registry)
     views.say(out, f"wrote {report.path}: {len(report.lock.bases)} base images, {len(report.lock.packages)} package ranges")
     for reference in report.changed_bases:
@@ -314,6 +318,8 @@ def cmd_lock(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_bake(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.bake import export_bake
+
     export = export_bake(_choices(args), args.out, args.pip_conf, args.ca_bundle, args.network, args.registry_cache)
     views.say(out, f"wrote {export.file} with {len(export.targets)} targets; groups: {', '.join(export.groups)}")
     views.say(out, f"build with: docker buildx bake -f {export.file} [GROUP] --load   (or --push, on any builder)")
@@ -321,6 +327,10 @@ def cmd_bake(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.publish import PublishOptions, publish_selection
+    from buildkit.app.verify import signer_of, trust_of
+    from buildkit.ui.report import write_publish_reports
+
     options, settings = _build_settings(args)
     publish_options = PublishOptions(
         nightly=args.nightly, date=args.date or "", keep=args.keep, dry_run=args.dry_run, require_published=args.require_published,
@@ -342,6 +352,8 @@ def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.hipify_preflight import PreflightOptions, preflight
+
     report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json))
     for line in views.hipify_lines(report):
         views.say(out, line)
@@ -349,6 +361,9 @@ def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.smoke import test_images
+    from buildkit.ui.report import verdict_json
+
     verdicts = test_images(_choices(args), list(args.images), args.gpu, args.timeout, lambda line: views.say(err, line))
     out.print(views.verdict_table(verdicts, args.gpu))
     if args.json:
@@ -357,6 +372,8 @@ def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.smoke import parity
+
     result = parity(_choices(args), list(args.subjects))
     if args.json:
         document = {"images": list(result.images), "passed": result.parity.passed, "differences": list(result.parity.differences)}
@@ -367,6 +384,8 @@ def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app import routing
+
     detection = routing.detect(_choices(args), args.host_root, args.python)
     if args.json:
         sys.stdout.write(json.dumps(views.detection_json(detection), indent=2) + "\n")
@@ -378,6 +397,8 @@ def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     import shlex
 
+    from buildkit.app import routing
+
     command = routing.run_command(_choices(args), args.image, args.host_root, args.python, args.container_command)
     if command.note:
         views.say(err, f"note: {command.note}")
@@ -388,6 +409,8 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app import routing
+
     report = routing.doctor(_choices(args), args.image, args.host_root)
     if not report.engine_checked:
         views.say(err, "note: the Docker engine was not asked (not reachable, or --host-root describes another host), "
@@ -400,6 +423,9 @@ def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.compat_check import check_compat
+    from buildkit.ui.compat import compat_json, compat_markdown
+
     outcome = check_compat(args.index, args.data, args.write)
     if args.json:
         sys.stdout.write(json.dumps(compat_json(outcome), indent=2) + "\n")
@@ -409,6 +435,8 @@ def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> in
 
 
 def cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.verify import RegistryAccess, trust_of, verify_image
+
     trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog)
     verification = verify_image(args.image, trust, args.gpu_arch, RegistryAccess(args.registry_auth_file, args.insecure_registry))
     if args.json:
@@ -420,6 +448,8 @@ def cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_sbom(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.verify import RegistryAccess, image_sbom, trust_of
+
     trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog, required=False)
     result = image_sbom(args.image, trust, args.local, RegistryAccess(args.registry_auth_file, args.insecure_registry))
     text = json.dumps(result.document, indent=2) + "\n"

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import Iterable, Mapping, TextIO
+from typing import TYPE_CHECKING, Iterable, Mapping, TextIO
 
 from rich.console import Console
 from rich.table import Table
 
-from buildkit.adapters.hipify import HipifyReport
-from buildkit.app.routing import Detection, DoctorReport
-from buildkit.app.smoke import ParityResult
-from buildkit.app.verify import Verification
 from buildkit.core.attestation import gpu_test_summary
 from buildkit.core.host import HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core.plan import Note
 from buildkit.core.render import PlannedImage
+
+if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need not import them to print
+    from buildkit.adapters.hipify import HipifyReport
+    from buildkit.app.routing import Detection, DoctorReport
+    from buildkit.app.smoke import ParityResult
+    from buildkit.app.verify import Verification
 
 
 def say(console: Console, text: str) -> None:

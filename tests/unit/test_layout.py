@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,10 @@ def test_test_modules_have_unique_names():
     for path in Path(__file__).resolve().parents[1].rglob("test_*.py"):
         names.setdefault(path.name, []).append(str(path.parent.name))
     assert {name: folders for name, folders in names.items() if len(folders) > 1} == {}
+
+
+def test_the_cli_starts_without_the_docker_sdk():
+    # `plan` and `matrix validate` run on every push: the engine's libraries load only for commands that use them
+    code = "import sys, buildkit.cli; print(sorted({'docker', 'requests', 'buildkit.app.build'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
