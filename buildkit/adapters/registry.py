@@ -286,8 +286,10 @@ class Registry:
         """Platform ("linux/arm64") -> (its image manifest's digest, config labels), for every image of an
         index, or the one of a single manifest; None when the reference is absent."""
         manifest = self.find_manifest(repository, reference)
-        if manifest is None:
-            return None
+        return None if manifest is None else self.labels_per_platform(repository, manifest)
+
+    def labels_per_platform(self, repository: str, manifest: Manifest) -> dict[str, tuple[str, dict[str, str]]]:
+        """platform_labels of a manifest already fetched (find_manifest)."""
         if not manifest.is_index:
             config = self._config(repository, manifest)
             return {str(self._config_platform(repository, manifest, config)): (manifest.digest, _labels(config))}

@@ -113,6 +113,7 @@ class BuildRun:
     interrupted: bool = False
     engine_lost: bool = False
     engine_host: str | None = None  # the engine the images are in (a docker-context builder's), None: the default
+    host: HostFacts | None = None  # the GPUs the smoke tests ran with (read once a run; publish's attestations say it)
 
     @property
     def failed(self) -> bool:
@@ -389,7 +390,8 @@ def build_targets(
         display.begin(builder.describe(), len(rendered), options.jobs)
         registry = rendered[0].target.registry if rendered else ""
         with buildx.registry_login(registry, *(credentials or (None, None))) as environment:
-            runner = BuildRunner(client, builder, options, secrets, redact, display, read_host(compat), compat.vendor_packages, environment)
+            host = read_host(compat)
+            runner = BuildRunner(client, builder, options, secrets, redact, display, host, compat.vendor_packages, environment)
             run = runner.run(rendered)
-            run.engine_host = engine_host
+            run.engine_host, run.host = engine_host, host
             return run, builder.describe()

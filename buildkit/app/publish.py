@@ -17,7 +17,6 @@ from pathlib import Path
 from buildkit.adapters import engine
 from buildkit.adapters.build_stamp import created_now, matrix_revision, today_utc
 from buildkit.adapters.cosign import Cosign, Signer, Trust
-from buildkit.adapters.host import read_host
 from buildkit.adapters.registry import Credentials, Registry, annotated, load_credentials
 from buildkit.adapters.registry_deletion import Deletion, deletion_for
 from buildkit.adapters.secrets import IndexSettings
@@ -84,12 +83,12 @@ def published_state(registry: Registry, item: Rendered) -> Published | None:
     and the fingerprint every platform of it carries ("" when a platform is missing or they differ, so a
     multi-platform image counts as unchanged only when all of it is)."""
     target = item.target
-    per_platform = registry.platform_labels(target.repository, target.tag_names[0])
-    if per_platform is None:
+    manifest = registry.find_manifest(target.repository, target.tag_names[0])
+    if manifest is None:
         return None
-    digest = registry.head_manifest(target.repository, target.tag_names[0]) or ""
+    per_platform = registry.labels_per_platform(target.repository, manifest)
     fingerprints = {per_platform[p][1].get(labels.FINGERPRINT, "") if p in per_platform else "" for p in target.platforms}
-    return Published(digest, fingerprints.pop() if len(fingerprints) == 1 else "")
+    return Published(manifest.digest, fingerprints.pop() if len(fingerprints) == 1 else "")
 
 
 def _prune(registry: Registry, deletion: Deletion, item: Rendered, keep: int) -> list[str]:
@@ -179,7 +178,6 @@ def publish(
         build_run, _ = build_targets(to_build, build_options, settings, docker_cli, display, compat,
                                      (credentials.username, credentials.password) if credentials else None)
         client = engine.connect(build_run.engine_host)
-        host = read_host(compat)
         for result in build_run.results:
             outcome, item = outcomes[result.id], by_id[result.id]
             outcome.seconds, outcome.size = result.seconds, result.size
@@ -193,7 +191,7 @@ def publish(
             if not outcome.digest and not outcome.error:
                 outcome.error = "the pushed tag is not in the registry"
             if outcome.digest and cosign is not None and options.signer is not None:
-                outcome.error = _sign_and_attest(cosign, options.signer, client, item, result, outcome.digest, host, build_options.gpu)
+                outcome.error = _sign_and_attest(cosign, options.signer, client, item, result, outcome.digest, build_run.host, build_options.gpu)
 
     targets = [item.target for item in rendered]
     gpu_tested = _gpu_tests(options, cosign, by_id, outcomes, verdicts) if options.gpu_gate else None
