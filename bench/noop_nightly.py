@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import io
 import json
 import sys
@@ -19,26 +18,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import requests
-
-from testkit.registry import RegistryProcess
+from testkit.registry import RegistryProcess, Seeder
 from testkit.runner import run_buildkit
 
 from buildkit.adapters.registry import DOCKER_MANIFEST
 from buildkit.app.targets import Choices, select_targets
 
 
-def _blob(base: str, repository: str, data: bytes) -> str:
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    start = requests.post(f"{base}/v2/{repository}/blobs/uploads/", timeout=30)
-    location = start.headers["Location"]
-    location = location if location.startswith("http") else base + location
-    requests.put(location, params={"digest": digest}, data=data, timeout=30).raise_for_status()
-    return digest
-
-
 def seed(address: str, registry_override: str) -> int:
-    base = f"http://{address}"
+    seeder = Seeder(address)
     planned = select_targets(Choices(registry=registry_override)).plan()
     layer = io.BytesIO()
     with gzip.GzipFile(fileobj=layer, mode="wb", mtime=0) as archive, tarfile.open(fileobj=archive, mode="w"):
@@ -47,16 +35,15 @@ def seed(address: str, registry_override: str) -> int:
         target = item.target
         config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Labels": dict(item.labels)},
                              "rootfs": {"type": "layers", "diff_ids": []}}).encode()
-        config_digest = _blob(base, target.repository, config)
-        layer_digest = _blob(base, target.repository, layer.getvalue())
-        manifest = json.dumps({
+        config_digest = seeder.blob(target.repository, config)
+        layer_digest = seeder.blob(target.repository, layer.getvalue())
+        manifest = {
             "schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
             "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config), "digest": config_digest},
             "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": len(layer.getvalue()), "digest": layer_digest}],
-        }).encode()
+        }
         for name in target.tag_names:
-            requests.put(f"{base}/v2/{target.repository}/manifests/{name}", data=manifest,
-                         headers={"Content-Type": DOCKER_MANIFEST}, timeout=30).raise_for_status()
+            seeder.manifest(target.repository, name, DOCKER_MANIFEST, manifest)
     return len(planned)
 
 

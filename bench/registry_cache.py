@@ -44,8 +44,8 @@ def main() -> None:
         index = WheelIndex({**pair_doubles(wheels, {"2.14.1": "0.29.1"}), "simple": [extra]}).start()
         registry = RegistryProcess(folder / "registry").start()
         matrix = team_matrix(folder, index.url, "bench/pytorch", '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
-                             'packages = ["bench-extra==1.0"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
-        matrix.write_text(matrix.read_text().replace('registry = "localhost:5000"', f'registry = "{registry.address}"'))
+                             'packages = ["bench-extra==1.0"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
+                             registry=registry.address)
         pip_conf = index_pip_conf(folder, index.url)
         timings = {}
         first = SpareEngine(docker, folder / "first.log").start(BASE, context=True)

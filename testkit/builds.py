@@ -64,11 +64,12 @@ def build(matrix: Path, pip_conf: Path, out: Path, env: dict, *extra) -> Build:
     return Build(result, json.loads(report_path.read_text()), out, matrix)
 
 
-def team_matrix(folder: Path, index_url: str, repository: str, include: str, stacks: str = "", compile: bool = False) -> Path:
+def team_matrix(folder: Path, index_url: str, repository: str, include: str, stacks: str = "", compile: bool = False,
+                registry: str = "localhost:5000") -> Path:
     """A team fork of the default matrix whose wheels come from a local index. Torch doubles cannot compile,
     so their images leave out the torch.compile toolchain unless `compile` asks for it (the real image)."""
     path = folder / "matrix.toml"
-    path.write_text(f'extends = "default"\nregistry = "localhost:5000"\nrepository = "{repository}"\n'
+    path.write_text(f'extends = "default"\nregistry = "{registry}"\nrepository = "{repository}"\n'
                     f'wheel_index = "{index_url}"\ninclude = {include}\ncompile = {str(compile).lower()}\n{textwrap.dedent(stacks)}')
     return path
 

@@ -14,13 +14,12 @@ not list the bucket. Only names are served: compat check never downloads a wheel
 from __future__ import annotations
 
 import hashlib
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote, unquote
 
 from buildkit.core.compat import Compat
 from buildkit.core.vendors import BACKENDS
+from testkit.local_http import QuietHandler, serve, stop_serving
 
 PREFIX = "whl"
 PLATFORM_TAGS = {"linux/amd64": "manylinux_2_28_x86_64", "linux/arm64": "manylinux_2_28_aarch64"}
@@ -56,10 +55,7 @@ class PyTorchIndex:
     def __post_init__(self) -> None:
         index = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet: tests read `requests`
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 index.requests.append(self.path)
                 status, body = index._page(self.path.split("?")[0])
@@ -70,20 +66,18 @@ class PyTorchIndex:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._handler = Handler
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/{PREFIX}"
 
     def start(self) -> "PyTorchIndex":
-        self.thread.start()
+        self.server = serve(self._handler)
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)
 
     def _page(self, path: str) -> tuple[int, str]:
         parts = [unquote(p) for p in path.split("/") if p and p != "index.html"]

@@ -15,23 +15,19 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import requests
+
+from testkit.local_http import QuietHandler, serve, stop_serving
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _serve(handler_class, port: int = 0) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler_class)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 class TokenServer:
@@ -56,10 +52,7 @@ class TokenServer:
         self.issued = 0
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 """The distribution spec's token request: Basic credentials, scopes in the query."""
                 expected = "Basic " + base64.b64encode(f"{server.user}:{server.password}".encode()).decode()
@@ -75,7 +68,7 @@ class TokenServer:
                 scopes = [scope for field in form.get("scope", []) for scope in field.split()]
                 server._answer(self, form.get("grant_type") == ["password"] and given == (server.user, server.password), scopes)
 
-        self.server = _serve(Handler)
+        self.server = serve(Handler)
         self.realm = f"http://127.0.0.1:{self.server.server_address[1]}/token"
 
     def _answer(self, handler: BaseHTTPRequestHandler, authorized: bool, scopes: list[str]) -> None:
@@ -105,8 +98,7 @@ class TokenServer:
         handler.wfile.write(body)
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)
 
 
 @dataclass
@@ -182,11 +174,8 @@ class FaultProxy:
         self.lock = threading.Lock()
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
 
             def handle_one_request(self):
                 # The engine tries TLS first and falls back to plain HTTP only when the answer starts with
@@ -203,7 +192,7 @@ class FaultProxy:
 
             do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _handle
 
-        self.server = _serve(Handler, self.port)
+        self.server = serve(Handler, port=self.port)
 
     @property
     def address(self) -> str:
@@ -244,8 +233,7 @@ class FaultProxy:
         connection.close()
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)
 
     @staticmethod
     def _body(handler: BaseHTTPRequestHandler) -> bytes | None:

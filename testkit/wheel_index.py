@@ -11,11 +11,12 @@ import hashlib
 import html
 import re
 import secrets
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote
+
+from testkit.local_http import QuietHandler, serve, stop_serving
 
 _NAME_RE = re.compile(r"^(.+?)-\d")
 
@@ -48,10 +49,7 @@ class WheelIndex:
         self.prefix = f"/{secrets.token_hex(6)}"
         index = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet: tests read `requests` instead
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 if not self.path.startswith(index.prefix + "/"):
                     self.send_response(404)
@@ -63,20 +61,18 @@ class WheelIndex:
 
             do_HEAD = do_GET
 
-        self.server = ThreadingHTTPServer((self.host, 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._handler = Handler
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.server.server_address[1]}{self.prefix}"
 
     def start(self) -> "WheelIndex":
-        self.thread.start()
+        self.server = serve(self._handler, self.host)
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)
 
     def _digest(self, key: tuple[str, str]) -> str:
         if key not in self._digests:
