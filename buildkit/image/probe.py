@@ -186,13 +186,17 @@ def toolchain():
         "cxx": shutil.which(os.environ.get("CXX", "g++")),
         "cc": shutil.which(cc) if cc else shutil.which("gcc") or shutil.which("clang"),
         "python_include": include,
-        "python_h": os.path.isfile(os.path.join(include, "Python.h")),
+        "python_h": _has_python_h(include),
     }
+
+
+def _has_python_h(include):
+    return os.path.isfile(os.path.join(include, "Python.h"))
 
 
 def _python_h_missing():
     include = python_include_dir()
-    if os.path.isfile(os.path.join(include, "Python.h")):
+    if _has_python_h(include):
         return f"Python.h missing: the compiler did not find the Python headers in {include}"
     return f"Python.h missing: the Python headers are not installed (no {include}/Python.h)"
 
@@ -226,7 +230,7 @@ def explain_compile_failure(error):
         return f"the linker cannot find {name}"
     if "returned non-zero exit status" in text:
         # Triton's _build runs the compiler with check_call: its diagnostics went to stderr, not into the error
-        if not toolchain()["python_h"]:
+        if not _has_python_h(python_include_dir()):
             return _python_h_missing()
         return f"the compiler failed: {_first_line(error)} (its diagnostics are on the probe's stderr)"
     return _first_line(error)
