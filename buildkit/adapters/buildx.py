@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from buildkit.adapters.registry_auth import Credentials
 from buildkit.adapters.secrets import Redactor
 from buildkit.core.cache import CacheRefs
 from buildkit.errors import Problem, UserError
@@ -249,15 +250,13 @@ def _stop_on_cancel(process: subprocess.Popen, cancel: threading.Event) -> None:
 
 
 @contextmanager
-def registry_login(registry: str, username: str | None, password: str | None) -> Iterator[dict[str, str]]:
+def registry_login(registry: str, credentials: Credentials | None) -> Iterator[dict[str, str]]:
     """An environment whose docker config holds credentials for `registry` (buildx reads pushes' and
     caches' credentials from there), in a private folder removed afterwards; the user's own builders,
     contexts and plugins stay visible. Without credentials, the environment is the process's own."""
-    if not username:
+    if credentials is None:
         yield dict(os.environ)
         return
-    import base64
-
     home = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker"))
     folder = Path(tempfile.mkdtemp(prefix="buildkit-docker-config-"))
     try:
@@ -267,9 +266,8 @@ def registry_login(registry: str, username: str | None, password: str | None) ->
             config = json.loads((home / "config.json").read_text())
         except (OSError, ValueError):
             pass
-        token = base64.b64encode(f"{username}:{password or ''}".encode()).decode()
         config = {key: value for key, value in config.items() if key in ("currentContext", "auths")}
-        config["auths"] = {**(config.get("auths") or {}), registry: {"auth": token}}
+        config["auths"] = {**(config.get("auths") or {}), registry: {"auth": credentials.docker_auth}}
         with open(os.open(folder / "config.json", os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
             json.dump(config, handle)
         for shared in ("buildx", "contexts", "cli-plugins"):

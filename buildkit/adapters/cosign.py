@@ -172,8 +172,8 @@ class Cosign:
     def _environment(self, folder: str) -> dict[str, str]:
         environment = dict(self.environ)
         if self.credentials is not None:
-            auth = base64.b64encode(f"{self.credentials.username}:{self.credentials.password}".encode()).decode()
-            Path(folder, "config.json").write_text(json.dumps({"auths": {self.registry: {"auth": auth}}}), encoding="utf-8")
+            config = {"auths": {self.registry: {"auth": self.credentials.docker_auth}}}
+            Path(folder, "config.json").write_text(json.dumps(config), encoding="utf-8")
             environment["DOCKER_CONFIG"] = folder
         return environment
 

@@ -33,7 +33,12 @@ class Credentials:
     def basic(self) -> str:
         """The Basic Authorization value, UTF-8 encoded (requests' own encoding is Latin-1 and fails on
         other characters)."""
-        return "Basic " + base64.b64encode(f"{self.username}:{self.password}".encode("utf-8")).decode("ascii")
+        return "Basic " + self.docker_auth
+
+    @property
+    def docker_auth(self) -> str:
+        """base64 of user:password, UTF-8 encoded: the `auth` of a docker config.json entry."""
+        return base64.b64encode(f"{self.username}:{self.password}".encode("utf-8")).decode("ascii")
 
 
 def may_receive_credentials(registry: Origin, target: Origin) -> bool:

@@ -19,6 +19,7 @@ import docker
 
 from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
+from buildkit.adapters.registry_auth import Credentials
 from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets
 from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
@@ -55,7 +56,6 @@ class BuildOptions:
     registry_cache: bool = False  # read and write the registry build cache (publish turns it on)
     provenance: bool = False  # attach BuildKit's SLSA provenance (mode=max) to what is pushed
     push: bool = False  # publishing: a builder outside the engine pushes by digest instead of loading back
-    pull_credentials: tuple[str | None, str | None] = (None, None)
 
 
 class BuildStatus(str, Enum):
@@ -190,6 +190,7 @@ class BuildRunner:
         host: HostFacts,
         vendor_packages: tuple[str, ...] = (),
         environment: dict[str, str] | None = None,
+        credentials: Credentials | None = None,
     ):
         self.client = client
         self.builder = builder
@@ -200,6 +201,7 @@ class BuildRunner:
         self.host = host
         self.vendor_packages = vendor_packages
         self.environment = environment
+        self.credentials = credentials  # the registry's, for pulling what the builder pushed by digest
         self.cancel = threading.Event()
         self.engine_lost = False
 
@@ -260,7 +262,9 @@ class BuildRunner:
             result.digest = outcome.digest
             result.pushed = bool(push_to)
             if push_to:  # built and pushed elsewhere: the smoke test runs the pushed digest here
-                image = engine.pull_image(self.client, f"{target.image_name}@{outcome.digest}", *self.options.pull_credentials)
+                credentials = self.credentials
+                image = engine.pull_image(self.client, f"{target.image_name}@{outcome.digest}",
+                                          credentials.username if credentials else None, credentials.password if credentials else None)
             else:
                 image = engine.loaded_image(self.client, outcome.digest, outcome.image_id)
             self._test_and_tag(item, image, result)
@@ -377,7 +381,7 @@ def build_targets(
     docker_cli: str | None,
     display: Display,
     compat: Compat,
-    credentials: tuple[str, str] | None = None,
+    credentials: Credentials | None = None,
 ) -> tuple[BuildRun, str]:
     """Find the builder and the engine, then build; returns the run and the builder's description.
 
@@ -389,9 +393,10 @@ def build_targets(
         client = engine.connect(engine_host)
         display.begin(builder.describe(), len(rendered), options.jobs)
         registry = rendered[0].target.registry if rendered else ""
-        with buildx.registry_login(registry, *(credentials or (None, None))) as environment:
+        with buildx.registry_login(registry, credentials) as environment:
             host = read_host(compat)
-            runner = BuildRunner(client, builder, options, secrets, redact, display, host, compat.vendor_packages, environment)
+            runner = BuildRunner(client, builder, options, secrets, redact, display, host, compat.vendor_packages, environment,
+                                 credentials)
             run = runner.run(rendered)
             run.engine_host, run.host = engine_host, host
             return run, builder.describe()

@@ -137,8 +137,7 @@ def publish_selection(
     host = registry_of(rendered)
     credentials = load_credentials(host, auth_file)
     registry = Registry(host, credentials, insecure=True if insecure else None)
-    stamped = replace(build_options, created=created_now(), revision=matrix_revision(choices.matrix),
-                      pull_credentials=(credentials.username, credentials.password) if credentials else (None, None))
+    stamped = replace(build_options, created=created_now(), revision=matrix_revision(choices.matrix))
     cosign = supply_chain_client(host, credentials, insecure) if options.signer or options.trust else None
     return publish(rendered, replace(options, date=date), stamped, settings, docker_cli, display, selection.matrix.compat, registry,
                    credentials, cosign)
@@ -175,8 +174,7 @@ def publish(
     verdicts: dict[str, Verdict | None] = {}
     to_build = tuple(item for item in rendered if outcomes[item.target.id].status is Outcome.WOULD_BUILD)
     if to_build:
-        build_run, _ = build_targets(to_build, build_options, settings, docker_cli, display, compat,
-                                     (credentials.username, credentials.password) if credentials else None)
+        build_run, _ = build_targets(to_build, build_options, settings, docker_cli, display, compat, credentials)
         client = engine.connect(build_run.engine_host)
         for result in build_run.results:
             outcome, item = outcomes[result.id], by_id[result.id]
