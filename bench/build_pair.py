@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from testkit.builds import index_pip_conf, pair_doubles, team_matrix
-from testkit.runner import remove_images, run_buildkit
-from testkit.wheel_index import WheelIndex
-from testkit.wheels import build_wheel
+from bench.common import EXTRA_PACKAGE, pair_index, timed_build
+from testkit.builds import index_pip_conf, team_matrix
+from testkit.runner import remove_images
 
 STEP_RE = re.compile(r"^#(\d+) \[([^\]]*)\] (.*)$")
 
@@ -35,21 +33,13 @@ def step_report(log: Path) -> list[tuple[str, bool]]:
 
 
 def build(matrix: Path, pip_conf: Path, out: Path, *extra: str) -> tuple[float, dict]:
-    started = time.perf_counter()
-    result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "-j", "2",
-                          "--out", out, "--no-efficiency", *extra)
-    elapsed = time.perf_counter() - started
-    if result.returncode != 0:
-        sys.exit(f"build failed:\n{result.stderr[-2000:]}")
-    return elapsed, json.loads((out / "report.json").read_text())
+    return timed_build(matrix, pip_conf, out, "-j", "2", "--no-efficiency", *extra)
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        wheels = folder / "wheels"
-        extra = build_wheel(wheels / "extra", "bench-extra", "1.0", {"bench_extra/__init__.py": ""})
-        index = WheelIndex({**pair_doubles(wheels, {"2.14.1": "0.29.1"}), "simple": [extra]}).start()
+        index = pair_index(folder / "wheels")
         repository = f"buildkit-bench-{int(time.time())}/pytorch"
 
         def matrix(packages: list[str]) -> Path:
@@ -59,7 +49,7 @@ def main() -> None:
         pip_conf = index_pip_conf(folder, index.url)
         cold, _ = build(matrix([]), pip_conf, folder / "cold", "--no-cache")
         warm, _ = build(matrix([]), pip_conf, folder / "warm")
-        changed, report = build(matrix(["bench-extra==1.0"]), pip_conf, folder / "changed")
+        changed, report = build(matrix([EXTRA_PACKAGE]), pip_conf, folder / "changed")
         rebuilt = {t["id"]: [text for text, again in step_report(Path(t["log"])) if again] for t in report["targets"]}
         index.stop()
         print(json.dumps({

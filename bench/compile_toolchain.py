@@ -8,12 +8,12 @@ Run: python -m bench.compile_toolchain   (needs dockerd with buildx and the loca
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
+from bench.common import timed_build
 from testkit.builds import CUDA_13_ARCHS, index_pip_conf, team_matrix
-from testkit.runner import remove_images, run_buildkit
+from testkit.runner import remove_images
 from testkit.wheel_index import WheelIndex
 from testkit.wheels import torch_double
 
@@ -30,11 +30,8 @@ def main() -> None:
             (folder / name).mkdir()
             matrix = team_matrix(folder / name, index.url, f"bench-toolchain/{name}", f'[{{ id = "{TARGET}" }}]',
                                  '[[torch]]\nversion = "2.14.1"\ncompanions = []\n', compile=compile_)
-            result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", index_pip_conf(folder / name, index.url),
-                                  "--out", folder / name / "out")
-            if result.returncode != 0:
-                sys.exit(result.stderr[-3000:])
-            sizes[name] = json.loads((folder / name / "out" / "report.json").read_text())["targets"][0]["filesystem_bytes"]
+            _, report = timed_build(matrix, index_pip_conf(folder / name, index.url), folder / name / "out")
+            sizes[name] = report["targets"][0]["filesystem_bytes"]
         index.stop()
     for name in sizes:
         remove_images(f"bench-toolchain/{name}")

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from testkit.machine_wheels import local_wheels
+from bench.common import timed_build
 from testkit.builds import machine_pip_conf, team_matrix
-from testkit.runner import remove_images, run_buildkit
+from testkit.machine_wheels import local_wheels
+from testkit.runner import remove_images
 from testkit.wheel_index import WheelIndex
 
 TARGET = "2.14.1-cuda13.0-py3.11-runtime"
@@ -31,15 +31,11 @@ def main() -> None:
         matrix = team_matrix(folder, index.url, repository, f'[{{ id = "{TARGET}" }}]')
         pip_conf = machine_pip_conf(folder, index)
         ca = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE")
-        common = ["build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, *(["--ca-bundle", ca] if ca else [])]
-        timings = {}
+        ca_bundle = ["--ca-bundle", ca] if ca else []
+        timings, reports = {}, {}
         for name, extra in (("cold", ["--no-cache"]), ("warm", ["--no-efficiency"])):
-            started = time.perf_counter()
-            result = run_buildkit(*common, "--out", folder / name, *extra, timeout=3600)
-            timings[name] = time.perf_counter() - started
-            if result.returncode != 0:
-                sys.exit(result.stderr[-3000:])
-        target = json.loads((folder / "cold" / "report.json").read_text())["targets"][0]
+            timings[name], reports[name] = timed_build(matrix, pip_conf, folder / name, *ca_bundle, *extra, timeout=3600)
+        target = reports["cold"]["targets"][0]
     index.stop()
     print(json.dumps({
         "benchmark": f"real CUDA image {TARGET}",

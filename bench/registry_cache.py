@@ -10,53 +10,45 @@ docker-registry and the local base image from .ci/base-image.sh; run as root: it
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
-import time
 from pathlib import Path
 
+from bench.common import EXTRA_PACKAGE, pair_index, timed_build
 from buildkit.adapters import buildx
-from testkit.builds import index_pip_conf, pair_doubles, team_matrix
+from testkit.builds import index_pip_conf, team_matrix
 from testkit.daemon import SpareEngine
 from testkit.registry import RegistryProcess
-from testkit.runner import run_buildkit
-from testkit.wheel_index import WheelIndex
-from testkit.wheels import build_wheel
 
 BASE = "python:3.11-slim-bookworm"
 
 
-def build(matrix: Path, pip_conf: Path, out: Path, env: dict, *extra: str) -> float:
-    started = time.perf_counter()
-    result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--registry-cache",
-                          "--no-efficiency", "-j", "2", "--out", out, *extra, env=env)
-    if result.returncode != 0:
-        sys.exit(result.stderr[-3000:])
-    return time.perf_counter() - started
+def build(matrix: Path, pip_conf: Path, out: Path, engine: SpareEngine) -> float:
+    seconds, _ = timed_build(matrix, pip_conf, out, "--registry-cache", "--no-efficiency", "-j", "2", "--builder", engine.context,
+                             env=engine.env)
+    return seconds
 
 
 def main() -> None:
     docker = buildx.find_builder().docker
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        wheels = folder / "wheels"
-        extra = build_wheel(wheels / "extra", "bench-extra", "1.0", {"bench_extra/__init__.py": ""})
-        index = WheelIndex({**pair_doubles(wheels, {"2.14.1": "0.29.1"}), "simple": [extra]}).start()
+        index = pair_index(folder / "wheels")
         registry = RegistryProcess(folder / "registry").start()
         matrix = team_matrix(folder, index.url, "bench/pytorch", '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
-                             'packages = ["bench-extra==1.0"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
+                             f'packages = ["{EXTRA_PACKAGE}"]\n'
+                             '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
                              registry=registry.address)
         pip_conf = index_pip_conf(folder, index.url)
         timings = {}
         first = SpareEngine(docker, folder / "first.log").start(BASE, context=True)
         try:
-            timings["cold"] = build(matrix, pip_conf, folder / "cold", first.env, "--builder", first.context)
-            timings["warm_local"] = build(matrix, pip_conf, folder / "local", first.env, "--builder", first.context)
+            timings["cold"] = build(matrix, pip_conf, folder / "cold", first)
+            timings["warm_local"] = build(matrix, pip_conf, folder / "local", first)
         finally:
             first.stop()
         second = SpareEngine(docker, folder / "second.log").start(BASE, context=True)
         try:
-            timings["warm_registry_cache"] = build(matrix, pip_conf, folder / "cached", second.env, "--builder", second.context)
+            timings["warm_registry_cache"] = build(matrix, pip_conf, folder / "cached", second)
         finally:
             second.stop()
         registry.stop()

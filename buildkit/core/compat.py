@@ -19,11 +19,6 @@ _UBUNTU_RE = re.compile(r"ubuntu-?([0-9]{2}\.[0-9]{2})")
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
 
 
-def index_tag(backend: str, version: str) -> str:
-    """The wheel index directory of a backend version: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2."""
-    return of_backend(backend).index_tag(version)
-
-
 @dataclass(frozen=True)
 class BackendRelease:
     """One CUDA or ROCm version as torch's wheels use it."""
@@ -42,7 +37,7 @@ class BackendRelease:
     @property
     def index_tag(self) -> str:
         """The wheel index directory: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2."""
-        return index_tag(self.backend, self.version)
+        return of_backend(self.backend).index_tag(self.version)
 
     @property
     def devel_os(self) -> str:

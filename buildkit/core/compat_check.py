@@ -18,7 +18,8 @@ import tomlkit
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from buildkit.core.compat import AMD64, ARM64, BACKENDS, Compat, index_tag
+from buildkit.core.compat import AMD64, ARM64, BACKENDS, Compat
+from buildkit.core.vendors import of_backend
 
 PROJECT = "torch"
 WHEEL_INDEX_SOURCE = "wheel-index"
@@ -110,15 +111,16 @@ def candidate_tags(compat: Compat, listed: Iterable[str] = ()) -> tuple[str, ...
     tags.update(tag for tag in listed if variant_of(tag))
     # CUDA minors are one digit in a tag (cu129); ROCm majors have jumped (7.2 -> 7.14), so look further ahead.
     for backend, next_majors, top_minor in (("cuda", 1, 9), ("rocm", 3, 99)):
+        vendor = of_backend(backend)
         known = [_major_minor(v) for (b, v) in compat.backends if b == backend]
         if not known:
             continue
         oldest, newest_major = min(known), max(known)[0]
         for major in range(oldest[0], newest_major + 1):
             last = min(max((m for j, m in known if j == major), default=-1) + AHEAD, top_minor)
-            tags.update(index_tag(backend, f"{major}.{minor}") for minor in range(last + 1) if (major, minor) >= oldest)
+            tags.update(vendor.index_tag(f"{major}.{minor}") for minor in range(last + 1) if (major, minor) >= oldest)
         for major in range(newest_major + 1, newest_major + 1 + next_majors):
-            tags.update(index_tag(backend, f"{major}.{minor}") for minor in range(3))
+            tags.update(vendor.index_tag(f"{major}.{minor}") for minor in range(3))
     return tuple(sorted(tags))
 
 

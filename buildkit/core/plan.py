@@ -170,7 +170,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
             # what every target of this backend version shares, whatever its flavor and Python
             shared = dict(
                 vendor=vendor.name, backend=backend, backend_version=version, torch=stack.torch,
-                index_url=compat.wheel_index_url(matrix.wheel_index, stack.channel, facts.index_tag),
+                index_url=compat.wheel_index_url(matrix.wheel_index, stack.channel, local),
                 archs=stack.archs.get(backend, facts.archs),
                 # exact builds for the same backend as torch (0.29.1+rocm7.2); the nightly channel takes the newest
                 companions=tuple(name if stack.channel == "nightly" else f"{name}=={release.companion_version(name, stack.torch)}+{local}"
