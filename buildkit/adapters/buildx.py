@@ -137,7 +137,7 @@ def engine_host(builder: Builder) -> str | None:
 @dataclass(frozen=True)
 class BuildRequest:
     dockerfile: Path
-    context: Path  # the build context: the Dockerfile's empty folder, or a checkout a source build compiles
+    context: Path  # the build context: the Dockerfile's folder, or a checkout a source build compiles
     build_args: dict[str, str]
     labels: dict[str, str]
     secrets: dict[str, Path] = field(default_factory=dict)  # BuildKit secret id -> file
@@ -148,6 +148,7 @@ class BuildRequest:
     push_to: str = ""  # push by digest (untagged) to this repository instead of loading into the engine
     provenance: bool = False  # attach BuildKit's SLSA provenance (mode=max); needs push
     cache: CacheRefs = CacheRefs()
+    named_contexts: dict[str, Path] = field(default_factory=dict)  # --build-context NAME=PATH
 
 
 @dataclass
@@ -179,6 +180,8 @@ def build_arguments(request: BuildRequest, metadata: Path) -> list[str]:
         arguments += ["--network", request.network]
     if request.no_cache:
         arguments.append("--no-cache")
+    for name, path in request.named_contexts.items():
+        arguments += ["--build-context", f"{name}={path}"]
     for source in request.cache.sources:
         arguments += ["--cache-from", f"type=registry,ref={source}"]
     if request.cache.target:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import sys
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from buildkit.core.compat import Compat, compat_from_data
+from buildkit.core.render import SUPPORT_FILES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,3 +47,10 @@ def compat_data() -> dict[str, Any]:
 def shipped_compat() -> Compat:
     """The shipped compatibility data as lookups (a matrix's own [compat] overrides come on top of it)."""
     return compat_from_data(compat_data())
+
+
+@lru_cache(maxsize=1)
+def image_support_files() -> dict[str, bytes]:
+    """The image-side scripts (buildkit/image) that every build context carries, by file name."""
+    package = resources.files("buildkit.image")
+    return {name: package.joinpath(name).read_bytes() for name in SUPPORT_FILES}

@@ -16,6 +16,7 @@ from buildkit.adapters.safe_files import OwnedFolder, update_tree
 from buildkit.app.targets import Choices, require_targets, select_targets
 from buildkit.core.bake import bake_document, bake_name, context_folder
 from buildkit.core.labels import build_stamp_labels
+from buildkit.core.render import SUPPORT_DIR
 from buildkit.errors import Problem, UserError
 
 MANIFEST = ".buildkit-bake.json"
@@ -42,7 +43,10 @@ def export_bake(
             secrets[secret] = str(path.resolve())
     revision = matrix_revision(choices.matrix)
     document = bake_document(rendered, build_stamp_labels(created_now(), revision), secrets, network, registry_cache)
-    files: dict[str, bytes] = {f"{context_folder(item)}/Dockerfile": item.dockerfile.encode() for item in rendered}
+    files: dict[str, bytes] = {}
+    for item in rendered:
+        files[f"{context_folder(item)}/Dockerfile"] = item.dockerfile.encode()
+        files.update({f"{context_folder(item)}/{SUPPORT_DIR}/{name}": data for name, data in item.support.items()})
     files["docker-bake.json"] = (json.dumps(document, indent=2) + "\n").encode()
     update_tree(OwnedFolder(out, MANIFEST, "buildkit bake"), files)
     return BakeExport(out / "docker-bake.json", tuple(bake_name(item.target.id) for item in rendered), tuple(document["group"]))

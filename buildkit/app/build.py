@@ -32,7 +32,7 @@ from buildkit.core.judge import Verdict
 from buildkit.core.labels import build_stamp_labels
 from buildkit.core.parity import Parity, compare
 from buildkit.core.release import Outcome
-from buildkit.core.render import SHARED_STAGE, Rendered
+from buildkit.core.render import SHARED_STAGE, SUPPORT_CONTEXT, SUPPORT_DIR, Rendered
 
 LOG_TAIL_LINES = 25
 
@@ -211,9 +211,12 @@ class BuildRunner:
         return engine.native_platform(self.client)
 
     def _dockerfile(self, item: Rendered) -> Path:
+        """The target's build context: its Dockerfile and the support scripts its RUN steps mount."""
         folder = self.options.out / "contexts" / item.target.id
-        folder.mkdir(parents=True, exist_ok=True)
+        (folder / SUPPORT_DIR).mkdir(parents=True, exist_ok=True)
         (folder / "Dockerfile").write_text(item.dockerfile, encoding="utf-8")
+        for name, data in item.support.items():
+            (folder / SUPPORT_DIR / name).write_bytes(data)
         return folder / "Dockerfile"
 
     def _request(self, item: Rendered, **changes) -> buildx.BuildRequest:
@@ -223,6 +226,7 @@ class BuildRunner:
             dockerfile=dockerfile,
             # a source build of a local checkout sends it as the context; everything else needs none
             context=self.options.source_context if target.source_checkout else dockerfile.parent,
+            named_contexts={SUPPORT_CONTEXT: dockerfile.parent / SUPPORT_DIR} if target.source_checkout else {},
             build_args=dict(item.build_args),
             labels={**item.labels, **build_stamp_labels(self.options.created, self.options.revision)},
             secrets=self.secrets,

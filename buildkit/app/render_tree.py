@@ -1,7 +1,8 @@
 """`buildkit render`: the rendered Dockerfiles as a readable tree, one folder per target.
 
-dist/<torch>/<backend><version>/py<python>/<flavor>/ holds Dockerfile, build-args.env and target.json
-(tags, labels, build args, fingerprint), and dist/plan.json lists every target, like NVIDIA's generated tree.
+dist/<torch>/<backend><version>/py<python>/<flavor>/ holds Dockerfile, build-args.env, target.json (tags,
+labels, build args, fingerprint) and buildkit/ (the scripts its RUN steps mount: the folder is the build
+context), and dist/plan.json lists every target, like NVIDIA's generated tree.
 The folder is written through safe_files: dist/.buildkit-render.json lists what render wrote, so a narrower
 re-render removes the targets plan.json no longer lists, and nothing else of the folder is ever touched.
 """
@@ -14,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from buildkit.adapters.safe_files import OwnedFolder, update_tree
 from buildkit.app.targets import target_json
-from buildkit.core.render import Rendered
+from buildkit.core.render import SUPPORT_DIR, Rendered
 
 MANIFEST = ".buildkit-render.json"
 
@@ -38,6 +39,7 @@ def tree_files(rendered: tuple[Rendered, ...]) -> dict[str, bytes]:
         files[str(folder / "Dockerfile")] = item.dockerfile.encode("utf-8")
         files[str(folder / "build-args.env")] = "".join(f"{name}={value}\n" for name, value in item.build_args.items()).encode("utf-8")
         files[str(folder / "target.json")] = (json.dumps(target_json(item), indent=2) + "\n").encode("utf-8")
+        files.update({str(folder / SUPPORT_DIR / name): data for name, data in item.support.items()})
     files["plan.json"] = (json.dumps([target_json(i) for i in rendered], indent=2) + "\n").encode("utf-8")
     return files
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
+from buildkit.adapters.bundled import image_support_files
 from buildkit.adapters.matrix_files import load_matrix, template_loader
 from buildkit.core import grammar
 from buildkit.core.matrix import Matrix, parse_selectors
@@ -78,7 +79,7 @@ def select_targets(choices: Choices = Choices()) -> Selection:
     if bad:
         raise UserError(Problem("--platform", f"expected {grammar.platform(bad[0])}, got {bad[0]!r}"))
     targets, left_out = choose_platforms(targets, choices.platforms)
-    return Selection(matrix, targets, (*plan.notes, *left_out), Renderer(template_loader(matrix), matrix.source))
+    return Selection(matrix, targets, (*plan.notes, *left_out), Renderer(template_loader(matrix), matrix.source, image_support_files()))
 
 
 def require_targets(selection: Selection) -> Selection:

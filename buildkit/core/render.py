@@ -31,9 +31,15 @@ from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.core.trim import torch_requirement, trim_for
 from buildkit.errors import Problem, UserError, printable
 
-FINGERPRINT_SCHEMA = 3
+FINGERPRINT_SCHEMA = 4
 # The stage that ends where a pair's twins diverge (everything below the torch install).
 SHARED_STAGE = "shared"
+# The build context carries the image-side scripts (buildkit/image: the installer) in this folder, next to
+# the Dockerfile; RUN steps bind-mount it, so no layer holds them. A source build sends a PyTorch checkout
+# as its context, so there the folder travels as a named build context instead.
+SUPPORT_DIR = "buildkit"
+SUPPORT_CONTEXT = "buildkit-support"
+SUPPORT_FILES = ("install.py",)
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,14 @@ class PlannedImage:
 @dataclass(frozen=True)
 class Rendered(PlannedImage):
     dockerfile: str = ""
+    support: Mapping[str, bytes] = dataclasses.field(default_factory=dict)  # SUPPORT_DIR's files, by name
+
+
+def support_mount(target: Target) -> str:
+    """The RUN mount that shows the support scripts at /buildkit, from the context or the named context."""
+    if target.source_checkout:
+        return f"type=bind,from={SUPPORT_CONTEXT},target=/{SUPPORT_DIR}"
+    return f"type=bind,source={SUPPORT_DIR},target=/{SUPPORT_DIR}"
 
 
 def template_name(flavor: str) -> str:
@@ -164,9 +178,13 @@ def _one_line(text: str) -> str:
 
 
 class Renderer:
-    def __init__(self, loader: jinja2.BaseLoader, source: str):
+    def __init__(self, loader: jinja2.BaseLoader, source: str, support: Mapping[str, bytes]):
+        """`support`: the image-side scripts every build context carries (SUPPORT_FILES, by name)."""
         self.environment = make_environment(loader)
         self.source = source
+        self.support = dict(support)
+        listing = "".join(f"{name}:{hashlib.sha256(data).hexdigest()}\n" for name, data in sorted(self.support.items()))
+        self._support_digest = hashlib.sha256(listing.encode()).hexdigest()  # part of every fingerprint
         self._templates: dict[str, jinja2.Template] = {}
         self._digests: dict[str, str] = {}
         self._references: dict[str, tuple[str, tuple[str | None, ...]]] = {}  # name -> (source, templates it names)
@@ -214,7 +232,7 @@ class Renderer:
         name = template_name(target.flavor)
         args = build_args(target)
         image_labels = labels.image_labels(target, self.source)
-        digest = fingerprint(target, self.templates_digest(name, target), args, image_labels)
+        digest = fingerprint(target, f"{self.templates_digest(name, target)} {self._support_digest}", args, image_labels)
         return PlannedImage(target, name, args, {**image_labels, labels.FINGERPRINT: digest}, digest)
 
     def _template(self, name: str, target: Target) -> jinja2.Template:
@@ -234,9 +252,11 @@ class Renderer:
                 target=target, build_args=planned.build_args, gb_per_job=GB_PER_JOB, template=planned.template,
                 shared_stage=SHARED_STAGE,
                 trim=trim_for(target),
+                support=support_mount(target),
             )
         except UserError:
             raise
         except Exception as error:  # a team template can fail in any way its code allows; say where
             raise UserError(_template_problem(planned.template, error, target)) from None
-        return Rendered(**{f.name: getattr(planned, f.name) for f in dataclasses.fields(PlannedImage)}, dockerfile=text)
+        return Rendered(**{f.name: getattr(planned, f.name) for f in dataclasses.fields(PlannedImage)}, dockerfile=text,
+                        support=self.support)

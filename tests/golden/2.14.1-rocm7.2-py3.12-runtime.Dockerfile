@@ -38,13 +38,14 @@ ARG TORCH_REQUIREMENT=torch==2.14.1+rocm7.2
 # exact build (local version) the target names; the same RUN checks that what it installed is that backend's
 # build, so a mislabelled wheel fails here, in seconds, not in the smoke test.
 # hadolint ignore=DL3013,DL3042
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+RUN --mount=type=bind,source=buildkit,target=/buildkit \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
     --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
     if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
  && pip install --index-url "${TORCH_INDEX_URL}" "${TORCH_REQUIREMENT}" \
- && python -c 'import torch; v = torch.version; ok = v.cuda is None and ".".join((v.hip or "").split(".")[:2]) == "7.2"; raise SystemExit(0 if ok else f"torch {torch.__version__} is not a ROCm 7.2 build (torch.version.cuda={v.cuda}, hip={v.hip})")' \
+ && python /buildkit/install.py check-backend rocm 7.2 \
  && pip freeze --all | grep -E "^torch==" > /opt/venv/torch-constraint.txt
 ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt \
     UV_CONSTRAINT=/opt/venv/torch-constraint.txt

@@ -13,6 +13,7 @@ import pytest
 from buildkit.core.plan import expand
 from buildkit.core.render import Renderer, fingerprint
 from buildkit.errors import UserError
+from buildkit.adapters.bundled import image_support_files
 from buildkit.adapters.matrix_files import load_matrix, template_loader
 from buildkit.app.targets import Choices, select_targets
 
@@ -110,7 +111,7 @@ def test_strict_undefined_turns_a_typo_into_an_error():
     matrix = load_matrix(None)
     target = expand(matrix).targets[0]
     renderer = Renderer(jinja2.DictLoader({"runtime.Dockerfile.j2": "FROM {{ target.base_imag }}\n",
-                                           "devel.Dockerfile.j2": "x"}), matrix.source)
+                                           "devel.Dockerfile.j2": "x"}), matrix.source, {})
     with pytest.raises(UserError) as error:
         renderer.render(renderer.plan(target))
     assert "undefined value" in str(error.value) and "runtime.Dockerfile.j2" in str(error.value)
@@ -123,7 +124,7 @@ def test_fingerprint_changes_when_any_input_changes(default):
     """Each input of the fingerprint (a target field, the template sources, the build args, the labels)
     changes it; the same inputs give the same digest."""
     matrix = load_matrix(None)
-    renderer = Renderer(template_loader(matrix), matrix.source)
+    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files())
     item = default["2.14.1-rocm7.2-py3.12-runtime"]
     target = item.target
     base = dict(target=target, templates="t", args=dict(item.build_args), image_labels=dict(item.labels))
@@ -142,7 +143,7 @@ def test_fingerprint_changes_when_any_input_changes(default):
 
 def test_fingerprint_follows_a_package_change_and_a_template_change(default, tmp_path):
     matrix = load_matrix(None)
-    renderer = Renderer(template_loader(matrix), matrix.source)
+    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files())
     original = default["2.14.1-rocm7.2-py3.12-runtime"]
     changed = renderer.plan(replace(original.target, packages=("einops==0.8.1",)))
     assert changed.fingerprint != original.fingerprint
@@ -152,15 +153,19 @@ def test_fingerprint_follows_a_package_change_and_a_template_change(default, tmp
     for template in builtin.glob("*.j2"):
         (tmp_path / template.name).write_text(template.read_text())
     (tmp_path / "_image.Dockerfile.j2").write_text((builtin / "_image.Dockerfile.j2").read_text() + "# changed\n")
-    edited = Renderer(jinja2.FileSystemLoader(str(tmp_path)), matrix.source)
+    edited = Renderer(jinja2.FileSystemLoader(str(tmp_path)), matrix.source, image_support_files())
     assert edited.plan(original.target).fingerprint != original.fingerprint
+    # so does a support script the build context carries (the installer its RUN steps mount)
+    scripts = image_support_files()
+    changed_script = Renderer(template_loader(matrix), matrix.source, {**scripts, "install.py": scripts["install.py"] + b"# changed\n"})
+    assert changed_script.plan(original.target).fingerprint != original.fingerprint
 
 
 def test_runtime_images_carry_the_torch_compile_toolchain_unless_compile_is_false(default):
     """g++ and, where the base's Python lacks Python.h, its -dev package: installed in the shared prefix (both
     twins), so the pair still shares its layers. compile = false leaves them out and says so in a label."""
     matrix = load_matrix(None)
-    renderer = Renderer(template_loader(matrix), matrix.source)
+    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files())
     item = default["2.14.1-rocm7.2-py3.12-runtime"]
     shared, twin = item.dockerfile.split(DIVERGE_MARKER)
     assert "g++" in shared and "python3.12-dev" in shared and "g++" not in twin
