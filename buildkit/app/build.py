@@ -28,6 +28,7 @@ from buildkit.core import release
 from buildkit.core.cache import CacheRefs, prefix_cache, target_cache
 from buildkit.core.compat import Compat
 from buildkit.core.host import HostFacts
+from buildkit.core.install_plan import layer_name
 from buildkit.core.judge import Verdict
 from buildkit.core.labels import build_stamp_labels
 from buildkit.core.parity import Parity, compare
@@ -87,6 +88,11 @@ class TargetResult:
     platform_smoke: dict[str, Verdict] = field(default_factory=dict)
     digest: str = ""  # the manifest (or index) digest BuildKit produced
     pushed: bool = False  # the builder pushed it (by digest, untagged): publish tags it in the registry
+
+    @property
+    def layer_sizes(self) -> list[tuple[str, int]]:
+        """(what it holds, uncompressed bytes) of each layer with content, in order."""
+        return [(layer_name(step), size) for step, size in self.history if size]
 
     @property
     def efficiency(self) -> float | None:

@@ -17,7 +17,8 @@ import docker
 from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
 from buildkit.app.targets import Choices, Selection, select_targets
-from buildkit.core.host import Choice, Finding, GpuAccess, HostFacts, best_target, diagnose, gpu_access, primary_vendor, run_refusal
+from buildkit.core.host import (Choice, Finding, GpuAccess, HostFacts, arch_covered, best_target, diagnose, gpu_access,
+                                primary_vendor, run_refusal)
 from buildkit.core.labels import ImageIdentity, image_labels
 from buildkit.core.plan import Plan, Target
 from buildkit.core.vendors import of_vendor
@@ -67,11 +68,14 @@ def detect(choices: Choices, root: Path, python: str | None) -> Detection:
     )
 
 
-def _twin(identity: ImageIdentity | None, selection: Selection, vendor: str) -> Target | None:
-    """The other vendor's twin of an image (same pair key), when the matrix has it."""
+def _twin(identity: ImageIdentity | None, selection: Selection, vendor: str, host: HostFacts) -> Target | None:
+    """The other vendor's twin of an image (same pair key) that serves this host's GPUs: of a pair with one
+    ROCm image per family, the family image whose arch list covers them."""
     if identity is None or not identity.pair:
         return None
-    return next((t for t in selection.targets if t.pair == identity.pair and t.vendor == vendor), None)
+    twins = [t for t in selection.targets if t.pair == identity.pair and t.vendor == vendor]
+    gpus = host.gpus_of(vendor)
+    return next((t for t in twins if all(arch_covered(gpu.arch, t.archs) for gpu in gpus)), twins[0] if twins else None)
 
 
 def _image(reference: str, selection: Selection, client: docker.DockerClient | None) -> Image:
@@ -111,7 +115,7 @@ def run_command(choices: Choices, reference: str | None, root: Path, python: str
     note = ""
     if image.identity is not None and host.vendors():
         other = host.vendors()[0]
-        twin = _twin(image.identity, selection, other) or _choices(host, selection, python)[other].target
+        twin = _twin(image.identity, selection, other, host) or _choices(host, selection, python)[other].target
         refusal = run_refusal(image.reference, image.identity, host, twin.tags[0] if twin else None)
         if refusal:
             raise UserError(refusal)
@@ -142,7 +146,7 @@ def doctor(choices: Choices, reference: str | None, root: Path) -> DoctorReport:
     image = _image(reference, selection, client) if reference else None
     twin = None
     if image is not None and image.identity is not None and host.vendors():
-        found = _twin(image.identity, selection, host.vendors()[0])
+        found = _twin(image.identity, selection, host.vendors()[0], host)
         twin = found.tags[0] if found else None
     findings = diagnose(host, selection.matrix.compat, image.reference if image else "", image.identity if image else None, twin)
     return DoctorReport(host, image.reference if image else None, findings, client is not None)

@@ -74,12 +74,12 @@ def select_targets(choices: Choices = Choices()) -> Selection:
         raise UserError(Problem("--pytorch-src", f"{source.pytorch_src} is not a PyTorch checkout (no tools/amd_build/build_amd.py)"))
     plan = select(expand(matrix), choices.vendor, parse_selectors(list(choices.selectors)))
     targets = tuple(replace(t, channel_date=choices.today) if t.channel == "nightly" else t for t in plan.targets)
-    targets = narrow_for_source(targets, matrix.compat, source.gpu_archs, source.pytorch_src is not None, source.max_jobs)
+    targets, narrowed_out = narrow_for_source(targets, matrix.compat, source.gpu_archs, source.pytorch_src is not None, source.max_jobs)
     bad = [platform for platform in choices.platforms if grammar.platform(platform)]
     if bad:
         raise UserError(Problem("--platform", f"expected {grammar.platform(bad[0])}, got {bad[0]!r}"))
     targets, left_out = choose_platforms(targets, choices.platforms)
-    return Selection(matrix, targets, (*plan.notes, *left_out), Renderer(template_loader(matrix), matrix.source, image_support_files()))
+    return Selection(matrix, targets, (*plan.notes, *narrowed_out, *left_out), Renderer(template_loader(matrix), matrix.source, image_support_files(), matrix.compat))
 
 
 def require_targets(selection: Selection) -> Selection:
@@ -99,12 +99,15 @@ def target_json(item: PlannedImage) -> dict:
         "torch": target.torch,
         "python": target.python,
         "flavor": target.flavor,
+        "family": target.family,
         "tags": list(target.tags),
         "pair": target.pair,
         "fingerprint": item.fingerprint,
         "base_image": target.base_image,
         "index_url": target.index_url,
         "gpu_archs": list(target.archs),
+        "device_packages": list(target.device_packages),
+        "max_layer_size": target.max_layer_size,
         "companions": list(target.companions),
         "packages": list(target.packages),
         "channel": target.channel,

@@ -166,17 +166,17 @@ def test_a_backend_version_the_data_does_not_describe_is_reported_not_written(cl
 
 def test_a_new_torch_minor_is_added_with_its_facts(cli, tmp_path):
     folders = wheels_from_compat(COMPAT)
-    folders["cu132"] += [torch_wheel_name("2.15.0", "cu132", python, platform) for python in PYTHONS for platform in ("linux/amd64", "linux/arm64")]
-    folders["rocm7.14"] += [torch_wheel_name("2.15.0", "rocm7.14", python) for python in PYTHONS]
+    folders["cu132"] += [torch_wheel_name("2.16.0", "cu132", python, platform) for python in PYTHONS for platform in ("linux/amd64", "linux/arm64")]
+    folders["rocm7.14"] += [torch_wheel_name("2.16.0", "rocm7.14", python) for python in PYTHONS]
     server = serve(folders)
     data = tmp_path / "compat.toml"
     data.write_text(SHIPPED.read_text())
     try:
         code, document, _ = check(cli, "--index", server.url, "--data", data, "--write")
-        assert code == 0 and ("2.15", "cuda 13.2", "index") in found(document)
-        release = compat_from_data(tomlkit.parse(data.read_text()).unwrap()).torch["2.15"]
+        assert code == 0 and ("2.16", "cuda 13.2", "index") in found(document)
+        release = compat_from_data(tomlkit.parse(data.read_text()).unwrap()).torch["2.16"]
         assert release.backends == {"cuda": ("13.2",), "rocm": ("7.14",)} and release.python == PYTHONS
-        assert release.releases == ("2.15.0",) and release.unconfirmed == ("torchvision",)
+        assert release.releases == ("2.16.0",) and release.unconfirmed == ("torchvision",)
         assert check(cli, "--index", server.url, "--data", data)[0] == 0
     finally:
         server.stop()

@@ -49,7 +49,7 @@ def test_mi300x(tmp_path):
     assert [(g.vendor, g.name, g.arch) for g in host.gpus] == [("amd", "Instinct MI300X", "gfx942")] * 2
     assert host.amdgpu_driver == "6.10.5" and host.kfd.path == "/dev/kfd" and host.kfd.group == "render"
     choice = best_target(host, PLAN, COMPAT, "amd")
-    assert choice.target.id == "2.14.1-rocm7.2-py3.13-runtime"
+    assert choice.target.id == "2.15.0-rocm7.14-mi300-py3.13-runtime"  # the family image that carries gfx942
     assert gpu_access(AMD, host).docker_flags() == [
         "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", str(hosts.RENDER_GID),
         "--security-opt", "seccomp=unconfined", "--shm-size", "8g",
@@ -60,7 +60,7 @@ def test_mi300x(tmp_path):
 def test_rx7900xtx_ignores_the_hdmi_audio_function(tmp_path):
     host = facts(hosts.rx7900xtx, tmp_path)
     assert [(g.pci, g.name, g.arch) for g in host.gpus] == [("0000:03:00.0", "Radeon RX 7900 XTX", "gfx1100")]
-    assert best_target(host, PLAN, COMPAT, "amd", python="3.12").target.id == "2.14.1-rocm7.2-py3.12-runtime"
+    assert best_target(host, PLAN, COMPAT, "amd", python="3.12").target.id == "2.15.0-rocm7.14-rdna3-py3.12-runtime"
 
 
 def test_h100_with_an_old_driver_is_routed_to_cuda_12(tmp_path):
@@ -69,7 +69,7 @@ def test_h100_with_an_old_driver_is_routed_to_cuda_12(tmp_path):
     assert host.nvidia_driver == "570.86.15"
     choice = best_target(host, PLAN, COMPAT, "nvidia", python="3.12")
     assert choice.target.id == "2.14.1-cuda12.6-py3.12-runtime"
-    assert "2.14.1-cuda13.0-py3.12-runtime: driver 570.86.15 is older than 580.65.06" in choice.reasons[0]
+    assert "2.15.0-cuda13.2-py3.12-runtime: driver 570.86.15 is older than 580.65.06" in choice.reasons[0]
     assert gpu_access(NVIDIA, host).docker_flags() == ["--gpus", "all", "--shm-size", "8g"]
     (finding,) = diagnose(host, COMPAT, "cuda-image", ImageIdentity.read(LABELS["cuda13"]))
     assert finding.blocking and "older than 580.65.06, the oldest that runs CUDA 13.0" in finding.title
@@ -77,7 +77,7 @@ def test_h100_with_an_old_driver_is_routed_to_cuda_12(tmp_path):
 
 def test_h100_with_a_current_driver_gets_the_pair_twin(tmp_path):
     host = facts(hosts.h100, tmp_path)
-    assert best_target(host, PLAN, COMPAT, "nvidia", python="3.12").target.id == "2.14.1-cuda13.0-py3.12-runtime"
+    assert best_target(host, PLAN, COMPAT, "nvidia", python="3.12").target.id == "2.15.0-cuda13.2-py3.12-runtime"
     assert diagnose(host, COMPAT, "cuda-image", ImageIdentity.read(LABELS["cuda13"])) == []
 
 
@@ -149,7 +149,7 @@ def test_detect_cli_on_a_fixture_host(cli, tmp_path):
     result = cli("detect", "--json", "--host-root", root, "--python", "3.12")
     document = json.loads(result.out)
     assert document["vendor"] == "amd" and len(document["gpus"]) == 2
-    assert document["targets"]["amd"]["tag"] == "ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime"
+    assert document["targets"]["amd"]["tag"] == "ghcr.io/buildkit-images/pytorch:2.15.0-rocm7.14-mi300-py3.12-runtime"
     assert "--device" in document["targets"]["amd"]["run_flags"]
 
 
@@ -163,7 +163,7 @@ def test_run_print_refuses_a_cuda_image_on_an_amd_host(cli, tmp_path):
     result = cli("run", "ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime", "--print", "--host-root", root)
     assert result.code == 2
     assert "is a CUDA image and this host has only AMD GPUs" in result.err
-    assert "run ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime instead" in result.err
+    assert "run ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime instead" in result.err  # its pair's gfx942 image
 
 
 def test_run_print_picks_the_fitting_image_with_its_flags(cli, tmp_path):
@@ -171,7 +171,7 @@ def test_run_print_picks_the_fitting_image_with_its_flags(cli, tmp_path):
     result = cli("run", "--print", "--host-root", root, "--python", "3.12", "--", "python", "-c", "import torch")
     assert result.code == 0, result.err
     assert "--device /dev/kfd --device /dev/dri --group-add video" in result.out
-    assert result.out.strip().endswith("ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime python -c 'import torch'")
+    assert result.out.strip().endswith("ghcr.io/buildkit-images/pytorch:2.15.0-rocm7.14-mi300-py3.12-runtime python -c 'import torch'")
 
 
 def rx6700xt(root):

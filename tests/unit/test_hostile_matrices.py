@@ -153,7 +153,7 @@ FIELDS = [
     ("torch[0].packages[0]", '[[torch]]\nversion = "2.14.1"\npackages = [{v}]', "einops==0.8.1"),
     ("compat.torch.2.14.python[3]", '[compat.torch."2.14"]\npython = ["3.10", "3.11", "3.13", {v}]', "3.12"),
     ("compat.torch.2.14.cuda[2]", '[compat.torch."2.14"]\ncuda = ["12.6", "13.2", {v}]', "13.0"),
-    ("compat.torch.2.14.rocm[0]", '[compat.torch."2.14"]\nrocm = [{v}]', "7.2"),
+    ("compat.torch.2.14.rocm[1]", '[compat.torch."2.14"]\nrocm = ["7.2", {v}]', "7.14"),
     ("compat.torch.2.14.torchvision", '[compat.torch."2.14"]\ntorchvision = {v}', "0.29"),
     ("compat.torch.2.14.releases[0]", '[compat.torch."2.14"]\nreleases = [{v}]', "2.14.1"),
     ("compat.cuda.13.0.archs[0]", '[compat.cuda."13.0"]\narchs = [{v}]', "9.0"),

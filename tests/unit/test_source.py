@@ -20,7 +20,7 @@ BUILD_TOOLCHAIN = re.compile(r"\b(hipcc|clang|cmake|ninja|ccache|git clone|/src/
 
 @pytest.fixture
 def source_matrix(team_matrix):
-    return team_matrix('extends = "default"\nflavors = ["source"]\ninclude = [{ torch = "2.14.1" }]\n')
+    return team_matrix('extends = "default"\nflavors = ["source"]\ninclude = [{ torch = "2.14.1", backend_version = "7.2" }]\n')
 
 
 def render(path, **options):
