@@ -31,6 +31,7 @@ from buildkit.core.host import HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core.labels import build_stamp_labels
 from buildkit.core.parity import Parity, compare
+from buildkit.core.plan import Note
 from buildkit.core.release import Outcome
 from buildkit.core.render import SHARED_STAGE, Rendered
 
@@ -363,6 +364,28 @@ class BuildRunner:
         ]
         self._tag_pairs(rendered, ordered)
         return BuildRun(ordered, pair_results(ordered, self.vendor_packages), interrupted=interrupted, engine_lost=self.engine_lost)
+
+
+@dataclass(frozen=True)
+class PlannedBuild:
+    """One image `build` would make, worked out offline: its Dockerfile is rendered, nothing is asked of an
+    engine or a registry (`build --dry-run`)."""
+
+    item: Rendered
+    cache: CacheRefs  # what it reads and writes in the registry cache (empty without --registry-cache)
+
+
+@dataclass(frozen=True)
+class BuildPreview:
+    builds: tuple[PlannedBuild, ...]
+    notes: tuple[Note, ...]  # the selection's (Python versions skipped, platforms left out)
+
+
+def preview_build(choices: Choices, registry_cache: bool = False) -> BuildPreview:
+    """What `build` with these choices would build: the same selection and Dockerfiles, no engine."""
+    selection = require_targets(select_targets(choices))
+    builds = tuple(PlannedBuild(item, target_cache(item.target) if registry_cache else CacheRefs()) for item in selection.render())
+    return BuildPreview(builds, selection.notes)
 
 
 def build_selection(

@@ -8,8 +8,8 @@ import pytest
 
 from buildkit import __version__
 
-SUBCOMMANDS = [["matrix", "validate"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
-               ["hipify"], ["detect"], ["run"], ["doctor"], ["compat", "check"], ["verify"], ["sbom"]]
+SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
+               ["hipify"], ["detect"], ["run"], ["doctor"], ["compat", "check"], ["verify"], ["sbom"], ["completion"]]
 
 
 def test_version(cli):
