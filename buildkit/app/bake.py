@@ -41,7 +41,8 @@ def export_bake(
                 raise UserError(Problem(option, f"{path} is not a file"))
             secrets[secret] = str(path.resolve())
     revision = matrix_revision(choices.matrix)
-    document = bake_document(rendered, build_stamp_labels(created_now(), revision), secrets, network, registry_cache)
+    document = bake_document(rendered, build_stamp_labels(created_now(), revision), secrets, str(out.resolve()), network,
+                             registry_cache)
     files: dict[str, bytes] = {f"{context_folder(item)}/Dockerfile": item.dockerfile.encode() for item in rendered}
     files["docker-bake.json"] = (json.dumps(document, indent=2) + "\n").encode()
     update_tree(OwnedFolder(out, MANIFEST, "buildkit bake"), files)

@@ -16,7 +16,7 @@ import hashlib
 import shlex
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping
+from typing import Any, Mapping
 
 import jinja2
 import jinja2.meta
@@ -163,6 +163,18 @@ def _one_line(text: str) -> str:
     return printable(" ".join(text.split()), limit=300)
 
 
+def template_variables(planned: PlannedImage) -> dict[str, Any]:
+    """What every template, built-in or a team's, can read (the README's template reference lists each)."""
+    return {
+        "target": planned.target,
+        "build_args": planned.build_args,
+        "template": planned.template,
+        "shared_stage": SHARED_STAGE,
+        "trim": trim_for(planned.target),
+        "gb_per_job": GB_PER_JOB,
+    }
+
+
 class Renderer:
     def __init__(self, loader: jinja2.BaseLoader, source: str):
         self.environment = make_environment(loader)
@@ -230,11 +242,7 @@ class Renderer:
     def render(self, planned: PlannedImage) -> Rendered:
         target = planned.target
         try:
-            text = self._template(planned.template, target).render(
-                target=target, build_args=planned.build_args, gb_per_job=GB_PER_JOB, template=planned.template,
-                shared_stage=SHARED_STAGE,
-                trim=trim_for(target),
-            )
+            text = self._template(planned.template, target).render(template_variables(planned))
         except UserError:
             raise
         except Exception as error:  # a team template can fail in any way its code allows; say where
