@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 # Exit codes (the README's table): scripts and CI tell these apart.
 EXIT_OK = 0
-EXIT_FAILED = 1  # the work failed (a build, a smoke test, a check) or the environment did (engine, registry, index)
+EXIT_FAILED = 1  # the work failed (a build, a smoke test, a check), or the environment did (no engine, no index)
 # 2: bad input, one message per problem (UserError.exit_code, and argparse's for a usage error)
 EXIT_DIFFERS = 3  # compat check: the data and the index differ (a proposed change, not an outage)
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     matrix = _command(commands, "matrix", help="work with matrix files")
     matrix_commands = matrix.add_subparsers(dest="matrix_command", required=True, metavar="SUBCOMMAND")
-    validate = _command(matrix_commands, "validate", help="check a matrix and render every template it uses: every problem, or a count of its targets")
+    validate = _command(matrix_commands, "validate",
+                        help="check a matrix and render every template it uses: every problem, or a count of its targets")
     _matrix_option(validate)
     validate.add_argument("--format", choices=views.VALIDATE_FORMATS, default=views.VALIDATE_FORMATS[0],
                           help="text (default), or github: problems as ::error annotations on their file and line")

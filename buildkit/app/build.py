@@ -133,6 +133,10 @@ class Display:
     def line(self, target_id: str, text: str) -> None: ...
     def finished(self, result: TargetResult) -> None: ...
 
+    def step(self, target_id: str, text: str) -> None:
+        """A wait of its own outside BuildKit's log (pulling a 20 GB image, its smoke test, reading its layers,
+        pushing it): said as it starts, so a long one is never silence."""
+
 
 def _tail(log: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     try:
@@ -263,6 +267,7 @@ class BuildRunner:
             result.digest = outcome.digest
             result.pushed = bool(push_to)
             if push_to:  # built and pushed elsewhere: the smoke test runs the pushed digest here
+                self.display.step(target.id, f"pulling {target.image_name}@{outcome.digest} into the engine for its smoke test")
                 credentials = self.credentials
                 image = engine.pull_image(self.client, f"{target.image_name}@{outcome.digest}",
                                           credentials.username if credentials else None, credentials.password if credentials else None)
@@ -295,9 +300,11 @@ class BuildRunner:
         result.image_id, result.size = facts.image_id, facts.size
         result.layers, result.history = list(facts.layers), list(facts.history)
         native = self.native_platform
-        verdicts = [smoke_test(self.client, facts.image_id, self.options.gpu if platform == native else "skip", self.host,
-                               self.options.smoke_timeout, platform=platform)
-                    for platform in target.platforms]
+        verdicts = []
+        for platform in target.platforms:
+            self.display.step(target.id, f"smoke test ({platform})")
+            verdicts.append(smoke_test(self.client, facts.image_id, self.options.gpu if platform == native else "skip", self.host,
+                                       self.options.smoke_timeout, platform=platform))
         result.smoke = verdicts[0]
         result.platform_smoke = {platform: verdict for platform, verdict in zip(target.platforms, verdicts)}
         failed = [f"{platform}: " + "; ".join(v.failures) for platform, v in zip(target.platforms, verdicts) if not v.passed]
@@ -309,6 +316,7 @@ class BuildRunner:
             engine.tag_image(self.client, facts.image_id, target.tags[0])  # a twin's floating tags wait for its pair
             result.status = BuildStatus.BUILT
         if self.options.efficiency and target.platforms == (native,):
+            self.display.step(target.id, "reading its layers and filesystem (docker save) for its efficiency")
             measured = engine.image_bytes(self.client, facts.image_id)
             result.layer_bytes, result.filesystem_bytes = measured.layers, measured.filesystem
             if measured.layers < measured.filesystem:  # impossible: a measurement bug, never a figure to report

@@ -186,6 +186,7 @@ def publish(
             if result.status is not BuildStatus.BUILT:
                 outcome.status, outcome.error = Outcome.FAILED, result.error or result.status.value
                 continue
+            display.step(result.id, f"publishing {item.target.tags[0]}")
             outcome.error = _publish_built(registry, client, item, result, credentials)
             outcome.digest = "" if outcome.error else registry.head_manifest(item.target.repository, item.target.tag_names[0]) or ""
             outcome.status = Outcome.PUBLISHED if outcome.digest else Outcome.FAILED

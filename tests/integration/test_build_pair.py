@@ -36,6 +36,14 @@ def test_one_failure_fails_the_run_but_not_the_others(built):
     assert report["totals"] == {"built": 3, "failed": 1, "cancelled": 0, "not-started": 0}
 
 
+def test_waits_outside_buildkit_are_said_as_they_start(built):
+    """Smoke tests and the layer reading that follows a build take minutes on real images: a log (the plain
+    display, as CI sees it) says each as it starts instead of going quiet."""
+    result, _, _, _ = built
+    assert f"[{CUDA}] smoke test (linux/amd64)" in result.stderr
+    assert f"[{CUDA}] reading its layers and filesystem (docker save) for its efficiency" in result.stderr
+
+
 def test_failure_is_reported_with_its_log_tail(built):
     _, _, out, targets = built
     broken = targets[BROKEN]
