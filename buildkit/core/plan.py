@@ -18,6 +18,7 @@ from buildkit.core.matrix import Matrix, Stack, User
 from buildkit.core.source import SOURCE_FLAVOR
 from buildkit.errors import Problem, UserError
 
+ALL_VENDORS = "all"  # --vendor all: no vendor criterion
 # Flavors whose base is the vendor's devel image; every other flavor starts from the slim runtime base.
 DEVEL_BASED_FLAVORS = ("devel",)
 # Flavors built with the vendor's devel image and its OS Python (devel itself, and the source build's builder)
@@ -311,10 +312,10 @@ def expand(matrix: Matrix) -> Plan:
     return Plan(tuple(_settle_pairs(targets, notes)), tuple(dict.fromkeys(notes)))
 
 
-def select(plan: Plan, vendor: str = "all", rule: Rule | None = None) -> Plan:
+def select(plan: Plan, vendor: str = ALL_VENDORS, rule: Rule | None = None) -> Plan:
     """The targets of one vendor (or all) that match a --select rule."""
     rule = rule or Rule(())
-    if vendor != "all":
+    if vendor != ALL_VENDORS:
         rule = Rule((*rule.criteria, ("vendor", vendor)))
     chosen = tuple(t for t in plan.targets if rule.matches(t.facts))
     return Plan(chosen, tuple(note for note in plan.notes if rule.could_match(dict(note.facts))))

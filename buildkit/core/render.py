@@ -16,7 +16,7 @@ import hashlib
 import shlex
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping
+from typing import Any, Mapping
 
 import jinja2
 import jinja2.meta
@@ -30,7 +30,6 @@ from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.core.compat import Compat
 from buildkit.core.install_plan import TorchInstall, torch_install
-from buildkit.core.trim import trim_for
 from buildkit.errors import Problem, UserError, printable
 
 FINGERPRINT_SCHEMA = 4
@@ -184,6 +183,21 @@ def _one_line(text: str) -> str:
     return printable(" ".join(text.split()), limit=300)
 
 
+def template_variables(planned: PlannedImage, install: TorchInstall | None) -> dict[str, Any]:
+    """What every template, built-in or a team's, can read (the README's template reference lists each)."""
+    target = planned.target
+    return {
+        "target": target,
+        "build_args": planned.build_args,
+        "template": planned.template,
+        "shared_stage": SHARED_STAGE,
+        "install": install,
+        "support": support_mount(target),
+        "support_file": lambda name: support_mount(target, name),
+        "gb_per_job": GB_PER_JOB,
+    }
+
+
 class Renderer:
     def __init__(self, loader: jinja2.BaseLoader, source: str, support: Mapping[str, bytes], compat: Compat):
         """`support`: the image-side scripts every build context carries (SUPPORT_FILES, by name)."""
@@ -264,14 +278,7 @@ class Renderer:
         install = self.install(target)
         support = {**self.support, INSTALL_PLAN: install.to_json().encode()} if install else self.support
         try:
-            text = self._template(planned.template, target).render(
-                target=target, build_args=planned.build_args, gb_per_job=GB_PER_JOB, template=planned.template,
-                shared_stage=SHARED_STAGE,
-                trim=trim_for(target),
-                install=install,
-                support=support_mount(target),
-                support_file=lambda name: support_mount(target, name),
-            )
+            text = self._template(planned.template, target).render(template_variables(planned, install))
         except UserError:
             raise
         except Exception as error:  # a team template can fail in any way its code allows; say where

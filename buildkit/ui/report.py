@@ -61,6 +61,11 @@ def verdict_json(verdict: Verdict) -> dict:
     }
 
 
+def verdicts_json(verdicts: list[Verdict]) -> list[dict]:
+    """`buildkit test --json`: every image's verdict with its probe report."""
+    return [verdict_json(verdict) for verdict in verdicts]
+
+
 def run_json(run: BuildRun, engine_description: str) -> dict:
     return {
         "engine": engine_description,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from buildkit import __version__
 
-SUBCOMMANDS = [["matrix", "validate"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
-               ["hipify"], ["detect"], ["run"], ["doctor"], ["compat", "check"], ["verify"], ["sbom"]]
+SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
+               ["hipify"], ["detect"], ["run"], ["doctor"], ["compat", "check"], ["verify"], ["sbom"], ["completion"]]
 
 
 def test_version(cli):
@@ -85,3 +86,224 @@ def test_a_reader_that_stops_early_gets_no_error_message():
     process.stdout.close()
     stderr = process.stderr.read()
     assert process.wait() == 141 and stderr == b""
+
+
+# --- which matrix a command reads ------------------------------------------------------------------------
+
+TEAM = """\
+extends = "default"
+registry = "registry.example.com"
+repository = "vision/pytorch"
+include = [{ torch = "2.14.1", python = "3.12", flavor = "runtime" }]
+"""
+DEFAULT_NOTE = "note: using the matrix bundled with buildkit"
+
+
+@pytest.fixture
+def team_folder(tmp_path, monkeypatch):
+    """A team's folder with its own matrix.toml, as the working directory; no $BUILDKIT_MATRIX."""
+    folder = tmp_path / "team"
+    folder.mkdir()
+    (folder / "matrix.toml").write_text(TEAM)
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("BUILDKIT_MATRIX", raising=False)
+    return folder
+
+
+@pytest.mark.parametrize("words, says", [
+    (["plan"], "10 targets"), (["plan", "--format", "json"], '"registry.example.com/vision/pytorch:'),
+    (["matrix", "validate"], "ok: 10 targets (3 nvidia, 7 amd)"), (["build", "--dry-run"], "would build 10 targets"),
+    (["matrix", "show"], 'registry = "registry.example.com"'),
+])
+def test_a_team_folder_gets_its_own_matrix(cli, team_folder, words, says):
+    result = cli(*words)
+    assert result.code == 0, result.err
+    assert DEFAULT_NOTE not in result.err and says in result.out
+
+
+def test_buildkit_matrix_names_the_matrix_when_no_option_does(cli, team_folder, tmp_path, monkeypatch):
+    other = tmp_path / "other.toml"
+    other.write_text(TEAM.replace('python = "3.12", ', ""))
+    monkeypatch.setenv("BUILDKIT_MATRIX", str(other))
+    assert cli("matrix", "validate").out.strip() == "ok: 40 targets (12 nvidia, 28 amd)"
+    assert cli("matrix", "validate", "--matrix", team_folder / "matrix.toml").out.strip() == "ok: 10 targets (3 nvidia, 7 amd)"
+    monkeypatch.setenv("BUILDKIT_MATRIX", str(tmp_path / "gone.toml"))
+    result = cli("plan")
+    assert result.code == 2 and "$BUILDKIT_MATRIX: names" in result.err and "no such file" in result.err
+
+
+def test_the_bundled_matrix_is_used_only_where_there_is_no_other_and_says_so(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BUILDKIT_MATRIX", raising=False)
+    result = cli("plan", "--format", "json")
+    assert result.code == 0 and len(json.loads(result.out)) == 132
+    assert result.err.count(DEFAULT_NOTE) == 1
+
+
+def test_lock_never_writes_into_the_installed_package(cli, tmp_path, monkeypatch):
+    """Without a matrix of one's own there is no lock to write: one message says so, and nothing is written
+    beside the bundled matrix."""
+    from buildkit.adapters.bundled import default_matrix_path
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BUILDKIT_MATRIX", raising=False)
+    beside_bundled = default_matrix_path().parent / "matrix.lock"
+    existed = beside_bundled.exists()
+    result = cli("lock")
+    assert result.code == 2 and "the matrix bundled with buildkit has no lock" in result.err
+    assert "extends = \"default\"" in result.err and beside_bundled.exists() == existed
+
+
+# --- matrix validate sees every template -----------------------------------------------------------------
+
+@pytest.mark.parametrize("body, line, says", [
+    ("RUN echo {{ target.id }\n", 3, "template syntax error"),
+    ("RUN echo {{ target.no_such_field }}\n", 3, "undefined value"),
+])
+def test_validate_renders_team_templates_and_locates_their_errors(cli, team_folder, body, line, says):
+    (team_folder / "templates").mkdir()
+    template = team_folder / "templates" / "vision.Dockerfile.j2"
+    template.write_text('{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}\n' + body + "{% endblock %}\n")
+    (team_folder / "matrix.toml").write_text(TEAM.replace('flavor = "runtime"', 'flavor = "vision"')
+                                             + 'template_dir = "templates"\nflavors = ["runtime", "vision"]\n')
+    result = cli("matrix", "validate")
+    assert result.code == 2 and result.out == ""
+    assert result.err.count("\n") == 1, "one problem, however many targets use the template"
+    assert f"templates/vision.Dockerfile.j2:{line}: " in result.err and says in result.err
+    github = cli("matrix", "validate", "--format", "github")
+    assert github.code == 2
+    assert github.out.startswith(f"::error file=templates/vision.Dockerfile.j2,line={line},title=buildkit matrix validate::")
+    assert says in github.out and github.out.count("\n") == 1
+
+
+def test_github_annotations_point_at_the_matrix_lines(cli, team_folder):
+    (team_folder / "matrix.toml").write_text(TEAM + 'registry2 = "x"\ntag_prefix = "a,b"\n')
+    result = cli("matrix", "validate", "--format", "github")
+    assert result.code == 2 and result.err == ""
+    first, second = result.out.splitlines()
+    assert first.startswith("::error file=matrix.toml,line=5,title=buildkit matrix validate::registry2: unknown key")
+    assert second.startswith("::error file=matrix.toml,line=6,title=buildkit matrix validate::tag_prefix: expected")
+
+
+def test_annotations_escape_newlines_and_name_non_file_places():
+    from buildkit.errors import Problem
+    from buildkit.ui.views import github_annotations
+
+    (line,) = github_annotations([Problem("--select", "50% of\nit")])
+    assert line == "::error title=buildkit matrix validate::--select: 50%25 of%0Ait"
+
+
+# --- matrix show ------------------------------------------------------------------------------------------
+
+def test_matrix_show_is_the_resolved_matrix_and_reads_back_as_the_same_targets(cli, team_folder):
+    shown = cli("matrix", "show")
+    assert shown.code == 0 and "extends" not in shown.out.split("\n", 1)[1]
+    assert 'registry = "registry.example.com" # matrix.toml' in shown.out
+    assert shown.out.count("[[torch]]") == 4  # the bundled matrix's stacks, inherited
+    (team_folder / "shown.toml").write_text(shown.out)
+    original = json.loads(cli("plan", "--format", "json").out)
+    again = json.loads(cli("plan", "--format", "json", "--matrix", "shown.toml").out)
+    assert [t["fingerprint"] for t in again] == [t["fingerprint"] for t in original] and len(original) == 10
+
+
+# --- build --dry-run ----------------------------------------------------------------------------------------
+
+def test_build_dry_run_says_what_would_build_without_an_engine(cli, team_folder, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/buildkit-test/docker.sock")
+    table = cli("build", "--dry-run")
+    assert table.code == 0 and "would build 10 targets" in table.out and "2.14.1-rocm7.2-py3.12-runtime" in table.out
+    assert "nothing was built" in table.err
+    planned = {t["id"]: t for t in json.loads(cli("plan", "--format", "json").out)}
+    builds = {t["id"]: t for t in json.loads(cli("build", "--dry-run", "--format", "json").out)}
+    assert builds.keys() == planned.keys()
+    assert all(builds[i]["fingerprint"] == planned[i]["fingerprint"] and builds[i]["cache"] is None for i in builds)
+    result = cli("build", "--dry-run", "--format", "json", "--registry-cache", "--platform", "linux/arm64")
+    assert result.code == 0, result.err
+    arm64 = {t["id"]: t for t in json.loads(result.out)}
+    assert all(t["vendor"] == "nvidia" for t in arm64.values()) and len(arm64) == 3  # no ROCm wheels for linux/arm64
+    cuda = arm64["2.14.1-cuda13.0-py3.12-runtime"]
+    assert cuda["platforms"] == ["linux/arm64"]
+    assert cuda["shared_stage"] is True
+    assert cuda["cache"]["to"] == "registry.example.com/vision/pytorch/buildcache:2.14.1-cuda13.0-py3.12-runtime"
+    assert not (team_folder / "buildkit-out").exists()
+
+
+# --- shell completion ----------------------------------------------------------------------------------------
+
+def test_bash_completion_completes_commands_options_and_choices_when_sourced(cli, tmp_path):
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash on this machine")
+    script = tmp_path / "buildkit.bash"
+    script.write_text(cli("completion", "bash").out)
+    (tmp_path / "matrix.toml").write_text(TEAM)
+    complete = f"""
+source {script}
+complete -p buildkit
+reply() {{
+  COMP_WORDS=("$@"); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 )); COMP_LINE="$*"; COMP_POINT=${{#COMP_LINE}}; COMPREPLY=()
+  _shtab_buildkit buildkit "${{COMP_WORDS[-1]}}" "${{COMP_WORDS[-2]}}"
+  echo "${{COMPREPLY[*]}}"
+}}
+reply buildkit pl
+reply buildkit matrix ""
+reply buildkit plan --form
+reply buildkit plan --format ""
+reply buildkit build --vendor ""
+reply buildkit build --debug --dry
+reply buildkit plan --matrix matr
+"""
+    result = subprocess.run([bash, "--norc", "-c", complete], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "complete -o bashdefault -F _shtab_buildkit buildkit", "plan", "validate show", "--format", "table json github",
+        "nvidia amd all", "--dry-run", "matrix.toml",
+    ]
+
+
+@pytest.mark.parametrize("shell, says", [("zsh", "#compdef buildkit"), ("fish", "complete -c buildkit")])
+def test_zsh_and_fish_scripts_name_every_command(cli, shell, says):
+    from buildkit.cli import COMMANDS
+
+    result = cli("completion", shell)
+    assert result.code == 0 and says in result.out
+    assert all(name in result.out for name, _ in COMMANDS)
+
+
+# --- the template reference ----------------------------------------------------------------------------------
+
+def test_the_readme_lists_every_field_a_template_can_read():
+    """Every render variable, every field and property of a target (and of its user and trim), and nothing
+    that is not one: a field added to Target must be documented, a documented one must exist."""
+    import dataclasses
+    from functools import cached_property
+    from pathlib import Path
+
+    from buildkit.core.matrix import User
+    from buildkit.core.plan import Target
+    from buildkit.core.render import PlannedImage, template_variables
+    from buildkit.core.install_plan import Layer, TorchInstall
+
+    def readable(cls) -> set[str]:
+        properties = {name for name, value in vars(cls).items() if isinstance(value, (property, cached_property))}
+        return {f.name for f in dataclasses.fields(cls)} | properties
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Template reference"):]
+    section = section[: section.index("\n## ")]
+    named = set(re.findall(r"`([a-z0-9_]+)`", section))
+    variables = set(template_variables(PlannedImage(_a_target(), "runtime.Dockerfile.j2", {}, {}, ""), None))
+    for expected in (variables, readable(Target), readable(User), readable(TorchInstall), readable(Layer)):
+        assert expected <= named, sorted(expected - named)
+    rows = set(re.findall(r"^\| `([a-z0-9_]+)`", section, flags=re.M)) | {
+        name for row in re.findall(r"^\| ((?:`[a-z0-9_]+`(?:, )?)+) \|", section, flags=re.M) for name in re.findall(r"`([a-z0-9_]+)`", row)}
+    assert rows == variables | readable(Target), sorted(rows ^ (variables | readable(Target)))
+
+
+def _a_target():
+    from buildkit.app.targets import Choices, select_targets
+
+    return select_targets(Choices(selectors=("id=2.14.1-rocm7.2-py3.12-runtime",))).targets[0]

@@ -368,10 +368,11 @@ def test_sandbox_keeps_the_host_out_of_dockerfiles(cli, tmp_path):
     """The sandbox refuses the escape; nothing of the host (`id`'s output, /etc/passwd) reaches a file."""
     path = team_folder(tmp_path)
     (tmp_path / "t" / "runtime.Dockerfile.j2").write_text('{{ cycler.__init__.__globals__.os.popen("id").read() }}')
-    for command in (["matrix", "validate"], ["plan", "--format", "json"]):
-        result = cli(*command, "--matrix", path)
-        assert result.code == 0 and "uid=" not in result.out  # neither command runs a template
-    assert_clear_errors(cli("render", "--matrix", path, "--out", tmp_path / "dist"), ["sandbox forbids"])
+    result = cli("plan", "--format", "json", "--matrix", path)
+    assert result.code == 0 and "uid=" not in result.out  # planning does not run a template
+    # validation renders every template, as render does: both refuse the escape, once, and nothing runs
+    assert_clear_errors(cli("matrix", "validate", "--matrix", path), ["sandbox forbids"], absent=["uid="])
+    assert_clear_errors(cli("render", "--matrix", path, "--out", tmp_path / "dist"), ["sandbox forbids"], absent=["uid="])
 
 
 # --- host trees ---------------------------------------------------------------------------------------------------
