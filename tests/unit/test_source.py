@@ -47,7 +47,7 @@ def test_only_rocm_targets_and_on_the_devel_python(source_matrix, cli):
 def test_stages_and_their_order(source_matrix):
     item = render(source_matrix)
     named = stages(item.dockerfile)
-    assert list(named) == ["builder", "torchvision", "rocm-libs", "wheels", "shared", "image"]
+    assert list(named) == ["builder", "torchvision", "rocm-libs", "torch-wheel", "wheels", "shared", "image"]
     assert named["builder"].startswith("FROM rocm/dev-ubuntu-24.04:7.2.1-complete AS builder")
     builder = named["builder"]
     # hipify runs before anything compiles, and the wheel build gets the arch list and the job count
