@@ -98,7 +98,8 @@ class ImageRunner:
             client.images.get(image)
         except docker.errors.ImageNotFound:
             raise UserError(Problem("--toolchain-image", f"{image} is not in the engine: pull it first (docker pull {image}; AMD's "
-                                    "rocm/dev-ubuntu-24.04 images carry hipcc) or build one (.ci/rocm-toolchain-image.sh)")) from None
+                                    "rocm/dev-ubuntu-24.04 images carry hipcc), or build one from Debian's packages as buildkit's "
+                                    ".ci/rocm-toolchain-image.sh does")) from None
         except docker.errors.APIError as error:
             raise UserError(Problem("--toolchain-image", f"{image}: {error.explanation or error}")) from None
         return cls(image, client)

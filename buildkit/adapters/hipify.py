@@ -26,10 +26,14 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from buildkit.adapters.safe_files import OwnedFolder, check_output_folder, sha256_file, update_tree
 from buildkit.core.porting import DEFECT, DEVICE_SOURCES, Finding, LineMap, scan
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:  # compile_check builds on this module's report
+    from buildkit.adapters.compile_check import Compiled
 
 MANIFEST = ".buildkit-hipify.json"
 TOOL = "buildkit hipify"
@@ -60,7 +64,7 @@ class HipifyReport:
     offload_arch: str = ""
     toolchain: str = ""  # the hipcc that compiled, and where it ran
     headers: str = ""  # where the ROCm-only torch headers came from
-    compiled: list = field(default_factory=list)  # buildkit.adapters.compile_check.Compiled, one per unit
+    compiled: list[Compiled] = field(default_factory=list)  # one per translation unit
     compile_seconds: float | None = None
     compile_skipped: str = ""
     toolchain_limit: str = ""  # hipcc cannot compile for the arch: the check did not run, the code is not blamed

@@ -11,6 +11,7 @@ from rich.table import Table
 from buildkit.core.attestation import gpu_test_summary
 from buildkit.core.host import HostFacts
 from buildkit.core.judge import Verdict
+from buildkit.core import porting
 from buildkit.core.plan import Note
 from buildkit.core.render import PlannedImage
 
@@ -160,10 +161,10 @@ def hipify_lines(report: HipifyReport) -> list[str]:
     if report.headers:
         lines.append(f"  torch's ROCm headers: {report.headers}")
     for unit in report.compiled:
-        if unit.status == "toolchain":
+        if unit.status == porting.TOOLCHAIN:
             continue  # said once above, for the whole check
-        note = {"ok": "compiles", "error": "DOES NOT COMPILE", "missing": "not checked", "environment": "not checked"}[unit.status]
-        detail = "" if unit.status == "ok" else f": {unit.summary}"
+        note = {porting.COMPILED: "compiles", porting.DEFECT: "DOES NOT COMPILE"}.get(unit.status, "not checked")
+        detail = "" if unit.status == porting.COMPILED else f": {unit.summary}"
         made_from = f" (from {unit.source})" if unit.source != unit.file else ""
         lines.append(f"  {unit.file}{made_from}, {unit.compiler}: {note}{detail}")
     return lines
