@@ -180,7 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     hipify.add_argument("path", type=Path, help="a CUDA source tree (a PyTorch checkout or your extension)")
     hipify.add_argument("--out", type=Path, help="output folder (default: PATH-hip next to PATH)")
     hipify.add_argument("--compile-check", action="store_true", help="compile the hipified sources with hipcc")
-    hipify.add_argument("--offload-arch", help="GPU arch for --compile-check (default: the newest data-center arch the installed hipcc supports)")
+    hipify.add_argument("--offload-arch", help="GPU arch for --compile-check (default: the newest data-center arch the hipcc supports)")
+    hipify.add_argument("--toolchain-image", metavar="IMAGE", help="run --compile-check's hipcc in a container of this ROCm toolchain image, not on this machine")
+    hipify.add_argument("--include-dir", action="append", default=[], metavar="DIR", help="an include folder of the tree (relative to PATH) for --compile-check; repeatable")
     hipify.add_argument("--json", type=Path, help="write the report as JSON")
 
     doctor = _command(commands, "doctor", help="explain why GPU acceleration would or would not work here")
@@ -417,7 +419,8 @@ def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.hipify_preflight import PreflightOptions, preflight
 
-    report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json))
+    report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json,
+                                        args.toolchain_image, tuple(args.include_dir)))
     for line in views.hipify_lines(report):
         views.say(out, line)
     return EXIT_OK if report.passed else EXIT_FAILED

@@ -15,6 +15,8 @@ from packaging.version import Version
 from buildkit.core.vendors import BACKENDS, VENDOR_NAMES, of_backend
 
 _UBUNTU_RE = re.compile(r"ubuntu-?([0-9]{2}\.[0-9]{2})")
+# Debian ships ROCm too (a devel base such as a team's own debian-sid toolchain image): debian13, debiansid.
+_DEBIAN_RE = re.compile(r"debian-?([0-9]{2}|sid)\b")
 
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
 
@@ -43,9 +45,13 @@ class BackendRelease:
 
     @property
     def devel_os(self) -> str:
-        """ubuntu24.04, read from nvidia/cuda:…-ubuntu24.04 or rocm/dev-ubuntu-24.04:…"""
+        """ubuntu24.04, read from nvidia/cuda:…-ubuntu24.04 or rocm/dev-ubuntu-24.04:…; debian13 or debiansid
+        from an image whose tag names Debian so."""
         found = _UBUNTU_RE.search(self.devel_base)
-        return f"ubuntu{found.group(1)}" if found else ""
+        if found:
+            return f"ubuntu{found.group(1)}"
+        found = _DEBIAN_RE.search(self.devel_base)
+        return f"debian{found.group(1)}" if found else ""
 
 
 @dataclass(frozen=True)

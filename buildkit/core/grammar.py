@@ -150,7 +150,7 @@ def driver_version(value: str) -> str | None:
     return None
 
 
-_OS_RE = re.compile(r"ubuntu[0-9]{2}\.[0-9]{2}")
+_OS_RE = re.compile(r"ubuntu[0-9]{2}\.[0-9]{2}|debian(?:[0-9]{2}|sid)")
 
 
 def os_name(value: str) -> str | None:

@@ -14,6 +14,7 @@ from buildkit.app.targets import target_json
 from buildkit.core.attestation import gpu_test_summary
 from buildkit.core.host import HostFacts
 from buildkit.core.judge import Verdict
+from buildkit.core import porting
 from buildkit.core.plan import Note, Target
 from buildkit.core.render import PlannedImage
 from buildkit.core.vendors import VENDOR_NAMES
@@ -287,17 +288,25 @@ def hipify_lines(report: HipifyReport) -> list[str]:
     lines += [f"  not copied: {skipped.path}: {skipped.reason}" for skipped in report.skipped]
     if report.removed:
         lines.append(f"  removed {len(report.removed)} files of an earlier run that this one no longer writes")
-    lines += [f"  no HIP mapping: {use.file}:{use.line}: {use.identifier}" for use in report.unmapped]
+    for finding in report.findings:
+        verdict = "will not port" if finding.blocks else "review"
+        where = f"{finding.file}:{finding.line}" + (f" ({finding.hipified})" if finding.hipified else "")
+        lines.append(f"  {verdict}: {where}: {finding.subject}: {finding.detail}")
     if report.compile_skipped:
         lines.append(f"compile check skipped: {report.compile_skipped}")
     if report.toolchain_limit:
         lines.append(f"compile check not run: {report.toolchain_limit}")
+    if report.toolchain and not report.toolchain_limit:
+        lines.append(f"compile check for {report.offload_arch} with {report.toolchain}")
+    if report.headers:
+        lines.append(f"  torch's ROCm headers: {report.headers}")
     for unit in report.compiled:
-        if unit.status == "toolchain":
+        if unit.status == porting.TOOLCHAIN:
             continue  # said once above, for the whole check
-        note = {"ok": "compiles", "error": "DOES NOT COMPILE", "environment": "not checked"}[unit.status]
-        detail = "" if unit.status == "ok" else f": {unit.summary}"
-        lines.append(f"  {unit.file} for {report.offload_arch}: {note}{detail}")
+        note = {porting.COMPILED: "compiles", porting.DEFECT: "DOES NOT COMPILE"}.get(unit.status, "not checked")
+        detail = "" if unit.status == porting.COMPILED else f": {unit.summary}"
+        made_from = f" (from {unit.source})" if unit.source != unit.file else ""
+        lines.append(f"  {unit.file}{made_from}, {unit.compiler}: {note}{detail}")
     return lines
 
 

@@ -159,3 +159,17 @@ def real_cuda_build(machine_index, base_image, docker_env, tmp_path_factory, rep
     matrix = team_matrix(folder, machine_index.url, f"{repository}-real", f'[{{ id = "{REAL_CUDA}" }}]', compile=True)
     extra = ["--ca-bundle", machine_ca_bundle()] if machine_ca_bundle() else []
     return build(matrix, machine_pip_conf(folder, machine_index), folder / "out", docker_env, *extra)
+
+
+ROCM_TOOLCHAIN = "buildkit-ci/rocm-toolchain:debian-sid"  # .ci/rocm-toolchain-image.sh's default tag
+
+
+@pytest.fixture(scope="session")
+def rocm_toolchain(client) -> str:
+    """The local ROCm toolchain image (Debian's HIP, hipBLASLt's headers, python3): hipify's gfx942 compile
+    check runs in it, and it stands in for the ROCm devel image in the source flavor's build test."""
+    try:
+        client.images.get(ROCM_TOOLCHAIN)
+    except docker.errors.ImageNotFound:
+        unavailable(f"local ROCm toolchain image {ROCM_TOOLCHAIN} is missing: run `bash .ci/rocm-toolchain-image.sh`")
+    return ROCM_TOOLCHAIN
