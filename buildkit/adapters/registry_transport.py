@@ -127,10 +127,7 @@ def parse_url(text: str) -> Url:
     host), user-info before an "@" (the host is what follows it, for some), a port with leading zeros, a
     sign or no digits, percent-encoded or IDNA hosts. So the authority must be written the one plain way,
     scheme://host[:port], exactly as urllib3 renders what it parsed; then every reader agrees on it."""
-    if not (text.isascii() and text.isprintable()) or " " in text:
-        raise UnsafeUrl("holds spaces, control or non-ASCII characters (a URL carries them percent-encoded)")
-    if "\\" in text:
-        raise UnsafeUrl("holds a backslash, which URL parsers read differently (as \"/\", or as part of the host)")
+    _check_characters(text)
     try:
         parts = urllib3.util.parse_url(text)
     except urllib3.exceptions.LocationParseError:
@@ -153,13 +150,19 @@ def parse_url(text: str) -> Url:
     return Url(canonical, Origin.of(parts.scheme, parts.host, parts.port))
 
 
+def _check_characters(text: str) -> None:
+    if not (text.isascii() and text.isprintable()) or " " in text:
+        raise UnsafeUrl("holds spaces, control or non-ASCII characters (a URL carries them percent-encoded)")
+    if "\\" in text:
+        raise UnsafeUrl("holds a backslash, which URL parsers read differently (as \"/\", or as part of the host)")
+
+
 def resolve(base: Url, reference: str) -> Url:
     """A Location or Link reference resolved against the URL it came with (as requests resolves a
     redirect), then parsed like any URL. The reference is checked first: urljoin drops tabs and newlines
     a server could use to write one host and have another read."""
     reference = reference.strip(" ")
-    if not (reference.isascii() and reference.isprintable()) or " " in reference or "\\" in reference:
-        raise UnsafeUrl("holds spaces, backslashes, control or non-ASCII characters")
+    _check_characters(reference)
     try:
         return parse_url(urljoin(base.text, reference))
     except ValueError:  # urljoin: "http://[::1" and the like
