@@ -3,10 +3,16 @@
 Planning a target (its args, labels and fingerprint) does not render it: the fingerprint hashes what
 determines the Dockerfile (the sources of every template the flavor's template reaches, and every value
 of the target) instead of the text, so `plan` stays fast on large matrices and only `render`, `build` and
-`publish` pay for Jinja. Templates come through a loader the caller supplies (team folders first, then the
-built-in ones) and run in Jinja's immutable sandbox, since team templates arrive in pull requests:
-they can read the target, not the interpreter or the host. StrictUndefined turns a misspelt variable
-into an error instead of an empty string in a Dockerfile.
+`publish` pay for Jinja. Templates come through a loader the caller supplies (the matrix's TemplateSet: team
+folders first, then the built-in ones) and run in Jinja's immutable sandbox, since team templates arrive in
+pull requests: they can read the target, not the interpreter or the host. StrictUndefined turns a misspelt
+variable into an error instead of an empty string in a Dockerfile.
+
+The sandbox does not bound what a template costs: `{{ "x"|center(10**9) }}`, an exponent tower, nested loops
+or a macro that doubles a string run for minutes or take gigabytes through operations no sandbox hook sees.
+So a render that reaches a template not shipped with buildkit goes to the `bounded` runner the caller
+supplies (buildkit.adapters.template_worker: a process with a budget of time, memory and output), and only
+renders of buildkit's own templates run here, where 10,000 targets must not pay a process round trip each.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import hashlib
 import shlex
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping
+from typing import Mapping, Protocol
 
 import jinja2
 import jinja2.meta
@@ -28,6 +34,7 @@ from buildkit.core import labels
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
+from buildkit.core.templates import TemplateSet
 from buildkit.core.trim import torch_requirement, trim_for
 from buildkit.errors import Problem, UserError, printable
 
@@ -163,12 +170,23 @@ def _one_line(text: str) -> str:
     return printable(" ".join(text.split()), limit=300)
 
 
+class BoundedRunner(Protocol):
+    """Renders a planned image from a loader's templates under a budget (see the module docstring); going over
+    it, or any template error, is a UserError naming the template."""
+
+    def render(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> str: ...
+
+
 class Renderer:
-    def __init__(self, loader: jinja2.BaseLoader, source: str):
+    def __init__(self, loader: jinja2.BaseLoader, source: str, bounded: BoundedRunner | None = None):
+        """`bounded`: where renders of templates that are not buildkit's own go; None renders every template
+        here (for callers that trust all of theirs)."""
         self.environment = make_environment(loader)
         self.source = source
+        self.bounded = bounded
         self._templates: dict[str, jinja2.Template] = {}
         self._digests: dict[str, str] = {}
+        self._reached: dict[str, frozenset[str]] = {}  # name -> the templates it extends, includes or imports, itself too
         self._references: dict[str, tuple[str, tuple[str | None, ...]]] = {}  # name -> (source, templates it names)
 
     def _source(self, name: str, target: Target, referrer: str = "") -> tuple[str, str | None]:
@@ -199,6 +217,8 @@ class Renderer:
                         parsed = self.environment.parse(source, current, filename)
                     except jinja2.TemplateSyntaxError as error:
                         raise UserError(_template_problem(current, error, target)) from None
+                    except RecursionError:  # thousands of nested brackets: Jinja's parser recurses per level
+                        raise UserError(Problem(filename or current, f"template nests too deeply to parse (target {target.id})")) from None
                     self._references[current] = (source, tuple(jinja2.meta.find_referenced_templates(parsed)))
                 sources[current], references = self._references[current]
                 for referenced in references:
@@ -208,6 +228,7 @@ class Renderer:
                     pending.append((referenced, current))
             text = "".join(f"{key}:{len(value)}:{value}\n" for key, value in sorted(sources.items()))
             self._digests[name] = hashlib.sha256(text.encode()).hexdigest()
+            self._reached[name] = frozenset(sources)
         return self._digests[name]
 
     def plan(self, target: Target) -> PlannedImage:
@@ -227,16 +248,39 @@ class Renderer:
                 raise UserError(_template_problem(name, error, target)) from None
         return self._templates[name]
 
+    def builtin(self, planned: PlannedImage) -> bool:
+        """Whether every template the image's template reaches is buildkit's own (a team's file of the same
+        name, searched first, makes it the team's)."""
+        self.templates_digest(planned.template, planned.target)
+        loader = self.environment.loader
+        return isinstance(loader, TemplateSet) and loader.builtin(self._reached[planned.template])
+
     def render(self, planned: PlannedImage) -> Rendered:
+        if self.bounded is not None and not self.builtin(planned):
+            text = self.bounded.render(self.environment.loader, self.source, planned)  # type: ignore[arg-type]
+        else:
+            text = self.text(planned)
+        return Rendered(**{f.name: getattr(planned, f.name) for f in dataclasses.fields(PlannedImage)}, dockerfile=text)
+
+    def text(self, planned: PlannedImage, limit: int | None = None) -> str:
+        """The Dockerfile text, rendered here. With `limit`, rendering stops as soon as the template has written
+        more than `limit` characters (a loop writing gigabytes is stopped at the limit, not after)."""
         target = planned.target
+        template = self._template(planned.template, target)
+        context = dict(target=target, build_args=planned.build_args, gb_per_job=GB_PER_JOB, template=planned.template,
+                       shared_stage=SHARED_STAGE, trim=trim_for(target))
         try:
-            text = self._template(planned.template, target).render(
-                target=target, build_args=planned.build_args, gb_per_job=GB_PER_JOB, template=planned.template,
-                shared_stage=SHARED_STAGE,
-                trim=trim_for(target),
-            )
-        except UserError:
+            if limit is None:
+                return template.render(**context)
+            pieces, written = [], 0
+            for piece in template.generate(**context):
+                written += len(piece)
+                if written > limit:
+                    raise UserError(Problem(template.filename or planned.template, f"the template writes more than {limit:,} characters, beyond its "
+                                                              f"budget (a Dockerfile is kilobytes) (target {target.id})"))
+                pieces.append(piece)
+            return "".join(pieces)
+        except (UserError, MemoryError):
             raise
         except Exception as error:  # a team template can fail in any way its code allows; say where
             raise UserError(_template_problem(planned.template, error, target)) from None
-        return Rendered(**{f.name: getattr(planned, f.name) for f in dataclasses.fields(PlannedImage)}, dockerfile=text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from buildkit.core.plan import expand
 from buildkit.adapters.matrix_files import load_matrix, locate
@@ -62,6 +63,7 @@ def test_devel_targets_use_the_vendor_base_and_its_python(cli):
 
 def test_team_fork_adds_packages_and_narrows_rocm_archs(team_matrix, tmp_path):
     (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "_extra.j2").write_text("# the team's\n")
     path = team_matrix("""
         extends = "default"
         registry = "registry.example.com"
@@ -84,7 +86,9 @@ def test_team_fork_adds_packages_and_narrows_rocm_archs(team_matrix, tmp_path):
     assert rocm.archs == ("gfx942",)
     assert rocm.packages == ("einops==0.8.1", "timm>=1.0")
     assert rocm.tags[0] == "registry.example.com/vision/pytorch:2.14.1-rocm7.2-py3.12-runtime"
-    assert matrix.template_dirs == (str((tmp_path / "templates").resolve()),)
+    extra = matrix.templates.files["_extra.j2"]
+    assert Path(extra.filename).parent == (tmp_path / "templates").resolve() and not extra.builtin
+    assert matrix.templates.files["runtime.Dockerfile.j2"].builtin
     cuda = next(t for t in plan.targets if t.id == "2.14.1-cuda13.0-py3.12-runtime")
     assert cuda.archs == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")  # untouched: only ROCm narrowed
 
