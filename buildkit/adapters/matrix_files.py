@@ -9,6 +9,7 @@ elsewhere in it). A path that cannot be read (a loop of links, a FIFO, a device)
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -34,14 +35,15 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def _resolved(path: Path, shown: str, key: str = "", line: int | None = None) -> Path:
-    """An absolute path with its links followed; a loop of links is a UserError naming the path."""
+def _resolved(path: Path, shown: str, fix: str, named: str = "", key: str = "", line: int | None = None) -> Path:
+    """An absolute path with its links followed; a loop of links is a UserError naming the path (`shown`, or
+    `named` in the file `shown`)."""
     try:
         return path.resolve()
     except (OSError, RuntimeError, ValueError) as error:  # RuntimeError: a loop of links, before Python 3.13
-        why = "is a loop of symbolic links" if isinstance(error, RuntimeError) or getattr(error, "errno", None) == 40 else \
-            f"is not a usable path ({getattr(error, 'strerror', None) or error})"
-        raise UserError(Problem(shown, f"{why}; expected a matrix file", key=key, line=line)) from None
+        loop = isinstance(error, RuntimeError) or getattr(error, "errno", None) == errno.ELOOP
+        why = "is a loop of symbolic links" if loop else f"is not a usable path ({getattr(error, 'strerror', None) or error})"
+        raise UserError(Problem(shown, f"{named}{why}; {fix}", key=key, line=line)) from None
 
 
 def locate(text: str, key: str) -> int | None:
@@ -84,7 +86,7 @@ def read_layers(path: Path) -> list[Layer]:
     """The file and every file it extends, base first."""
     chain: list[Layer] = []
     seen: list[Path] = []
-    current: Path | None = _resolved(path, str(path)[:200])
+    current: Path | None = _resolved(path, str(path)[:200], _MATRIX_FIX)
     while current is not None:
         shown = _display(current)
         if current in seen:
@@ -102,7 +104,7 @@ def read_layers(path: Path) -> list[Layer]:
         elif parent == DEFAULT_NAME:
             current = default_matrix_path().resolve()
         else:
-            current = _resolved(current.parent / parent, shown, **where)
+            current = _resolved(current.parent / parent, shown, 'expected a matrix file or "default"', f"extends {parent!r}: ", **where)
             what = describe_path(current)
             if what:
                 raise UserError(Problem(shown, f"extends {parent!r}: {what}; expected a matrix file (a path relative to "
@@ -113,7 +115,7 @@ def read_layers(path: Path) -> list[Layer]:
 def lock_path(matrix: Path | None) -> Path:
     """matrix.lock beside the matrix file (beside the shipped matrix for the default one)."""
     chosen = matrix if matrix is not None else default_matrix_path()
-    return _resolved(chosen, str(chosen)[:200]).parent / LOCK_NAME
+    return _resolved(chosen, str(chosen)[:200], _MATRIX_FIX).parent / LOCK_NAME
 
 
 def _lock_file(matrix: Path | None) -> TextFile | None:

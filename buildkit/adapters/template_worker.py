@@ -81,6 +81,12 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _lower(limit: int, value: int) -> None:
+    """Set a soft limit, never above the hard one the worker inherited (a `ulimit` of the user's)."""
+    hard = resource.getrlimit(limit)[1]
+    resource.setrlimit(limit, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
+
+
 def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
     """The worker: renders each planned image it is sent with the renderer it was set up with, one JSON answer
     per render on stdout."""
@@ -91,15 +97,12 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
     loader, source = setup  # type: ignore[misc]
     renderer = Renderer(loader, source)
     # A worker stopped by its CPU limit would otherwise dump core, into the team's folder it runs in.
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _lower(resource.RLIMIT_CORE, 0)
     if os.path.exists("/proc/self/statm"):  # elsewhere (macOS) time and output stay bounded
-        limit = _address_space() + memory_budget
-        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    hard_cpu = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        _lower(resource.RLIMIT_AS, _address_space() + memory_budget)
     _answer(answers, ready=True)
     while (planned := _receive_frame(commands)) is not None:
-        cpu = math.ceil(_cpu_seconds() + time_budget)
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu if hard_cpu == resource.RLIM_INFINITY else min(cpu, hard_cpu), hard_cpu))
+        _lower(resource.RLIMIT_CPU, math.ceil(_cpu_seconds() + time_budget))
         try:
             text = renderer.text(planned, limit=output_budget)  # type: ignore[arg-type]
         except UserError as error:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from buildkit.core.plan import expand
 from buildkit.adapters.matrix_files import load_matrix, locate
 
@@ -193,3 +195,23 @@ def test_readme_matrix_reference_names_every_key_the_schema_reads():
     block = readme.split("## Matrix reference", 1)[1].split("```toml", 1)[1].split("```", 1)[0]
     documented = set(re.findall(r"^(\w+) = ", block, re.M)) - {"releases", "torchvision"}  # [compat] override keys
     assert documented == set(TOP) | set(STACK)
+
+
+@pytest.mark.parametrize("options,expected", [
+    (["--select", "python=3.9"], "error: --select: python=3.9 leaves no target of the matrix's 70; see `buildkit plan`"),
+    (["--select", "torch=2.14.1", "--select", "flavor=nope"], "error: --select: flavor=nope leaves no target of the 20 that "
+                                                              "torch=2.14.1 selects"),
+    (["--vendor", "amd", "--select", "backend=cuda"], "error: --vendor: amd: no amd target of the 45 that backend=cuda selects"),
+])
+def test_a_selection_that_leaves_no_target_says_which_choice_removed_the_last(cli, options, expected, tmp_path):
+    for command in (["plan"], ["render", "--out", tmp_path / "dist"]):
+        result = cli(*command, *options)
+        assert result.code == 2 and result.out == "" and result.err.startswith(expected), result.err
+
+
+def test_a_platform_no_selected_wheel_exists_for_is_an_error():
+    from buildkit.app.targets import Choices, select_targets
+    from buildkit.errors import UserError
+
+    with pytest.raises(UserError, match=r"--platform: linux/arm64 leaves no target: the selected targets' wheels exist for"):
+        select_targets(Choices(vendor="amd", platforms=("linux/arm64",)))
