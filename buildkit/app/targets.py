@@ -59,7 +59,7 @@ class Selection:
         return map(self.renderer.plan, self.targets)
 
     def render(self) -> tuple[Rendered, ...]:
-        return tuple(self.renderer.render(planned) for planned in self.plan())
+        return self.renderer.render_all(self.plan())
 
 
 def select_targets(choices: Choices = Choices()) -> Selection:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import shlex
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping, Protocol
+from typing import Iterable, Mapping, Protocol, Sequence
 
 import jinja2
 import jinja2.meta
@@ -171,10 +172,10 @@ def _one_line(text: str) -> str:
 
 
 class BoundedRunner(Protocol):
-    """Renders a planned image from a loader's templates under a budget (see the module docstring); going over
-    it, or any template error, is a UserError naming the template."""
+    """Renders planned images from a loader's templates, each under a budget (see the module docstring): their
+    Dockerfile texts, in order. Going over the budget, or any template error, is a UserError naming the template."""
 
-    def render(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> str: ...
+    def render_all(self, loader: jinja2.BaseLoader, source: str, planned: Sequence[PlannedImage]) -> list[str]: ...
 
 
 class Renderer:
@@ -256,11 +257,17 @@ class Renderer:
         return isinstance(loader, TemplateSet) and loader.builtin(self._reached[planned.template])
 
     def render(self, planned: PlannedImage) -> Rendered:
-        if self.bounded is not None and not self.builtin(planned):
-            text = self.bounded.render(self.environment.loader, self.source, planned)  # type: ignore[arg-type]
-        else:
-            text = self.text(planned)
-        return Rendered(**{f.name: getattr(planned, f.name) for f in dataclasses.fields(PlannedImage)}, dockerfile=text)
+        return self.render_all((planned,))[0]
+
+    def render_all(self, planned: Iterable[PlannedImage]) -> tuple[Rendered, ...]:
+        """Rendered images in order; those that reach a team's template go to the bounded runner all at once."""
+        items = tuple(planned)
+        bounded = [index for index, item in enumerate(items) if self.bounded is not None and not self.builtin(item)]
+        texts = dict(zip(bounded, self.bounded.render_all(self.environment.loader, self.source,  # type: ignore[union-attr,arg-type]
+                                                           [items[index] for index in bounded]))) if bounded else {}
+        return tuple(Rendered(**{f.name: getattr(item, f.name) for f in dataclasses.fields(PlannedImage)},
+                              dockerfile=texts[index] if index in texts else self.text(item))
+                     for index, item in enumerate(items))
 
     def text(self, planned: PlannedImage, limit: int | None = None) -> str:
         """The Dockerfile text, rendered here. With `limit`, rendering stops as soon as the template has written
@@ -272,14 +279,17 @@ class Renderer:
         try:
             if limit is None:
                 return template.render(**context)
-            pieces, written = [], 0
-            for piece in template.generate(**context):
-                written += len(piece)
+            # joined a few hundred pieces at a time: counting each of a Dockerfile's thousand pieces costs a third
+            # of a render
+            pieces, chunks, written = template.generate(**context), [], 0
+            while block := list(itertools.islice(pieces, 256)):
+                chunks.append("".join(block))
+                written += len(chunks[-1])
                 if written > limit:
-                    raise UserError(Problem(template.filename or planned.template, f"the template writes more than {limit:,} characters, beyond its "
-                                                              f"budget (a Dockerfile is kilobytes) (target {target.id})"))
-                pieces.append(piece)
-            return "".join(pieces)
+                    raise UserError(Problem(template.filename or planned.template, f"the template writes more than {limit:,} "
+                                                                                   f"characters, beyond its budget (a Dockerfile "
+                                                                                   f"is kilobytes) (target {target.id})"))
+            return "".join(chunks)
         except (UserError, MemoryError):
             raise
         except Exception as error:  # a team template can fail in any way its code allows; say where

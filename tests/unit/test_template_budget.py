@@ -77,7 +77,7 @@ def test_a_render_that_stays_within_the_budget_is_untouched_and_the_worker_serve
 
 def test_builtin_templates_render_in_process(monkeypatch):
     """buildkit's own templates are its code: no worker for them (a 10,000-target render must not pay one)."""
-    monkeypatch.setattr(TemplateWorker, "render", lambda *args: pytest.fail("a built-in template went to the worker"))
+    monkeypatch.setattr(TemplateWorker, "render_all", lambda *args: pytest.fail("a built-in template went to the worker"))
     assert len(select_targets(Choices()).render()) > 10
 
 
