@@ -63,6 +63,7 @@ class Selection:
 
 
 def select_targets(choices: Choices = Choices()) -> Selection:
+    """The targets the choices select: at least one, else a UserError saying which choice left none."""
     matrix = load_matrix(choices.matrix)
     if choices.registry is not None:
         if grammar.registry(choices.registry):
@@ -107,12 +108,6 @@ def _emptied(matrix: Matrix, described: Plan, choices: Choices) -> Problem:
         return Problem("--vendor", f"{choices.vendor}: no {choices.vendor} target {among}; see `buildkit plan`")
     key, pattern = rule.criteria[index]
     return Problem("--select", f"{key}={pattern} leaves no target {among}; see `buildkit plan` for the targets and their facts")
-
-
-def require_targets(selection: Selection) -> Selection:
-    if not selection.targets:
-        raise UserError("no target matches the selection; see `buildkit plan` with the same options")
-    return selection
 
 
 def target_json(item: PlannedImage) -> dict:
