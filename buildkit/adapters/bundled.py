@@ -6,19 +6,16 @@ they are read from the repository root, where teams see and fork them.
 
 from __future__ import annotations
 
-import sys
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from buildkit.core.compat import Compat, compat_from_data
+from buildkit.core.matrix_text import tomllib  # the one switch to tomli on Python 3.10
 from buildkit.core.render import SUPPORT_FILES
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+__all__ = ["builtin_templates_dir", "compat_data", "default_matrix_path", "shipped_compat", "tomllib"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the buildkit package
 COMPAT_DATA = PACKAGE_DIR / "data" / "compat.toml"  # shipped inside the package in every install

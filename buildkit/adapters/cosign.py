@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 from buildkit.adapters.secrets import Redactor
 from buildkit.adapters.registry import Credentials
+from buildkit.adapters.registry_transport import registry_is_loopback
 from buildkit.errors import Problem, UserError
 
 COSIGN_ENV = "BUILDKIT_COSIGN"  # a cosign binary other than the first on PATH
@@ -153,7 +154,7 @@ class Cosign:
 
     @property
     def _plain(self) -> bool:
-        return self.insecure or self.registry.split(":")[0] in ("localhost", "127.0.0.1")
+        return self.insecure or registry_is_loopback(self.registry)
 
     def _signing(self, signer: Signer) -> list[str]:
         if signer.keyless:

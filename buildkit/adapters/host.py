@@ -109,11 +109,15 @@ def _group_names(tree: _Tree) -> dict[int, str]:
     for line in tree.read(tree.root / "etc/group").splitlines():
         parts = line.split(":")
         if len(parts) >= 3 and _NUMBER_RE.fullmatch(parts[2]):
-            names[int(parts[2])] = parts[0]
+            names[int(parts[2])] = printable(parts[0], 64)  # shown only: a name from the file, escapes and all
     return names
 
 
-def _node(path: Path, root: Path, identity: Identity, groups: dict[int, str]) -> DeviceNode | None:
+def _node(tree: _Tree, path: Path, identity: Identity, groups: dict[int, str]) -> DeviceNode | None:
+    shown = tree.shown(path)
+    if not shown.isprintable():  # the path becomes a `docker run --device` argument: escaping it would name another
+        tree.note(path, "is not a plain device name (control characters); ignored")
+        return None
     try:
         info = path.stat()
     except OSError:
@@ -127,7 +131,6 @@ def _node(path: Path, root: Path, identity: Identity, groups: dict[int, str]) ->
         accessible = bool(mode & stat.S_IRGRP and mode & stat.S_IWGRP)
     else:
         accessible = bool(mode & stat.S_IROTH and mode & stat.S_IWOTH)
-    shown = "/" + str(path.relative_to(root))
     return DeviceNode(shown, groups.get(info.st_gid, ""), info.st_gid, accessible)
 
 
@@ -219,7 +222,7 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
         tree.note(root / "sys/module/amdgpu/version", f"{_shown_value(amdgpu_driver)} is not a driver version; ignored")
         amdgpu_driver = ""
     dev = root / "dev"
-    node = lambda path: _node(path, root, identity, groups)  # noqa: E731
+    node = lambda path: _node(tree, path, identity, groups)  # noqa: E731
     return HostFacts(
         gpus=tuple(gpus),
         nvidia_driver=nvidia_version.group(1) if nvidia_version else "",

@@ -20,6 +20,10 @@ REFERENCE_TYPE = "vnd.docker.reference.type"
 ATTESTATION_MANIFEST = "attestation-manifest"
 IN_TOTO = "application/vnd.in-toto+json"
 PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
+# A mode=max statement carries every build step's LLB and the Dockerfile's source map: megabytes for a large
+# build. BuildKit itself refuses to write an attestation above 80 MiB (moby/buildkit#7104; 40 MiB before),
+# so that is the bound on what it can have stored.
+STATEMENT_LIMIT = 80 * 1024 * 1024
 
 
 def buildkit_statements(registry: Registry, repository: str, digest: str, predicate_types: tuple[str, ...]) -> list[dict]:
@@ -41,7 +45,7 @@ def buildkit_statements(registry: Registry, repository: str, digest: str, predic
             annotations = layer.get("annotations") or {}
             if layer.get("mediaType") != IN_TOTO or annotations.get(PREDICATE_ANNOTATION) not in predicate_types:
                 continue
-            blob = registry.request("GET", f"/v2/{repository}/blobs/{layer['digest']}", scope=scope)
+            blob = registry.request("GET", f"/v2/{repository}/blobs/{layer['digest']}", scope=scope, limit=STATEMENT_LIMIT)
             if not _matches(blob.body, layer["digest"]):
                 continue
             try:

@@ -22,12 +22,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from buildkit.adapters.registry_auth import Credentials, load_credentials, may_receive_credentials
 from buildkit.adapters.registry_platforms import Platform, image_entries, pick, platform_of
-from buildkit.adapters.registry_transport import RegistryError, Reply, Transport, origin_of, path_of, shown
-from buildkit.errors import Problem
+from buildkit.adapters.registry_transport import RegistryError, Reply, Transport, UnsafeUrl, Url, parse_url
+from buildkit.errors import Problem, printable
 
 __all__ = [
     "Credentials", "DeletionUnsupported", "Manifest", "Registry", "RegistryError", "Resolved", "annotated", "load_credentials",
@@ -108,20 +108,23 @@ class Registry:
         sleep: Callable[[float], None] = time.sleep,
         budget: float = 1800.0,
         ca_bundle: Path | None = None,
+        notify: Callable[[str], None] | None = None,
     ):
         """`timeout`: seconds for one request, redirects and body included; `budget`: seconds of request
-        time for the whole run; `insecure`: plain http (the default for a registry on this machine)."""
+        time for the whole run; `insecure`: plain http (the default for a registry on this machine);
+        `notify`: where a long wait to retry is announced (stderr by default)."""
         self.registry = registry
-        local = origin_of(f"http://{registry}")
-        if local is None or path_of(f"http://{registry}") != "/":
+        try:
+            local = parse_url(f"http://{registry}")
+        except UnsafeUrl:
+            local = None
+        if local is None or local.path != "/":
             raise RegistryError(Problem(registry, "is not a registry address (expected host[:port], such as ghcr.io or localhost:5000)"))
-        plain = insecure if insecure is not None else local.loopback
+        plain = insecure if insecure is not None else local.origin.loopback
         self.base = f"{'http' if plain else 'https'}://{registry}"
-        origin = origin_of(self.base)
-        assert origin is not None
-        self.origin = origin
+        self.origin = parse_url(self.base).origin
         self.credentials = credentials
-        self.transport = Transport(registry, timeout, budget, retries, backoff, sleep, str(ca_bundle) if ca_bundle else None)
+        self.transport = Transport(registry, timeout, budget, retries, backoff, sleep, str(ca_bundle) if ca_bundle else None, notify)
         if credentials:
             self.transport.secrets |= {credentials.password, credentials.basic.removeprefix("Basic ")} - {""}
         self.tokens: dict[str, str] = {}  # "service|scope" -> token
@@ -178,22 +181,25 @@ class Registry:
         with self.lock:
             if key in self.tokens and not refresh:
                 return self.tokens[key]
-        realm_origin = origin_of(realm)
-        if realm_origin is None:
-            raise self.error(call, f"the registry asked for a bearer token without a usable realm ({shown(realm, 120)!r})")
-        named = f"{realm_origin}{urlsplit(realm).path}"
+        try:
+            realm_url = parse_url(realm)
+        except UnsafeUrl as unsafe:
+            raise self.error(call, f"the registry asked for a bearer token at the realm {printable(realm, 120)!r}, which "
+                                   f"{unsafe.reason}; not requested") from None
+        named = f"{realm_url.origin}{realm_url.path.partition('?')[0]}"
         authorization = None
         if self.credentials:
-            if not may_receive_credentials(self.origin, realm_origin):
-                raise self.error(call, f"refusing to send the credentials to the token service {shown(named, 160)} that the "
+            if not may_receive_credentials(self.origin, realm_url.origin):
+                raise self.error(call, f"refusing to send the credentials to the token service {printable(named, 160)} that the "
                                        f"registry's challenge names: credentials go only to {self.origin} itself, or to a token "
                                        "service over https when the registry is on https (plain http only when both are on "
                                        "this machine); check the registry address")
             authorization = self.credentials.basic
-        token_call = f"GET {shown(named, 160)} (token for {scope})"
+        token_call = f"GET {printable(named, 160)} (token for {scope})"
         query = urlencode({"service": params.get("service", ""), "scope": scope})
-        reply = self.transport.send("GET", f"{realm}{'&' if '?' in realm else '?'}{query}", limit=TOKEN_LIMIT,
-                                    authorization=authorization, bound_to=realm_origin, call=token_call)
+        token_url = self.transport.url(f"{realm_url.text}{'&' if '?' in realm_url.text else '?'}{query}", token_call)
+        reply = self.transport.send("GET", token_url, limit=TOKEN_LIMIT, authorization=authorization,
+                                    bound_to=realm_url.origin, call=token_call)
         if reply.status in (401, 403):
             raise self.error(token_call, f"the token service refused the credentials ({reply.status}); check "
                                          "--registry-auth-file, $BUILDKIT_REGISTRY_USER/PASSWORD or docker login")
@@ -217,7 +223,7 @@ class Registry:
         elif status == 404:
             why = "not found (404)"
         else:
-            why = f"the registry answered {status}: {shown(reply.text)}"
+            why = f"the registry answered {status}: {printable(reply.text)}"
         raise self.error(call, why)
 
     # --- API ----------------------------------------------------------------------------------------------
@@ -257,7 +263,7 @@ class Registry:
         header_type = reply.headers.get("Content-Type", "").split(";")[0].strip()
         media_type = header_type if header_type in MANIFEST_TYPES else document.get("mediaType")
         if media_type not in MANIFEST_TYPES:
-            raise self.error(call, f"the answer is not an image manifest or index (Content-Type {shown(header_type, 80)!r})")
+            raise self.error(call, f"the answer is not an image manifest or index (Content-Type {printable(header_type, 80)!r})")
         _check_shape(self, call, media_type, document)
         claimed = reply.headers.get("Docker-Content-Digest", "").strip()
         if _DIGEST_RE.fullmatch(reference) and _digest_of(reference, reply.body) != reference:
@@ -312,12 +318,12 @@ class Registry:
         return Resolved(manifest.digest, image[0].digest, str(wanted))
 
     def list_tags(self, repository: str) -> list[str]:
-        first = f"{self.base}/v2/{self._repository(repository)}/tags/list?n=100"
+        first = self.transport.url(f"{self.base}/v2/{self._repository(repository)}/tags/list?n=100", f"GET /v2/{repository}/tags/list")
         tags: list[str] = []
         scope = f"repository:{repository}:pull"
-        fetch = lambda url: self.request("GET", path_of(url), scope=scope, ok=(200, 404), limit=LISTING_LIMIT)  # noqa: E731
-        for page_number, reply in enumerate(self.transport.pages(first, fetch, self.origin, f"GET {path_of(first)}")):
-            call = f"GET {path_of(reply.url)}"
+        fetch = lambda url: self.request("GET", url.path, scope=scope, ok=(200, 404), limit=LISTING_LIMIT)  # noqa: E731
+        for page_number, reply in enumerate(self.transport.pages(first, fetch, f"GET {first.path}")):
+            call = f"GET {reply.url.path}"
             if reply.status == 404:
                 if page_number:
                     raise self.error(call, "a later page of the tag list is not found (404)")
@@ -348,12 +354,12 @@ class Registry:
 
     def _repository(self, repository: str) -> str:
         if not _REPOSITORY_RE.fullmatch(repository) or len(repository) > 255:
-            raise RegistryError(Problem(self.registry, f"{shown(repository, 120)!r} is not a repository name"))
+            raise RegistryError(Problem(self.registry, f"{printable(repository, 120)!r} is not a repository name"))
         return repository
 
     def _manifest_path(self, repository: str, reference: str) -> str:
         if not (_TAG_RE.fullmatch(reference) or _DIGEST_RE.fullmatch(reference)):
-            raise RegistryError(Problem(self.registry, f"{shown(reference, 160)!r} is neither a tag nor a digest"))
+            raise RegistryError(Problem(self.registry, f"{printable(reference, 160)!r} is neither a tag nor a digest"))
         return f"/v2/{self._repository(repository)}/manifests/{reference}"
 
     def _child(self, repository: str, digest: str) -> Manifest:
@@ -409,7 +415,7 @@ def _json(registry: Registry, call: str, reply: Reply, what: str) -> dict:
     except UnicodeDecodeError:
         raise registry.error(call, f"expected {what} (JSON), got bytes that are not UTF-8 text") from None
     except (ValueError, RecursionError):
-        start = shown(reply.text, 60)
+        start = printable(reply.text, 60)
         hint = " (an HTML page: a proxy or login portal in the way?)" if start.lstrip().startswith("<") else ""
         raise registry.error(call, f"expected {what} (JSON), got {len(reply.body)} bytes that are not JSON{hint}: {start!r}") from None
     if not isinstance(document, dict):
@@ -433,7 +439,7 @@ def _check_shape(registry: Registry, call: str, media_type: str, document: dict)
     for descriptor in descriptors:
         digest = descriptor.get("digest")
         if not isinstance(digest, str) or not _DIGEST_RE.fullmatch(digest):
-            raise registry.error(call, f"a descriptor's digest {shown(str(digest), 80)!r} is not a sha256/sha512 digest")
+            raise registry.error(call, f"a descriptor's digest {printable(str(digest), 80)!r} is not a sha256/sha512 digest")
 
 
 def _labels(config: dict) -> dict[str, str]:

@@ -24,8 +24,8 @@ from urllib.parse import quote
 
 from buildkit.adapters.registry import DeletionUnsupported, Registry
 from buildkit.adapters.registry_auth import may_receive_credentials
-from buildkit.adapters.registry_transport import RegistryError, Reply, origin_of, path_of
-from buildkit.errors import Problem
+from buildkit.adapters.registry_transport import RegistryError, Reply, UnsafeUrl, parse_url
+from buildkit.errors import Problem, printable
 
 GITHUB_API = "https://api.github.com"
 GITHUB_REGISTRY = "ghcr.io"
@@ -41,9 +41,10 @@ class GitHubPackages:
     """Deletes container package versions through the GitHub REST API (see the module docstring)."""
 
     def __init__(self, registry: Registry, api: str = GITHUB_API):
-        origin = origin_of(api)
-        if origin is None:
-            raise RegistryError(Problem(registry.registry, f"the GitHub API address {api!r} is not an http(s) URL"))
+        try:
+            origin = parse_url(api).origin
+        except UnsafeUrl as unsafe:
+            raise RegistryError(Problem(registry.registry, f"the GitHub API address {printable(api, 160)!r} {unsafe.reason}")) from None
         self.registry, self.api, self.origin = registry, api.rstrip("/"), origin
         self.owners: dict[str, str] = {}  # owner -> "orgs" or "users", once known
 
@@ -53,11 +54,11 @@ class GitHubPackages:
             raise self._error(f"DELETE {repository}@{digest}", "a ghcr.io repository is OWNER/PACKAGE; this one names no package")
         authorization = self._authorization()
         version, base = self._find(owner, package, digest, authorization)
-        url = f"{base}/{version}"
+        url = self.registry.transport.url(f"{base}/{version}", f"DELETE {repository}@{digest}")
         reply = self.registry.transport.send("DELETE", url, limit=API_LIMIT, headers=_API_HEADERS,
                                              authorization=authorization, bound_to=self.origin)
         if reply.status != 204:
-            self._refused(f"DELETE {path_of(url)}", reply)
+            self._refused(f"DELETE {url.path}", reply)
 
     def _authorization(self) -> str:
         credentials = self.registry.credentials
@@ -75,11 +76,11 @@ class GitHubPackages:
         kinds = [self.owners[owner]] if owner in self.owners else ["orgs", "users"]
         for kind in kinds:
             base = f"{self.api}/{kind}/{quote(owner, safe='')}/packages/container/{quote(package, safe='')}/versions"
-            first = f"{base}?per_page=100"
-            call = f"GET {path_of(first)}"
+            first = self.registry.transport.url(f"{base}?per_page=100", f"GET {owner}/{package} versions")
+            call = f"GET {first.path}"
             fetch = lambda url: self.registry.transport.send(  # noqa: E731
                 "GET", url, limit=API_LIMIT, headers=_API_HEADERS, authorization=authorization, bound_to=self.origin)
-            for reply in self.registry.transport.pages(first, fetch, self.origin, call):
+            for reply in self.registry.transport.pages(first, fetch, call):
                 if reply.status == 404 and kind != kinds[-1]:
                     break  # not an organization: try the user
                 if reply.status != 200:

@@ -12,27 +12,32 @@ from __future__ import annotations
 
 import ipaddress
 import random
+import re
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import requests
 import requests.utils
 import urllib3.connection
+import urllib3.exceptions
+import urllib3.util
 import urllib3.poolmanager
 from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from buildkit.errors import Problem, UserError
+from buildkit.errors import Problem, UserError, printable
 
 MAX_REDIRECTS = 5
 MAX_PAGES = 1000  # a registry's tag list or an API listing longer than this is not one we should walk
 MAX_RETRY_AFTER = 60.0  # seconds: a Retry-After beyond this is not honoured as given
 ERROR_BODY_LIMIT = 64 * 1024  # of an error answer we show 200 characters; read no more than this
+NOTICE_AFTER = 1.0  # seconds: a wait to retry this long or longer is announced
 _CHUNK = 64 * 1024
 _REDIRECTS = (301, 302, 303, 307, 308)
 
@@ -42,11 +47,12 @@ class RegistryError(UserError):
     which request, and what to do."""
 
 
-def shown(text: str, limit: int = 200) -> str:
-    """Text from a server, made safe to print: no control characters (a terminal escape sequence in an
-    error body must not reach the user's terminal), at most `limit` characters."""
-    cleaned = "".join(c if c.isprintable() else " " for c in text[: limit + 1]).strip()
-    return cleaned if len(cleaned) <= limit else cleaned[:limit] + "…"
+# --- URLs: one parse, by the library that connects -------------------------------------------------------
+
+# Hosts as a registry, token service or API names them: DNS names and IPv4 (letters, digits, . _ -), or an
+# IPv6 literal in brackets without a zone. Anything else (percent-encoding, a zone, IDNA) is refused.
+_HOST_RE = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -54,52 +60,113 @@ class Origin:
     """Scheme, host and port: the unit that credentials are bound to."""
 
     scheme: str
-    host: str
+    host: str  # lowercase; an IPv6 address without its brackets
     port: int
+
+    @classmethod
+    def of(cls, scheme: str, host: str, port: int | None) -> "Origin":
+        scheme = scheme.lower()
+        return cls(scheme, host.lower().removeprefix("[").removesuffix("]"), port or _DEFAULT_PORTS.get(scheme, 0))
 
     @property
     def loopback(self) -> bool:
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback(self.host)
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}"
 
 
-def origin_of(url: str) -> Origin | None:
-    """The origin of an http(s) URL; None for anything else (another scheme, no host, a bad port, bytes
-    outside printable ASCII: a URL from a header must be percent-encoded)."""
-    if not (url.isascii() and url.isprintable()) or " " in url:
-        return None
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address is this machine: localhost, 127.0.0.0/8 or ::1 (the one rule the
+    registry client and cosign share for plain http)."""
+    host = host.lower().removeprefix("[").removesuffix("]")
+    if host == "localhost":
+        return True
     try:
-        parts = urlsplit(url)
-        port = parts.port
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        return None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return None
-    return Origin(parts.scheme, parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80))
+        return False
 
 
-def joined(base: str, reference: str) -> str | None:
-    """A Location or Link reference resolved against the URL it came with; None when it is no usable
-    http(s) URL."""
+def registry_is_loopback(registry: str) -> bool:
+    """Whether a registry address (host[:port]) is on this machine; False for anything that is no address."""
     try:
-        url = urljoin(base, reference.strip())
-    except ValueError:  # "http://[::1" and the like
-        return None
-    return url if origin_of(url) is not None else None
+        return parse_url(f"http://{registry}").origin.loopback
+    except UnsafeUrl:
+        return False
 
 
-def path_of(url: str) -> str:
-    """Path and query of a URL, as messages name a request (never its host's user-info)."""
-    parts = urlsplit(url)
-    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+class UnsafeUrl(Exception):
+    """A URL the client will not follow; `reason` says why, as in "the URL ... {reason}"."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Url:
+    """A URL as the connection layer reads it: `text` is urllib3's own rendering of its parse (what is
+    requested), `origin` the scheme, host and port that parse names."""
+
+    text: str
+    origin: Origin
+
+    @property
+    def path(self) -> str:
+        """Path and query, as messages name a request (never a host's user-info)."""
+        parts = urllib3.util.parse_url(self.text)
+        return (parts.path or "/") + (f"?{parts.query}" if parts.query is not None else "")
+
+
+def parse_url(text: str) -> Url:
+    """An http(s) URL read once, by urllib3's parser (the one requests prepares every request with), and
+    refused when its authority could be read another way. Parsers disagree exactly where a URL is written
+    unusually: a backslash (WHATWG reads it as "/", urllib3 as part of the path, urllib.parse as part of the
+    host), user-info before an "@" (the host is what follows it, for some), a port with leading zeros, a
+    sign or no digits, percent-encoded or IDNA hosts. So the authority must be written the one plain way,
+    scheme://host[:port], exactly as urllib3 renders what it parsed; then every reader agrees on it."""
+    _check_characters(text)
+    try:
+        parts = urllib3.util.parse_url(text)
+    except urllib3.exceptions.LocationParseError:
+        raise UnsafeUrl("is not a URL (its host or port does not parse)") from None
+    if parts.scheme not in _DEFAULT_PORTS:
+        raise UnsafeUrl("is not an http(s) URL")
+    if parts.auth is not None:
+        raise UnsafeUrl("names user-info before its host (user@host), which parsers split differently; credentials "
+                        "come only from the registry's credentials, never from a URL")
+    if not parts.host or not _HOST_RE.fullmatch(parts.host):
+        raise UnsafeUrl("has no plain host name or address")
+    if parts.port == 0:
+        raise UnsafeUrl("names port 0")
+    authority = f"{parts.scheme}://{parts.host}" + (f":{parts.port}" if parts.port is not None else "")
+    rest = text[len(authority):]
+    if text[: len(authority)].lower() != authority or (rest and rest[0] not in "/?#"):
+        raise UnsafeUrl(f"writes its authority unusually (expected {authority} exactly: a port without leading zeros, "
+                        "no empty port)")
+    canonical = parts._replace(fragment=None).url  # a fragment is never sent
+    return Url(canonical, Origin.of(parts.scheme, parts.host, parts.port))
+
+
+def _check_characters(text: str) -> None:
+    if not (text.isascii() and text.isprintable()) or " " in text:
+        raise UnsafeUrl("holds spaces, control or non-ASCII characters (a URL carries them percent-encoded)")
+    if "\\" in text:
+        raise UnsafeUrl("holds a backslash, which URL parsers read differently (as \"/\", or as part of the host)")
+
+
+def resolve(base: Url, reference: str) -> Url:
+    """A Location or Link reference resolved against the URL it came with (as requests resolves a
+    redirect), then parsed like any URL. The reference is checked first: urljoin drops tabs and newlines
+    a server could use to write one host and have another read."""
+    reference = reference.strip(" ")
+    _check_characters(reference)
+    try:
+        return parse_url(urljoin(base.text, reference))
+    except ValueError:  # urljoin: "http://[::1" and the like
+        raise UnsafeUrl("is not a URL") from None
 
 
 @dataclass(frozen=True)
@@ -109,7 +176,7 @@ class Reply:
     status: int
     headers: Mapping[str, str]  # case-insensitive
     body: bytes
-    url: str  # after redirects
+    url: Url  # after redirects
 
     @property
     def text(self) -> str:
@@ -202,6 +269,14 @@ class _HTTPSPool(HTTPSConnectionPool):
 _POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
 
 
+@dataclass(frozen=True)
+class _Grant:
+    """The Authorization value of the exchange this thread is in, and the one origin it may reach."""
+
+    authorization: str
+    origin: Origin
+
+
 class _WatchedAdapter(HTTPAdapter):
     def init_poolmanager(self, *args, **kwargs) -> None:
         super().init_poolmanager(*args, **kwargs)
@@ -212,6 +287,23 @@ class _WatchedAdapter(HTTPAdapter):
         if manager.pool_classes_by_scheme is urllib3.poolmanager.pool_classes_by_scheme:  # not SOCKS: its own pools
             manager.pool_classes_by_scheme = _POOLS
         return manager
+
+    def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+        """The exchange's Authorization is attached here, the last step before urllib3 takes a connection, and
+        only when the scheme, host and port that requests hands urllib3 for this very request are the origin
+        it is bound to (the same values serve a direct connection, a tunnel through a proxy and a proxy that
+        forwards). requests picks the connection from its own reading of the prepared URL: whatever the
+        URL's text seemed to say, the credential goes where the connection goes, or nowhere."""
+        request.headers.pop("Authorization", None)
+        grant: _Grant | None = getattr(_current, "grant", None)
+        if grant is not None:
+            try:
+                destination, _ = self.build_connection_pool_key_attributes(request, verify, cert)
+            except ValueError:  # requests refuses the URL below, without anything to attach
+                destination = None
+            if destination and Origin.of(destination["scheme"], destination["host"] or "", destination["port"]) == grant.origin:
+                request.headers["Authorization"] = grant.authorization
+        return super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert, proxies=proxies)
 
 
 class _Session(requests.Session):
@@ -249,7 +341,9 @@ class _CutShort(Exception):
 class Transport:
     """One session for one registry and the services it names (token realm, GitHub API), with the
     run's bounds: `timeout` seconds per exchange (redirects and body included), `budget` seconds of
-    request time over the whole run, `retries` on connection failures, 429 and 5xx."""
+    request time over the whole run, `retries` on connection failures, 429 and 5xx. A connection that
+    is refused, or a host name that does not resolve, fails at once: waiting seconds would not change
+    either. A wait of NOTICE_AFTER seconds or more is announced through `notify`, saying what is retried."""
 
     def __init__(
         self,
@@ -260,9 +354,11 @@ class Transport:
         backoff: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
         ca_bundle: str | None = None,
+        notify: Callable[[str], None] | None = None,
     ):
         self.name = name
         self.timeout, self.budget, self.retries, self.backoff, self.sleep = timeout, budget, retries, backoff, sleep
+        self.notify = notify or _on_stderr
         self.session = _Session()
         self.session.mount("http://", _WatchedAdapter())
         self.session.mount("https://", _WatchedAdapter())
@@ -282,6 +378,13 @@ class Transport:
             message = message.replace(secret, "****")
         return RegistryError(Problem(self.name, message))
 
+    def url(self, text: str, call: str) -> Url:
+        """A URL to request, parsed once (parse_url); one that is refused is a RegistryError saying why."""
+        try:
+            return parse_url(text)
+        except UnsafeUrl as unsafe:
+            raise self.error(call, f"the URL {printable(text, 160)!r} {unsafe.reason}; not requested") from None
+
     def delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after and retry_after.strip().isdigit():
             return min(float(retry_after.strip()), MAX_RETRY_AFTER)
@@ -290,7 +393,7 @@ class Transport:
     def send(
         self,
         method: str,
-        url: str,
+        url: str | Url,
         *,
         limit: int,
         headers: Mapping[str, str] | None = None,
@@ -300,27 +403,33 @@ class Transport:
         call: str | None = None,
     ) -> Reply:
         """One request, retried on connection failures, 429 and 5xx (backoff with jitter, Retry-After).
-        `authorization` goes only to URLs of the origin `bound_to` (redirects elsewhere go without it).
+        `authorization` goes only to the origin `bound_to` (redirects elsewhere go without it).
         A 2xx body beyond `limit` bytes is refused; an error body is read to a small cap and cut."""
-        call = call or f"{method} {path_of(url)}"
+        target = url if isinstance(url, Url) else self.url(url, call or f"{method} {printable(url, 160)}")
+        call = call or f"{method} {target.path}"
+        grant = _Grant(authorization, bound_to) if authorization and bound_to else None
         started = time.monotonic()
         try:
             for attempt in range(self.retries + 1):
                 try:
-                    reply = self._follow(method, url, headers or {}, data, authorization, bound_to, limit, call)
+                    reply = self._follow(method, target, headers or {}, data, grant, limit, call)
                 except (requests.ConnectionError, _CutShort) as error:
                     if isinstance(error, requests.exceptions.SSLError):
                         raise self.error(call, "the TLS connection failed (certificate not trusted, or not a TLS server); "
                                                "for a registry with a private CA, set $REQUESTS_CA_BUNDLE to its CA bundle") from None
+                    hopeless = _hopeless(error)
+                    if hopeless:
+                        raise self.error(call, f"cannot connect to {target.origin}: {hopeless}; check that the registry "
+                                               "is up and the address is right") from None
+                    what = "the answer was cut short" if isinstance(error, _CutShort) else "cannot reach the registry"
                     if attempt == self.retries:
-                        what = "the answer was cut short" if isinstance(error, _CutShort) else "cannot reach the registry"
                         attempts = f"{self.retries + 1} attempts" if self.retries else "1 attempt"
                         raise self.error(call, f"{what} ({type(error).__name__}) after {attempts}; "
                                                "check that it is up and the address is right") from None
-                    self._pause(self.delay(attempt, None), call)
+                    self._pause(self.delay(attempt, None), call, what, attempt)
                     continue
                 if (reply.status == 429 or reply.status >= 500) and attempt < self.retries:
-                    self._pause(self.delay(attempt, reply.headers.get("Retry-After")), call)
+                    self._pause(self.delay(attempt, reply.headers.get("Retry-After")), call, f"it answered {reply.status}", attempt)
                     continue
                 return reply
             raise AssertionError("unreachable")  # pragma: no cover
@@ -328,13 +437,17 @@ class Transport:
             with self.lock:
                 self.spent += time.monotonic() - started
 
-    def _pause(self, seconds: float, call: str) -> None:
+    def _pause(self, seconds: float, call: str, what: str, attempt: int) -> None:
         if seconds >= self.budget - self.spent:
             raise self.error(call, f"the registry keeps failing and the run's budget of {self.budget:g} s for registry "
                                    "requests would be spent waiting to retry; try again later")
+        if seconds >= NOTICE_AFTER:
+            self.notify(printable(f"{self.name}: {call}: {what}; retrying in {seconds:.0f} s "
+                                  f"(attempt {attempt + 2} of {self.retries + 1})", limit=400))
         self.sleep(seconds)
 
-    def _follow(self, method, url, headers, data, authorization, bound_to, limit, call) -> Reply:
+    def _follow(self, method: str, url: Url, headers: Mapping[str, str], data: bytes | None, grant: _Grant | None,
+                limit: int, call: str) -> Reply:
         """The request and its redirects, all within one deadline."""
         left = self.budget - self.spent
         if left <= 0:
@@ -344,11 +457,10 @@ class Transport:
         deadline = time.monotonic() + seconds
         within = f"{seconds:g} s" if seconds == self.timeout else f"the {seconds:.1f} s left of the run's budget of {self.budget:g} s"
         for _ in range(MAX_REDIRECTS + 1):
-            sent = dict(headers)
-            if authorization and origin_of(url) == bound_to:
-                sent["Authorization"] = authorization
             try:
-                reply = self._exchange(method, url, sent, data, deadline, limit)
+                # The grant travels only to a URL whose one parse names its origin; the adapter then checks that
+                # the connection goes there too.
+                reply = self._exchange(method, url, headers, data, deadline, limit, grant if grant and url.origin == grant.origin else None)
             except _Expired:
                 raise self.error(call, f"no complete answer within {within} (the server stalls or sends too slowly); "
                                        "try again later, or check the registry") from None
@@ -364,30 +476,35 @@ class Transport:
                 raise self.error(call, f"the request failed ({type(error).__name__})") from None
             if reply.status not in _REDIRECTS or "Location" not in reply.headers:
                 return reply
-            target = joined(url, reply.headers["Location"])
-            if target is None:
-                raise self.error(call, f"redirected to {shown(reply.headers['Location'], 120)!r}, which is not an http(s) URL")
+            location = reply.headers["Location"]
+            try:
+                url = resolve(url, location)
+            except UnsafeUrl as unsafe:
+                raise self.error(call, f"redirected to {printable(location, 120)!r}, which {unsafe.reason}; not followed") from None
             if reply.status == 303 or (reply.status in (301, 302) and method == "POST"):
                 method, data = ("HEAD" if method == "HEAD" else "GET"), None
-            url = target
         raise self.error(call, f"more than {MAX_REDIRECTS} redirects")
 
-    def _exchange(self, method, url, headers, data, deadline, limit) -> Reply:
+    def _exchange(self, method: str, url: Url, headers: Mapping[str, str], data: bytes | None, deadline: float,
+                  limit: int, grant: _Grant | None) -> Reply:
         with self.lock:
             self.requests += 1
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise _Expired
         with _Watchdog(remaining) as watchdog:
+            _current.grant = grant
             try:
-                response = self.session.request(method, url, headers=headers, data=data, stream=True, verify=self.verify,
-                                                allow_redirects=False, timeout=(remaining, remaining))
+                response = self.session.request(method, url.text, headers=dict(headers), data=data, stream=True,
+                                                verify=self.verify, allow_redirects=False, timeout=(remaining, remaining))
             except requests.Timeout:
                 raise _Expired from None
             except requests.ConnectionError:
                 if watchdog.fired:
                     raise _Expired from None
                 raise
+            finally:
+                _current.grant = None
             try:
                 body = _read(response, limit if response.ok else min(limit, ERROR_BODY_LIMIT), deadline, cut=not response.ok)
             except (requests.RequestException, _CutShort):
@@ -398,9 +515,9 @@ class Transport:
                 response.close()
         return Reply(response.status_code, response.headers, body, url)
 
-    def pages(self, first: str, fetch: Callable[[str], Reply], origin: Origin, call: str) -> Iterator[Reply]:
-        """A paginated listing: the first URL, then each `Link: <...>; rel="next"`, only on `origin`,
-        at most MAX_PAGES pages, and never a page twice (a Link that points back loops for ever)."""
+    def pages(self, first: Url, fetch: Callable[[Url], Reply], call: str) -> Iterator[Reply]:
+        """A paginated listing: the first URL, then each `Link: <...>; rel="next"`, only on the first URL's
+        origin, at most MAX_PAGES pages, and never a page twice (a Link that points back loops for ever)."""
         url, seen = first, set()
         for _ in range(MAX_PAGES):
             seen.add(url)
@@ -410,16 +527,38 @@ class Transport:
                          if entry.get("rel") == "next"), None)
             if not link:
                 return
-            following = joined(url, link)
-            if following is None:
-                raise self.error(call, f"the Link to the next page, {shown(link, 120)!r}, is not an http(s) URL")
-            if origin_of(following) != origin:
-                raise self.error(call, f"the next page is on another origin ({shown(following, 120)}); a listing "
-                                       f"is only followed on {origin}")
+            try:
+                following = resolve(url, link)
+            except UnsafeUrl as unsafe:
+                raise self.error(call, f"the Link to the next page, {printable(link, 120)!r}, {unsafe.reason}; not followed") from None
+            if following.origin != first.origin:
+                raise self.error(call, f"the next page is on another origin ({printable(following.text, 120)}); a listing "
+                                       f"is only followed on {first.origin}")
             if following in seen:
                 raise self.error(call, "the Link header points back to a page already read; the listing loops")
             url = following
         raise self.error(call, f"more than {MAX_PAGES} pages; refusing to follow the listing further")
+
+
+def _hopeless(error: BaseException) -> str | None:
+    """Why a connection failed when retrying within seconds cannot help: nothing listens on the port, or
+    the host name does not resolve. Other failures (a reset, a timeout, an answer cut short) are retried."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, urllib3.exceptions.NameResolutionError):
+            return "its host name does not resolve"
+        if isinstance(cause, ConnectionRefusedError):
+            return "the connection was refused (nothing listens there)"
+        cause = getattr(cause, "reason", None) or cause.__cause__ or cause.__context__
+    return None
+
+
+def _on_stderr(notice: str) -> None:
+    """Where a retry notice goes when the caller gives no `notify`: stderr, where the CLI says everything
+    that is not a command's result."""
+    print(notice, file=sys.stderr, flush=True)
 
 
 def _read(response: requests.Response, limit: int, deadline: float, cut: bool) -> bytes:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.adapters.safe_files import OwnedFolder, update_tree
-from buildkit.app.targets import Choices, require_targets, select_targets
+from buildkit.app.targets import Choices, select_targets
 from buildkit.core.bake import bake_document, bake_name, context_folder
 from buildkit.core.labels import build_stamp_labels
 from buildkit.core.render import SUPPORT_DIR
@@ -33,7 +33,7 @@ def export_bake(
     choices: Choices, out: Path, pip_conf: Path | None = None, ca_bundle: Path | None = None, network: str | None = None,
     registry_cache: bool = False,
 ) -> BakeExport:
-    selection = require_targets(select_targets(choices))
+    selection = select_targets(choices)
     rendered = selection.render()
     secrets = {}
     for secret, path, option in (("pip_conf", pip_conf, "--pip-conf"), ("ca_bundle", ca_bundle, "--ca-bundle")):

@@ -23,7 +23,7 @@ from buildkit.adapters.registry_auth import Credentials
 from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets
 from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
-from buildkit.app.targets import Choices, require_targets, select_targets
+from buildkit.app.targets import Choices, select_targets
 from buildkit.core import release
 from buildkit.core.cache import CacheRefs, prefix_cache, target_cache
 from buildkit.core.compat import Compat
@@ -401,7 +401,7 @@ class BuildPreview:
 
 def preview_build(choices: Choices, registry_cache: bool = False) -> BuildPreview:
     """What `build` with these choices would build: the same selection and Dockerfiles, no engine."""
-    selection = require_targets(select_targets(choices))
+    selection = select_targets(choices)
     builds = tuple(PlannedBuild(item, target_cache(item.target) if registry_cache else CacheRefs()) for item in selection.render())
     return BuildPreview(builds, selection.notes)
 
@@ -410,7 +410,7 @@ def build_selection(
     choices: Choices, options: BuildOptions, settings: IndexSettings, docker_cli: str | None, display: Display,
 ) -> tuple[BuildRun, str]:
     """`buildkit build`: render the selected targets, then build, test and tag them."""
-    selection = require_targets(select_targets(choices))
+    selection = select_targets(choices)
     stamped = replace(options, created=created_now(), revision=matrix_revision(choices.matrix))
     return build_targets(selection.render(), stamped, settings, docker_cli, display, selection.matrix.compat)
 

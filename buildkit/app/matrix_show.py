@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from buildkit.adapters.bundled import default_matrix_path
-from buildkit.adapters.matrix_files import load_matrix, read_layers
-from buildkit.core.matrix import merge_layers
+from buildkit.adapters.bundled import compat_data
+from buildkit.adapters.matrix_files import read_sources
+from buildkit.core.matrix import merge_layers, resolve_matrix
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,11 @@ class ResolvedMatrix:
 
 
 def resolve(path: Path | None) -> ResolvedMatrix:
-    """The merged matrix; it is validated first, so what is shown is a matrix buildkit accepts."""
-    load_matrix(path)
-    layers, _ = read_layers(path if path is not None else default_matrix_path())
+    """The merged matrix; it is validated first, so what is shown is a matrix buildkit accepts. Its files are
+    read once, for both."""
+    sources = read_sources(path)
+    resolve_matrix(sources, compat_data())
+    layers = list(sources.layers)
     merged = merge_layers(layers)
     data = {key: value for key, value in merged.data.items() if key != "extends"}
     stack_origins: dict[int, list[str]] = {}

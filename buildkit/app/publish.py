@@ -22,7 +22,7 @@ from buildkit.adapters.registry_deletion import Deletion, deletion_for
 from buildkit.adapters.secrets import IndexSettings
 from buildkit.app.lock import lock_matrix
 from buildkit.app.build import BuildOptions, BuildStatus, Display, build_targets
-from buildkit.app.targets import Choices, require_targets, select_targets
+from buildkit.app.targets import Choices, select_targets
 from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, sign, supply_chain_client
 from buildkit.core import grammar, labels, release
 from buildkit.core.attestation import SmokeRun, gpu_predicate, passing_gpu_test
@@ -131,7 +131,7 @@ def publish_selection(
         raise UserError(Problem("--date", f"expected YYYYMMDD, got {date!r}"))
     if options.refresh:
         lock_matrix(choices.matrix, options.package_index, insecure)
-    selection = require_targets(select_targets(replace(choices, today=date)))
+    selection = select_targets(replace(choices, today=date))
     rendered = selection.render()
     if options.nightly:
         check_date_tags(rendered, date)

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Iterator
 
 from buildkit.adapters.bundled import default_matrix_path, image_support_files
-from buildkit.adapters.matrix_files import load_matrix, template_loader
+from buildkit.adapters.matrix_files import load_matrix
 from buildkit.adapters.regular_files import describe_path
+from buildkit.adapters.template_worker import TemplateWorker
 from buildkit.core import grammar
+from buildkit.core.fields import Rule, emptied_by
 from buildkit.core.matrix import Matrix, parse_selectors
-from buildkit.core.plan import ALL_VENDORS, Note, Target, choose_platforms, expand, narrow_for_source, select
+from buildkit.core.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
 from buildkit.core.render import PlannedImage, Rendered, Renderer
 from buildkit.errors import Problem, UserError
 
@@ -96,10 +98,11 @@ class Selection:
         return map(self.renderer.plan, self.targets)
 
     def render(self) -> tuple[Rendered, ...]:
-        return tuple(self.renderer.render(planned) for planned in self.plan())
+        return self.renderer.render_all(self.plan())
 
 
 def select_targets(choices: Choices = Choices()) -> Selection:
+    """The targets the choices select: at least one, else a UserError saying which choice left none."""
     matrix = load_matrix(choices.matrix)
     if choices.registry is not None:
         if grammar.registry(choices.registry):
@@ -110,14 +113,24 @@ def select_targets(choices: Choices = Choices()) -> Selection:
     source = choices.source
     if source.pytorch_src is not None and not (source.pytorch_src / "tools" / "amd_build" / "build_amd.py").is_file():
         raise UserError(Problem("--pytorch-src", f"{source.pytorch_src} is not a PyTorch checkout (no tools/amd_build/build_amd.py)"))
-    plan = select(expand(matrix), choices.vendor, parse_selectors(list(choices.selectors)))
+    described = expand(matrix)
+    plan = select(described, choices.vendor, parse_selectors(list(choices.selectors)))
+    if not plan.targets:
+        raise UserError(_emptied(matrix, described, choices))
     targets = tuple(replace(t, channel_date=choices.today) if t.channel == "nightly" else t for t in plan.targets)
     targets, narrowed_out = narrow_for_source(targets, matrix.compat, source.gpu_archs, source.pytorch_src is not None, source.max_jobs)
     bad = [platform for platform in choices.platforms if grammar.platform(platform)]
     if bad:
         raise UserError(Problem("--platform", f"expected {grammar.platform(bad[0])}, got {bad[0]!r}"))
     targets, left_out = choose_platforms(targets, choices.platforms)
-    return Selection(matrix, targets, (*plan.notes, *narrowed_out, *left_out), Renderer(template_loader(matrix), matrix.source, image_support_files(), matrix.compat))
+    if not targets and choices.platforms:
+        raise UserError(Problem("--platform", f"{', '.join(choices.platforms)} leaves no target: the selected targets' wheels "
+                                              "exist for other platforms (ROCm wheels are linux/amd64 only)"))
+    if not targets:
+        raise UserError(Problem("--gpu-arch", f"{', '.join(source.gpu_archs)} leaves no target: no selected family image "
+                                              "carries it (see the notes of `buildkit plan`)"))
+    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat, TemplateWorker())
+    return Selection(matrix, targets, (*plan.notes, *narrowed_out, *left_out), renderer)
 
 
 def validate_selection(choices: Choices) -> Selection:
@@ -137,10 +150,24 @@ def validate_selection(choices: Choices) -> Selection:
     return selection
 
 
-def require_targets(selection: Selection) -> Selection:
-    if not selection.targets:
-        raise UserError("no target matches the selection; see `buildkit plan` with the same options")
-    return selection
+def _emptied(matrix: Matrix, described: Plan, choices: Choices) -> Problem:
+    """Why no target is left: the matrix describes none, or which choice of the command line removed the last
+    of its targets (they apply in order: each --select, then --vendor)."""
+    if not described.targets:
+        why = f": {described.notes[0]}" if described.notes else ": its [[torch]] entries name no CUDA or ROCm version"
+        return Problem(matrix.files[-1], f"describes no target{why}")
+    selectors = parse_selectors(list(choices.selectors))
+    rule = Rule((*selectors.criteria, *((("vendor", choices.vendor),) if choices.vendor != "all" else ())))
+    facts = [target.facts for target in described.targets]
+    index = emptied_by(rule, facts)
+    assert index is not None  # select() left nothing of these
+    earlier = Rule(rule.criteria[:index])
+    left = sum(1 for target in facts if earlier.matches(target))
+    among = f"of the {left} that {earlier} selects" if index else f"of the matrix's {left}"
+    if index == len(selectors.criteria):
+        return Problem("--vendor", f"{choices.vendor}: no {choices.vendor} target {among}; see `buildkit plan`")
+    key, pattern = rule.criteria[index]
+    return Problem("--select", f"{key}={pattern} leaves no target {among}; see `buildkit plan` for the targets and their facts")
 
 
 def target_json(item: PlannedImage) -> dict:

@@ -7,9 +7,12 @@ path, what was expected) when the value does not fit, and returns the value it s
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from functools import lru_cache
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from buildkit.core import grammar
 from buildkit.errors import Problem, printable
@@ -27,13 +30,47 @@ class Checker:
         self.problems: list[Problem] = []
 
     def fail(self, where: str, key: str, message: str) -> None:
-        self.problems.append(Problem(where, message, key=printable(key)))
+        # a key path is one word in a message: a key that is (or holds) a space, legal quoted TOML, shows it escaped
+        self.problems.append(Problem(where, message, key=printable(key).replace(" ", "\\x20")))
 
 
 def describe(value: Any) -> str:
     names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}
     shown = f" ({value!r})" if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e12 else ""
     return names.get(type(value), "a date or time") + shown
+
+
+_GLOB_SPECIAL = frozenset("*?[")
+
+
+def _is_literal(pattern: str) -> bool:
+    return not _GLOB_SPECIAL & set(pattern)
+
+
+@lru_cache(maxsize=None)
+def _glob_test(pattern: str) -> Callable[[str], bool]:
+    """A glob as a test of one value, made once per distinct pattern for the run. fnmatch's own cache holds
+    32,768 patterns: a matrix with more rules than that recompiled every pattern at every match, which made
+    40,000 rules take minutes. A pattern without wildcards is a comparison, one with `*` only a sequence of
+    substring searches (compiling a regular expression costs a hundred times more than either); `?` and
+    `[...]` take fnmatch's regular expression."""
+    if _is_literal(pattern):
+        return pattern.__eq__
+    if "?" in pattern or "[" in pattern:
+        return lambda value, match=re.compile(fnmatch.translate(pattern)).match: match(value) is not None
+    head, *middle, tail = pattern.split("*")
+
+    def test(value: str) -> bool:
+        if len(value) < len(head) + len(tail) or not (value.startswith(head) and value.endswith(tail)):
+            return False
+        at, end = len(head), len(value) - len(tail)
+        for part in middle:
+            at = value.find(part, at, end)
+            if at < 0:
+                return False
+            at += len(part)
+        return True
+    return test
 
 
 @dataclass(frozen=True)
@@ -43,14 +80,103 @@ class Rule:
     criteria: tuple[tuple[str, str], ...]
 
     def matches(self, facts: Mapping[str, str]) -> bool:
-        return all(fnmatch.fnmatchcase(facts[key], pattern) for key, pattern in self.criteria)
+        return all(_glob_test(pattern)(facts[key]) for key, pattern in self.criteria)
 
     def could_match(self, partial: Mapping[str, str]) -> bool:
         """Whether something described only by `partial` facts may match (unknown keys do not rule it out)."""
-        return all(fnmatch.fnmatchcase(partial[key], pattern) for key, pattern in self.criteria if key in partial)
+        return all(_glob_test(pattern)(partial[key]) for key, pattern in self.criteria if key in partial)
 
     def __str__(self) -> str:
         return ",".join(f"{key}={pattern}" for key, pattern in self.criteria)
+
+
+def matched_by(rules: Sequence[Rule], facts: Sequence[Mapping[str, str]]) -> list[tuple[int, ...]]:
+    """For each rule, the indices of the targets (given by their facts) that it matches, in time linear in
+    the rules and the targets rather than their product. Targets take few values per key (a torch per stack,
+    a few Pythons, two backends; only ids are one per target), so each distinct glob is tried once against
+    each distinct value of its key, turning a rule into the set of values it accepts per key. A rule then
+    walks only the targets holding a value its most selective criterion accepts, and rules that accept the
+    same values share one answer."""
+    holders: dict[str, dict[str, list[int]]] = {}  # key -> value -> indices of the targets that have it
+    for index, target in enumerate(facts):
+        for key, value in target.items():
+            holders.setdefault(key, {}).setdefault(value, []).append(index)
+    accepted: dict[tuple[str, str], frozenset[str]] = {}
+    answers: dict[tuple[tuple[str, frozenset[str]], ...], tuple[int, ...]] = {}
+    everything = tuple(range(len(facts)))
+    results = []
+    for rule in rules:
+        for criterion in rule.criteria:
+            if criterion not in accepted:
+                key, pattern = criterion
+                values = holders.get(key, {})
+                if _is_literal(pattern):
+                    accepted[criterion] = frozenset([pattern] if pattern in values else [])
+                else:
+                    test = _glob_test(pattern)
+                    accepted[criterion] = frozenset(value for value in values if test(value))
+        wanted = tuple(sorted({(key, accepted[(key, pattern)]) for key, pattern in rule.criteria}, key=lambda item: item[0]))
+        if wanted not in answers:
+            answers[wanted] = _holding(wanted, holders, facts) if wanted else everything
+        results.append(answers[wanted])
+    return results
+
+
+def _holding(wanted: tuple[tuple[str, frozenset[str]], ...], holders: Mapping[str, Mapping[str, list[int]]],
+             facts: Sequence[Mapping[str, str]]) -> tuple[int, ...]:
+    """The targets whose value for every key is one of the wanted ones."""
+    if any(not values for _, values in wanted):
+        return ()
+    narrowest = min(wanted, key=lambda item: sum(len(holders[item[0]][value]) for value in item[1]))
+    rest = [item for item in wanted if item is not narrowest]
+    key, values = narrowest
+    return tuple(sorted(index for value in values for index in holders[key][value]
+                        if all(facts[index][other] in allowed for other, allowed in rest)))
+
+
+@dataclass(frozen=True)
+class Filtered:
+    """What a matrix's include and exclude rules leave of its targets."""
+
+    kept: tuple[int, ...]  # indices of the targets kept, in order
+    unmatched: tuple[int, ...]  # include rules that match no target
+    emptied_by: int | None  # the exclude rule that removed the last targets, when none is left
+
+
+def apply_rules(include: Sequence[Rule], exclude: Sequence[Rule], facts: Sequence[Mapping[str, str]]) -> Filtered:
+    """Targets that match an include rule (every target, without any) and no exclude rule. When the excludes
+    remove every target, the one to blame is the rule that removed the last of them (rules apply in order)."""
+    included = matched_by(include, facts)
+    candidates = sorted({index for found in included for index in found}) if include else range(len(facts))
+    first_exclusion: dict[int, int] = {}
+    for rule_index, found in enumerate(matched_by(exclude, [facts[index] for index in candidates])):
+        for position in found:
+            first_exclusion.setdefault(position, rule_index)
+    kept = tuple(index for position, index in enumerate(candidates) if position not in first_exclusion)
+    emptied = max(first_exclusion.values()) if candidates and not kept else None
+    return Filtered(kept, tuple(index for index, found in enumerate(included) if not found), emptied)
+
+
+def emptied_by(rule: Rule, facts: Sequence[Mapping[str, str]]) -> int | None:
+    """The index of the criterion after which, applied in order, no target is left (None while some is)."""
+    left = list(facts)
+    for index, (key, pattern) in enumerate(rule.criteria):
+        left = [target for target in left if _glob_test(pattern)(target[key])]
+        if not left:
+            return index
+    return None
+
+
+def unknown_key(name: str, known: Iterable[str], what: str = "key") -> str:
+    """The message for a key the schema has not: what is known, and the nearest known one when a typo is likely."""
+    known = sorted(known)
+    return f"unknown {what}; expected one of: {', '.join(known)}{did_you_mean(name, known)}"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """'; did you mean "python"?' for a close misspelling of a known name, else ""."""
+    nearest = difflib.get_close_matches(name, list(known), n=1, cutoff=0.7)
+    return f'; did you mean "{nearest[0]}"?' if nearest else ""
 
 
 def glob(value: str) -> str | None:
@@ -160,7 +286,7 @@ class Table(Kind):
                 check.fail(where, path, f"expected a key that is {self.names(name)}, got {name[:100]!r}")
                 result[name] = INVALID
             else:
-                check.fail(where, path, f"unknown key; expected one of: {', '.join(sorted(self.fields))}")
+                check.fail(where, path, unknown_key(name, self.fields))
                 result[name] = INVALID
         return INVALID if INVALID in result.values() else result
 
@@ -180,7 +306,7 @@ class Rules(Kind):
             criteria = []
             for selector, pattern in entry.items():
                 if selector not in SELECTOR_KEYS:
-                    check.fail(where, f"{path}.{selector}", f"unknown selector; expected one of: {', '.join(SELECTOR_KEYS)}")
+                    check.fail(where, f"{path}.{selector}", unknown_key(selector, SELECTOR_KEYS, "selector"))
                 elif glob(pattern):
                     shown = repr(pattern[:200]) if isinstance(pattern, str) else describe(pattern)
                     check.fail(where, f"{path}.{selector}", f"expected {glob(pattern)}, got {shown}")

@@ -32,7 +32,7 @@ DEVICE_PREFIX = "device-"
 
 
 @dataclass(frozen=True)
-class Layer:
+class InstallLayer:
     name: str  # a distribution name, `dependencies`, `torch` or device-<gfx>; also the name of its plan file
     packages: tuple[str, ...]  # the distributions of the resolution it installs ((): whatever no other layer takes)
 
@@ -53,7 +53,7 @@ class Narrowing:
 class TorchInstall:
     index_url: str
     requirements: tuple[str, ...]  # torch first, then its companions
-    layers: tuple[Layer, ...]
+    layers: tuple[InstallLayer, ...]
     backend: str
     backend_version: str
     max_layer_size: int
@@ -70,9 +70,9 @@ def torch_install(target: Target, compat: Compat) -> TorchInstall:
     layout = compat.layout_of(release) if release else None
     torch = target.torch_requirement
     narrowing = None
-    device: list[Layer] = []
+    device: list[InstallLayer] = []
     if layout is not None:
-        device = [Layer(f"{DEVICE_PREFIX}{gfx}", packages) for gfx, packages in target.device_code]
+        device = [InstallLayer(f"{DEVICE_PREFIX}{gfx}", packages) for gfx, packages in target.device_code]
         narrowed = target.archs != target.wheel_archs
         extras = layout.arch_extras(target.archs) if narrowed else (layout.all_extra,)
         if layout.extras_of == "torch":
@@ -85,7 +85,7 @@ def torch_install(target: Target, compat: Compat) -> TorchInstall:
     if trim and not trim.by_packages:
         fat_trim = {"removed": trim.removed_pattern, "kept": trim.kept_pattern, "library_dirs": list(LIBRARY_DIRS),
                     "removed_archs": list(trim.removed), "kept_archs": list(trim.kept)}
-    layers = (*(Layer(name, (name,)) for name in target.layers), Layer(DEPENDENCIES, ()), Layer(TORCH, ("torch",)), *device)
+    layers = (*(InstallLayer(name, (name,)) for name in target.layers), InstallLayer(DEPENDENCIES, ()), InstallLayer(TORCH, ("torch",)), *device)
     return TorchInstall(
         index_url=target.index_url, requirements=(torch, *target.companions), layers=layers, backend=target.backend,
         backend_version=target.backend_version, max_layer_size=target.max_layer_size, narrowing=narrowing,

@@ -1,7 +1,8 @@
 """The matrix: layering (`extends`), validation against the schema in buildkit.core.fields, and the
 resolved, frozen Matrix.
 
-Input is a list of layers, each the parsed TOML of one file, base first (the loader follows `extends`).
+Input is what the file loader read, once, before any of this runs (MatrixSources): the layers, each the
+parsed TOML of one file, base first (the loader follows `extends`), the matrix.lock and the templates.
 Layers merge key by key: tables merge, arrays replace, except `[[torch]]` entries, which merge by their
 `version` so a team can change one stack of the default matrix or add its own. Validation collects every
 problem, each naming its file, key path and what was expected, before anything is built.
@@ -9,7 +10,6 @@ problem, each naming its file, key path and what was expected, before anything i
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -20,7 +20,9 @@ from packaging.version import Version
 from buildkit.core import fields, grammar
 from buildkit.core.compat import Compat, TorchRelease, compat_from_data, merge_overrides
 from buildkit.core.fields import INVALID, REQUIRED, Checker, Rule
-from buildkit.core.lock import Lock
+from buildkit.core.lock import Lock, read_lock
+from buildkit.core.matrix_text import TextFile, line_of
+from buildkit.core.templates import TemplateSet
 from buildkit.core.vendors import BACKENDS, of_backend
 from buildkit.errors import Problem, UserError, printable
 
@@ -32,6 +34,16 @@ class Layer:
     path: str
     data: Mapping[str, Any]
     template_dir: str | None = None
+    lines: Mapping[str, int] = field(default_factory=dict)  # key path -> line
+
+
+@dataclass(frozen=True)
+class MatrixSources:
+    """Everything a matrix is made of, as the file loader read it."""
+
+    layers: tuple[Layer, ...]  # the `extends` chain, base first
+    templates: TemplateSet = TemplateSet(())
+    lock: TextFile | None = None  # matrix.lock, parsed; None when there is none (or it is not used)
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,7 @@ class Matrix:
     wheel_index: str
     runtime_base: str
     source_runtime_base: str
-    template_dirs: tuple[str, ...]  # searched in order, before the built-in templates
+    templates: TemplateSet  # the team's folders' templates (most specific file first), then the built-in ones
     user: User | None  # None: the image keeps running as root
     stacks: tuple[Stack, ...]
     include: tuple[Rule, ...]
@@ -85,22 +97,6 @@ class Matrix:
         return Problem(where, message, key=key, line=line_of(self.lines.get(where, {}), key))
 
 
-_INDEX_RE = re.compile(r"\[\d+\]$")
-
-
-def line_of(lines: Mapping[str, int], key: str) -> int | None:
-    """The line of a key path such as torch[2].rocm[1], or of the nearest enclosing key that has one. A path
-    cut short for display (ending in "…") is found by its beginning."""
-    if key.endswith("…"):
-        key = next((known for known in lines if known.startswith(key[:-1])), key[:-1])
-    while key:
-        if key in lines:
-            return lines[key]
-        trimmed = _INDEX_RE.sub("", key)
-        key = trimmed if trimmed != key else key.rpartition(".")[0]
-    return None
-
-
 # --- layering ---------------------------------------------------------------------------------------------
 
 
@@ -112,7 +108,6 @@ class Merged:
     key_origin: dict[str, str] = field(default_factory=dict)  # top-level key -> file
     stack_origin: dict[tuple[int, str], str] = field(default_factory=dict)  # (stack index, key) -> file
     stack_index: dict[int, int] = field(default_factory=dict)  # stack index -> its position in that file
-    template_dirs: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
     def where(self, key: str, default: str) -> str:
@@ -155,7 +150,7 @@ def _merge_stacks(merged: Merged, child: list[Any], path: str) -> None:
         merged.stack_index[index] = position
 
 
-def merge_layers(layers: list[Layer]) -> Merged:
+def merge_layers(layers: tuple[Layer, ...]) -> Merged:
     merged = Merged()
     for layer in layers:
         for key, value in layer.data.items():
@@ -166,8 +161,6 @@ def merge_layers(layers: list[Layer]) -> Merged:
             else:
                 merged.data[key] = value
             merged.key_origin[key] = layer.path
-        if layer.template_dir:
-            merged.template_dirs.insert(0, layer.template_dir)  # the most specific file's templates win
     return merged
 
 
@@ -182,7 +175,8 @@ def parse_selectors(values: list[str], where: str = "--select") -> Rule:
         selector, sep, pattern = value.partition("=")
         if not sep or selector not in fields.SELECTOR_KEYS or fields.glob(pattern):
             problems.append(Problem(
-                where, f"{value!r}: expected KEY=GLOB with KEY one of {', '.join(fields.SELECTOR_KEYS)}, e.g. torch=2.14.*",
+                where, f"{value!r}: expected KEY=GLOB with KEY one of {', '.join(fields.SELECTOR_KEYS)}, e.g. torch=2.14.*"
+                       f"{fields.did_you_mean(selector, fields.SELECTOR_KEYS) if sep else ''}",
             ))
         else:
             criteria.append((selector, pattern))
@@ -236,7 +230,7 @@ class _StackReader:
         for name in self.entry:
             if name not in fields.STACK:
                 where, key = self.located(name)
-                self.check.fail(where, key, f"unknown key; expected one of: {', '.join(sorted(fields.STACK))}")
+                self.check.fail(where, key, fields.unknown_key(name, fields.STACK))
         if "version" not in self.entry:
             self.check.fail(self.file, self.key, 'missing "version": every [[torch]] entry names its torch release, e.g. version = "2.14.1"')
             return None
@@ -437,7 +431,7 @@ def _check_overridden_facts(check: Checker, overrides: Mapping[str, Any], facts:
 MAX_PROBLEMS = 50  # a generated or pasted matrix can hold millions of wrong values; the first ones say what is wrong
 
 
-def _first_problems(problems: list[Problem], where: str) -> list[Problem]:
+def first_problems(problems: list[Problem], where: str) -> list[Problem]:
     if len(problems) <= MAX_PROBLEMS:
         return problems
     rest = len(problems) - MAX_PROBLEMS
@@ -469,18 +463,29 @@ def _top_values(check: Checker, merged: Merged, last: str, compat: Compat) -> di
     return values
 
 
-def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lock = Lock(),
-                   flavors: frozenset[str] | None = None) -> Matrix:
-    """Merge, validate and freeze. Raises UserError listing every problem found. `flavors`: the flavors
-    whose templates exist in the matrix's template folders (None: the caller does not know them)."""
+def resolve_matrix(sources: MatrixSources, compat_data: Mapping[str, Any]) -> Matrix:
+    """Merge, validate and freeze. Raises UserError listing every problem found, each located at its line."""
+    layers = sources.layers
+    lines = {layer.path: layer.lines for layer in layers}
+    try:
+        return _resolve(sources, compat_data, lines)
+    except UserError as error:
+        raise UserError([Problem(p.where, p.message, key=p.key, line=p.line or (line_of(lines[p.where], p.key) if p.where in lines
+                                                                                 and p.key else None))
+                         for p in error.problems]) from None
+
+
+def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapping[str, Mapping[str, int]]) -> Matrix:
+    layers = sources.layers
+    lock = read_lock(sources.lock.data, sources.lock.shown) if sources.lock is not None else Lock()
+    flavors = sources.templates.flavors()
     merged = merge_layers(layers)
     check = Checker()
     check.problems.extend(merged.problems)
     last = layers[-1].path if layers else "matrix"
-    known = ", ".join(sorted([*fields.TOP, "compat", "torch"]))
     for key in merged.data:
         if key not in fields.TOP and key not in ("compat", "torch"):
-            check.fail(merged.where(key, last), key, f"unknown key; expected one of: {known}")
+            check.fail(merged.where(key, last), key, fields.unknown_key(key, [*fields.TOP, "compat", "torch"]))
 
     overrides = merged.data.get("compat")
     broken_facts = False
@@ -514,7 +519,7 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lo
 
     if check.problems:
         # Stacks that inherit the same bad default would repeat its problem once each.
-        raise UserError(_first_problems(list(dict.fromkeys(check.problems)), last))
+        raise UserError(first_problems(list(dict.fromkeys(check.problems)), last))
     return Matrix(
         files=tuple(layer.path for layer in layers),
         registry=top["registry"],
@@ -524,7 +529,7 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lo
         wheel_index=top["wheel_index"],
         runtime_base=top["runtime_base"],
         source_runtime_base=top["source_runtime_base"],
-        template_dirs=tuple(merged.template_dirs),
+        templates=sources.templates,
         user=user,
         stacks=tuple(stacks),
         include=top["include"],
@@ -532,4 +537,5 @@ def resolve_matrix(layers: list[Layer], compat_data: Mapping[str, Any], lock: Lo
         compat=compat,
         compat_overridden=overrides is not None,
         lock=lock,
+        lines=lines,
     )

@@ -13,8 +13,8 @@ from functools import cached_property
 from buildkit.core import grammar
 from buildkit.core.vendors import BACKENDS, of_backend
 from buildkit.core.compat import AMD64, ARM64, Compat
-from buildkit.core.fields import Rule
-from buildkit.core.matrix import Matrix, Stack, User
+from buildkit.core.fields import Rule, apply_rules
+from buildkit.core.matrix import Matrix, Stack, User, first_problems
 from buildkit.core.source import SOURCE_FLAVOR
 from buildkit.errors import Problem, UserError
 
@@ -291,14 +291,16 @@ def expand(matrix: Matrix) -> Plan:
     targets: list[Target] = []
     for stack in matrix.stacks:
         targets.extend(_stack_targets(matrix, stack, notes))
-    if matrix.include:
-        unmatched = [index for index, rule in enumerate(matrix.include) if not any(rule.matches(t.facts) for t in targets)]
-        if unmatched:
-            raise UserError([matrix.problem(matrix.files[-1], f"include rule {{ {matrix.include[index]} }} matches no target "
-                                            "of this matrix; check its keys and globs against `buildkit plan`", f"include[{index}]")
-                             for index in unmatched])
-        targets = [t for t in targets if any(rule.matches(t.facts) for rule in matrix.include)]
-    targets = [t for t in targets if not any(rule.matches(t.facts) for rule in matrix.exclude)]
+    filtered = apply_rules(matrix.include, matrix.exclude, [t.facts for t in targets])
+    if filtered.unmatched:
+        raise UserError(first_problems([matrix.problem(matrix.files[-1], f"include rule {{ {matrix.include[index]} }} matches no "
+                                                       "target of this matrix; check its keys and globs against `buildkit plan`",
+                                                       f"include[{index}]") for index in filtered.unmatched], matrix.files[-1]))
+    if filtered.emptied_by is not None:
+        raise UserError(matrix.problem(matrix.files[-1], f"exclude rule {{ {matrix.exclude[filtered.emptied_by]} }} removes the last "
+                                       "targets of this matrix: nothing is left to build; narrow it or remove it",
+                                       f"exclude[{filtered.emptied_by}]"))
+    targets = [targets[index] for index in filtered.kept]
 
     bad_tags = [name for target in targets for name in target.tag_names if grammar.tag(name)]
     if bad_tags:

@@ -3,20 +3,27 @@
 Planning a target (its args, labels and fingerprint) does not render it: the fingerprint hashes what
 determines the Dockerfile (the sources of every template the flavor's template reaches, and every value
 of the target) instead of the text, so `plan` stays fast on large matrices and only `render`, `build` and
-`publish` pay for Jinja. Templates come through a loader the caller supplies (team folders first, then the
-built-in ones) and run in Jinja's immutable sandbox, since team templates arrive in pull requests:
-they can read the target, not the interpreter or the host. StrictUndefined turns a misspelt variable
-into an error instead of an empty string in a Dockerfile.
+`publish` pay for Jinja. Templates come through a loader the caller supplies (the matrix's TemplateSet: team
+folders first, then the built-in ones) and run in Jinja's immutable sandbox, since team templates arrive in
+pull requests: they can read the target, not the interpreter or the host. StrictUndefined turns a misspelt
+variable into an error instead of an empty string in a Dockerfile.
+
+The sandbox does not bound what a template costs: `{{ "x"|center(10**9) }}`, an exponent tower, nested loops
+or a macro that doubles a string run for minutes or take gigabytes through operations no sandbox hook sees.
+So a render that reaches a template not shipped with buildkit goes to the `bounded` runner the caller
+supplies (buildkit.adapters.template_worker: a process with a budget of time, memory and output), and only
+renders of buildkit's own templates run here, where 10,000 targets must not pay a process round trip each.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import shlex
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import jinja2
 import jinja2.meta
@@ -30,6 +37,7 @@ from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.core.compat import Compat
 from buildkit.core.install_plan import TorchInstall, torch_install
+from buildkit.core.templates import TemplateSet
 from buildkit.errors import Problem, UserError, printable
 
 FINGERPRINT_SCHEMA = 4
@@ -53,6 +61,7 @@ class PlannedImage:
     build_args: Mapping[str, str]
     labels: Mapping[str, str]  # without the build stamp (created, revision); the fingerprint label included
     fingerprint: str
+    install: TorchInstall | None = None  # how torch is installed from its index (None: the source flavor builds it)
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,21 @@ def support_mount(target: Target, name: str = "") -> str:
     if target.source_checkout:
         return f"type=bind,from={SUPPORT_CONTEXT},source={name or '.'},target={target_path}"
     return f"type=bind,source={source},target={target_path}"
+
+
+def template_variables(planned: PlannedImage) -> dict[str, Any]:
+    """What every template, built-in or a team's, can read (the README's template reference lists each)."""
+    target = planned.target
+    return {
+        "target": target,
+        "build_args": planned.build_args,
+        "template": planned.template,
+        "shared_stage": SHARED_STAGE,
+        "install": planned.install,
+        "support": support_mount(target),
+        "support_file": lambda name: support_mount(target, name),
+        "gb_per_job": GB_PER_JOB,
+    }
 
 
 def template_name(flavor: str) -> str:
@@ -183,32 +207,30 @@ def _one_line(text: str) -> str:
     return printable(" ".join(text.split()), limit=300)
 
 
-def template_variables(planned: PlannedImage, install: TorchInstall | None) -> dict[str, Any]:
-    """What every template, built-in or a team's, can read (the README's template reference lists each)."""
-    target = planned.target
-    return {
-        "target": target,
-        "build_args": planned.build_args,
-        "template": planned.template,
-        "shared_stage": SHARED_STAGE,
-        "install": install,
-        "support": support_mount(target),
-        "support_file": lambda name: support_mount(target, name),
-        "gb_per_job": GB_PER_JOB,
-    }
+class BoundedRunner(Protocol):
+    """Renders planned images from a loader's templates, each under a budget (see the module docstring): their
+    Dockerfile texts, in order. Going over the budget, or any template error, is a UserError naming the template."""
+
+    def render_all(self, loader: jinja2.BaseLoader, source: str, planned: Sequence[PlannedImage]) -> list[str]: ...
 
 
 class Renderer:
-    def __init__(self, loader: jinja2.BaseLoader, source: str, support: Mapping[str, bytes], compat: Compat):
-        """`support`: the image-side scripts every build context carries (SUPPORT_FILES, by name)."""
+    def __init__(self, loader: jinja2.BaseLoader, source: str, support: Mapping[str, bytes], compat: Compat | None,
+                 bounded: BoundedRunner | None = None):
+        """`support`: the image-side scripts every build context carries (SUPPORT_FILES, by name); `compat`: the
+        facts install plans come from (None: a renderer of images already planned, the template worker); `bounded`:
+        where renders of templates that are not buildkit's own go; None renders every template here (for
+        callers that trust all of theirs)."""
         self.environment = make_environment(loader)
         self.source = source
         self.compat = compat
+        self.bounded = bounded
         self.support = dict(support)
         listing = "".join(f"{name}:{hashlib.sha256(data).hexdigest()}\n" for name, data in sorted(self.support.items()))
         self._support_digest = hashlib.sha256(listing.encode()).hexdigest()  # part of every fingerprint
         self._templates: dict[str, jinja2.Template] = {}
         self._digests: dict[str, str] = {}
+        self._reached: dict[str, frozenset[str]] = {}  # name -> the templates it extends, includes or imports, itself too
         self._references: dict[str, tuple[str, tuple[str | None, ...]]] = {}  # name -> (source, templates it names)
 
     def _source(self, name: str, target: Target, referrer: str = "") -> tuple[str, str | None]:
@@ -239,6 +261,8 @@ class Renderer:
                         parsed = self.environment.parse(source, current, filename)
                     except jinja2.TemplateSyntaxError as error:
                         raise UserError(_template_problem(current, error, target)) from None
+                    except RecursionError:  # thousands of nested brackets: Jinja's parser recurses per level
+                        raise UserError(Problem(filename or current, f"template nests too deeply to parse (target {target.id})")) from None
                     self._references[current] = (source, tuple(jinja2.meta.find_referenced_templates(parsed)))
                 sources[current], references = self._references[current]
                 for referenced in references:
@@ -248,20 +272,19 @@ class Renderer:
                     pending.append((referenced, current))
             text = "".join(f"{key}:{len(value)}:{value}\n" for key, value in sorted(sources.items()))
             self._digests[name] = hashlib.sha256(text.encode()).hexdigest()
+            self._reached[name] = frozenset(sources)
         return self._digests[name]
-
-    def install(self, target: Target) -> TorchInstall | None:
-        """How torch is installed from its wheel index (None: the source flavor installs the wheels it built)."""
-        return None if target.flavor == SOURCE_FLAVOR else torch_install(target, self.compat)
 
     def plan(self, target: Target) -> PlannedImage:
         name = template_name(target.flavor)
         args = build_args(target)
         image_labels = labels.image_labels(target, self.source)
-        install = self.install(target)
+        # how torch is installed from its index; the source flavor installs the wheels it built
+        assert self.compat is not None, "planning needs the compatibility data"
+        install = None if target.flavor == SOURCE_FLAVOR else torch_install(target, self.compat)
         inputs = f"{self.templates_digest(name, target)} {self._support_digest} {install.to_json() if install else ''}"
         digest = fingerprint(target, inputs, args, image_labels)
-        return PlannedImage(target, name, args, {**image_labels, labels.FINGERPRINT: digest}, digest)
+        return PlannedImage(target, name, args, {**image_labels, labels.FINGERPRINT: digest}, digest, install)
 
     def _template(self, name: str, target: Target) -> jinja2.Template:
         if name not in self._templates:
@@ -273,15 +296,53 @@ class Renderer:
                 raise UserError(_template_problem(name, error, target)) from None
         return self._templates[name]
 
+    def builtin(self, planned: PlannedImage) -> bool:
+        """Whether every template the image's template reaches is buildkit's own (a team's file of the same
+        name, searched first, makes it the team's)."""
+        self.templates_digest(planned.template, planned.target)
+        loader = self.environment.loader
+        return isinstance(loader, TemplateSet) and loader.builtin(self._reached[planned.template])
+
     def render(self, planned: PlannedImage) -> Rendered:
+        return self.render_all((planned,))[0]
+
+    def render_all(self, planned: Iterable[PlannedImage]) -> tuple[Rendered, ...]:
+        """Rendered images in order; those that reach a team's template go to the bounded runner all at once."""
+        items = tuple(planned)
+        bounded = [index for index, item in enumerate(items) if self.bounded is not None and not self.builtin(item)]
+        texts = dict(zip(bounded, self.bounded.render_all(self.environment.loader, self.source,  # type: ignore[union-attr,arg-type]
+                                                           [items[index] for index in bounded]))) if bounded else {}
+        return tuple(Rendered(**{f.name: getattr(item, f.name) for f in dataclasses.fields(PlannedImage)},
+                              dockerfile=texts[index] if index in texts else self.text(item), support=self._support_of(item))
+                     for index, item in enumerate(items))
+
+    def _support_of(self, planned: PlannedImage) -> dict[str, bytes]:
+        """The build context's support files: the scripts, and the target's install plan."""
+        if planned.install is None:
+            return self.support
+        return {**self.support, INSTALL_PLAN: planned.install.to_json().encode()}
+
+    def text(self, planned: PlannedImage, limit: int | None = None) -> str:
+        """The Dockerfile text, rendered here. With `limit`, rendering stops as soon as the template has written
+        more than `limit` characters (a loop writing gigabytes is stopped at the limit, not after)."""
         target = planned.target
-        install = self.install(target)
-        support = {**self.support, INSTALL_PLAN: install.to_json().encode()} if install else self.support
+        template = self._template(planned.template, target)
+        context = template_variables(planned)
         try:
-            text = self._template(planned.template, target).render(template_variables(planned, install))
-        except UserError:
+            if limit is None:
+                return template.render(**context)
+            # joined a few hundred pieces at a time: counting each of a Dockerfile's thousand pieces costs a third
+            # of a render
+            pieces, chunks, written = template.generate(**context), [], 0
+            while block := list(itertools.islice(pieces, 256)):
+                chunks.append("".join(block))
+                written += len(chunks[-1])
+                if written > limit:
+                    raise UserError(Problem(template.filename or planned.template, f"the template writes more than {limit:,} "
+                                                                                   f"characters, beyond its budget (a Dockerfile "
+                                                                                   f"is kilobytes) (target {target.id})"))
+            return "".join(chunks)
+        except (UserError, MemoryError):
             raise
         except Exception as error:  # a team template can fail in any way its code allows; say where
             raise UserError(_template_problem(planned.template, error, target)) from None
-        return Rendered(**{f.name: getattr(planned, f.name) for f in dataclasses.fields(PlannedImage)}, dockerfile=text,
-                        support=support)

@@ -6,9 +6,15 @@ from __future__ import annotations
 from packaging.version import Version
 
 from buildkit.app.compat_check import CheckOutcome
+from buildkit.ui.views import escaped_lines
 
 
 def compat_markdown(outcome: CheckOutcome) -> str:
+    """The report, escaped for the terminal it is printed on (it quotes the index's pages)."""
+    return escaped_lines(_markdown(outcome))
+
+
+def _markdown(outcome: CheckOutcome) -> str:
     facts = outcome.facts
     lines = [f"## compat check: {facts.url}", "",
              f"{len(facts.found)} of {len(facts.probed)} variant folders have a torch page: {', '.join(facts.found)}.", ""]

@@ -9,8 +9,10 @@ import time
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from buildkit.app.build import BuildStatus, Display, TargetResult
+from buildkit.ui.views import say, terminal
 
 # BuildKit's plain progress: "#8 [stage-0 5/7] RUN pip install ..." starts a step.
 _STEP_RE = re.compile(r"^#\d+ \[[^\]]+\] ")
@@ -41,7 +43,7 @@ class PlainDisplay(Display):
 
     def _print(self, text: str) -> None:
         with self.lock:
-            self.console.print(text, highlight=False, markup=False, soft_wrap=True)
+            say(self.console, text)
 
     def started(self, target_id: str) -> None:
         self._print(f"[{target_id}] building")
@@ -74,12 +76,13 @@ class LiveDisplay(Display):
         self.live.__exit__(*exc)
 
     def begin(self, engine_description: str, count: int, jobs: int) -> None:
-        self.live.console.print(f"building {count} targets with {engine_description}, {jobs} at a time", highlight=False)
+        say(self.live.console, f"building {count} targets with {engine_description}, {jobs} at a time")
 
     def _table(self) -> Table:
         table = Table.grid(padding=(0, 1))
         for target_id, (started, step) in sorted(self.running.items()):
-            table.add_row(f"[bold]{target_id}[/]", f"{time.monotonic() - started:5.0f}s", step[:100])
+            # a step is a line of the build's output: its RUN command's text, escapes and brackets included
+            table.add_row(Text(target_id, style="bold"), f"{time.monotonic() - started:5.0f}s", terminal(step[:100]))
         return table
 
     def started(self, target_id: str) -> None:
@@ -105,5 +108,5 @@ class LiveDisplay(Display):
     def finished(self, result: TargetResult) -> None:
         with self.lock:
             self.running.pop(result.id, None)
-            self.live.console.print(f"{result.id}: {_outcome(result)}", highlight=False, markup=False)
+            say(self.live.console, f"{result.id}: {_outcome(result)}")
             self.live.update(self._table())

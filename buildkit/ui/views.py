@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TextIO
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from buildkit.app.targets import target_json
 from buildkit.core.attestation import gpu_test_summary
@@ -18,7 +19,7 @@ from buildkit.core import porting
 from buildkit.core.plan import Note, Target
 from buildkit.core.render import PlannedImage
 from buildkit.core.vendors import VENDOR_NAMES
-from buildkit.errors import Problem
+from buildkit.errors import Problem, printable
 
 if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need not import them to print
     from buildkit.adapters.hipify import HipifyReport
@@ -35,8 +36,37 @@ DRY_RUN_FORMATS = ("table", "json")
 ANNOTATION_TITLE = "buildkit matrix validate"
 
 
+def escaped_lines(text: str) -> str:
+    """Text whatever its source (a host tree, a registry, a template, a matrix, the engine) with every control
+    character escaped by errors.printable, line by line: the line breaks are this output's own (a value that
+    could hold one of its own is escaped whole before it is composed in, see one_line_each)."""
+    return "\n".join(printable(line, limit=None) for line in text.split("\n"))
+
+
+def terminal(text: str) -> Text:
+    """escaped_lines() as rich prints it: never read as markup or emoji codes ("[compat.gfx]" and ":1:" stay
+    as written)."""
+    return Text(escaped_lines(text))
+
+
 def say(console: Console, text: str) -> None:
-    console.print(text, highlight=False, markup=False, soft_wrap=True)
+    console.print(terminal(text), soft_wrap=True)
+
+
+def one_line_each(lines: list[str]) -> list[str]:
+    """Lines that each stay one line: what they quote (a file name of a source tree, a registry's label, a
+    package an image holds) cannot add a line that looks like one of buildkit's own."""
+    return [printable(line, limit=None) for line in lines]
+
+
+def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[str]]) -> Table:
+    """A table whose title and cells are terminal() text: rich reads a plain string cell as markup."""
+    grid = Table(title=terminal(title), title_justify="left")
+    for column in columns:
+        grid.add_column(column, overflow="fold")
+    for row in rows:
+        grid.add_row(*map(terminal, row))
+    return grid
 
 
 def notes(console: Console, items: Iterable[Note]) -> None:
@@ -178,23 +208,17 @@ def planned_build_json(build: PlannedBuild) -> dict:
 
 
 def plan_table(planned: tuple[PlannedImage, ...]) -> Table:
-    table = Table(title=f"{len(planned)} targets", title_justify="left")
-    for column in ("id", "vendor", "tags", "pair", "fingerprint"):
-        table.add_column(column, overflow="fold")
-    for item in planned:
-        target = item.target
-        table.add_row(target.id, target.vendor, "\n".join(target.tag_names), target.pair or "-", item.fingerprint[:12])
-    return table
+    return table(f"{len(planned)} targets", ("id", "vendor", "tags", "pair", "fingerprint"), (
+        (item.target.id, item.target.vendor, "\n".join(item.target.tag_names), item.target.pair or "-", item.fingerprint[:12])
+        for item in planned))
 
 
 def verdict_table(verdicts: list[Verdict], mode: str) -> Table:
-    table = Table(title=f"smoke tests (--gpu {mode})", title_justify="left")
-    for column in ("image", "torch", "verdict", "kernels", "failures"):
-        table.add_column(column, overflow="fold")
-    for verdict in verdicts:
-        table.add_row(verdict.image, verdict.torch or "-", "pass" if verdict.passed else "FAIL", verdict.kernels,
-                      "\n".join(verdict.failures) or "-")
-    return table
+    # a failure's text comes from the image's probe: escaped whole, so it cannot add a line of its own
+    return table(f"smoke tests (--gpu {mode})", ("image", "torch", "verdict", "kernels", "failures"), (
+        (verdict.image, printable(verdict.torch or "-", limit=None), "pass" if verdict.passed else "FAIL", verdict.kernels,
+         "\n".join(printable(failure, limit=None) for failure in verdict.failures) or "-")
+        for verdict in verdicts))
 
 
 def parity_lines(result: ParityResult) -> list[str]:
@@ -202,7 +226,7 @@ def parity_lines(result: ParityResult) -> list[str]:
     if result.parity.passed:
         return [f"parity: {first} and {second} hold the same OS, Python and packages (vendor runtimes aside)"]
     differences = result.parity.differences
-    return [f"parity: {len(differences)} difference(s) between {first} and {second}:", *(f"  - {d}" for d in differences)]
+    return one_line_each([f"parity: {len(differences)} difference(s) between {first} and {second}:", *(f"  - {d}" for d in differences)])
 
 
 def parity_json(result: ParityResult) -> dict:
@@ -243,12 +267,8 @@ def show_detection(console: Console, detection: Detection) -> None:
     if not host.gpus:
         say(console, "no GPU on this host: images run on the CPU here (torch.cuda.is_available() is False)")
         return
-    table = Table(title="GPUs", title_justify="left")
-    for column in ("pci", "vendor", "model", "arch"):
-        table.add_column(column)
-    for gpu in host.gpus:
-        table.add_row(gpu.pci, gpu.vendor, gpu.name, gpu.arch or "?")
-    console.print(table)
+    console.print(table("GPUs", ("pci", "vendor", "model", "arch"),
+                        ((gpu.pci, gpu.vendor, gpu.name, gpu.arch or "?") for gpu in host.gpus)))
     amdgpu = host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else "-")
     say(console, f"drivers: nvidia {host.nvidia_driver or '-'}, amdgpu {amdgpu}")
     for node in gpu_json(host)["device_nodes"]:
@@ -273,12 +293,8 @@ def doctor_json(report: DoctorReport) -> dict:
 def show_doctor(console: Console, report: DoctorReport) -> None:
     host_notes(console, report.host)
     if report.findings:
-        table = Table(title=f"doctor{': ' + report.image if report.image else ''}", title_justify="left")
-        for column in ("", "finding", "fix"):
-            table.add_column(column, overflow="fold")
-        for finding in report.findings:
-            table.add_row("BLOCKS" if finding.blocking else "note", finding.title, finding.fix)
-        console.print(table)
+        console.print(table(f"doctor{': ' + report.image if report.image else ''}", ("", "finding", "fix"),
+                            (("BLOCKS" if finding.blocking else "note", finding.title, finding.fix) for finding in report.findings)))
     say(console, "GPU acceleration is blocked here: fix the findings marked BLOCKS" if report.blocking
         else "ok: nothing blocks GPU acceleration here")
 
@@ -307,7 +323,7 @@ def hipify_lines(report: HipifyReport) -> list[str]:
         detail = "" if unit.status == porting.COMPILED else f": {unit.summary}"
         made_from = f" (from {unit.source})" if unit.source != unit.file else ""
         lines.append(f"  {unit.file}{made_from}, {unit.compiler}: {note}{detail}")
-    return lines
+    return one_line_each(lines)
 
 
 def verification_lines(verification: Verification) -> list[str]:
@@ -323,7 +339,7 @@ def verification_lines(verification: Verification) -> list[str]:
         lines.append("verified: signed, built with provenance, SBOM attached, and tested on its GPU vendor")
     else:
         lines.append(f"NOT verified: {', '.join(fact.name for fact in verification.facts if not fact.ok)} failed")
-    return lines
+    return one_line_each(lines)
 
 
 def verification_json(verification: Verification) -> dict:

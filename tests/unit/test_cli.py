@@ -285,7 +285,7 @@ def test_the_readme_lists_every_field_a_template_can_read():
     from buildkit.core.matrix import User
     from buildkit.core.plan import Target
     from buildkit.core.render import PlannedImage, template_variables
-    from buildkit.core.install_plan import Layer, TorchInstall
+    from buildkit.core.install_plan import InstallLayer, TorchInstall
 
     def readable(cls) -> set[str]:
         properties = {name for name, value in vars(cls).items() if isinstance(value, (property, cached_property))}
@@ -295,8 +295,8 @@ def test_the_readme_lists_every_field_a_template_can_read():
     section = readme[readme.index("### Template reference"):]
     section = section[: section.index("\n## ")]
     named = set(re.findall(r"`([a-z0-9_]+)`", section))
-    variables = set(template_variables(PlannedImage(_a_target(), "runtime.Dockerfile.j2", {}, {}, ""), None))
-    for expected in (variables, readable(Target), readable(User), readable(TorchInstall), readable(Layer)):
+    variables = set(template_variables(PlannedImage(_a_target(), "runtime.Dockerfile.j2", {}, {}, "")))
+    for expected in (variables, readable(Target), readable(User), readable(TorchInstall), readable(InstallLayer)):
         assert expected <= named, sorted(expected - named)
     rows = set(re.findall(r"^\| `([a-z0-9_]+)`", section, flags=re.M)) | {
         name for row in re.findall(r"^\| ((?:`[a-z0-9_]+`(?:, )?)+) \|", section, flags=re.M) for name in re.findall(r"`([a-z0-9_]+)`", row)}

@@ -258,6 +258,27 @@ def test_matrix_link_to_a_device_is_not_read(cli, tmp_path, target):
     assert_clear_errors(result, [f"{Path(target).resolve()}: is a device, not a regular file"])
 
 
+def test_matrix_that_is_a_loop_of_links(cli, tmp_path):
+    os.symlink("m.toml", tmp_path / "m.toml")
+    assert_clear_errors(run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
+                        [f"error: {tmp_path / 'm.toml'}: is a loop of symbolic links; pass --matrix FILE"])
+
+
+def test_extends_into_a_loop_of_links(cli, tmp_path):
+    os.symlink("b.toml", tmp_path / "a.toml")
+    os.symlink("a.toml", tmp_path / "b.toml")
+    (tmp_path / "m.toml").write_text('extends = "a.toml"\n')
+    assert_clear_errors(run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
+                        ["m.toml:1: extends: extends 'a.toml': is a loop of symbolic links; expected a matrix file"])
+
+
+def test_template_dir_that_is_a_loop_of_links(cli, tmp_path):
+    os.symlink("t", tmp_path / "t")
+    (tmp_path / "m.toml").write_text('extends = "default"\ntemplate_dir = "t"\n')
+    assert_clear_errors(run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
+                        ["m.toml:2: template_dir: template_dir 't' is not a folder"])
+
+
 def test_matrix_that_is_a_folder(cli, tmp_path):
     assert_clear_errors(cli("matrix", "validate", "--matrix", tmp_path), [": is a folder, not a file"])
 

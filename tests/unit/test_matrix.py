@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from buildkit.core.plan import expand
 from buildkit.adapters.matrix_files import load_matrix, locate
@@ -70,6 +73,7 @@ def test_devel_targets_use_the_vendor_base_and_its_python(cli):
 
 def test_team_fork_adds_packages_and_narrows_rocm_archs(team_matrix, tmp_path):
     (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "_extra.j2").write_text("# the team's\n")
     path = team_matrix("""
         extends = "default"
         registry = "registry.example.com"
@@ -94,7 +98,9 @@ def test_team_fork_adds_packages_and_narrows_rocm_archs(team_matrix, tmp_path):
     assert rocm.archs == ("gfx942",)
     assert rocm.packages == ("einops==0.8.1", "timm>=1.0")
     assert rocm.tags[0] == "registry.example.com/vision/pytorch:2.14.1-rocm7.2-py3.12-runtime"
-    assert matrix.template_dirs == (str((tmp_path / "templates").resolve()),)
+    extra = matrix.templates.files["_extra.j2"]
+    assert Path(extra.filename).parent == (tmp_path / "templates").resolve() and not extra.builtin
+    assert matrix.templates.files["runtime.Dockerfile.j2"].builtin
     cuda = next(t for t in plan.targets if t.id == "2.14.1-cuda13.0-py3.12-runtime")
     assert cuda.archs == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")  # untouched: only ROCm narrowed
 
@@ -201,3 +207,23 @@ def test_readme_matrix_reference_names_every_key_the_schema_reads():
     block = readme.split("## Matrix reference", 1)[1].split("```toml", 1)[1].split("```", 1)[0]
     documented = set(re.findall(r"^(\w+) = ", block, re.M)) - {"releases", "torchvision"}  # [compat] override keys
     assert documented == set(TOP) | set(STACK)
+
+
+@pytest.mark.parametrize("options,expected", [
+    (["--select", "python=3.9"], "error: --select: python=3.9 leaves no target of the matrix's 132; see `buildkit plan`"),
+    (["--select", "torch=2.14.1", "--select", "flavor=nope"], "error: --select: flavor=nope leaves no target of the 50 that "
+                                                              "torch=2.14.1 selects"),
+    (["--vendor", "amd", "--select", "backend=cuda"], "error: --vendor: amd: no amd target of the 53 that backend=cuda selects"),
+])
+def test_a_selection_that_leaves_no_target_says_which_choice_removed_the_last(cli, options, expected, tmp_path):
+    for command in (["plan"], ["render", "--out", tmp_path / "dist"]):
+        result = cli(*command, *options)
+        assert result.code == 2 and result.out == "" and result.err.startswith(expected), result.err
+
+
+def test_a_platform_no_selected_wheel_exists_for_is_an_error():
+    from buildkit.app.targets import Choices, select_targets
+    from buildkit.errors import UserError
+
+    with pytest.raises(UserError, match=r"--platform: linux/arm64 leaves no target: the selected targets' wheels exist for"):
+        select_targets(Choices(vendor="amd", platforms=("linux/arm64",)))

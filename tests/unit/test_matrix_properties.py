@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from buildkit.adapters.bundled import compat_data
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.fields import TOP
+from buildkit.errors import UserError
 
 SETTINGS = settings(
     max_examples=120, deadline=None, derandomize=True, database=None, print_blob=True,
@@ -211,11 +212,20 @@ def instructions(dockerfile: str) -> list[str]:
 
 
 def renderings(path: Path) -> dict[tuple, tuple[list[str], int]]:
-    """Each target (by what it is, not by its tags) -> its Dockerfile's instructions and line count."""
+    """Each target (by what it is, not by its tags) -> its Dockerfile's instructions and line count. A valid
+    matrix that describes no target at all (no backend version, or excludes that remove them all) is refused
+    for that, and only that: {"refused": the messages}."""
+    try:
+        rendered = select_targets(Choices(matrix=path)).render()
+    except UserError as error:
+        messages = tuple(problem.message for problem in error.problems)
+        if not all("describes no target" in message or "removes the last targets" in message for message in messages):
+            raise
+        return {("refused",): (list(messages), 0)}
     return {
         (t.target.torch, t.target.backend, t.target.backend_version, t.target.python, t.target.flavor):
         (instructions(t.dockerfile), len(LINE_BREAK.split(t.dockerfile)))
-        for t in select_targets(Choices(matrix=path)).render()
+        for t in rendered
     }
 
 
@@ -225,8 +235,8 @@ def assert_renders_like_placeholders(folder: Path, matrix: dict) -> None:
     reference.write_text(toml_document(benign(matrix)), encoding="utf-8")
     rendered = renderings(path)
     assert rendered == renderings(reference)
-    for keywords, _ in rendered.values():
-        assert keywords[0] == "FROM" and keywords[-1] == "CMD", keywords
+    for subject, (keywords, _) in rendered.items():
+        assert subject == ("refused",) or keywords[0] == "FROM" and keywords[-1] == "CMD", keywords
 
 
 # --- the properties ------------------------------------------------------------------------------------------------

@@ -3,6 +3,8 @@ per run, a cap on answer sizes; against fake origins on 127.0.0.1 that misbehave
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 
 import pytest
@@ -116,11 +118,62 @@ def test_retries_through_429_and_500_keep_working(registry):
     assert reg.requests == 3 and slept[1] == 1.0
 
 
-def test_a_refused_connection_is_retried_then_named(registry):
+def test_a_refused_connection_fails_at_once_and_says_so(registry):
+    """Nothing listens: retrying for seconds (the default five retries once took 14-17 s, silently) cannot help."""
     address = registry.address
     registry.stop()
-    slept = []
-    reg = Registry(address, retries=2, timeout=DEADLINE, sleep=slept.append)
-    with pytest.raises(RegistryError, match="cannot reach the registry .* after 3 attempts"):
+    notices = []
+    reg = Registry(address, timeout=DEADLINE, notify=notices.append)  # the default retries, real sleeps
+    started = time.monotonic()
+    with pytest.raises(RegistryError) as caught:
         reg.ping()
-    assert len(slept) == 2
+    assert time.monotonic() - started < 5
+    assert str(caught.value) == (f"{address}: GET /v2/: cannot connect to http://{address}: the connection was refused "
+                                 "(nothing listens there); check that the registry is up and the address is right")
+    assert reg.requests == 1 and notices == []
+
+
+def test_a_host_name_that_does_not_resolve_fails_at_once():
+    reg = Registry("no-such-host.invalid:5000", insecure=True, timeout=DEADLINE, sleep=pytest.fail)
+    with pytest.raises(RegistryError, match=r"cannot connect to http://no-such-host\.invalid:5000: its host name does not resolve"):
+        reg.ping()
+    assert reg.requests == 1
+
+
+def test_a_dropped_connection_is_retried_and_each_long_wait_is_announced():
+    """A server that accepts and hangs up is retried; a wait of a second or more says what is retried."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    stop = threading.Event()
+
+    def hang_up():
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            connection.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    slept, notices = [], []
+    try:
+        reg = Registry(address, retries=2, backoff=2.0, timeout=DEADLINE, sleep=slept.append, notify=notices.append)
+        with pytest.raises(RegistryError, match="cannot reach the registry .* after 3 attempts"):
+            reg.ping()
+    finally:
+        stop.set()
+        listener.close()
+    assert len(slept) == 2 and reg.requests == 3
+    assert [notice.split(" (attempt")[0].rsplit(" ", 2)[0] for notice in notices] == [
+        f"{address}: GET /v2/: cannot reach the registry; retrying in"] * 2
+    assert [notice.rsplit("(", 1)[1] for notice in notices] == ["attempt 2 of 3)", "attempt 3 of 3)"]
+
+
+def test_a_short_wait_is_not_announced(registry):
+    answers = [Answer(503), json_answer({})]
+    registry.on("GET", r"/v2/", lambda request: answers.pop(0))
+    notices = []
+    client(registry, retries=1, backoff=0.01, notify=notices.append).ping()
+    assert notices == []

@@ -59,7 +59,7 @@ def refused(fake: FakeRegistry, call, request: str, expected: str) -> str:
     (manifest_answer({"schemaVersion": 2, "config": GOOD_CONFIG}, **{"Docker-Content-Digest": "sha256:" + "0" * 64}),
      "Docker-Content-Digest says sha256:000"),
     (Answer(200, {"Content-Type": OCI_MANIFEST}, b"[" * 100_000 + b"]" * 100_000), "not JSON"),
-    (Answer(500, {}, b"\x1b[31mboom\x1b]0;owned\x07"), "the registry answered 500: [31mboom ]0;owned"),
+    (Answer(500, {}, b"\x1b[31mboom\x1b]0;owned\x07"), "the registry answered 500: \\x1b[31mboom\\x1b]0;owned\\x07"),
 ])
 def test_malformed_manifest_answers(registry, answer, expected):
     registry.on("GET", MANIFEST, answer)
@@ -142,10 +142,15 @@ def test_malformed_token_answers(registry, answer, expected):
         refused(registry, lambda: client(registry).ping(), rf"GET {tokens.url}/token (token for registry:catalog:*)", expected)
 
 
-@pytest.mark.parametrize("challenge", ['Bearer service="x"', 'Bearer realm="ftp://x/token"', 'Bearer realm=""'])
-def test_a_bearer_challenge_without_a_usable_realm(registry, challenge):
+@pytest.mark.parametrize("challenge, why", [
+    ('Bearer service="x"', "is not an http(s) URL"), ('Bearer realm="ftp://x/token"', "is not an http(s) URL"),
+    ('Bearer realm=""', "is not an http(s) URL"), ('Bearer realm="http://127.0.0.1:1\\@127.0.0.1/t"', "holds a backslash"),
+    ('Bearer realm="http://user@127.0.0.1:1/t"', "names user-info"),
+])
+def test_a_bearer_challenge_without_a_usable_realm(registry, challenge, why):
     registry.on("GET", r"/v2/", Answer(401, {"WWW-Authenticate": challenge}))
-    refused(registry, lambda: client(registry).ping(), "GET /v2/", "without a usable realm")
+    message = refused(registry, lambda: client(registry).ping(), "GET /v2/", "asked for a bearer token at the realm")
+    assert f"which {why}" in message and message.endswith("; not requested"), message
 
 
 @pytest.mark.parametrize("document, expected", [

@@ -8,7 +8,7 @@ import pytest
 from buildkit.adapters import registry_transport
 from buildkit.adapters.registry import Credentials, Registry, RegistryError
 from buildkit.adapters.registry_auth import may_receive_credentials
-from buildkit.adapters.registry_transport import Origin, origin_of
+from buildkit.adapters.registry_transport import Origin, UnsafeUrl, parse_url
 from testkit.fake_registry import Answer, FakeOrigin, FakeRegistry, FakeTokenService, Journal, SelfSignedCert, json_answer
 
 CREDENTIALS = Credentials("robot", "pa:ss@w0rd")
@@ -37,7 +37,7 @@ def only_at(journal: Journal, origin: FakeOrigin, value: str) -> None:
 
 def test_decision_table():
     def o(url):
-        return origin_of(url)
+        return parse_url(url).origin
 
     https_registry, plain_local, plain_lan = o("https://ghcr.io"), o("http://127.0.0.1:5000"), o("http://10.0.0.5:5000")
     assert may_receive_credentials(https_registry, o("https://ghcr.io:443/token"))  # itself
@@ -51,7 +51,9 @@ def test_decision_table():
     assert may_receive_credentials(plain_lan, o("http://10.0.0.5:5000/token"))  # itself: the user chose plain http
     assert not may_receive_credentials(plain_lan, o("http://10.0.0.5:5001/token"))
     assert not may_receive_credentials(plain_lan, o("https://auth.example.com/token"))
-    assert origin_of("ftp://x/y") is None and origin_of("http://x:99999/") is None and origin_of("/relative") is None
+    for refused in ("ftp://x/y", "http://x:99999/", "/relative"):
+        with pytest.raises(UnsafeUrl):
+            parse_url(refused)
     assert Origin("http", "::1", 5000).loopback and str(Origin("http", "::1", 5000)) == "http://[::1]:5000"
 
 

@@ -13,8 +13,8 @@ import pytest
 from buildkit.core.plan import expand
 from buildkit.core.render import Renderer, fingerprint
 from buildkit.errors import UserError
-from buildkit.adapters.bundled import image_support_files
-from buildkit.adapters.matrix_files import load_matrix, template_loader
+from buildkit.adapters.bundled import builtin_templates_dir, image_support_files
+from buildkit.adapters.matrix_files import load_matrix
 from buildkit.app.targets import Choices, select_targets
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -126,7 +126,7 @@ def test_fingerprint_changes_when_any_input_changes(default):
     """Each input of the fingerprint (a target field, the template sources, the build args, the labels)
     changes it; the same inputs give the same digest."""
     matrix = load_matrix(None)
-    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files(), matrix.compat)
+    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat)
     item = default["2.14.1-rocm7.2-py3.12-runtime"]
     target = item.target
     base = dict(target=target, templates="t", args=dict(item.build_args), image_labels=dict(item.labels))
@@ -145,13 +145,13 @@ def test_fingerprint_changes_when_any_input_changes(default):
 
 def test_fingerprint_follows_a_package_change_and_a_template_change(default, tmp_path):
     matrix = load_matrix(None)
-    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files(), matrix.compat)
+    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat)
     original = default["2.14.1-rocm7.2-py3.12-runtime"]
     changed = renderer.plan(replace(original.target, packages=("einops==0.8.1",)))
     assert changed.fingerprint != original.fingerprint
     assert renderer.plan(original.target).fingerprint == original.fingerprint
     # a template that runtime.Dockerfile.j2 extends changes: the fingerprint follows it
-    builtin = Path(template_loader(matrix).searchpath[-1])
+    builtin = builtin_templates_dir()
     for template in builtin.glob("*.j2"):
         (tmp_path / template.name).write_text(template.read_text())
     (tmp_path / "_image.Dockerfile.j2").write_text((builtin / "_image.Dockerfile.j2").read_text() + "# changed\n")
@@ -159,7 +159,7 @@ def test_fingerprint_follows_a_package_change_and_a_template_change(default, tmp
     assert edited.plan(original.target).fingerprint != original.fingerprint
     # so does a support script the build context carries (the installer its RUN steps mount)
     scripts = image_support_files()
-    changed_script = Renderer(template_loader(matrix), matrix.source, {**scripts, "install.py": scripts["install.py"] + b"# changed\n"},
+    changed_script = Renderer(matrix.templates, matrix.source, {**scripts, "install.py": scripts["install.py"] + b"# changed\n"},
                               matrix.compat)
     assert changed_script.plan(original.target).fingerprint != original.fingerprint
 
@@ -168,7 +168,7 @@ def test_runtime_images_carry_the_torch_compile_toolchain_unless_compile_is_fals
     """g++ and, where the base's Python lacks Python.h, its -dev package: installed in the shared prefix (both
     twins), so the pair still shares its layers. compile = false leaves them out and says so in a label."""
     matrix = load_matrix(None)
-    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files(), matrix.compat)
+    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat)
     item = default["2.14.1-rocm7.2-py3.12-runtime"]
     shared, twin = item.dockerfile.split(DIVERGE_MARKER)
     assert "g++" in shared and "python3.12-dev" in shared and "g++" not in twin

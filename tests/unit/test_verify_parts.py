@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.adapters.cosign import Cosign, CosignError, Signer, Trust
+from buildkit.adapters.registry import Registry
 from buildkit.app.verify import trust_of
 from buildkit.core.provenance import read_provenance
 from buildkit.core.reference import ImageReference
@@ -144,3 +145,19 @@ def test_verify_needs_a_registry_reference_and_a_trust(cli):
 def test_help(cli, command):
     result = cli(command, "--help")
     assert result.code == 0 and f"usage: buildkit {command}" in result.out and "--certificate-identity" in result.out
+
+
+@pytest.mark.parametrize("registry", ["127.0.0.1:5000", "127.0.0.2:5000", "[::1]:5000", "localhost:5000", "10.0.0.5:5000",
+                                      "ghcr.io", "localhost.example.com:5000"])
+def test_cosign_speaks_plain_http_exactly_where_the_registry_client_does(tmp_path, registry):
+    """One loopback rule: 127.0.0.0/8, ::1 and localhost are this machine for both."""
+    script = tmp_path / "cosign"
+    script.write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "args"}\n')
+    script.chmod(0o755)
+    key = tmp_path / "cosign.pub"
+    key.write_text("-----BEGIN PUBLIC KEY-----\n")
+    Cosign(registry, executable=str(script), environ={"PATH": os.environ["PATH"]}).verify(
+        f"{registry}/img@sha256:" + "a" * 64, Trust(key=str(key)))
+    plain_for_cosign = "--allow-http-registry" in (tmp_path / "args").read_text().split()
+    assert plain_for_cosign == Registry(registry).base.startswith("http://") == (registry.split(":5000")[0] in (
+        "127.0.0.1", "127.0.0.2", "[::1]", "localhost"))

@@ -1,0 +1,247 @@
+"""Team templates rendered under a budget of time, memory and output, in a worker process of their own.
+
+Jinja's sandbox keeps a team template away from the interpreter and the host, not from the machine's
+resources: exponent towers and products of large integers, nested loops, the width argument of `center`,
+`indent`, `format` and friends, `lipsum(10**8)`, a macro that doubles a string forty times, a loop that
+writes gigabytes. Each runs inside one operation that no sandbox hook sees, or in a loop of cheap ones; a
+sandbox that bounds every operation is a list that is never complete. The kernel bounds all of them at
+once, so a render that reaches a team template runs in a worker process:
+
+- memory: its address space is capped at what it holds once started plus MEMORY_BUDGET (RLIMIT_AS): an
+  allocation past it fails at once (MemoryError) instead of swapping the machine;
+- time: each render may use TIME_BUDGET seconds of CPU (RLIMIT_CPU, raised before each render: the kernel
+  stops the worker past it) and the CLI waits at most that long, plus a margin, for the answer;
+- output: the Dockerfile is counted as the template writes it and stopped past OUTPUT_BUDGET characters.
+
+Going over is a UserError naming the template and the target; the worker is then replaced for the next
+render. The worker starts once per run (a Python of its own: about 0.3 s) and renders every team target of
+it; it imports nothing from the folder it runs in (-I, and buildkit's own import path handed over). The
+CLI sends the planned images in frames of BATCH from a thread of its own while it reads the answers, so
+the worker renders on another core while the CLI plans and nothing waits on a round trip per target.
+buildkit's built-in templates are its own code and are rendered in the CLI's process (buildkit.core.render).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import resource
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from typing import BinaryIO, Sequence
+
+import jinja2
+
+from buildkit.core.render import PlannedImage, Renderer
+from buildkit.core.templates import TemplateSet
+from buildkit.errors import Problem, UserError
+
+TIME_BUDGET = 2.0  # seconds of CPU per render; a Dockerfile renders in milliseconds
+MEMORY_BUDGET = 512 * 1024 * 1024  # bytes beyond what the worker holds when it is ready
+OUTPUT_BUDGET = 4 * 1024 * 1024  # characters of Dockerfile; real ones are kilobytes
+START_SECONDS = 60.0  # for the worker to start, on a loaded machine
+_MARGIN = 1.0  # seconds the CLI waits beyond TIME_BUDGET: the worker's own CPU limit comes first
+_FRAME = struct.Struct(">Q")
+BATCH = 256  # planned images per frame: a few hundred KB
+
+
+def _send(stream: BinaryIO, value: object) -> None:
+    """One pickled frame (CLI -> worker only: the worker's answers are JSON, never unpickled by the CLI)."""
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_FRAME.pack(len(data)) + data)
+    stream.flush()
+
+
+def _receive_frame(stream: BinaryIO) -> object | None:
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None  # the CLI is done
+    return pickle.loads(stream.read(_FRAME.unpack(head)[0]))
+
+
+def _answer(stream: BinaryIO, text: str | None = None, **reply: object) -> None:
+    """One answer: a JSON line, then for a rendered text its UTF-8 bytes (their count in the line): encoding a
+    Dockerfile as a JSON string cost a tenth of a render."""
+    data = text.encode("utf-8", "surrogatepass") if text is not None else b""
+    stream.write(json.dumps({**reply, "bytes": len(data)} if text is not None else reply).encode() + b"\n" + data)
+    stream.flush()
+
+
+# --- the worker's side ---------------------------------------------------------------------------------------
+
+
+def _address_space() -> int:
+    """Bytes of address space this process holds now (Linux: /proc/self/statm's first field, in pages)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _lower(limit: int, value: int) -> None:
+    """Set a soft limit, never above the hard one the worker inherited (a `ulimit` of the user's)."""
+    hard = resource.getrlimit(limit)[1]
+    resource.setrlimit(limit, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
+
+
+def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
+    """The worker: renders each planned image it is sent with the renderer it was set up with, one JSON answer
+    per render on stdout."""
+    commands, answers = sys.stdin.buffer, sys.stdout.buffer
+    setup = _receive_frame(commands)
+    if setup is None:
+        return
+    loader, source = setup  # type: ignore[misc]
+    renderer = Renderer(loader, source, {}, None)  # renders planned images only: their install plans come with them
+    # A worker stopped by its CPU limit would otherwise dump core, into the team's folder it runs in.
+    _lower(resource.RLIMIT_CORE, 0)
+    if os.path.exists("/proc/self/statm"):  # elsewhere (macOS) time and output stay bounded
+        _lower(resource.RLIMIT_AS, _address_space() + memory_budget)
+    _answer(answers, ready=True)
+    while (batch := _receive_frame(commands)) is not None:
+        for planned in batch:  # type: ignore[attr-defined]
+            _lower(resource.RLIMIT_CPU, math.ceil(_cpu_seconds() + time_budget))
+            try:
+                text = renderer.text(planned, limit=output_budget)
+            except UserError as error:
+                _answer(answers, problems=[[p.where, p.message, p.key, p.line] for p in error.problems])
+            except MemoryError:
+                _answer(answers, memory=True)
+            else:
+                _answer(answers, text=text)
+
+
+# --- the CLI's side ------------------------------------------------------------------------------------------
+
+
+class TemplateWorker:
+    """The bounded runner buildkit.core.render hands team renders to (see the module docstring)."""
+
+    def __init__(self, time_budget: float = TIME_BUDGET, memory_budget: int = MEMORY_BUDGET, output_budget: int = OUTPUT_BUDGET):
+        self.time_budget, self.memory_budget, self.output_budget = time_budget, memory_budget, output_budget
+        self.process: subprocess.Popen | None = None
+        self.serving: tuple[jinja2.BaseLoader, str] | None = None
+        self.buffer = b""
+
+    def render_all(self, loader: jinja2.BaseLoader, source: str, planned: Sequence[PlannedImage]) -> list[str]:
+        process = self._worker(loader, source, planned[0])
+        sender = threading.Thread(target=self._send_batches, args=(process, planned), daemon=True)
+        sender.start()
+        texts = []
+        try:
+            for item in planned:
+                texts.append(self._text(loader, item))
+        finally:
+            if len(texts) < len(planned):  # a render failed: the worker's other answers are not wanted
+                self.close()
+            sender.join()
+        return texts
+
+    def _send_batches(self, process: subprocess.Popen, planned: Sequence[PlannedImage]) -> None:
+        assert process.stdin is not None
+        try:
+            for start in range(0, len(planned), BATCH):
+                _send(process.stdin, list(planned[start:start + BATCH]))
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # the worker is gone (over budget, or closed after an error): the reader says why
+
+    def _text(self, loader: jinja2.BaseLoader, planned: PlannedImage) -> str:
+        deadline = time.monotonic() + self.time_budget + _MARGIN
+        reply = self._reply(deadline)
+        size = reply.get("bytes") if reply is not None else None
+        if isinstance(size, int) and 0 <= size <= 4 * self.output_budget:  # UTF-8: at most 4 bytes a character
+            data = self._read(size, deadline)
+            if data is not None:
+                return data.decode("utf-8", "surrogatepass")
+            reply = None
+        if reply is not None and "problems" in reply:
+            raise UserError([Problem(str(where), str(message), key=str(key), line=line) for where, message, key, line in reply["problems"]])
+        stopped = self.close()
+        if reply is not None and reply.get("memory") or stopped == -signal.SIGKILL:  # SIGKILL: the kernel's OOM killer
+            raise self._over(loader, planned, f"needs more than the {self.memory_budget // 2**20} MiB of memory")
+        if stopped in (None, -signal.SIGXCPU):  # still running at the deadline, or stopped by its CPU limit
+            raise self._over(loader, planned, f"runs longer than the {self.time_budget:g} s")
+        raise self._over(loader, planned, f"stopped the worker (exit status {stopped}) instead of finishing in the time and memory")
+
+    def _over(self, loader: jinja2.BaseLoader, planned: PlannedImage, what: str) -> UserError:
+        files = loader.files if isinstance(loader, TemplateSet) else {}
+        where = files[planned.template].filename if planned.template in files else planned.template
+        return UserError(Problem(where, f"over budget: the render {what} one render may take (target {planned.target.id}); "
+                                        "a Dockerfile renders in milliseconds: look for loops, repeated strings or large "
+                                        "numbers in this template and the templates it uses"))
+
+    def _worker(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> subprocess.Popen:
+        if self.process is not None and self.serving is not None and self.serving[0] is loader and self.serving[1] == source:
+            return self.process
+        self.close()
+        paths = [path for path in sys.path if path]  # "" would be the working folder: a team's repository
+        boot = (f"import sys; sys.path[:0] = {paths!r}; from buildkit.adapters.template_worker import serve; "
+                f"serve({self.time_budget!r}, {self.memory_budget!r}, {self.output_budget!r})")
+        self.process = subprocess.Popen([sys.executable, "-I", "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, close_fds=True)
+        self.serving, self.buffer = (loader, source), b""
+        assert self.process.stdin is not None
+        _send(self.process.stdin, (loader, source))
+        ready = self._reply(time.monotonic() + START_SECONDS)
+        if not (ready and ready.get("ready")):
+            self.close()
+            raise UserError(Problem(planned.template, "the worker that renders team templates did not start; "
+                                                      f"check that {sys.executable} runs"))
+        return self.process
+
+    def _reply(self, deadline: float) -> dict | None:
+        """The worker's next answer line, or None when it does not come by the deadline or the worker ends."""
+        while b"\n" not in self.buffer:
+            if len(self.buffer) > 65536 or not self._fill(deadline):
+                return None
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            return None
+        return reply if isinstance(reply, dict) else None
+
+    def _read(self, size: int, deadline: float) -> bytes | None:
+        while len(self.buffer) < size:
+            if not self._fill(deadline):
+                return None
+        data, self.buffer = self.buffer[:size], self.buffer[size:]
+        return data
+
+    def _fill(self, deadline: float) -> bool:
+        """More of the worker's output into the buffer; False at the deadline or when the worker ended."""
+        assert self.process is not None and self.process.stdout is not None
+        stream = self.process.stdout.fileno()
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([stream], [], [], left)[0]:
+            return False
+        chunk = os.read(stream, 1 << 20)
+        self.buffer += chunk
+        return bool(chunk)
+
+    def close(self) -> int | None:
+        """Stop the worker; its exit status (None when it had to be killed while still running)."""
+        process, self.process, self.serving = self.process, None, None
+        if process is None:
+            return None
+        status = process.poll()
+        if status is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                stream.close()
+        return status
+
+    def __del__(self) -> None:
+        self.close()
