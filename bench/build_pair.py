@@ -33,7 +33,7 @@ def step_report(log: Path) -> list[tuple[str, bool]]:
 
 
 def build(matrix: Path, pip_conf: Path, out: Path, *extra: str) -> tuple[float, dict]:
-    return timed_build(matrix, pip_conf, out, "-j", "2", "--no-efficiency", *extra)
+    return timed_build(matrix, pip_conf, out, "-j", "2", *extra)
 
 
 def main() -> None:

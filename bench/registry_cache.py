@@ -23,7 +23,7 @@ BASE = "python:3.11-slim-bookworm"
 
 
 def build(matrix: Path, pip_conf: Path, out: Path, engine: SpareEngine) -> float:
-    seconds, _ = timed_build(matrix, pip_conf, out, "--registry-cache", "--no-efficiency", "-j", "2", "--builder", engine.context,
+    seconds, _ = timed_build(matrix, pip_conf, out, "--registry-cache", "-j", "2", "--builder", engine.context,
                              env=engine.env)
     return seconds
 

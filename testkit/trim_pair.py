@@ -126,7 +126,7 @@ def build_trim_pair(folder: Path, repository: str, env: dict | None, client: doc
         for name, stacks in (("untrimmed", ""), ("trimmed", NARROWED)):
             (folder / name).mkdir()
             matrix = team_matrix(folder / name, index.url, f"{repository}-{name}", include, stacks)
-            built[name] = build(matrix, pip_conf, folder / name / "out", env)
+            built[name] = build(matrix, pip_conf, folder / name / "out", env, "--efficiency")
             image_id = built[name].targets[TARGET]["image_id"]
             if image_id:
                 read[name] = read_image(client, image_id)

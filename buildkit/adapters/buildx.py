@@ -45,6 +45,7 @@ class Builder:
     platforms: tuple[str, ...]
     name: str = ""  # `--builder NAME`; "" for the current builder
     context: str = ""  # `docker --context NAME`: the `docker` driver of that context's engine
+    image_store: str = ""  # docker driver: "containerd" (layers kept compressed) or "classic" (kept unpacked)
 
     def buildx(self, *arguments: str) -> list[str]:
         context = ["--context", self.context] if self.context else []
@@ -55,6 +56,12 @@ class Builder:
     def loads_into_engine(self) -> bool:
         """Whether a build without --push leaves the image in an engine the SDK can reach (docker driver)."""
         return self.driver == "docker"
+
+    @property
+    def keeps_compression(self) -> bool:
+        """Whether the layers of an image it builds keep the compression they were exported with: every
+        image BuildKit exports, except into the classic store, which unpacks them (its pushes then gzip)."""
+        return not (self.driver == "docker" and self.image_store == "classic")
 
     def describe(self) -> str:
         where = f"context {self.context}" if self.context else f"builder {self.name}" if self.name else "the default builder"
@@ -120,7 +127,17 @@ def find_builder(docker: str | None = None, builder: str | None = None) -> Build
                                              "see `docker buildx ls` and `docker context ls`") if builder else
                         Problem("docker", "`docker buildx inspect` failed: is the Docker engine running?"))
     driver, platforms = found
-    return Builder(cli, driver or "docker", platforms, name, context)
+    store = _image_store(cli, context) if (driver or "docker") == "docker" else ""
+    return Builder(cli, driver or "docker", platforms, name, context, store)
+
+
+def _image_store(docker: str, context: str) -> str:
+    """The engine's image store: containerd's snapshotters keep compressed layers; the classic graph drivers
+    (overlay2) keep them unpacked."""
+    result = _run([docker, *(["--context", context] if context else []), "info", "--format", "{{json .DriverStatus}}"])
+    if result is None or result.returncode != 0:
+        return ""
+    return "containerd" if "io.containerd.snapshotter" in result.stdout else "classic"
 
 
 def engine_host(builder: Builder) -> str | None:
@@ -149,6 +166,8 @@ class BuildRequest:
     provenance: bool = False  # attach BuildKit's SLSA provenance (mode=max); needs push
     cache: CacheRefs = CacheRefs()
     named_contexts: dict[str, Path] = field(default_factory=dict)  # --build-context NAME=PATH
+    compression: str = ""  # zstd | gzip: how the exported layers are compressed ("": the exporter's default)
+    into_engine: bool = False  # the docker driver on the containerd store: the image exporter writes to its store
 
 
 @dataclass
@@ -159,14 +178,35 @@ class BuildOutcome:
     cancelled: bool = False
 
 
+# zstd's level 3 compresses torch's layers at several times gzip's speed to about gzip's size; higher levels
+# cost far more time for a few percent (bench/zstd_levels.py, docs/benchmarks.md). force-compression
+# recompresses the base image's gzip layers too, so an image's layers are all pulled alike; oci-mediatypes
+# because Docker's v2 manifests have no zstd layer type (podman refuses zstd there).
+ZSTD_LEVEL = 3
+COMPRESSION_OPTIONS = {"zstd": f"compression=zstd,compression-level={ZSTD_LEVEL},force-compression=true,oci-mediatypes=true",
+                       "gzip": "compression=gzip,oci-mediatypes=true"}
+
+
+def _output(request: BuildRequest) -> list[str]:
+    """Where the image goes: pushed by digest, into the engine's store, or loaded as a tarball."""
+    compression = [COMPRESSION_OPTIONS[request.compression]] if request.compression else []
+    if request.push_to:
+        return ["--output", ",".join([f"type=image,name={request.push_to},push-by-digest=true,name-canonical=true,push=true",
+                                      *compression])]
+    if request.stage:
+        return []  # the shared prefix stays in the build cache
+    if compression and request.into_engine:
+        return ["--output", ",".join(["type=image", *compression])]
+    if compression:
+        return ["--output", ",".join(["type=docker", *compression])]
+    return ["--load"]
+
+
 def build_arguments(request: BuildRequest, metadata: Path) -> list[str]:
     arguments = ["--progress", "plain", "--file", str(request.dockerfile), "--metadata-file", str(metadata)]
     if request.stage:
         arguments += ["--target", request.stage]
-    if request.push_to:
-        arguments += ["--output", f"type=image,name={request.push_to},push-by-digest=true,name-canonical=true,push=true"]
-    elif not request.stage:
-        arguments.append("--load")
+    arguments += _output(request)
     arguments.append("--provenance=mode=max" if request.provenance and request.push_to else "--provenance=false")
     for platform in request.platforms:
         arguments += ["--platform", platform]
@@ -227,11 +267,20 @@ def run_build(
 
 
 _STEP_OUTPUT_RE = re.compile(r"^(?:#\d+ )?\d+(?:\.\d+)? (.*)$")
+_STEP_FAILED_RE = re.compile(r"^#(\d+) ERROR: ")
 
 
 def failure_summary(lines: list[str]) -> str:
-    """The last line the failing step printed: BuildKit repeats the failed step's output tail between two
-    `------` rulers (`> [stage n/m] RUN ...:` first), so a report can say why, not just that, it failed."""
+    """The last line the failing step printed: its own output line just before BuildKit's `#N ERROR:` for it,
+    else the output tail BuildKit repeats between two `------` rulers (`> [stage n/m] RUN ...:` first), so a
+    report can say why, not just that, it failed."""
+    for index, line in enumerate(lines):
+        failed = _STEP_FAILED_RE.match(line)
+        if failed:
+            own = re.compile(rf"^#{failed.group(1)} \d+(?:\.\d+)? (.*)$")
+            output = [found.group(1) for found in map(own.match, lines[:index]) if found and found.group(1).strip()]
+            if output:
+                return output[-1][:300]
     rulers = [index for index, line in enumerate(lines) if line.strip() == "------"]
     for start, end in zip(rulers[::2], rulers[1::2]):
         block = [line for line in lines[start + 1:end] if line.strip() and not line.lstrip().startswith(">")]

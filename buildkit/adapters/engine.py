@@ -196,10 +196,19 @@ def _normalised(name: str) -> str:
     return name.removeprefix("./").strip("/")
 
 
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
 def _layer_entries(stream) -> list[tuple[str, int]]:
-    """(path, bytes) of every entry of one layer tar, whiteouts as (path, -1) and opaque dirs as (dir/, -2)."""
+    """(path, bytes) of every entry of one layer tar (plain, gzip or zstd: the containerd store saves layers as
+    they were pushed), whiteouts as (path, -1) and opaque dirs as (dir/, -2)."""
     entries = []
-    with tarfile.open(fileobj=stream, mode="r|*") as layer:
+    buffered = io.BufferedReader(stream, buffer_size=1 << 20) if not hasattr(stream, "peek") else stream
+    if buffered.peek(4)[:4] == _ZSTD_MAGIC:
+        import zstandard  # tarfile reads gzip itself; zstd layers need the library
+
+        buffered = zstandard.ZstdDecompressor().stream_reader(buffered)
+    with tarfile.open(fileobj=buffered, mode="r|*") as layer:
         for member in layer:
             path = _normalised(member.name)
             folder, _, name = path.rpartition("/")

@@ -5,11 +5,11 @@ without restating them and without importing the use cases that load the docker 
 buildkit.app.build).
 """
 
-from buildkit.core.fields import CHANNELS, SELECTOR_KEYS
+from buildkit.core.fields import CHANNELS, COMPRESSIONS, SELECTOR_KEYS
 from buildkit.core.judge import GPU_MODES
 from buildkit.core.plan import ALL_VENDORS
 from buildkit.core.vendors import VENDOR_NAMES
 
 VENDOR_CHOICES = (*VENDOR_NAMES, ALL_VENDORS)
 
-__all__ = ["ALL_VENDORS", "CHANNELS", "GPU_MODES", "SELECTOR_KEYS", "VENDOR_CHOICES"]
+__all__ = ["ALL_VENDORS", "CHANNELS", "COMPRESSIONS", "GPU_MODES", "SELECTOR_KEYS", "VENDOR_CHOICES"]

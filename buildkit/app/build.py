@@ -19,6 +19,7 @@ import docker
 
 from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
+from buildkit.adapters.proven import ProvenImages
 from buildkit.adapters.registry_auth import Credentials
 from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets
 from buildkit.adapters.build_stamp import created_now, matrix_revision
@@ -48,7 +49,7 @@ class BuildOptions:
     no_cache: bool = False
     fail_fast: bool = False
     network: str | None = None
-    efficiency: bool = True
+    efficiency: bool = False  # --efficiency: reading a 6 GB image back costs a minute, so it is asked for
     created: str = ""
     revision: str = ""
     gpu: str = "auto"  # smoke-test kernels: auto | require | skip
@@ -58,6 +59,7 @@ class BuildOptions:
     registry_cache: bool = False  # read and write the registry build cache (publish turns it on)
     provenance: bool = False  # attach BuildKit's SLSA provenance (mode=max) to what is pushed
     push: bool = False  # publishing: a builder outside the engine pushes by digest instead of loading back
+    retest: bool = False  # prove an image again even when this machine proved the same image id before
 
 
 class BuildStatus(str, Enum):
@@ -89,6 +91,7 @@ class TargetResult:
     platform_smoke: dict[str, Verdict] = field(default_factory=dict)
     digest: str = ""  # the manifest (or index) digest BuildKit produced
     pushed: bool = False  # the builder pushed it (by digest, untagged): publish tags it in the registry
+    compression: str = ""  # how its layers are stored and pushed: zstd, gzip
 
     @property
     def layer_sizes(self) -> list[tuple[str, int]]:
@@ -214,6 +217,7 @@ class BuildRunner:
         self.environment = environment
         self.credentials = credentials  # the registry's, for pulling what the builder pushed by digest
         self.cancel = threading.Event()
+        self.proven = ProvenImages()  # images this machine proved before (their probe reports, their bytes)
         self.engine_lost = False
 
     @cached_property
@@ -246,6 +250,9 @@ class BuildRunner:
             platforms=target.platforms,
             provenance=self.options.provenance,
             cache=target_cache(target) if self.options.registry_cache else CacheRefs(),
+            # the classic store unpacks layers on load (its pushes gzip them): compression is for the others
+            compression=target.compression if self.builder.keeps_compression else "",
+            into_engine=self.builder.driver == "docker" and self.builder.image_store == "containerd",
         )
         return replace(request, **changes)
 
@@ -263,7 +270,8 @@ class BuildRunner:
     def build_one(self, item: Rendered) -> TargetResult:
         target = item.target
         log = self.options.out / "logs" / f"{target.id}.log"
-        result = TargetResult(target.id, target.vendor, target.pair, [target.tags[0]], log=str(log))
+        result = TargetResult(target.id, target.vendor, target.pair, [target.tags[0]], log=str(log),
+                              compression=target.compression if self.builder.keeps_compression else "gzip (the classic image store's push)")
         if self.cancel.is_set():
             result.status = BuildStatus.NOT_STARTED
             return result
@@ -313,8 +321,13 @@ class BuildRunner:
         verdicts = []
         for platform in target.platforms:
             self.display.step(target.id, f"smoke test ({platform})")
-            verdicts.append(smoke_test(self.client, facts.image_id, self.options.gpu if platform == native else "skip", self.host,
-                                       self.options.smoke_timeout, platform=platform))
+            verdict = smoke_test(self.client, facts.image_id, self.options.gpu if platform == native else "skip", self.host,
+                                 self.options.smoke_timeout, platform=platform, proven=None if self.options.retest else self.proven)
+            if verdict.reused:
+                self.display.step(target.id, f"smoke test ({platform}): the same image passed before here; its report is "
+                                             "judged again (--retest runs the probe)" if verdict.passed else
+                                  f"smoke test ({platform}): the same image failed before here (--retest runs the probe again)")
+            verdicts.append(verdict)
         result.smoke = verdicts[0]
         result.platform_smoke = {platform: verdict for platform, verdict in zip(target.platforms, verdicts)}
         failed = [f"{platform}: " + "; ".join(v.failures) for platform, v in zip(target.platforms, verdicts) if not v.passed]
@@ -326,8 +339,14 @@ class BuildRunner:
             engine.tag_image(self.client, facts.image_id, target.tags[0])  # a twin's floating tags wait for its pair
             result.status = BuildStatus.BUILT
         if self.options.efficiency and target.platforms == (native,):
-            self.display.step(target.id, "reading its layers and filesystem (docker save) for its efficiency")
-            measured = engine.image_bytes(self.client, facts.image_id)
+            key = ProvenImages.bytes_key(facts.image_id)
+            recorded = None if self.options.retest else self.proven.get(key)
+            if recorded is None:
+                self.display.step(target.id, "reading its layers and filesystem (docker save) for its efficiency")
+                measured = engine.image_bytes(self.client, facts.image_id)
+                self.proven.put(key, {"layers": measured.layers, "filesystem": measured.filesystem})
+            else:
+                measured = engine.ImageBytes(recorded["layers"], recorded["filesystem"])
             result.layer_bytes, result.filesystem_bytes = measured.layers, measured.filesystem
             if measured.layers < measured.filesystem:  # impossible: a measurement bug, never a figure to report
                 raise RuntimeError(f"{target.id}: the image's layers hold fewer bytes ({measured.layers}) "

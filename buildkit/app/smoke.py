@@ -3,7 +3,7 @@ against what the image's labels say it is."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import docker
@@ -12,7 +12,8 @@ import docker.errors
 from buildkit.adapters import engine
 from buildkit.adapters.engine import image_facts
 from buildkit.adapters.host import read_host
-from buildkit.adapters.probe_runner import DEFAULT_TIMEOUT, run_probe
+from buildkit.adapters.probe_runner import DEFAULT_TIMEOUT, probe_source, run_probe
+from buildkit.adapters.proven import ProvenImages
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.host import NO_GPU_ACCESS, HostFacts, gpu_access
 from buildkit.core.judge import GPU_MODES, Verdict, judge
@@ -32,14 +33,23 @@ def _require_image(client: docker.DockerClient, image: str) -> dict[str, str]:
 
 def smoke_test(
     client: docker.DockerClient, image: str, mode: str, host: HostFacts, timeout: int = DEFAULT_TIMEOUT, platform: str | None = None,
+    proven: ProvenImages | None = None,
 ) -> Verdict:
-    """The smoke test of one image (of one platform of it; an emulated platform runs with --gpu skip)."""
+    """The smoke test of one image (of one platform of it; an emulated platform runs with --gpu skip). With
+    `proven`, the recorded probe report of this very image (same probe, mode, platform and GPUs) is judged
+    instead of running the probe again, and a new report is recorded."""
     identity = ImageIdentity.read(_require_image(client, image), platform or "linux/amd64")
     if identity is None:
         return judge(image, None, None, mode, False)
     host_has_gpu = identity.vendor.name in host.vendors()
     kernels = mode != "skip" and host_has_gpu
+    key = ProvenImages.probe_key(image, probe_source(), mode, platform or "", host if kernels else None) if proven else ""
+    recorded = proven.get(key) if proven else None
+    if recorded is not None:
+        return replace(judge(image, identity, recorded, mode, host_has_gpu), reused=True)
     run = run_probe(client, image, gpu_access(identity.vendor, host) if kernels else NO_GPU_ACCESS, kernels, timeout, platform)
+    if proven and run.report is not None:
+        proven.put(key, run.report)
     return judge(image, identity, run.report, mode, host_has_gpu, stderr_tail=run.stderr, probe_failure=run.failure)
 
 

@@ -81,6 +81,7 @@ class Choices:
     today: str = ""  # the nightly channel's date (YYYYMMDD)
     source: SourceOptions = SourceOptions()
     platforms: tuple[str, ...] = ()  # --platform; () builds linux/amd64
+    compression: str | None = None  # --compression: overrides the matrix's
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,8 @@ def select_targets(choices: Choices = Choices()) -> Selection:
         if grammar.registry(choices.registry):
             raise UserError(Problem("--registry", f"expected {grammar.registry(choices.registry)}, got {choices.registry!r}"))
         matrix = replace(matrix, registry=choices.registry)
+    if choices.compression is not None:
+        matrix = replace(matrix, compression=choices.compression)
     if choices.channel is not None:
         matrix = replace(matrix, stacks=tuple(replace(stack, channel=choices.channel) for stack in matrix.stacks))
     source = choices.source

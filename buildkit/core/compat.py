@@ -134,6 +134,7 @@ class Compat:
     gfx_targets: Mapping[str, GfxTarget] = field(default_factory=dict)
     rocm_layouts: Mapping[str, RocmLayout] = field(default_factory=dict)
     families: Mapping[str, Family] = field(default_factory=dict)
+    uv: str = ""  # the uv release images install when uv is their installer ([installers])
 
     def torch_release(self, torch_version: str) -> TorchRelease | None:
         release = Version(torch_version)
@@ -232,6 +233,7 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
             )
             for name, entry in data.get("rocm_layouts", {}).items()
         },
+        uv=data.get("installers", {}).get("uv", ""),
         families={
             name: Family(name, tuple(entry.get("gfx", ())), tuple(entry.get("products", ())), entry.get("therock", ""))
             for name, entry in data.get("families", {}).items()

@@ -19,6 +19,8 @@ from buildkit.errors import Problem, printable
 
 SELECTOR_KEYS = ("torch", "python", "backend", "backend_version", "flavor", "vendor", "family", "id")
 CHANNELS = ("release", "test", "nightly")
+INSTALLERS = ("uv", "pip")
+COMPRESSIONS = ("zstd", "gzip")
 _GLOB_RE_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-*?[]!")
 INVALID = object()  # what a kind returns for a value it refused (its problem is recorded)
 
@@ -380,6 +382,10 @@ TOP: dict[str, Field] = {
     "channel": Field(Text(_channel), "release", inherited=True, doc="release | test | nightly"),
     "compile": Field(Flag(), True, inherited=True,
                      doc="a C/C++ toolchain and the Python headers in runtime images, so torch.compile works"),
+    "installer": Field(Text(lambda value: None if value in INSTALLERS else f"one of {', '.join(INSTALLERS)}"), "uv",
+                       inherited=True, doc="what installs torch and the stack's packages in the image: uv or pip"),
+    "compression": Field(Text(lambda value: None if value in COMPRESSIONS else f"one of {', '.join(COMPRESSIONS)}"), "zstd",
+                         doc="how image layers are compressed: zstd, or gzip for engines older than Docker 23"),
     "rocm_families": Field(Texts(grammar.name), [], inherited=True,
                            doc="thin-wheel ROCm images per GPU family ([families] of the compatibility data); [] builds one with every arch"),
     "max_layer_size": Field(Text(grammar.size), "10GB", inherited=True,
@@ -438,6 +444,7 @@ COMPAT = Table({
         "unconfirmed": _NOTES,
         "sources": _NOTES,
     })),
+    "installers": Table({"uv": Text(grammar.package_version), "sources": _NOTES}),
     "families": Table(names=grammar.name, each=Table({
         "gfx": Texts(grammar.rocm_arch, allow_empty=False), "products": _NOTES, "therock": Text(grammar.note), "sources": _NOTES})),
     "wheel_index": Table({

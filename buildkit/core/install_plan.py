@@ -60,6 +60,7 @@ class TorchInstall:
     narrowing: Narrowing | None = None
     trim: dict | None = None  # a fat wheel's arch trim: removed/kept patterns and the library folders
     pre: bool = False  # the nightly channel: pre-releases
+    installer: str = "uv"  # what installs each layer's wheels (pip always resolves and downloads them)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
@@ -89,7 +90,7 @@ def torch_install(target: Target, compat: Compat) -> TorchInstall:
     return TorchInstall(
         index_url=target.index_url, requirements=(torch, *target.companions), layers=layers, backend=target.backend,
         backend_version=target.backend_version, max_layer_size=target.max_layer_size, narrowing=narrowing,
-        trim=fat_trim, pre=target.channel == "nightly",
+        trim=fat_trim, pre=target.channel == "nightly", installer=target.installer,
     )
 
 

@@ -38,6 +38,7 @@ class Verdict:
     kernels: str  # "ran on N device(s)" | "skipped (...)" | "failed"
     torch: str = ""
     report: Mapping[str, Any] = field(default_factory=dict)
+    reused: bool = False  # judged from the recorded report of the same image, not a new probe run
 
     @property
     def failures(self) -> list[str]:

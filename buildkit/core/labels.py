@@ -39,6 +39,8 @@ TORCH_COMPILE = f"{PREFIX}torch-compile"  # "false" when built without the torch
 ROCM_FAMILY = f"{PREFIX}rocm-family"  # a family image (mi300): it carries its gfx targets' device code only
 DEVICE_PACKAGES = f"{PREFIX}device-packages"  # thin ROCm wheels: the device-code distributions the image carries
 MAX_LAYER_SIZE = f"{PREFIX}max-layer-size"  # bytes: the budget every layer of the image was built under
+COMPRESSION = f"{PREFIX}compression"  # how its layers are compressed: zstd (engines from Docker 23 on) or gzip
+INSTALLER = f"{PREFIX}installer"  # what installed torch and the packages: uv or pip
 # Not image labels: the label of smoke-test containers, and the annotation of nightly date-tag copies.
 PROBE_CONTAINER = f"{PREFIX}probe"
 NIGHTLY_ANNOTATION = f"{PREFIX}nightly"
@@ -63,6 +65,8 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
         PAIR: target.pair or "",
         BASE_IMAGE: target.base_image,
         MAX_LAYER_SIZE: str(target.max_layer_size),
+        COMPRESSION: target.compression,
+        INSTALLER: target.installer,
     }
     if target.family:
         labels[ROCM_FAMILY] = target.family

@@ -68,6 +68,7 @@ class Stack:
     channel: str
     compile: bool = True  # a C/C++ toolchain and the Python headers in runtime images (torch.compile)
     rocm_families: tuple[str, ...] = ()  # thin-wheel ROCm images, one per family; () builds one with every arch
+    installer: str = "uv"  # what installs torch and the stack's packages: uv or pip
     max_layer_size: int = 10 * 10**9  # bytes; the largest layer an image may have
     origin: str = ""  # "file torch[i]" for messages
 
@@ -82,6 +83,7 @@ class Matrix:
     wheel_index: str
     runtime_base: str
     source_runtime_base: str
+    compression: str  # image layers: zstd, or gzip for engines older than Docker 23
     templates: TemplateSet  # the team's folders' templates (most specific file first), then the built-in ones
     user: User | None  # None: the image keeps running as root
     stacks: tuple[Stack, ...]
@@ -259,7 +261,7 @@ class _StackReader:
         return Stack(
             torch=torch, backends=backends, python=values["python"], flavors=values["flavors"], companions=values["companions"],
             packages=values["packages"], os_packages=values["os_packages"], archs=values["archs"], pair=pair,
-            channel=values["channel"], compile=values["compile"], rocm_families=values["rocm_families"],
+            channel=values["channel"], compile=values["compile"], rocm_families=values["rocm_families"], installer=values["installer"],
             max_layer_size=grammar.size_bytes(values["max_layer_size"]), origin=f"{self.file} {self.key}",
         )
 
@@ -529,6 +531,7 @@ def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapp
         wheel_index=top["wheel_index"],
         runtime_base=top["runtime_base"],
         source_runtime_base=top["source_runtime_base"],
+        compression=top["compression"],
         templates=sources.templates,
         user=user,
         stacks=tuple(stacks),

@@ -54,6 +54,9 @@ class Target:
     platforms: tuple[str, ...] = (AMD64,)
     arm64_archs: tuple[str, ...] = ()
     compile: bool = True  # a C/C++ toolchain and the Python headers in the image, so torch.compile works
+    installer: str = "uv"  # what installs torch and the stack's packages in the image: uv (pinned) or pip
+    uv: str = ""  # the uv release the image installs (compat [installers]) when installer is uv
+    compression: str = "zstd"  # how the image's layers are compressed (zstd; gzip for older engines)
     base_digest: str = ""  # matrix.lock's digest of base_image ("": not locked)
     builder_digest: str = ""  # matrix.lock's digest of builder_image
     locked_packages: tuple[str, ...] = ()  # name==version the lock resolved each of the stack's ranges to
@@ -221,6 +224,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                 thin_wheels=facts.thin_wheels, supported_platforms=compat.platforms(release.minor, backend, version),
                 arm64_archs=stack.archs.get(backend, facts.arm64_archs) if ARM64 in facts.platforms else (),
                 compile=stack.compile, locked_packages=locked_packages, wheel_archs=facts.archs,
+                installer=stack.installer, uv=compat.uv if stack.installer == "uv" else "", compression=matrix.compression,
                 layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
                 local_version=local,
             )

@@ -11,8 +11,15 @@ carries out is buildkit/core/install_plan.py's, written next to it as torch-inst
         max_layer_size (before anything is installed, let alone pushed), installs them without
         resolving again, and, for torch's layer, proves the backend, trims a fat wheel's unused archs and
         freezes torch as the constraint of every later install.
+    python /buildkit/install.py packages uv|pip REQUIREMENT...
+        the stack's own packages, from the build's package index (pip.conf's, which uv is given too), under
+        torch's constraint.
     python /buildkit/install.py check-backend cuda|rocm VERSION
         the backend check on its own.
+
+The installer is uv (the image's own, pinned) or pip: a plan's `installer`. pip always resolves and downloads
+torch's layers (uv has no download command, and a wheel's size must be known before it is installed); uv then
+installs the files, compiling their bytecode in parallel.
 
 Sizes are the wheels' own: a registry stores a layer compressed, about the size of the wheels it came
 from, and that is what a registry's layer limit (GHCR: 10 GB) applies to.
@@ -35,8 +42,10 @@ CONSTRAINT = os.path.join(sys.prefix, "torch-constraint.txt")  # the venv: /opt/
 TORCH_LAYER = "torch"
 DEPENDENCIES = "dependencies"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-USAGE = ("usage: install.py resolve PLAN OUT | install.py layer LAYER.json | "
+USAGE = ("usage: install.py resolve PLAN OUT | install.py layer LAYER.json | install.py packages uv|pip REQUIREMENT... | "
          "install.py check-backend cuda|rocm VERSION")
+# uv's downloads and built wheels go in the build's pip cache mount: no layer holds them
+UV_CACHE = "/root/.cache/pip/uv"
 
 
 def canonical(name):
@@ -53,11 +62,22 @@ def size_text(size):
 
 def pip(arguments, what):
     """Run pip; on failure exit with its last error line and what we were doing."""
-    result = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *arguments],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    return run([sys.executable, "-m", "pip", "--disable-pip-version-check", *arguments], what)
+
+
+def uv(arguments, what, environment=None):
+    """Run the venv's uv on this venv's Python."""
+    command = [os.path.join(os.path.dirname(sys.executable), "uv"), "pip", "install", "--python", sys.executable, *arguments]
+    return run(command, what, {**os.environ, "UV_CACHE_DIR": UV_CACHE, "UV_LINK_MODE": "copy", "UV_COMPILE_BYTECODE": "1",
+                               "UV_NO_PROGRESS": "1", **(environment or {})})
+
+
+def run(command, what, environment=None):
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            env=environment)
     if result.returncode != 0:
         lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
-        errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:] or ["(no output)"]
+        errors = [line for line in lines if line.startswith(("ERROR", "error:"))] or lines[-1:] or ["(no output)"]
         print(result.stdout, file=sys.stderr)
         sys.exit(f"{what} failed: {errors[-1]}")
     return result.stdout
@@ -125,10 +145,13 @@ def resolve(plan_path, out):
     os.makedirs(out, exist_ok=True)
     for name, pins in shares.items():
         layer = {"name": name, "packages": pins, "index_url": plan["index_url"], "pre": plan["pre"],
-                 "max_layer_size": plan["max_layer_size"]}
+                 "max_layer_size": plan["max_layer_size"], "installer": plan["installer"]}
         if name == TORCH_LAYER:
+            # what the torch layer does is the same for every family image of a stack (their device code comes
+            # after it), so its share of the plan names no arch: the layer is built once and shared
+            narrowing = plan["narrowing"] and {key: plan["narrowing"][key] for key in ("requirement", "drop")}
             layer |= {"backend": plan["backend"], "backend_version": plan["backend_version"],
-                      "narrowing": plan["narrowing"], "trim": plan["trim"]}
+                      "narrowing": narrowing, "trim": plan["trim"]}
         with open(os.path.join(out, f"{name}.json"), "w", encoding="utf-8") as handle:
             json.dump(layer, handle, indent=1, sort_keys=True)
         print(f"resolve: {name}: {', '.join(pins) or 'nothing'}")
@@ -170,8 +193,8 @@ def narrow_metadata(narrowing):
                  "the index is not laid out as its layout says (compat.toml [rocm_layouts])")
     with open(metadata, "w", encoding="utf-8") as handle:
         handle.write("\n".join(edited))
-    print(f"torch: its requirement on {narrowing['requirement']} no longer names {narrowing['drop']} "
-          f"(this image carries {', '.join(narrowing['add'])})")
+    print(f"torch: its requirement on {narrowing['requirement']} no longer names {narrowing['drop']}: "
+          "the image carries the device code of its own archs only")
 
 
 def trim_archs(trim, root):
@@ -209,8 +232,14 @@ def install_layer(path):
         pip(["download", "--no-deps", "--quiet", "--dest", folder, *index, *layer["packages"]], f"downloading {layer['name']}")
         files = sorted(os.path.join(folder, name) for name in os.listdir(folder))
         total = check_sizes(layer, files)
-        # --no-deps: the resolution is already exact; the index stays for building an sdist's build backend
-        pip(["install", "--no-deps", "--quiet", *index, *files], f"installing {layer['name']}")
+        # --no-deps: the resolution is already exact. uv takes the wheels; an sdist (the rocm meta package on a
+        # real index) is pip's, which builds it with a build backend from the same index
+        wheels = [path for path in files if path.endswith(".whl")]
+        if layer["installer"] == "uv" and wheels:
+            uv(["--no-deps", "--no-index", *wheels], f"installing {layer['name']}")
+            files = [path for path in files if path not in wheels]
+        if files:
+            pip(["install", "--no-deps", "--quiet", *index, *files], f"installing {layer['name']}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"layer {layer['name']}: {', '.join(layer['packages'])} ({size_text(total)} of wheels)")
@@ -221,6 +250,45 @@ def install_layer(path):
         if layer["trim"]:
             trim_archs(layer["trim"], os.path.dirname(importlib.util.find_spec("torch").origin))
         freeze_torch()
+
+
+# --- the stack's packages -------------------------------------------------------------------------------
+
+
+def uv_index_arguments(config_path, cert):
+    """pip's configuration as uv's options: uv reads no pip.conf, and a private index (its credentials in its
+    URL) and a CA bundle arrive as the build's pip.conf secret. pip looks in every index at once; so does uv's
+    unsafe-best-match strategy."""
+    import configparser
+
+    parser = configparser.RawConfigParser()
+    if config_path:
+        parser.read(config_path)
+    value = {}
+    for section in ("global", "install"):
+        if parser.has_section(section):
+            value.update(parser.items(section))
+    arguments = ["--index-strategy", "unsafe-best-match"]
+    for url in value.get("index-url", "").split()[:1]:
+        arguments += ["--index-url", url]
+    for url in value.get("extra-index-url", "").split():
+        arguments += ["--extra-index-url", url]
+    for location in value.get("find-links", "").split():
+        arguments += ["--find-links", location]
+    for host in value.get("trusted-host", "").split():
+        arguments += ["--allow-insecure-host", host]
+    bundle = cert or value.get("cert", "")
+    return arguments, ({"SSL_CERT_FILE": bundle} if bundle else {})
+
+
+def install_packages(installer, requirements):
+    """The stack's packages from the default index, under torch's constraint (PIP_CONSTRAINT, UV_CONSTRAINT)."""
+    if installer == "uv":
+        arguments, environment = uv_index_arguments(os.environ.get("PIP_CONFIG_FILE"), os.environ.get("PIP_CERT"))
+        uv([*arguments, *requirements], "installing " + " ".join(requirements), environment)
+    else:
+        pip(["install", "--quiet", *requirements], "installing " + " ".join(requirements))
+    print(f"packages: {' '.join(requirements)} ({installer})")
 
 
 # --- the backend ------------------------------------------------------------------------------------------
@@ -246,6 +314,8 @@ def main(argv):
         resolve(argv[1], argv[2])
     elif len(argv) == 2 and argv[0] == "layer":
         install_layer(argv[1])
+    elif len(argv) >= 3 and argv[0] == "packages" and argv[1] in ("uv", "pip"):
+        install_packages(argv[1], argv[2:])
     elif len(argv) == 3 and argv[0] == "check-backend" and argv[1] in ("cuda", "rocm"):
         check_backend(argv[1], argv[2])
     else:

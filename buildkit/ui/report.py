@@ -38,6 +38,7 @@ def target_json(result: TargetResult) -> dict:
         "error": result.error or None,
         "log_tail": result.log_tail,
         "digest": result.digest or None,
+        "compression": result.compression or None,
         "layers": result.layers,
         "layer_sizes": [{"layer": name, "bytes": size} for name, size in result.layer_sizes],
         "largest_layers": [{"layer": name, "bytes": size} for name, size in largest_layers(result)],
@@ -54,6 +55,7 @@ def verdict_json(verdict: Verdict) -> dict:
     return {
         "image": verdict.image,
         "passed": verdict.passed,
+        "reused": verdict.reused,
         "torch": verdict.torch,
         "kernels": verdict.kernels,
         "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in verdict.checks],
@@ -85,15 +87,16 @@ def run_json(run: BuildRun, engine_description: str) -> dict:
 
 def run_markdown(run: BuildRun) -> str:
     lines = [
-        "| target | status | smoke test | size | efficiency | time | tags / error |",
-        "|---|---|---|---|---|---|---|",
+        "| target | status | smoke test | size | compression | efficiency | time | tags / error |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in run.results:
         detail = "<br>".join(f"`{t}`" for t in r.tags) if r.status is BuildStatus.BUILT else (r.error or r.status.value)
         efficiency = f"{r.efficiency:.3f}" if r.efficiency else "-"
         seconds = f"{r.seconds:.1f} s" if r.seconds is not None else "-"
-        smoke = "-" if r.smoke is None else ("passed" if r.smoke.passed else "failed") + f", kernels {r.smoke.kernels}"
-        lines.append(f"| `{r.id}` | {r.status.value} | {smoke} | {_size(r.size)} | {efficiency} | {seconds} | {detail} |")
+        smoke = "-" if r.smoke is None else ("passed" if r.smoke.passed else "failed") + f", kernels {r.smoke.kernels}" + \
+            (" (this image's earlier report)" if r.smoke.reused else "")
+        lines.append(f"| `{r.id}` | {r.status.value} | {smoke} | {_size(r.size)} | {r.compression or '-'} | {efficiency} | {seconds} | {detail} |")
     built = [r for r in run.results if r.layer_sizes]
     if built:
         lines += ["", "| target | largest layers (uncompressed) |", "|---|---|"]

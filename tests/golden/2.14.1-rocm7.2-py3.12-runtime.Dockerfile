@@ -21,6 +21,16 @@ ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1
 
+# uv 0.13.9, pinned, from the build's own package index: it installs torch's layers and the stack's
+# packages, and stays for the image's users (UV_CONSTRAINT keeps torch as it is).
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && pip install "uv==0.13.9"
+
 # The image runs as buildkit (UID 1000) by default; a base image's own user with that UID
 # (ubuntu in Ubuntu 24.04 images) gives way. Set run_as_root = true in the matrix to keep root.
 RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \

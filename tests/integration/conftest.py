@@ -14,6 +14,7 @@ import docker
 import pytest
 
 from buildkit.adapters import buildx, engine
+from buildkit.adapters.proven import CACHE_ENV
 from buildkit.errors import UserError
 from testkit.builds import (
     Build,
@@ -66,9 +67,10 @@ def base_image(client) -> str:
 
 
 @pytest.fixture(scope="session")
-def docker_env(buildkit_cli) -> dict[str, str]:
-    """Environment for `buildkit` subprocesses: the BuildKit-capable CLI chosen once."""
-    return {**os.environ, buildx.DOCKER_ENV: buildkit_cli.docker}
+def docker_env(buildkit_cli, tmp_path_factory) -> dict[str, str]:
+    """Environment for `buildkit` subprocesses: the BuildKit-capable CLI chosen once, and a cache of proven
+    images of this session's own (an image an earlier session proved is proved again here)."""
+    return {**os.environ, buildx.DOCKER_ENV: buildkit_cli.docker, CACHE_ENV: str(tmp_path_factory.mktemp("buildkit-cache"))}
 
 
 @pytest.fixture(scope="session")
@@ -128,7 +130,7 @@ def pair_setup(tmp_path_factory, double_index, repository):
 def pair_build(pair_setup, base_image, docker_env, tmp_path_factory, cleanup_images) -> Build:
     """The test pairs built once, two at a time."""
     matrix, pip_conf = pair_setup
-    return build(matrix, pip_conf, tmp_path_factory.mktemp("build"), docker_env, "-j", "2")
+    return build(matrix, pip_conf, tmp_path_factory.mktemp("build"), docker_env, "-j", "2", "--efficiency")
 
 
 @pytest.fixture(scope="session")
@@ -158,7 +160,7 @@ def real_cuda_build(machine_index, base_image, docker_env, tmp_path_factory, rep
     # its own repository: the test pair has a target of the same id, and each must keep its tags
     matrix = team_matrix(folder, machine_index.url, f"{repository}-real", f'[{{ id = "{REAL_CUDA}" }}]', compile=True)
     extra = ["--ca-bundle", machine_ca_bundle()] if machine_ca_bundle() else []
-    return build(matrix, machine_pip_conf(folder, machine_index), folder / "out", docker_env, *extra)
+    return build(matrix, machine_pip_conf(folder, machine_index), folder / "out", docker_env, "--efficiency", *extra)
 
 
 ROCM_TOOLCHAIN = "buildkit-ci/rocm-toolchain:debian-sid"  # .ci/rocm-toolchain-image.sh's default tag

@@ -131,7 +131,7 @@ def test_serial_build_gives_the_same_images(built, pair_setup, docker_env, tmp_p
     out = tmp_path / "serial"
     result = run_buildkit(
         "build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "-j", "1", "--out", out,
-        "--select", "torch=2.14.1", "--no-efficiency", env=docker_env,
+        "--select", "torch=2.14.1", env=docker_env,
     )
     assert result.returncode == 0, result.stderr
     serial = {t["id"]: t for t in json.loads((out / "report.json").read_text())["targets"]}
@@ -164,7 +164,7 @@ def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(dou
         # a repository of its own: the pair's tags in the session's repository belong to the pair build
         matrix = team_matrix(tmp_path, index.url, f"{repository}-bake", '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
                              '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
-        built = run_buildkit("build", "--matrix", matrix, "--pip-conf", pip_conf, "--out", tmp_path / "out", "--no-efficiency", env=docker_env)
+        built = run_buildkit("build", "--matrix", matrix, "--pip-conf", pip_conf, "--out", tmp_path / "out", env=docker_env)
         assert built.returncode == 0, built.stderr[-3000:]
         ours = {t["id"]: t for t in json.loads((tmp_path / "out" / "report.json").read_text())["targets"]}
         out = tmp_path / "bake"
@@ -197,7 +197,7 @@ def test_a_twin_without_its_pair_gets_no_floating_tag(built, client, repository,
     assert f"localhost:5000/{repository}:2.13.0-cuda-py3.11-runtime" not in client.images.get(targets[BROKEN_TWIN]["image_id"]).tags
     matrix, pip_conf = pair_setup
     result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--out", tmp_path / "alone",
-                          "--select", f"id={CUDA}", "--no-efficiency", env=docker_env)
+                          "--select", f"id={CUDA}", env=docker_env)
     assert result.returncode == 0, result.stderr[-2000:]
     (alone,) = json.loads((tmp_path / "alone" / "report.json").read_text())["targets"]
     assert alone["tags"] == [f"localhost:5000/{repository}:{CUDA}"]

@@ -32,7 +32,7 @@ def test_a_context_builder_with_an_empty_cache_reuses_the_registry_cache(tmp_pat
     spare = SpareEngine(buildkit_cli.docker, tmp_path / "spare.log")
     try:
         matrix = team_matrix(tmp_path, double_index.url, "fleet/pytorch", PAIR_ONLY, STACK, registry=registry.address)
-        common = ["build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--registry-cache", "--no-efficiency"]
+        common = ["build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--registry-cache"]
         first = run_buildkit(*common, "--out", tmp_path / "first", env=docker_env)
         assert first.returncode == 0, first.stderr[-3000:]
         spare.start(base_image, context=True)

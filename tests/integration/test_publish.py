@@ -66,7 +66,7 @@ class Publisher:
         result = run_buildkit(
             "publish", "--matrix", matrix, "--registry", registry or self.registry,
             "--registry-auth-file", auth_file or self.auth_file, "--network", "host", "--gpu-gate", gpu_gate,
-            "--pip-conf", matrix.parent / "pip.conf", "--out", out, "-j", "2", "--no-efficiency", *extra, env=self.env,
+            "--pip-conf", matrix.parent / "pip.conf", "--out", out, "-j", "2", *extra, env=self.env,
         )
         report = json.loads((out / "publish.json").read_text()) if (out / "publish.json").exists() else None
         return result, report

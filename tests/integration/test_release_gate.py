@@ -52,7 +52,7 @@ def nightly(tmp_path_factory, base_image, docker_env, cleanup_images):
 
     def publish(*extra: str, out: str):
         result = run_buildkit("publish", "--matrix", matrix, "--registry", registry.address, "--network", "host",
-                              "--pip-conf", pip_conf, "--out", folder / out, "-j", "2", "--no-efficiency", *extra, env=env)
+                              "--pip-conf", pip_conf, "--out", folder / out, "-j", "2", *extra, env=env)
         report = folder / out / "publish.json"
         return result, json.loads(report.read_text()) if report.exists() else None
 

@@ -70,7 +70,9 @@ def test_templates_keep_their_invariants(default):
         assert "ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt" in text
         # torch's layer writes the constraint (install.py), before any team package is installed
         assert text.index("install.py layer /plan/torch.json") < text.index("ENV PIP_CONSTRAINT")
-        assert "pip install" not in text.split("ENV PIP_CONSTRAINT")[0]
+        # before it, pip installs nothing but the pinned uv
+        assert [line for line in text.split("ENV PIP_CONSTRAINT")[0].splitlines() if "pip install" in line] == [
+            f' && pip install "uv=={target.uv}"']
         assert "USER 1000\n" in text
         assert ("NVIDIA_DRIVER_CAPABILITIES=compute,utility" in text) == (target.vendor == "nvidia")
         assert ("NVIDIA_VISIBLE_DEVICES=all" in text) == (target.vendor == "nvidia")

@@ -68,7 +68,8 @@ def test_runtime_stage_has_no_build_toolchain_no_source_and_only_the_built_wheel
     assert not BUILD_TOOLCHAIN.search(instructions), BUILD_TOOLCHAIN.search(instructions)
     assert "--mount=type=bind,from=wheels,target=/wheels" in runtime
     installs = [line for line in runtime.splitlines() if "pip install" in line]
-    assert installs == [" && pip install /wheels/torch-*.whl /wheels/torchvision-*.whl \\"]
+    # uv (the image's installer, pinned) in the shared stage, then only the built wheels
+    assert installs == [' && pip install "uv==0.13.9"', " && pip install /wheels/torch-*.whl /wheels/torchvision-*.whl \\"]
     assert "TORCH_INDEX_URL" not in runtime and "COPY --from=rocm-libs /rocm-runtime /opt/rocm" in runtime
 
 
