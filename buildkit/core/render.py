@@ -25,6 +25,7 @@ from jinja2.environment import TemplateModule
 from jinja2.runtime import Macro
 
 from buildkit.core import labels
+from buildkit.core.guard import guard_config
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
@@ -39,7 +40,7 @@ SHARED_STAGE = "shared"
 # as its context, so there the folder travels as a named build context instead.
 SUPPORT_DIR = "buildkit"
 SUPPORT_CONTEXT = "buildkit-support"
-SUPPORT_FILES = ("install.py",)
+SUPPORT_FILES = ("install.py", "gpu_guard.py")
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,7 @@ class Renderer:
                 shared_stage=SHARED_STAGE,
                 trim=trim_for(target),
                 support=support_mount(target),
+                gpu_guard=guard_config(target),
             )
         except UserError:
             raise

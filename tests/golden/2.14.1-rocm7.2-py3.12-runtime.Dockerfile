@@ -59,6 +59,11 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
  && pip install --index-url "${TORCH_INDEX_URL}" torchvision==0.29.1+rocm7.2
 
+# The GPU guard: every start of this venv's Python checks the container's GPU devices (no torch import) and,
+# when it was given only the other vendor's, says so on stderr and names the twin to run instead
+# (BUILDKIT_GPU_GUARD=warn|strict|off; buildkit/image/gpu_guard.py).
+RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guard.py install '{"backend":"ROCm 7.2","pair":"2.14.1-py3.12-runtime","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime","twins":[{"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime","vendor":"nvidia"}],"vendor":"amd"}'
+
 # Numeric, so a runtime that enforces non-root (Kubernetes runAsNonRoot) can verify it.
 USER 1000
 WORKDIR /home/buildkit

@@ -41,7 +41,7 @@ def test_narrower_render_removes_only_its_own_stale_files(render, tmp_path):
     result = render(out, *NARROW)
 
     assert result.code == 0, result.err
-    assert "removed 16 files of an earlier render" in result.out  # Dockerfile, build-args, target.json, buildkit/install.py
+    assert "removed 20 files of an earlier render" in result.out  # Dockerfile, build-args, target.json, buildkit/{install,gpu_guard}.py
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("Dockerfile")) == [
         f"2.14.1/{backend}/py3.12/runtime/Dockerfile" for backend in ("cuda12.6", "cuda13.0", "cuda13.2", "rocm7.2")
     ]
