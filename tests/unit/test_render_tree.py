@@ -52,7 +52,7 @@ def test_narrower_render_removes_only_its_own_stale_files(render, tmp_path):
     assert len(plan) == 4
     listed = json.loads((out / MANIFEST).read_text())["files"]
     written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p not in mine}
-    assert set(listed) == written - {MANIFEST} and len(listed) == 4 * 4 + 1  # per target 4 files, and plan.json
+    assert set(listed) == written - {MANIFEST} and len(listed) == 4 * 5 + 1  # per target 5 files, and plan.json
 
 
 def test_same_render_twice_rewrites_nothing(render, tmp_path):
