@@ -27,6 +27,7 @@ from buildkit.ui import views
 # `matrix validate`, which CI calls on every push, start without loading the docker SDK and requests.
 if TYPE_CHECKING:
     from buildkit.app.build import BuildOptions, IndexSettings
+    from buildkit.app.routing import HostChoice
 
 VENDOR_CHOICES = ("nvidia", "amd", "all")
 FORMATS = ("table", "json", "github")
@@ -194,7 +195,15 @@ def _supply_chain_options(parser: argparse.ArgumentParser) -> None:
 def _host_options(parser: argparse.ArgumentParser) -> None:
     _selection_options(parser)
     parser.add_argument("--python", help="Python version of the image to pick (default: the newest)")
-    parser.add_argument("--host-root", type=Path, default=Path("/"), help="read /sys, /proc, /dev below this folder (default /)")
+    parser.add_argument("--host-root", type=Path, default=Path("/"), help="read /sys, /proc, /dev, /etc/cdi below this folder (default /)")
+    parser.add_argument("--engine", metavar="ENGINE", help="the host's container engine, for --host-root: docker:VERSION (docker:28.2), "
+                                                            "podman or podman-rootless (default: ask the local engine; not asked for --host-root)")
+
+
+def _host_choice(args: argparse.Namespace) -> HostChoice:
+    from buildkit.app.routing import HostChoice
+
+    return HostChoice(args.host_root, args.engine, args.python)
 
 
 def _build_options(parser: argparse.ArgumentParser) -> None:
@@ -386,7 +395,7 @@ def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app import routing
 
-    detection = routing.detect(_choices(args), args.host_root, args.python)
+    detection = routing.detect(_choices(args), _host_choice(args))
     if args.json:
         sys.stdout.write(json.dumps(views.detection_json(detection), indent=2) + "\n")
     else:
@@ -399,9 +408,9 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     from buildkit.app import routing
 
-    command = routing.run_command(_choices(args), args.image, args.host_root, args.python, args.container_command)
-    if command.note:
-        views.say(err, f"note: {command.note}")
+    command = routing.run_command(_choices(args), args.image, _host_choice(args), args.container_command)
+    for finding in command.warnings:
+        views.say(err, f"warning: {finding.title} (fix: {finding.fix})")
     if args.print:
         sys.stdout.write(shlex.join(command.argv) + "\n")
         return 0
@@ -411,10 +420,10 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app import routing
 
-    report = routing.doctor(_choices(args), args.image, args.host_root)
-    if not report.engine_checked:
-        views.say(err, "note: the Docker engine was not asked (not reachable, or --host-root describes another host), "
-                       "so its NVIDIA runtime was not checked")
+    report = routing.doctor(_choices(args), args.image, _host_choice(args))
+    if report.host.engine is None:
+        views.say(err, "note: the container engine was not asked (not reachable, or --host-root describes another host; "
+                       "--engine names it), so its NVIDIA runtime and CDI support were not checked")
     if args.json:
         sys.stdout.write(json.dumps(views.doctor_json(report), indent=2) + "\n")
     else:

@@ -150,11 +150,15 @@ def _mode():
     return mode if mode in MODES else "warn"  # a misspelt mode must not turn the guard off
 
 
+_checked = []  # some site.py builds (Debian's) process a venv's .pth files twice: say it once a process
+
+
 def check(root="/"):
     """What the .pth line runs: never raises (a broken guard must not break Python), prints at most one line."""
     mode = _mode()
-    if mode == "off":
+    if mode == "off" or _checked:
         return
+    _checked.append(root)
     try:
         with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), CONFIG), encoding="utf-8") as handle:
             line = verdict(json.load(handle), root)

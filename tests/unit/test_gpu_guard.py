@@ -122,7 +122,9 @@ def test_the_installed_guard_runs_at_every_start_and_is_silent_here(guarded_pyth
                                                ("strict", gpu_guard.EXIT_WRONG_GPU, True), ("off", 0, False)])
 def test_modes_on_a_host_with_the_other_vendors_devices(guarded_python, tmp_path, mode, code, printed):
     root = hosts.mi300x(tmp_path)
-    result = start(guarded_python, f"import buildkit_gpu_guard as g; g.check({str(root)!r}); print('user code ran')", mode)
+    # the .pth line already checked this machine (silently) at start; check once more, on the AMD tree
+    program = f"import buildkit_gpu_guard as g; g._checked.clear(); g.check({str(root)!r}); print('user code ran')"
+    result = start(guarded_python, program, mode)
     assert result.returncode == code
     assert ("user code ran" in result.stdout) is (code == 0)
     assert (f"run its ROCm twin instead: {ROCM.tags[0]}" in result.stderr) is printed
