@@ -1,7 +1,7 @@
 """The GPU guard (buildkit/image/gpu_guard.py) on fixture host trees, and installed into a real venv.
 
 The trees are testkit.hosts' (plain files where a host has device nodes); the guard reads them below a root,
-as it reads / inside a container. Real containers with mapped device nodes: tests/integration/test_gpu_guard.py.
+as it reads / inside a container. Real containers with mapped device nodes: tests/integration/test_gpu_guard_containers.py.
 """
 
 from __future__ import annotations

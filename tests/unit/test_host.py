@@ -144,7 +144,7 @@ def test_gfx1103_laptop_no_image_fits_and_the_fix_names_rocm_7_14(tmp_path):
 
 
 def test_an_unknown_gfx_target_is_its_own_finding(tmp_path):
-    host = facts(lambda root: hosts.amd_host(root, [("0000:03:00.0", "0x1234", "0x030000", 100700)]), tmp_path)
+    host = facts(lambda root: hosts.amd_host(root, [("0000:03:00.0", "0x1234", "0x030000", 100307)]), tmp_path)
     assert [g.arch for g in host.gpus] == ["gfx1037"]
     (finding,) = assess(host, COMPAT, "rocm", identity("rocm72"))
     assert finding.code == "unknown-gfx" and finding.blocking
@@ -444,4 +444,4 @@ def test_run_on_a_host_without_gpus_warns_and_runs_on_the_cpu(cli, tmp_path):
     result = cli("run", "ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime", "--print", "--host-root", root)
     assert result.code == 0
     assert "warning: this host has no GPU: ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime runs on the CPU" in result.err
-    assert result.out == "docker run --rm ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime\n"
+    assert result.out == "docker run --rm --shm-size 8g ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime\n"
