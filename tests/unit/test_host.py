@@ -134,7 +134,7 @@ def test_no_gpu_blocks_gpu_acceleration(tmp_path):
 
 def test_gfx1103_laptop_no_image_fits_and_the_fix_names_rocm_7_14(tmp_path):
     host = facts(hosts.rdna3_laptop, tmp_path)
-    assert [(g.name, g.arch) for g in host.gpus] == [("amd device 0x15bf", "gfx1103")]
+    assert [(g.name, g.arch) for g in host.gpus] == [("Radeon 780M", "gfx1103")]
     routing = route(host, PLAN, COMPAT)
     assert routing.target is None and codes(routing.findings) == [("no-fitting-image", True)]
     (finding,) = routing.findings
