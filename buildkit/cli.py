@@ -159,6 +159,19 @@ def build_parser() -> argparse.ArgumentParser:
     _host_options(doctor)
     doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
+    kube = commands.add_parser("kube", help="Kubernetes manifests for both twins of a pair: GPU resource, node affinity, non-root user",
+                               usage="buildkit kube PAIR [options] [-- CMD...]")
+    kube.add_argument("pair", metavar="PAIR", help="a pair key (see `buildkit plan`) or a tag of one of its images")
+    kube.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit)")
+    kube.add_argument("--gpus", type=_positive, default=1, help="GPUs per pod (default 1)")
+    kube.add_argument("--dra", action="store_true", help="claim GPUs through DRA ResourceClaimTemplates (Kubernetes 1.34+) "
+                                                         "instead of the device plugins' resources")
+    kube.add_argument("--name", default="pytorch", help="prefix of the objects' names (default: pytorch)")
+    kube.add_argument("--by-tag", action="store_true", help="name images by tag; do not ask the registry for their digests")
+    kube.add_argument("--registry-auth-file", type=Path, help="credentials: a docker config.json or {\"username\", \"password\"}")
+    kube.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the registry (localhost is plain by default)")
+    kube.add_argument("--json", action="store_true", help="print a JSON List instead of YAML documents")
+
     compat = commands.add_parser("compat", help="work with the compatibility data")
     compat_commands = compat.add_subparsers(dest="compat_command", required=True, metavar="SUBCOMMAND")
     compat_check = compat_commands.add_parser(
@@ -431,6 +444,18 @@ def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 1 if report.blocking else 0
 
 
+def cmd_kube(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.kube import Lookup, kube
+    from buildkit.core.kube import KubeOptions
+
+    options = KubeOptions(args.name, args.gpus, args.dra, tuple(args.container_command))
+    result = kube(_choices(args), args.pair, options, Lookup(args.by_tag, args.registry_auth_file, args.insecure_registry))
+    sys.stdout.write(views.kube_json(result.manifests) if args.json else views.kube_yaml(result.manifests))
+    for note in result.manifests.notes:
+        views.say(err, f"note: {note}")
+    return 0
+
+
 def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.compat_check import check_compat
     from buildkit.ui.compat import compat_json, compat_markdown
@@ -485,6 +510,7 @@ COMMANDS = {
     ("detect", None): cmd_detect,
     ("run", None): cmd_run,
     ("doctor", None): cmd_doctor,
+    ("kube", None): cmd_kube,
     ("hipify", None): cmd_hipify,
     ("compat", "check"): cmd_compat_check,
     ("verify", None): cmd_verify,

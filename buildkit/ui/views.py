@@ -11,6 +11,7 @@ from rich.table import Table
 from buildkit.core.attestation import gpu_test_summary
 from buildkit.core.host import Finding, HostFacts
 from buildkit.core.judge import Verdict
+from buildkit.core.kube import Manifests
 from buildkit.core.plan import Note
 from buildkit.core.render import PlannedImage
 
@@ -157,6 +158,22 @@ def show_doctor(console: Console, report: DoctorReport) -> None:
         console.print(findings_table(f"doctor{': ' + report.image if report.image else ''}", report.findings))
     say(console, "GPU acceleration is blocked here: fix the findings marked BLOCKS" if report.blocking
         else "ok: nothing blocks GPU acceleration here")
+
+
+def kube_yaml(manifests: Manifests) -> str:
+    """One YAML document per object, for `kubectl apply -f -`; a value used twice is written twice (no YAML
+    anchors: people read and edit these)."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: object) -> bool:
+            return True
+
+    return "".join("---\n" + yaml.dump(item, Dumper=Dumper, sort_keys=False, default_flow_style=False) for item in manifests.objects)
+
+
+def kube_json(manifests: Manifests) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(manifests.objects)}, indent=2) + "\n"
 
 
 def hipify_lines(report: HipifyReport) -> list[str]:
