@@ -445,8 +445,7 @@ def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_kube(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.app.kube import Lookup, kube
-    from buildkit.core.kube import KubeOptions
+    from buildkit.app.kube import KubeOptions, Lookup, kube
 
     options = KubeOptions(args.name, args.gpus, args.dra, tuple(args.container_command))
     result = kube(_choices(args), args.pair, options, Lookup(args.by_tag, args.registry_auth_file, args.insecure_registry))

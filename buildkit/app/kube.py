@@ -17,6 +17,8 @@ from buildkit.core.plan import Target
 from buildkit.core.reference import ImageReference
 from buildkit.errors import Problem, UserError, printable
 
+__all__ = ["KubeOptions", "KubeResult", "Lookup", "kube", "pair_targets"]
+
 
 @dataclass(frozen=True)
 class Lookup:

@@ -9,7 +9,7 @@ import pytest
 from buildkit import __version__
 
 SUBCOMMANDS = [["matrix", "validate"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
-               ["hipify"], ["detect"], ["run"], ["doctor"], ["compat", "check"], ["verify"], ["sbom"]]
+               ["hipify"], ["detect"], ["run"], ["doctor"], ["kube"], ["compat", "check"], ["verify"], ["sbom"]]
 
 
 def test_version(cli):
