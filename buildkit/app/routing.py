@@ -62,15 +62,25 @@ def _engine(where: HostChoice, client: docker.DockerClient | None) -> EngineFact
     return engine.engine_facts(client) if client is not None else None
 
 
-def _routing(host: HostFacts, selection: Selection, python: str | None) -> Routing:
-    return route(host, Plan(selection.targets, ()), selection.matrix.compat, python)
+@dataclass(frozen=True)
+class _Context:
+    selection: Selection
+    client: docker.DockerClient | None
+    host: HostFacts
+    routing: Routing
 
 
-def detect(choices: Choices, where: HostChoice) -> Detection:
+def _context(choices: Choices, where: HostChoice) -> _Context:
+    """The matrix's targets, the engine (for this machine), the host's facts and where they route it."""
     selection = select_targets(choices)
     client = _client(where)
     host = read_host(selection.matrix.compat, where.root, engine=_engine(where, client))
-    return Detection(host, _routing(host, selection, where.python))
+    return _Context(selection, client, host, route(host, Plan(selection.targets, ()), selection.matrix.compat, where.python))
+
+
+def detect(choices: Choices, where: HostChoice) -> Detection:
+    context = _context(choices, where)
+    return Detection(context.host, context.routing)
 
 
 def _twin(identity: ImageIdentity | None, selection: Selection, routing: Routing) -> str | None:
@@ -96,8 +106,15 @@ def _image(reference: str, selection: Selection, client: docker.DockerClient | N
     raise UserError(Problem(reference, f"{where} a target of the matrix: pull it, or name a matrix tag"))
 
 
-def _refusal(findings: tuple[Finding, ...]) -> UserError:
-    return UserError([Problem("run refused", f"{finding.title}; fix: {finding.fix}") for finding in findings])
+def _assessed(context: _Context, reference: str) -> tuple[Image, list[Finding]]:
+    """An image and doctor's findings about it on this host."""
+    image = _image(reference, context.selection, context.client)
+    twin = _twin(image.identity, context.selection, context.routing)
+    return image, assess(context.host, context.selection.matrix.compat, image.reference, image.identity, twin)
+
+
+def _refusal(findings: tuple[Finding, ...], more: tuple[Problem, ...] = ()) -> UserError:
+    return UserError([*(Problem("run refused", f"{finding.title}; fix: {finding.fix}") for finding in findings), *more])
 
 
 @dataclass(frozen=True)
@@ -110,20 +127,18 @@ def run_command(choices: Choices, reference: str | None, where: HostChoice, comm
     """The `docker run` command for an image (or the matrix target that fits this host) with its vendor's GPU
     flags; refuses what doctor blocks (an image that would silently run on the CPU here, a driver too old for
     it, a GPU arch it has no code for...), naming the fix, and carries doctor's other findings as warnings."""
-    selection = select_targets(choices)
-    client = _client(where)
-    host = read_host(selection.matrix.compat, where.root, engine=_engine(where, client))
-    routing = _routing(host, selection, where.python)
+    context = _context(choices, where)
     if reference is None:
-        if routing.target is None or routing.blocking:
-            raise _refusal(tuple(f for f in routing.findings if f.blocking))
-        reference = routing.target.tags[0]
-    image = _image(reference, selection, client)
-    findings = assess(host, selection.matrix.compat, image.reference, image.identity, _twin(image.identity, selection, routing))
-    verdict = run_verdict(host, findings)
+        if context.routing.target is None or context.routing.blocking:
+            # with nothing to route to, an image named by hand runs on the CPU
+            anyway = (Problem("run", "name an image to run it on the CPU anyway"),) if context.routing.vendor is None else ()
+            raise _refusal(tuple(f for f in context.routing.findings if f.blocking), anyway)
+        reference = context.routing.target.tags[0]
+    image, findings = _assessed(context, reference)
+    verdict = run_verdict(context.host, findings)
     if verdict.refusals:
         raise _refusal(verdict.refusals)
-    flags = gpu_access(image.identity.vendor, host).docker_flags() if image.identity is not None else []
+    flags = gpu_access(image.identity.vendor, context.host).docker_flags() if image.identity is not None else []
     docker_cli = os.environ.get(buildx.DOCKER_ENV, "docker")
     interactive = ["-it"] if os.isatty(0) and os.isatty(1) else []
     return RunCommand([docker_cli, "run", "--rm", *interactive, *flags, image.reference, *command], verdict.warnings)
@@ -141,12 +156,8 @@ class DoctorReport:
 
 
 def doctor(choices: Choices, reference: str | None, where: HostChoice) -> DoctorReport:
-    selection = select_targets(choices)
-    client = _client(where)
-    host = read_host(selection.matrix.compat, where.root, engine=_engine(where, client))
-    routing = _routing(host, selection, where.python)
+    context = _context(choices, where)
     if reference is None:
-        return DoctorReport(host, None, routing.findings)
-    image = _image(reference, selection, client)
-    findings = assess(host, selection.matrix.compat, image.reference, image.identity, _twin(image.identity, selection, routing))
-    return DoctorReport(host, image.reference, tuple(findings))
+        return DoctorReport(context.host, None, context.routing.findings)
+    image, findings = _assessed(context, reference)
+    return DoctorReport(context.host, image.reference, tuple(findings))
