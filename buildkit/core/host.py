@@ -461,6 +461,7 @@ class Choice:
     target: Target | None
     reasons: tuple[str, ...]  # why other targets were passed over (newest first), or why none fits
     first_blocker: Finding | None = None  # what kept the newest candidate off the GPU, when none fits
+    uncarried: tuple[str, ...] = ()  # the host's GPU archs that no candidate's arch list has (no image carries gfx1103)
 
 
 def best_target(host: HostFacts, plan: Plan, compat: Compat, vendor: str, python: str | None = None) -> Choice:
@@ -479,7 +480,9 @@ def best_target(host: HostFacts, plan: Plan, compat: Compat, vendor: str, python
             reasons.append(f"{target.id}: {blockers[0].title}")
     if not candidates:
         reasons.append(f"the matrix has no {of_vendor(vendor).display} runtime target{f' for Python {python}' if python else ''}")
-    return Choice(vendor, None, tuple(reasons), first)
+    uncarried = sorted({gpu.arch for gpu in host.gpus_of(vendor)
+                        if gpu.arch and candidates and not any(arch_covered(gpu.arch, t.archs) for t in candidates)})
+    return Choice(vendor, None, tuple(reasons), first, tuple(uncarried))
 
 
 def primary_vendor(host: HostFacts) -> str | None:
@@ -518,8 +521,9 @@ def route(host: HostFacts, plan: Plan, compat: Compat, python: str | None = None
     findings = access_findings(host, record, access[vendor])
     if choice.target is None:
         blocker = choice.first_blocker
+        what = f"carries {', '.join(choice.uncarried)}" if choice.uncarried else "fits this host"
         findings.append(Finding(
-            True, "no-fitting-image", f"no {record.display} image of the matrix fits this host: {'; '.join(choice.reasons)}",
+            True, "no-fitting-image", f"no {record.display} image of the matrix {what}: {'; '.join(choice.reasons)}",
             blocker.fix if blocker else f"add a {record.backend_display} runtime target to the matrix",
         ))
     else:
