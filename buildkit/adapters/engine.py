@@ -18,7 +18,7 @@ import docker.types
 import requests.exceptions
 
 from buildkit.core.host import EngineFacts, GpuAccess
-from buildkit.errors import Problem, UserError
+from buildkit.errors import Problem, UserError, printable
 
 
 def connect(base_url: str | None = None) -> docker.DockerClient:
@@ -111,7 +111,7 @@ def engine_facts(client: docker.DockerClient) -> EngineFacts | None:
     dirs = info.get("CDISpecDirs")
     return EngineFacts(
         kind="podman" if podman else "docker",
-        version=str(version.get("Version", "")),
+        version=printable(str(version.get("Version", "")), 40),  # printed in findings: one short line whatever it says
         rootless=any("rootless" in str(option) for option in info.get("SecurityOptions") or ()),
         runtimes=tuple(info.get("Runtimes") or {}),
         cdi_spec_dirs=tuple(str(d) for d in dirs) if isinstance(dirs, list) else None,
