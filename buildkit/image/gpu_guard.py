@@ -8,8 +8,11 @@ The image build installs it into the venv:
 
     python /buildkit/gpu_guard.py install CONFIG_JSON
         copies this file into the venv's site-packages as buildkit_gpu_guard.py, writes CONFIG_JSON beside it
-        (what the image is and its twins, rendered by buildkit.core.guard from the image's target) and a .pth
-        file whose line runs check() whenever that Python starts, before the user's code.
+        as a Python module (what the image is and its twins, rendered by buildkit.core.guard from the image's
+        target), compiles both (the image's user cannot write bytecode there, and compiling at every start
+        would cost more than the check) and writes a .pth file whose line runs check() whenever that Python
+        starts, before the user's code. Nothing heavier than os and sys is imported at start (json alone would
+        triple the guard's cost).
 
 BUILDKIT_GPU_GUARD=warn (the default) prints the line and lets the program run; strict prints it and exits
 with EXIT_WRONG_GPU before any user code; off checks nothing. The guard is silent on a host without GPUs
@@ -23,7 +26,6 @@ What counts as a vendor's GPU, cheapest first:
     (containers see the host's sysfs) and /proc/driver/nvidia/gpus: a container started without GPU flags.
 """
 
-import json
 import os
 import sys
 
@@ -31,7 +33,7 @@ ENV = "BUILDKIT_GPU_GUARD"
 MODES = ("warn", "strict", "off")
 EXIT_WRONG_GPU = 78  # EX_CONFIG: the container was started with the wrong image for its GPUs
 MODULE = "buildkit_gpu_guard"
-CONFIG = MODULE + ".json"
+CONFIG = MODULE + "_config"
 PTH = "buildkit-gpu-guard.pth"
 PCI_VENDORS = {"0x10de": "nvidia", "0x1002": "amd"}
 GPU_CLASSES = ("0x03", "0x12")  # display controllers, processing accelerators (an HDMI audio function is 0x04)
@@ -160,8 +162,7 @@ def check(root="/"):
         return
     _checked.append(root)
     try:
-        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), CONFIG), encoding="utf-8") as handle:
-            line = verdict(json.load(handle), root)
+        line = verdict(__import__(CONFIG).CONFIG, root)
     except Exception:  # noqa: BLE001 - whatever went wrong, the user's program runs as it would without the guard
         return
     if line is None:
@@ -179,16 +180,22 @@ def check(root="/"):
 
 def install(config_json):
     """Copy the guard into this Python's site-packages with its config and the .pth line that runs it."""
+    import json
+    import py_compile
     import sysconfig
 
     config = json.loads(config_json)  # fails the build on a malformed config, not every later start
     if config.get("vendor") not in NAMES:
         sys.exit("gpu_guard: the config names no vendor (nvidia or amd): %r" % config_json[:200])
     site = sysconfig.get_paths()["purelib"]
-    with open(os.path.abspath(__file__), "rb") as source, open(os.path.join(site, MODULE + ".py"), "wb") as copy:
-        copy.write(source.read())
-    with open(os.path.join(site, CONFIG), "w", encoding="utf-8") as handle:
-        json.dump(config, handle, indent=1, sort_keys=True)
+    with open(os.path.abspath(__file__), "rb") as source:
+        code = source.read()
+    # the config as a Python literal (JSON's strings, numbers, lists and objects all are one)
+    for name, text in ((MODULE, code), (CONFIG, ("CONFIG = %r\n" % (config,)).encode())):
+        path = os.path.join(site, name + ".py")
+        with open(path, "wb") as handle:
+            handle.write(text)
+        py_compile.compile(path, doraise=True)
     with open(os.path.join(site, PTH), "w", encoding="utf-8") as handle:
         handle.write("import %s; %s.check()\n" % (MODULE, MODULE))
     print("gpu guard: installed in %s for a %s image" % (site, NAMES[config["vendor"]][1]))

@@ -134,16 +134,27 @@ def test_modes_on_a_host_with_the_other_vendors_devices(guarded_python, tmp_path
 def test_a_broken_config_never_breaks_python(guarded_python):
     site = subprocess.run([guarded_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True).stdout.strip()
-    path = os.path.join(site, gpu_guard.CONFIG)
+    path = os.path.join(site, gpu_guard.CONFIG + ".py")
     saved = open(path).read()
     try:
-        with open(path, "w") as handle:
-            handle.write("{not json")
-        result = start(guarded_python, "print('user code ran')", "strict")
-        assert (result.returncode, result.stdout, result.stderr) == (0, "user code ran\n", "")
+        for broken in ("CONFIG = {not python", "CONFIG = 3\n", ""):
+            with open(path, "w") as handle:
+                handle.write(broken)
+            result = start(guarded_python, "print('user code ran')", "strict")
+            assert (result.returncode, result.stdout, result.stderr) == (0, "user code ran\n", ""), broken
     finally:
         with open(path, "w") as handle:
             handle.write(saved)
+
+
+def test_the_guard_costs_python_little_at_start(guarded_python, tmp_path):
+    """It imports nothing but os and sys (json and re would be most of its cost) and runs from compiled bytecode."""
+    result = start(guarded_python, "import sys; print(sorted(m for m in ('json', 're', 'buildkit_gpu_guard') if m in sys.modules))")
+    assert result.stdout == "['buildkit_gpu_guard']\n"
+    site = subprocess.run([guarded_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True).stdout.strip()
+    assert sorted(name.split(".")[0] for name in os.listdir(os.path.join(site, "__pycache__"))) == [
+        "buildkit_gpu_guard", "buildkit_gpu_guard_config"]
 
 
 def test_install_refuses_a_config_without_a_vendor(tmp_path):
