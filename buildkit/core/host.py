@@ -521,9 +521,13 @@ def route(host: HostFacts, plan: Plan, compat: Compat, python: str | None = None
     findings = access_findings(host, record, access[vendor])
     if choice.target is None:
         blocker = choice.first_blocker
-        what = f"carries {', '.join(choice.uncarried)}" if choice.uncarried else "fits this host"
+        if choice.uncarried:  # every candidate lacks the same archs: say that, not the same reason per target
+            why = (f"no {record.display} image of the matrix carries {', '.join(choice.uncarried)}, this host's GPU arch "
+                   f"(kernels fail with {record.missing_arch_error})")
+        else:
+            why = f"no {record.display} image of the matrix fits this host: {'; '.join(choice.reasons)}"
         findings.append(Finding(
-            True, "no-fitting-image", f"no {record.display} image of the matrix {what}: {'; '.join(choice.reasons)}",
+            True, "no-fitting-image", why,
             blocker.fix if blocker else f"add a {record.backend_display} runtime target to the matrix",
         ))
     else:
