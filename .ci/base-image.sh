@@ -3,10 +3,17 @@
 # packages, because tests never pull from Docker Hub: one root filesystem per platform (linux/amd64, and
 # linux/arm64 under qemu-user-static), joined into one multi-platform image with buildx. The mirror comes
 # from this machine's apt sources, so nothing here names a package host.
+# BASE_IMAGE_PULL=1 (a host that reaches Docker Hub and has no Debian mirror, such as a GitHub runner): pull
+# the real image for each platform instead, before any test runs.
 set -euo pipefail
 tag=${1:-python:3.11-slim-bookworm}
 docker=${DOCKER:-docker}
 platforms=${BASE_PLATFORMS:-linux/amd64 linux/arm64}
+if [ -n "${BASE_IMAGE_PULL:-}" ]; then
+  for platform in $platforms; do "$docker" pull --quiet --platform "$platform" "$tag" >/dev/null; done
+  echo "pulled base image $tag for: $platforms"
+  exit 0
+fi
 marker=dev.buildkit.base-platforms
 present() {
   [ "$("$docker" image inspect --format "{{ index .Config.Labels \"$marker\" }}" "$tag" 2>/dev/null)" = "$platforms" ]

@@ -1,13 +1,13 @@
 """The `buildkit` command: parse arguments, make one call into buildkit.app, show the result through buildkit.ui.
 
 No decisions live here: a command handler turns arguments into the app's option records, calls one use
-case and prints what it returns.
+case and prints what it returns. The vocabularies the options offer (vendors, channels, GPU modes, output
+formats) are the app's and the ui's, never restated here.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from buildkit import __version__
-from buildkit.app import GPU_MODES
+from buildkit.app import ALL_VENDORS, CHANNELS, GPU_MODES, SELECTOR_KEYS, VENDOR_CHOICES
 from buildkit.app.render_tree import write_tree
-from buildkit.app.targets import Choices, SourceOptions, github_matrix, select_targets, target_json
-from buildkit.errors import UserError
+from buildkit.app.targets import (
+    Choices, SourceOptions, find_matrix, github_matrix, select_targets, target_json, validate_selection,
+)
+from buildkit.errors import Problem, UserError
 from buildkit.ui import views
+from buildkit.ui.completion import SHELLS
 
 # Commands that reach an engine, a registry or cosign import their use cases when they run: `plan` and
 # `matrix validate`, which CI calls on every push, start without loading the docker SDK and requests.
@@ -29,61 +32,86 @@ if TYPE_CHECKING:
     from buildkit.app.build import BuildOptions, IndexSettings
     from buildkit.app.routing import HostChoice
 
-VENDOR_CHOICES = ("nvidia", "amd", "all")
-FORMATS = ("table", "json", "github")
+# Exit codes (the README's table): scripts and CI tell these apart.
+EXIT_OK = 0
+EXIT_FAILED = 1  # the work failed (a build, a smoke test, a check), or the environment did (no engine, no index)
+# 2: bad input, one message per problem (UserError.exit_code, and argparse's for a usage error)
+EXIT_DIFFERS = 3  # compat check: the data and the index differ (a proposed change, not an outage)
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
+EXIT_READER_GONE = 141  # 128 + SIGPIPE, what a shell reports for a command its reader closed on
+
 GPU_HELP = "auto: run kernels when the host has the image's GPU vendor (default); require: fail without one; skip: never"
+MATRIX_HELP = "matrix file (default: $BUILDKIT_MATRIX, else ./matrix.toml, else the matrix shipped with buildkit)"
+
+# --debug belongs to every command, so it is accepted before or after the subcommand; SUPPRESS keeps a
+# subcommand's absent flag from overwriting one given before it.
+_COMMON = argparse.ArgumentParser(add_help=False)
+_COMMON.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an internal error")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with exit code 2 and one clear line for usage errors (its default already exits 2)."""
+def _command(commands: argparse._SubParsersAction, name: str, **kwargs) -> argparse.ArgumentParser:
+    return commands.add_parser(name, parents=[_COMMON], **kwargs)
+
+
+def _matrix_option(parser: argparse.ArgumentParser, help: str = MATRIX_HELP) -> None:
+    parser.add_argument("--matrix", type=Path, help=help)
 
 
 def _selection_options(parser: argparse.ArgumentParser, source: bool = False) -> None:
-    parser.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit)")
+    _matrix_option(parser)
     if source:
         parser.add_argument("--gpu-arch", action="append", default=[], metavar="GFX",
                             help="narrow ROCm targets to these gfx archs (repeatable); the source flavor compiles only these")
         parser.add_argument("--pytorch-src", type=Path, help="source flavor: compile this local PyTorch checkout (sent as the build context)")
         parser.add_argument("--max-jobs", type=_positive, help="source flavor: compile jobs (default: one per 7 GB of the builder's memory)")
-    parser.add_argument("--vendor", choices=VENDOR_CHOICES, default="all", help="nvidia, amd or all (default)")
+    parser.add_argument("--vendor", choices=VENDOR_CHOICES, default=ALL_VENDORS, help=f"{', '.join(VENDOR_CHOICES)} (default)")
     parser.add_argument(
         "--select", action="append", default=[], metavar="KEY=GLOB",
-        help="keep targets whose KEY (torch, python, backend, backend_version, flavor, vendor, id) matches GLOB; repeatable, all must match",
+        help=f"keep targets whose KEY ({', '.join(SELECTOR_KEYS)}) matches GLOB; repeatable, all must match",
     )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="buildkit", description="Matched NVIDIA CUDA and AMD ROCm PyTorch images from one TOML matrix.")
+    parser = argparse.ArgumentParser(prog="buildkit", description="Matched NVIDIA CUDA and AMD ROCm PyTorch images from one TOML matrix.")
     parser.add_argument("--version", action="version", version=f"buildkit {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    matrix = commands.add_parser("matrix", help="work with matrix files")
+    matrix = _command(commands, "matrix", help="work with matrix files")
     matrix_commands = matrix.add_subparsers(dest="matrix_command", required=True, metavar="SUBCOMMAND")
-    validate = matrix_commands.add_parser("validate", help="check a matrix: every problem, or a count of its targets")
-    validate.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit)")
+    validate = _command(matrix_commands, "validate",
+                        help="check a matrix and render every template it uses: every problem, or a count of its targets")
+    _matrix_option(validate)
+    validate.add_argument("--format", choices=views.VALIDATE_FORMATS, default=views.VALIDATE_FORMATS[0],
+                          help="text (default), or github: problems as ::error annotations on their file and line")
+    show = _command(matrix_commands, "show", help="print the matrix as its `extends` chain resolves it, as TOML")
+    _matrix_option(show)
 
-    plan = commands.add_parser("plan", help="list the targets a matrix expands to")
+    plan = _command(commands, "plan", help="list the targets a matrix expands to")
     _selection_options(plan, source=True)
-    plan.add_argument("--format", choices=FORMATS, default="table", help="table (default), json, or github (an Actions matrix)")
+    plan.add_argument("--format", choices=views.PLAN_FORMATS, default=views.PLAN_FORMATS[0],
+                      help="table (default), json, or github (an Actions matrix)")
 
-    render = commands.add_parser("render", help="write one Dockerfile per target into a folder tree")
+    render = _command(commands, "render", help="write one Dockerfile per target into a folder tree")
     _selection_options(render, source=True)
     render.add_argument("--out", type=Path, default=Path("dist"), help="output folder (default: dist)")
 
-    build = commands.add_parser("build", help="build, smoke-test, tag and report the selected targets on BuildKit")
+    build = _command(commands, "build", help="build, smoke-test, tag and report the selected targets on BuildKit")
     _selection_options(build, source=True)
     _build_options(build)
     build.add_argument("--report", type=Path, help="JSON report path (default: OUT/report.json; Markdown next to it)")
     build.add_argument("--registry-cache", action="store_true",
                        help="read and write the registry build cache (REPOSITORY/buildcache), as publish does")
+    build.add_argument("--dry-run", action="store_true",
+                       help="say what would be built (targets, tags, platforms, fingerprints, cache), offline: no engine, no registry")
+    build.add_argument("--format", choices=views.DRY_RUN_FORMATS, help="with --dry-run: table (default) or json")
 
-    lock = commands.add_parser("lock", help="pin the matrix's base images (digests) and package ranges (versions) in matrix.lock")
-    lock.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit); matrix.lock goes beside it")
+    lock = _command(commands, "lock", help="pin the matrix's base images (digests) and package ranges (versions) in matrix.lock")
+    _matrix_option(lock, help=f"{MATRIX_HELP}; matrix.lock goes beside it")
     lock.add_argument("--package-index", metavar="URL", help="simple index to resolve package ranges on (default: PyPI)")
     lock.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the base images' registries")
 
-    bake = commands.add_parser("bake", help="export the selection as a docker-bake.json for `docker buildx bake` on any builder")
+    bake = _command(commands, "bake", help="export the selection as a docker-bake.json for `docker buildx bake` on any builder")
     _selection_options(bake, source=True)
     bake.add_argument("--out", type=Path, default=Path("bake"), help="output folder: docker-bake.json and the build contexts (default: bake)")
     bake.add_argument("--platform", action="append", default=[], metavar="OS/ARCH", help="platforms to build (repeatable; default linux/amd64)")
@@ -92,18 +120,19 @@ def build_parser() -> argparse.ArgumentParser:
     bake.add_argument("--network", help="network mode for RUN steps, e.g. host")
     bake.add_argument("--registry-cache", action="store_true", help="read and write the registry build cache, as publish does")
 
-    publish = commands.add_parser("publish", help="nightly publishing: skip unchanged, build, test, push, move tags")
+    publish = _command(commands, "publish", help="nightly publishing: skip unchanged, build, test, push, move tags")
     _selection_options(publish)
     _build_options(publish)
     publish.add_argument("--registry", help="registry to publish to (default: the matrix's)")
     publish.add_argument("--registry-auth-file", type=Path, help="credentials: a docker config.json or {\"username\", \"password\"}")
     publish.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the registry (localhost is plain by default)")
-    publish.add_argument("--channel", choices=("release", "test", "nightly"), help="wheel channel for every stack (nightly: PyTorch's nightly wheels, --pre)")
+    publish.add_argument("--channel", choices=CHANNELS, help="wheel channel for every stack (nightly: PyTorch's nightly wheels, --pre)")
     publish.add_argument("--nightly", action="store_true", help="add today's -nightly-YYYYMMDD tag and move the -nightly tags")
     publish.add_argument("--date", help="the nightly's date, YYYYMMDD (default: today, UTC)")
     publish.add_argument("--keep", type=_positive, help="keep the newest N nightly date tags per target, delete older ones this tool created")
     publish.add_argument("--dry-run", action="store_true", help="say what would be built and skipped; build and push nothing")
-    publish.add_argument("--no-registry-cache", action="store_true", help="do not read or write the registry build cache")
+    publish.add_argument("--no-registry-cache", dest="registry_cache", action="store_false",
+                         help="do not read or write the registry build cache")
     publish.add_argument("--refresh", action="store_true",
                          help="resolve base images and package ranges again first (buildkit lock): an updated base rebuilds "
                               "exactly the images built on it (what the nightly runs)")
@@ -120,49 +149,52 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--verify-key", metavar="PUB", help="public key whose GPU test attestations count (images not tested in this run)")
     publish.add_argument("--certificate-identity", help="keyless signer whose GPU test attestations count")
     publish.add_argument("--certificate-oidc-issuer", help="the OIDC issuer of --certificate-identity")
-    publish.add_argument("--no-provenance", action="store_true", help="push without BuildKit's SLSA provenance attestation")
+    publish.add_argument("--no-provenance", dest="provenance", action="store_false",
+                         help="push without BuildKit's SLSA provenance attestation")
     publish.add_argument("--report", type=Path, help="JSON report path (default: OUT/publish.json; Markdown next to it)")
 
-    test = commands.add_parser("test", help="smoke-test images: backend build check and, with a GPU, real kernels")
+    test = _command(commands, "test", help="smoke-test images: backend build check and, with a GPU, real kernels")
     test.add_argument("images", nargs="*", metavar="IMAGE", help="image references (default: the selected targets' images)")
     _selection_options(test)
-    test.add_argument("--gpu", choices=GPU_MODES, default="auto", help=GPU_HELP)
+    test.add_argument("--gpu", choices=GPU_MODES, default=GPU_MODES[0], help=GPU_HELP)
     test.add_argument("--json", type=Path, help="write the verdicts and probe reports as JSON")
     test.add_argument("--timeout", type=_positive, default=600, help="seconds the probe may run per image (default 600)")
 
-    parity = commands.add_parser("parity", help="compare a pair's CUDA and ROCm twins: OS, Python, packages")
+    parity = _command(commands, "parity", help="compare a pair's CUDA and ROCm twins: OS, Python, packages")
     parity.add_argument("subjects", nargs="+", metavar="PAIR | IMAGE IMAGE", help="a pair key from the matrix, or two images")
-    parity.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit)")
+    _matrix_option(parity)
     parity.add_argument("--json", type=Path, help="write the differences as JSON")
 
-    detect = commands.add_parser("detect", help="this host's GPUs, what they need, and the image that fits")
+    detect = _command(commands, "detect", help="this host's GPUs, what they need, and the image that fits")
     _host_options(detect)
     detect.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    run = commands.add_parser(
-        "run", help="run the image that fits this host's GPU, with the right flags",
+    run = _command(
+        commands, "run", help="run the image that fits this host's GPU, with the right flags",
         usage="buildkit run [IMAGE] [options] [-- CMD...]",
     )
     run.add_argument("image", nargs="?", help="image to run (default: the matrix target that fits this host)")
     _host_options(run)
     run.add_argument("--print", action="store_true", help="show the docker run command instead of running it")
 
-    hipify = commands.add_parser("hipify", help="preflight a CUDA tree for ROCm: hipify it out of place, report what does not map")
+    hipify = _command(commands, "hipify", help="preflight a CUDA tree for ROCm: hipify it out of place, report what does not map")
     hipify.add_argument("path", type=Path, help="a CUDA source tree (a PyTorch checkout or your extension)")
     hipify.add_argument("--out", type=Path, help="output folder (default: PATH-hip next to PATH)")
     hipify.add_argument("--compile-check", action="store_true", help="compile the hipified sources with hipcc")
-    hipify.add_argument("--offload-arch", help="GPU arch for --compile-check (default: the newest data-center arch the installed hipcc supports)")
+    hipify.add_argument("--offload-arch", help="GPU arch for --compile-check (default: the newest data-center arch the hipcc supports)")
+    hipify.add_argument("--toolchain-image", metavar="IMAGE", help="run --compile-check's hipcc in a container of this ROCm toolchain image, not on this machine")
+    hipify.add_argument("--include-dir", action="append", default=[], metavar="DIR", help="an include folder of the tree (relative to PATH) for --compile-check; repeatable")
     hipify.add_argument("--json", type=Path, help="write the report as JSON")
 
-    doctor = commands.add_parser("doctor", help="explain why GPU acceleration would or would not work here")
+    doctor = _command(commands, "doctor", help="explain why GPU acceleration would or would not work here")
     doctor.add_argument("image", nargs="?", help="image to check against this host (labels from the engine or the matrix)")
     _host_options(doctor)
     doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    kube = commands.add_parser("kube", help="Kubernetes manifests for both twins of a pair: GPU resource, node affinity, non-root user",
-                               usage="buildkit kube PAIR [options] [-- CMD...]")
+    kube = _command(commands, "kube", help="Kubernetes manifests for both twins of a pair: GPU resource, node affinity, non-root user",
+                   usage="buildkit kube PAIR [options] [-- CMD...]")
     kube.add_argument("pair", metavar="PAIR", help="a pair key (see `buildkit plan`) or a tag of one of its images")
-    kube.add_argument("--matrix", type=Path, help="matrix file (default: the matrix shipped with buildkit)")
+    _matrix_option(kube)
     kube.add_argument("--gpus", type=_positive, default=1, help="GPUs per pod (default 1)")
     kube.add_argument("--dra", action="store_true", help="claim GPUs through DRA ResourceClaimTemplates (Kubernetes 1.34+) "
                                                          "instead of the device plugins' resources")
@@ -172,27 +204,32 @@ def build_parser() -> argparse.ArgumentParser:
     kube.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the registry (localhost is plain by default)")
     kube.add_argument("--json", action="store_true", help="print a JSON List instead of YAML documents")
 
-    compat = commands.add_parser("compat", help="work with the compatibility data")
+    compat = _command(commands, "compat", help="work with the compatibility data")
     compat_commands = compat.add_subparsers(dest="compat_command", required=True, metavar="SUBCOMMAND")
-    compat_check = compat_commands.add_parser(
-        "check", help="compare the compatibility data with PyTorch's wheel index; exit 1 when they differ",
+    compat_check = _command(
+        compat_commands, "check",
+        help=f"compare the compatibility data with PyTorch's wheel index; exit {EXIT_DIFFERS} when they differ, "
+             f"{EXIT_FAILED} when the index cannot be read",
     )
     compat_check.add_argument("--index", metavar="URL", help="wheel index (default: the data's [wheel_index] url)")
     compat_check.add_argument("--data", type=Path, metavar="PATH", help="compatibility data file (default: the one shipped with buildkit)")
     compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file (exit 0 once it agrees)")
     compat_check.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
 
-    verify = commands.add_parser("verify", help="check a published image: signature, provenance, SBOM and a signed passing GPU test")
+    verify = _command(commands, "verify", help="check a published image: signature, provenance, SBOM and a signed passing GPU test")
     verify.add_argument("image", help="REGISTRY/REPOSITORY:TAG or @sha256:DIGEST")
     _supply_chain_options(verify)
     verify.add_argument("--gpu-arch", help="also require that the GPU test ran on this arch (gfx942, sm_90)")
     verify.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
-    sbom = commands.add_parser("sbom", help="print an image's CycloneDX SBOM: its registry attestation, or generated from a local image")
+    sbom = _command(commands, "sbom", help="print an image's CycloneDX SBOM: its registry attestation, or generated from a local image")
     sbom.add_argument("image", help="a registry reference (reads its attestation) or an image in the engine")
     _supply_chain_options(sbom)
     sbom.add_argument("--local", action="store_true", help="generate it from the image in the engine, even for a registry reference")
     sbom.add_argument("--out", type=Path, help="write it to this file instead of standard output")
+
+    completion = _command(commands, "completion", help="print a shell completion script: eval or source it from your shell's start-up file")
+    completion.add_argument("shell", choices=SHELLS, help=", ".join(SHELLS))
     return parser
 
 
@@ -235,7 +272,7 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extra-index-url", action="append", default=[], help="extra pip index URL (credentials allowed); repeatable")
     parser.add_argument("--ca-bundle", type=Path, help="CA bundle pip should trust, passed as a BuildKit secret")
     parser.add_argument("--no-efficiency", action="store_true", help="skip measuring image size against its filesystem")
-    parser.add_argument("--gpu", choices=GPU_MODES, default="auto", help=GPU_HELP)
+    parser.add_argument("--gpu", choices=GPU_MODES, default=GPU_MODES[0], help=GPU_HELP)
 
 
 def _positive(value: str) -> int:
@@ -251,7 +288,7 @@ def _positive(value: str) -> int:
 def _choices(args: argparse.Namespace, **overrides) -> Choices:
     source = SourceOptions(tuple(getattr(args, "gpu_arch", ())), getattr(args, "pytorch_src", None), getattr(args, "max_jobs", None) or 0)
     return Choices(
-        matrix=args.matrix, vendor=getattr(args, "vendor", "all"), selectors=tuple(getattr(args, "select", ())),
+        matrix=args.matrix, vendor=getattr(args, "vendor", ALL_VENDORS), selectors=tuple(getattr(args, "select", ())),
         source=source, platforms=tuple(getattr(args, "platform", ())), **overrides,
     )
 
@@ -259,12 +296,10 @@ def _choices(args: argparse.Namespace, **overrides) -> Choices:
 def _build_settings(args: argparse.Namespace) -> tuple[BuildOptions, IndexSettings]:
     from buildkit.app.build import BuildOptions, IndexSettings
 
-    publishing = args.command == "publish"
     options = BuildOptions(
         out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
         efficiency=not args.no_efficiency, gpu=args.gpu, source_context=getattr(args, "pytorch_src", None),
-        builder=args.builder, registry_cache=not args.no_registry_cache if publishing else args.registry_cache,
-        provenance=publishing and not args.no_provenance, push=publishing,
+        builder=args.builder, registry_cache=args.registry_cache,
     )
     return options, IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
 
@@ -276,25 +311,38 @@ def _display(err: Console):
 
 
 def cmd_matrix_validate(args: argparse.Namespace, out: Console, err: Console) -> int:
-    selection = select_targets(_choices(args))
-    counts = {vendor: sum(1 for t in selection.targets if t.vendor == vendor) for vendor in ("nvidia", "amd")}
+    try:
+        selection = validate_selection(_choices(args))
+    except UserError as error:
+        if args.format != "github":
+            raise
+        for line in views.github_annotations(error.problems):
+            sys.stdout.write(line + "\n")
+        return error.exit_code
     views.notes(err, selection.notes)
-    views.say(out, f"ok: {len(selection.targets)} targets ({counts['nvidia']} nvidia, {counts['amd']} amd)")
-    return 0
+    views.say(out, views.validation_summary(selection.targets))
+    return EXIT_OK
+
+
+def cmd_matrix_show(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.matrix_show import resolve
+
+    sys.stdout.write(views.matrix_toml(resolve(args.matrix)))
+    return EXIT_OK
 
 
 def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
     selection = select_targets(_choices(args))
     if args.format == "json":
         views.write_json_array(sys.stdout, map(target_json, selection.iter_plan()))
-        return 0
+        return EXIT_OK
     planned = selection.plan()
     if args.format == "github":
-        sys.stdout.write(json.dumps(github_matrix(planned), separators=(",", ":")) + "\n")
+        views.print_json(github_matrix(planned), compact=True)
     else:
         out.print(views.plan_table(planned))
         views.notes(err, selection.notes)
-    return 0
+    return EXIT_OK
 
 
 def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -304,10 +352,14 @@ def cmd_render(args: argparse.Namespace, out: Console, err: Console) -> int:
     views.say(out, f"rendered {len(tree.folders)} Dockerfiles into {args.out}/ (index: {args.out / 'plan.json'})")
     if tree.removed:
         views.say(out, f"removed {len(tree.removed)} files of an earlier render that the plan no longer lists")
-    return 0
+    return EXIT_OK
 
 
 def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.dry_run:
+        return _build_dry_run(args, out, err)
+    if args.format:
+        raise UserError(Problem("--format", "chooses the output of --dry-run; add --dry-run, or leave --format out"))
     from buildkit.app.build import build_selection
     from buildkit.ui.report import run_markdown, write_reports
 
@@ -323,8 +375,21 @@ def cmd_build(args: argparse.Namespace, out: Console, err: Console) -> int:
         views.say(err, "error: the Docker engine stopped during the build; restart it and run the build again")
     if run.interrupted:
         views.say(err, "interrupted: running builds were stopped")
-        return 130
-    return 1 if run.failed else 0
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if run.failed else EXIT_OK
+
+
+def _build_dry_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.build import preview_build
+
+    preview = preview_build(_choices(args), args.registry_cache)
+    if args.format == "json":
+        views.write_json_array(sys.stdout, map(views.planned_build_json, preview.builds))
+        return EXIT_OK
+    out.print(views.planned_build_table(preview.builds))
+    views.notes(err, preview.notes)
+    views.say(err, "dry run: nothing was built, and no engine or registry was asked")
+    return EXIT_OK
 
 
 def cmd_lock(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -336,7 +401,7 @@ def cmd_lock(args: argparse.Namespace, out: Console, err: Console) -> int:
         views.say(out, f"  moved: {reference} -> {report.lock.bases[reference]}")
     for requirement in report.changed_packages:
         views.say(out, f"  moved: {requirement} -> {report.lock.packages[requirement]}")
-    return 0
+    return EXIT_OK
 
 
 def cmd_bake(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -344,8 +409,8 @@ def cmd_bake(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     export = export_bake(_choices(args), args.out, args.pip_conf, args.ca_bundle, args.network, args.registry_cache)
     views.say(out, f"wrote {export.file} with {len(export.targets)} targets; groups: {', '.join(export.groups)}")
-    views.say(out, f"build with: docker buildx bake -f {export.file} [GROUP] --load   (or --push, on any builder)")
-    return 0
+    views.say(out, f"build with: docker buildx bake -f {export.file} [GROUP] --load   (or --push, on any builder, from any folder)")
+    return EXIT_OK
 
 
 def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -356,7 +421,7 @@ def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
     options, settings = _build_settings(args)
     publish_options = PublishOptions(
         nightly=args.nightly, date=args.date or "", keep=args.keep, dry_run=args.dry_run, require_published=args.require_published,
-        refresh=args.refresh, package_index=args.package_index,
+        refresh=args.refresh, package_index=args.package_index, provenance=args.provenance,
         gpu_gate=args.gpu_gate == "on", signer=signer_of(args.sign, args.keyless),
         trust=trust_of(args.verify_key, args.certificate_identity, args.certificate_oidc_issuer, required=False),
     )
@@ -370,27 +435,28 @@ def cmd_publish(args: argparse.Namespace, out: Console, err: Console) -> int:
     markdown = write_publish_reports(run, report)
     views.say(out, markdown.read_text())
     views.say(err, f"report: {report} and {markdown}")
-    return 1 if run.failed else 0
+    return EXIT_FAILED if run.failed else EXIT_OK
 
 
 def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.hipify_preflight import PreflightOptions, preflight
 
-    report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json))
+    report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json,
+                                        args.toolchain_image, tuple(args.include_dir)))
     for line in views.hipify_lines(report):
         views.say(out, line)
-    return 0 if report.passed else 1
+    return EXIT_OK if report.passed else EXIT_FAILED
 
 
 def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.smoke import test_images
-    from buildkit.ui.report import verdict_json
+    from buildkit.ui.report import verdicts_json
 
     verdicts = test_images(_choices(args), list(args.images), args.gpu, args.timeout, lambda line: views.say(err, line))
     out.print(views.verdict_table(verdicts, args.gpu))
     if args.json:
-        args.json.write_text(json.dumps([verdict_json(v) for v in verdicts], indent=2) + "\n", encoding="utf-8")
-    return 0 if all(v.passed for v in verdicts) else 1
+        views.write_json(args.json, verdicts_json(verdicts))
+    return EXIT_OK if all(v.passed for v in verdicts) else EXIT_FAILED
 
 
 def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -398,11 +464,10 @@ def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     result = parity(_choices(args), list(args.subjects))
     if args.json:
-        document = {"images": list(result.images), "passed": result.parity.passed, "differences": list(result.parity.differences)}
-        args.json.write_text(json.dumps(document, indent=2) + "\n")
+        views.write_json(args.json, views.parity_json(result))
     for line in views.parity_lines(result):
         views.say(out, line)
-    return 0 if result.parity.passed else 1
+    return EXIT_OK if result.parity.passed else EXIT_FAILED
 
 
 def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -410,10 +475,10 @@ def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     detection = routing.detect(_choices(args), _host_choice(args))
     if args.json:
-        sys.stdout.write(json.dumps(views.detection_json(detection), indent=2) + "\n")
+        views.print_json(views.detection_json(detection))
     else:
         views.show_detection(out, detection)
-    return 0
+    return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -426,7 +491,7 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         views.say(err, f"warning: {finding.title} (fix: {finding.fix})")
     if args.print:
         sys.stdout.write(shlex.join(command.argv) + "\n")
-        return 0
+        return EXIT_OK
     return subprocess.call(command.argv)
 
 
@@ -438,10 +503,10 @@ def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
         views.say(err, "note: the container engine was not asked (not reachable, or --host-root describes another host; "
                        "--engine names it), so its NVIDIA runtime and CDI support were not checked")
     if args.json:
-        sys.stdout.write(json.dumps(views.doctor_json(report), indent=2) + "\n")
+        views.print_json(views.doctor_json(report))
     else:
         views.show_doctor(out, report)
-    return 1 if report.blocking else 0
+    return EXIT_FAILED if report.blocking else EXIT_OK
 
 
 def cmd_kube(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -452,7 +517,7 @@ def cmd_kube(args: argparse.Namespace, out: Console, err: Console) -> int:
     sys.stdout.write(views.kube_json(result.manifests) if args.json else views.kube_yaml(result.manifests))
     for note in result.manifests.notes:
         views.say(err, f"note: {note}")
-    return 0
+    return EXIT_OK
 
 
 def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -461,10 +526,10 @@ def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> in
 
     outcome = check_compat(args.index, args.data, args.write)
     if args.json:
-        sys.stdout.write(json.dumps(compat_json(outcome), indent=2) + "\n")
+        views.print_json(compat_json(outcome))
     else:
         sys.stdout.write(compat_markdown(outcome))
-    return 0 if outcome.agrees else 1
+    return EXIT_OK if outcome.agrees else EXIT_DIFFERS
 
 
 def cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -473,11 +538,11 @@ def cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
     trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog)
     verification = verify_image(args.image, trust, args.gpu_arch, RegistryAccess(args.registry_auth_file, args.insecure_registry))
     if args.json:
-        sys.stdout.write(json.dumps(views.verification_json(verification), indent=2) + "\n")
+        views.print_json(views.verification_json(verification))
     else:
         for line in views.verification_lines(verification):
             views.say(out, line)
-    return 0 if verification.passed else 1
+    return EXIT_OK if verification.passed else EXIT_FAILED
 
 
 def cmd_sbom(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -485,19 +550,26 @@ def cmd_sbom(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog, required=False)
     result = image_sbom(args.image, trust, args.local, RegistryAccess(args.registry_auth_file, args.insecure_registry))
-    text = json.dumps(result.document, indent=2) + "\n"
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        views.write_json(args.out, result.document)
     else:
-        sys.stdout.write(text)
+        views.print_json(result.document)
     views.say(err, f"sbom: {result.source}")
     for note in result.notes:
         views.say(err, f"note: {note}")
-    return 0
+    return EXIT_OK
+
+
+def cmd_completion(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.ui.completion import completion_script
+
+    sys.stdout.write(completion_script(build_parser(), args.shell))
+    return EXIT_OK
 
 
 COMMANDS = {
     ("matrix", "validate"): cmd_matrix_validate,
+    ("matrix", "show"): cmd_matrix_show,
     ("plan", None): cmd_plan,
     ("render", None): cmd_render,
     ("build", None): cmd_build,
@@ -514,6 +586,7 @@ COMMANDS = {
     ("compat", "check"): cmd_compat_check,
     ("verify", None): cmd_verify,
     ("sbom", None): cmd_sbom,
+    ("completion", None): cmd_completion,
 }
 
 
@@ -529,6 +602,11 @@ def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, soft_wrap=True)
     handler = COMMANDS[(args.command, getattr(args, f"{args.command}_command", None))]
     try:
+        if hasattr(args, "matrix"):  # every command that reads a matrix has --matrix: the file comes from one rule
+            found = find_matrix(args.matrix)
+            args.matrix = found.path
+            if found.note:
+                views.say(err, f"note: {found.note}")
         return handler(args, out, err)
     except UserError as error:
         for problem in error.problems:
@@ -536,18 +614,18 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code
     except KeyboardInterrupt:
         views.say(err, "interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`buildkit plan --format json | head`): not an error of ours to report; point
         # stdout at /dev/null so the interpreter's final flush does not raise again on the way out
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141  # 128 + SIGPIPE, what a shell reports for a command its reader closed on
+        return EXIT_READER_GONE
     except Exception as error:  # a bug, not a user error: one line unless --debug asks for the traceback
         if args.debug:
             raise
         views.say(err, f"internal error (a bug in buildkit, please report it): {type(error).__name__}: {error}; "
                        "run again with --debug for the traceback")
-        return 1
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

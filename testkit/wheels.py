@@ -41,11 +41,13 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def build_wheel(folder: Path, name: str, version: str, files: dict[str, str | bytes], requires: list[str] = ()) -> Path:
+def build_wheel(folder: Path, name: str, version: str, files: dict[str, str | bytes], requires: list[str] = (),
+                provides_extras: list[str] = ()) -> Path:
     """A valid py3-none-any wheel with the given files (large ones stored: deflating random bytes gains nothing)."""
     distribution = name.replace("-", "_")
     dist_info = f"{distribution}-{version}.dist-info"
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    metadata = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Provides-Extra: {e}\n" for e in provides_extras)
+                + "".join(f"Requires-Dist: {r}\n" for r in requires))
     contents = {
         **{path: data.encode() if isinstance(data, str) else data for path, data in files.items()},
         f"{dist_info}/METADATA": metadata.encode(),

@@ -21,20 +21,65 @@ from buildkit.core.host import EngineFacts, GpuAccess
 from buildkit.errors import Problem, UserError, printable
 
 
+# Reaching the engine is quick or it is not happening: a socket that is missing or refuses answers at
+# once, and an address that swallows packets (a stopped VM, a wrong DOCKER_HOST) must not hold a command
+# for the 300 s its operations may take.
+CONNECT_TIMEOUT = 10
+OPERATION_TIMEOUT = 300  # an image pull, push or export of many GB goes quiet for minutes between answers
+
+
+class EngineUnreachable(UserError):
+    """No Docker engine answers: a failure of the environment (exit 1), not of the input."""
+
+    exit_code = 1
+
+
 def connect(base_url: str | None = None) -> docker.DockerClient:
     """The engine through the SDK (the one at `base_url`, else the environment's), or one clear message on
-    how to get one."""
+    how to get one, within CONNECT_TIMEOUT seconds."""
+    host = base_url or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     try:
-        client = docker.DockerClient(base_url=base_url, timeout=300) if base_url else docker.from_env(timeout=300)
-        client.ping()
-        return client
+        probe = _client(base_url, CONNECT_TIMEOUT)
+        try:
+            probe.ping()
+            version = probe.api.api_version
+        finally:
+            probe.close()
+        return _client(base_url, OPERATION_TIMEOUT, version)
     except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-        host = base_url or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise UserError(Problem(
-            "docker engine",
-            f"cannot reach the Docker engine at {host} ({_first_line(error)}); start it (e.g. `sudo systemctl start docker` "
-            "or `dockerd &`) or set DOCKER_HOST",
-        )) from None
+        cause = _root_cause(error)
+        if isinstance(cause, PermissionError):
+            fix = "ask for access to its socket (e.g. add your user to the docker group, then log in again)"
+        else:
+            fix = "start it (e.g. `sudo systemctl start docker` or `dockerd &`) or set DOCKER_HOST"
+        if isinstance(cause, (requests.exceptions.Timeout, TimeoutError)):
+            why = f"no answer within {CONNECT_TIMEOUT} s"
+        elif isinstance(cause, OSError) and cause.strerror:
+            why = cause.strerror.lower()
+        else:
+            why = _first_line(error)
+        raise EngineUnreachable(Problem("docker engine", f"cannot reach the Docker engine at {host} ({why}); {fix}")) from None
+
+
+def _client(base_url: str | None, timeout: int, version: str | None = None) -> docker.DockerClient:
+    if base_url:
+        return docker.DockerClient(base_url=base_url, timeout=timeout, version=version)
+    return docker.from_env(timeout=timeout, version=version)
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    """The OS-level reason behind the SDK's wrappers (DockerException from a requests error from a urllib3
+    error holding a FileNotFoundError or ConnectionRefusedError), found through causes and arguments."""
+    pending, seen = [error], set()
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, (requests.exceptions.Timeout, TimeoutError)) or (isinstance(current, OSError) and current.strerror):
+            return current
+        pending += [e for e in (current.__cause__, current.__context__, *current.args) if isinstance(e, BaseException)]
+    return error
 
 
 def native_platform(client: docker.DockerClient) -> str:

@@ -1,8 +1,9 @@
 """The hipify preflight: torch's hipify over a CUDA tree, out of place, and what it could not map.
 
-Minutes here instead of hours into a source build: which files hipify converts, which CUDA identifiers
-and headers it has no HIP mapping for (file:line), and, with hipcc present, whether the result compiles
-for a given GPU arch. torch.utils.hipify ships in every torch wheel; torch is an optional dependency.
+Minutes here instead of hours into a source build: which files hipify converts, and what in them will not
+port as it is (CUDA identifiers and headers hipify has no HIP mapping for, inline PTX, warp intrinsics,
+CUDA-only libraries), at the line of the user's own file; buildkit.adapters.compile_check then compiles
+the result. torch.utils.hipify ships in every torch wheel; torch is an optional dependency.
 
 The user's tree is only read. torch's hipify copies a tree with shutil.copytree, which follows every
 symlink (a link to /etc or $HOME lands in the output; a link loop recurses until the path is too long),
@@ -18,20 +19,21 @@ import errno
 import hashlib
 import io
 import os
-import re
 import shutil
 import stat
-import subprocess
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from buildkit.adapters import hipcc as toolchain
 from buildkit.adapters.safe_files import OwnedFolder, check_output_folder, sha256_file, update_tree
+from buildkit.core.porting import DEFECT, DEVICE_SOURCES, Finding, LineMap, scan
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:  # compile_check builds on this module's report
+    from buildkit.adapters.compile_check import Compiled
 
 MANIFEST = ".buildkit-hipify.json"
 TOOL = "buildkit hipify"
@@ -40,35 +42,6 @@ EXTENSIONS = (".cu", ".cuh", ".c", ".cc", ".cpp", ".h", ".in", ".hpp")
 # Version-control data: large, never compiled, and not read by hipify either.
 _NOT_COPIED_AT_ROOT = frozenset({".git", ".hg", ".svn"})
 _SHOWN_PROBLEMS = 10
-_COMPILE_SECONDS = 600
-# What is CUDA-only once hipify has run: runtime/driver/library identifiers and CUDA-only headers.
-_IDENTIFIER_RE = re.compile(r"\b(?:(?:cuda|cublas(?:Lt)?|cufft|curand|cusparse(?:Lt)?|cusolver(?:Dn|Sp)?|cudnn|nvrtc|nvtx|nccl)[A-Z]\w*|cu[A-Z][a-z]\w*|CU(?:DA|BLAS)_[A-Z0-9_]+)\b")
-_HEADER_RE = re.compile(r'#\s*include\s*[<"]((?:cuda|cub|thrust|cublas|cufft|curand|cusparse|cusolver|cudnn|nvtx)[^>"]*)[>"]')
-_MISSING_HEADER_RE = re.compile(r"fatal error: '([^']+)' file not found")
-
-
-@dataclass(frozen=True)
-class Unmapped:
-    file: str
-    line: int
-    identifier: str
-
-
-@dataclass(frozen=True)
-class Compiled:
-    file: str
-    status: str  # ok | error | environment (a header missing here) | toolchain (hipcc cannot target the arch)
-    output: str
-
-    @property
-    def summary(self) -> str:
-        missing = _MISSING_HEADER_RE.search(self.output)
-        if missing:
-            return f"{missing.group(1)} is not installed here (an environment problem, not a hipify error)"
-        errors = [line for line in self.output.splitlines() if "error:" in line]
-        return errors[0] if errors else (self.output.splitlines() or [""])[-1]
-
-
 @dataclass(frozen=True)
 class Skipped:
     """A path of the source tree that was not copied, and why (a symlink leading out, a loop, a FIFO...)."""
@@ -83,22 +56,25 @@ class HipifyReport:
     output: str
     converted: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
-    unmapped: list[Unmapped] = field(default_factory=list)
+    origins: dict[str, str] = field(default_factory=dict)  # each converted file (in --out) -> the user's file it was made from
+    findings: list[Finding] = field(default_factory=list)  # what will not port as it is, at the user's lines
     skipped: list[Skipped] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # files of an earlier run in --out that this one no longer writes
     seconds: float = 0.0
     offload_arch: str = ""
-    compiled: list[Compiled] = field(default_factory=list)
+    toolchain: str = ""  # the hipcc that compiled, and where it ran
+    headers: str = ""  # where the ROCm-only torch headers came from
+    compiled: list[Compiled] = field(default_factory=list)  # one per translation unit
     compile_seconds: float | None = None
     compile_skipped: str = ""
     toolchain_limit: str = ""  # hipcc cannot compile for the arch: the check did not run, the code is not blamed
 
     @property
     def passed(self) -> bool:
-        return not self.unmapped and not any(c.status == "error" for c in self.compiled)
+        return not any(f.blocks for f in self.findings) and not any(c.status == DEFECT for c in self.compiled)
 
 
-def _torch_hipify():
+def torch_hipify():
     try:
         with warnings.catch_warnings():  # torch's import warns about optional modules (numpy) hipify never uses
             warnings.simplefilter("ignore")
@@ -110,39 +86,14 @@ def _torch_hipify():
     return hipify_python
 
 
-def _code_lines(text: str):
-    """(line number, code) with // and /* */ comments removed, so prose never counts as a use."""
-    in_block = False
-    for number, line in enumerate(text.splitlines(), start=1):
-        code = ""
-        rest = line
-        while rest:
-            if in_block:
-                end = rest.find("*/")
-                if end < 0:
-                    rest = ""
-                    break
-                rest, in_block = rest[end + 2:], False
-            else:
-                start_block, start_line = rest.find("/*"), rest.find("//")
-                if start_line >= 0 and (start_block < 0 or start_line < start_block):
-                    code += rest[:start_line]
-                    rest = ""
-                elif start_block >= 0:
-                    code += rest[:start_block]
-                    rest, in_block = rest[start_block + 2:], True
-                else:
-                    code += rest
-                    rest = ""
-        yield number, code
-
-
-def unmapped_uses(path: Path, shown: str) -> list[Unmapped]:
+def findings_in(out: Path, produced: str, origin: str) -> list[Finding]:
+    """What will not port in one hipified file, at the lines of the user's file it was made from."""
+    text = (out / produced).read_text(encoding="utf-8", errors="replace")
+    lines = LineMap((out / origin).read_text(encoding="utf-8", errors="replace"), text) if origin != produced else None
     found = []
-    for number, code in _code_lines(path.read_text(encoding="utf-8", errors="replace")):
-        found += [Unmapped(shown, number, f"#include <{m}>") for m in _HEADER_RE.findall(code)]
-        if "#include" not in code:
-            found += [Unmapped(shown, number, m) for m in _IDENTIFIER_RE.findall(code)]
+    for line, kind, subject, detail, blocks in scan(text, origin.endswith(DEVICE_SOURCES)):
+        original = lines.original(line) if lines else line
+        found.append(Finding(origin, original, kind, subject, detail, blocks, f"{produced}:{line}" if lines else ""))
     return found
 
 
@@ -163,7 +114,7 @@ def check_folders(source: Path, out: Path) -> tuple[Path, Path]:
 
 def run_hipify(source: Path, out: Path) -> HipifyReport:
     source, out = check_folders(source, out)
-    hipify_python = _torch_hipify()
+    hipify_python = torch_hipify()
     folder = OwnedFolder(out, MANIFEST, TOOL)
     check_output_folder(folder)  # before the copy and the conversion, which take minutes on a PyTorch checkout
     started = time.perf_counter()
@@ -179,11 +130,14 @@ def run_hipify(source: Path, out: Path) -> HipifyReport:
         for original, result in sorted(results.items()):
             produced = Path(result.hipified_path or original)
             relative = produced.relative_to(staging).as_posix()
-            before = originals.get(Path(original).relative_to(staging).as_posix())
+            origin = Path(original).relative_to(staging).as_posix()
+            before = originals.get(origin)
             changed = produced.is_file() and before is not None and sha256_file(produced) != before
             (report.converted if changed else report.unchanged).append(relative)
+            if changed and relative != origin:
+                report.origins[relative] = origin
             if produced.is_file():
-                report.unmapped += unmapped_uses(produced, relative)
+                report.findings += findings_in(staging, relative, report.origins.get(relative, relative))
     report.seconds = round(time.perf_counter() - started, 3)
     return report
 
@@ -290,44 +244,3 @@ def _hipify_in_place(hipify_python, staging: Path) -> dict:
         except OSError as error:
             raise UserError(Problem("hipify", f"could not write its scratch copy: {error.strerror} ({error.filename})")) from None
     return dict(results)
-
-
-def compile_check(report: HipifyReport, offload_arch: str, known: Sequence[str], hipcc: toolchain.Hipcc | None = None) -> HipifyReport:
-    """Compile each hipified translation unit for one arch with hipcc. A missing header is this machine's
-    problem and an arch hipcc does not know is its toolchain's limit; neither is blamed on the code."""
-    hipcc = hipcc or toolchain.find_hipcc()
-    report.offload_arch = offload_arch
-    if hipcc is None:
-        report.compile_skipped = "hipcc not found (Debian/Ubuntu: apt-get install hipcc libamdhip64-dev)"
-        return report
-    if not toolchain.supports(hipcc, offload_arch):
-        report.toolchain_limit = toolchain.toolchain_limit_message(hipcc, offload_arch, known)
-        return report
-    started = time.perf_counter()
-    out = Path(report.output)
-    units = [name for name in report.converted + report.unchanged if name.endswith((".hip", ".cpp", ".cc", ".cu"))]
-    with tempfile.TemporaryDirectory() as scratch:
-        for name in units:
-            try:
-                result = subprocess.run(
-                    [hipcc.path, f"--offload-arch={offload_arch}", "-x", "hip", "-c", str(out / name), "-o", f"{scratch}/unit.o",
-                     "-I", str(out)],
-                    capture_output=True, text=True, errors="replace", env=toolchain.amd_environment(), timeout=_COMPILE_SECONDS,
-                )
-            except subprocess.TimeoutExpired:
-                report.compiled.append(Compiled(name, "environment", f"hipcc did not finish within {_COMPILE_SECONDS} s"))
-                continue
-            output = (result.stdout + result.stderr).strip()
-            if result.returncode == 0:
-                status = "ok"
-            elif toolchain.is_toolchain_limit(output, offload_arch):
-                report.compiled.append(Compiled(name, "toolchain", output[-2000:]))
-                report.toolchain_limit = toolchain.toolchain_limit_message(hipcc, offload_arch, known)
-                break  # every other unit would fail the same way
-            elif _MISSING_HEADER_RE.search(output):
-                status = "environment"
-            else:
-                status = "error"
-            report.compiled.append(Compiled(name, status, output[-2000:]))
-    report.compile_seconds = round(time.perf_counter() - started, 3)
-    return report

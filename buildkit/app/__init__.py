@@ -1,7 +1,15 @@
-"""Use cases, one per module: each turns command-line choices into calls on the core and the adapters."""
+"""Use cases, one per module: each turns command-line choices into calls on the core and the adapters.
 
-# The smoke test's --gpu modes, here so the CLI's parser offers them without importing the use cases that
-# load the docker SDK (buildkit.app.smoke, buildkit.app.build).
+The vocabularies the command line offers are the core's, named here so the CLI's parser can list them
+without restating them and without importing the use cases that load the docker SDK (buildkit.app.smoke,
+buildkit.app.build).
+"""
+
+from buildkit.core.fields import CHANNELS, SELECTOR_KEYS
 from buildkit.core.judge import GPU_MODES
+from buildkit.core.plan import ALL_VENDORS
+from buildkit.core.vendors import VENDOR_NAMES
 
-__all__ = ["GPU_MODES"]
+VENDOR_CHOICES = (*VENDOR_NAMES, ALL_VENDORS)
+
+__all__ = ["ALL_VENDORS", "CHANNELS", "GPU_MODES", "SELECTOR_KEYS", "VENDOR_CHOICES"]

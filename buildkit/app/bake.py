@@ -42,7 +42,8 @@ def export_bake(
                 raise UserError(Problem(option, f"{path} is not a file"))
             secrets[secret] = str(path.resolve())
     revision = matrix_revision(choices.matrix)
-    document = bake_document(rendered, build_stamp_labels(created_now(), revision), secrets, network, registry_cache)
+    document = bake_document(rendered, build_stamp_labels(created_now(), revision), secrets, str(out.resolve()), network,
+                             registry_cache)
     files: dict[str, bytes] = {}
     for item in rendered:
         files[f"{context_folder(item)}/Dockerfile"] = item.dockerfile.encode()

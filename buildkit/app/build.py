@@ -28,9 +28,11 @@ from buildkit.core import release
 from buildkit.core.cache import CacheRefs, prefix_cache, target_cache
 from buildkit.core.compat import Compat
 from buildkit.core.host import HostFacts
+from buildkit.core.install_plan import layer_name
 from buildkit.core.judge import Verdict
 from buildkit.core.labels import build_stamp_labels
 from buildkit.core.parity import Parity, compare
+from buildkit.core.plan import Note
 from buildkit.core.release import Outcome
 from buildkit.core.render import SHARED_STAGE, SUPPORT_CONTEXT, SUPPORT_DIR, Rendered
 
@@ -89,6 +91,11 @@ class TargetResult:
     pushed: bool = False  # the builder pushed it (by digest, untagged): publish tags it in the registry
 
     @property
+    def layer_sizes(self) -> list[tuple[str, int]]:
+        """(what it holds, uncompressed bytes) of each layer with content, in order."""
+        return [(layer_name(step), size) for step, size in self.history if size]
+
+    @property
     def efficiency(self) -> float | None:
         """Bytes in the image's layers over the bytes its final filesystem holds: 1.0 means no layer carries
         files that a later layer deletes or replaces."""
@@ -131,6 +138,10 @@ class Display:
     def started(self, target_id: str) -> None: ...
     def line(self, target_id: str, text: str) -> None: ...
     def finished(self, result: TargetResult) -> None: ...
+
+    def step(self, target_id: str, text: str) -> None:
+        """A wait of its own outside BuildKit's log (pulling a 20 GB image, its smoke test, reading its layers,
+        pushing it): said as it starts, so a long one is never silence."""
 
 
 def _tail(log: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -266,6 +277,7 @@ class BuildRunner:
             result.digest = outcome.digest
             result.pushed = bool(push_to)
             if push_to:  # built and pushed elsewhere: the smoke test runs the pushed digest here
+                self.display.step(target.id, f"pulling {target.image_name}@{outcome.digest} into the engine for its smoke test")
                 credentials = self.credentials
                 image = engine.pull_image(self.client, f"{target.image_name}@{outcome.digest}",
                                           credentials.username if credentials else None, credentials.password if credentials else None)
@@ -298,9 +310,11 @@ class BuildRunner:
         result.image_id, result.size = facts.image_id, facts.size
         result.layers, result.history = list(facts.layers), list(facts.history)
         native = self.native_platform
-        verdicts = [smoke_test(self.client, facts.image_id, self.options.gpu if platform == native else "skip", self.host,
-                               self.options.smoke_timeout, platform=platform)
-                    for platform in target.platforms]
+        verdicts = []
+        for platform in target.platforms:
+            self.display.step(target.id, f"smoke test ({platform})")
+            verdicts.append(smoke_test(self.client, facts.image_id, self.options.gpu if platform == native else "skip", self.host,
+                                       self.options.smoke_timeout, platform=platform))
         result.smoke = verdicts[0]
         result.platform_smoke = {platform: verdict for platform, verdict in zip(target.platforms, verdicts)}
         failed = [f"{platform}: " + "; ".join(v.failures) for platform, v in zip(target.platforms, verdicts) if not v.passed]
@@ -312,6 +326,7 @@ class BuildRunner:
             engine.tag_image(self.client, facts.image_id, target.tags[0])  # a twin's floating tags wait for its pair
             result.status = BuildStatus.BUILT
         if self.options.efficiency and target.platforms == (native,):
+            self.display.step(target.id, "reading its layers and filesystem (docker save) for its efficiency")
             measured = engine.image_bytes(self.client, facts.image_id)
             result.layer_bytes, result.filesystem_bytes = measured.layers, measured.filesystem
             if measured.layers < measured.filesystem:  # impossible: a measurement bug, never a figure to report
@@ -367,6 +382,28 @@ class BuildRunner:
         ]
         self._tag_pairs(rendered, ordered)
         return BuildRun(ordered, pair_results(ordered, self.vendor_packages), interrupted=interrupted, engine_lost=self.engine_lost)
+
+
+@dataclass(frozen=True)
+class PlannedBuild:
+    """One image `build` would make, worked out offline: its Dockerfile is rendered, nothing is asked of an
+    engine or a registry (`build --dry-run`)."""
+
+    item: Rendered
+    cache: CacheRefs  # what it reads and writes in the registry cache (empty without --registry-cache)
+
+
+@dataclass(frozen=True)
+class BuildPreview:
+    builds: tuple[PlannedBuild, ...]
+    notes: tuple[Note, ...]  # the selection's (Python versions skipped, platforms left out)
+
+
+def preview_build(choices: Choices, registry_cache: bool = False) -> BuildPreview:
+    """What `build` with these choices would build: the same selection and Dockerfiles, no engine."""
+    selection = require_targets(select_targets(choices))
+    builds = tuple(PlannedBuild(item, target_cache(item.target) if registry_cache else CacheRefs()) for item in selection.render())
+    return BuildPreview(builds, selection.notes)
 
 
 def build_selection(

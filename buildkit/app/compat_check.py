@@ -12,6 +12,10 @@ from buildkit.core.compat_check import Difference, IndexFacts, candidate_tags, c
 from buildkit.errors import Problem, UserError
 
 SHIPPED_LABEL = "buildkit/data/compat.toml"  # how the diff names the shipped file, wherever it is installed
+# The tables compatibility data is made of: each holds one table per torch minor, backend version, gfx
+# target..., which buildkit.core.compat reads by key. Anything else in their place is not compatibility data.
+_TABLES_OF_TABLES = ("torch", "cuda", "rocm", "gfx")
+_TABLES = ("wheel_index", "archs", "os_python", "parity", "gpus", "sources")
 
 
 @dataclass(frozen=True)
@@ -32,13 +36,34 @@ class CheckOutcome:
         return not self.differences or (self.written and not self.unwritable)
 
 
+def _shape_problem(data: dict) -> str:
+    """Why a parsed TOML document is not compatibility data ("" when its tables are where they belong)."""
+    if isinstance(data.get("torch"), list):
+        return "it has [[torch]] entries, so it is a matrix file"
+    if not isinstance(data.get("torch"), dict) or not data["torch"]:
+        return 'it has no [torch."X.Y"] tables'
+    for name in (*_TABLES_OF_TABLES, *_TABLES):
+        if name in data and not isinstance(data[name], dict):
+            return f"its {name} is not a table"
+    for name in _TABLES_OF_TABLES:
+        for key, value in data.get(name, {}).items():
+            if not isinstance(value, dict):
+                return f'its {name}."{key}" is not a table'
+    return ""
+
+
 def check_compat(index_url: str | None = None, data_path: Path | None = None, write: bool = False) -> CheckOutcome:
     path = data_path or COMPAT_DATA
     try:
         text = path.read_text(encoding="utf-8")
-        compat = compat_from_data(tomllib.loads(text))
-    except (OSError, tomllib.TOMLDecodeError) as error:
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise UserError(Problem("--data", f"cannot read {path} as compatibility data: {error}")) from None
+    shape = _shape_problem(data)
+    if shape:
+        raise UserError(Problem(str(path), f"{shape}: --data takes compatibility data, a file shaped like {SHIPPED_LABEL} "
+                                           "(to check a matrix, run `buildkit matrix validate --matrix FILE`)"))
+    compat = compat_from_data(data)
     index = WheelIndex(index_url or compat.wheel_index)
     folders = candidate_tags(compat, index.root_folders())
     pages = index.torch_pages(folders)

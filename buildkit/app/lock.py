@@ -53,7 +53,15 @@ def resolve_base(reference_text: str, registries: dict[str, Registry], insecure:
 
 def lock_matrix(matrix_path: Path | None, package_index: str | None = None, insecure: bool = False) -> LockReport:
     """Resolve every base image and package range of the whole matrix (not a selection: the lock is the
-    matrix's) and write matrix.lock; the report says what moved since the previous lock."""
+    matrix's) and write matrix.lock beside it; the report says what moved since the previous lock.
+
+    The bundled matrix (`matrix_path` None) has no lock: its folder is the installed package, which is not
+    the user's to write and which every other user of that installation reads."""
+    if matrix_path is None:
+        raise UserError(Problem("matrix.lock", "the matrix bundled with buildkit has no lock: matrix.lock is written beside "
+                                               "the matrix it locks, and the bundled one lives inside the installed package. "
+                                               "Lock your own matrix: a matrix.toml with `extends = \"default\"` in this folder, "
+                                               "or --matrix FILE"))
     matrix = load_matrix(matrix_path, use_lock=False)
     targets = expand(matrix).targets
     references = sorted({t.base_image for t in targets} | {t.builder_image for t in targets if t.builder_image})

@@ -49,6 +49,7 @@ class PublishOptions:
     signer: Signer | None = None  # sign every pushed digest and attach its SBOM and GPU test, signed
     trust: Trust | None = None  # whose GPU test attestations count for images not tested in this run
     lookups: int = 8  # registry requests in flight while deciding what changed
+    provenance: bool = True  # push BuildKit's SLSA provenance (mode=max) with every image
 
 
 @dataclass
@@ -137,7 +138,9 @@ def publish_selection(
     host = registry_of(rendered)
     credentials = load_credentials(host, auth_file)
     registry = Registry(host, credentials, insecure=True if insecure else None)
-    stamped = replace(build_options, created=created_now(), revision=matrix_revision(choices.matrix))
+    # Publishing pushes: a builder outside the engine pushes by digest, and provenance goes with the image.
+    stamped = replace(build_options, created=created_now(), revision=matrix_revision(choices.matrix), push=True,
+                      provenance=options.provenance)
     cosign = supply_chain_client(host, credentials, insecure) if options.signer or options.trust else None
     return publish(rendered, replace(options, date=date), stamped, settings, docker_cli, display, selection.matrix.compat, registry,
                    credentials, cosign)
@@ -183,6 +186,7 @@ def publish(
             if result.status is not BuildStatus.BUILT:
                 outcome.status, outcome.error = Outcome.FAILED, result.error or result.status.value
                 continue
+            display.step(result.id, f"publishing {item.target.tags[0]}")
             outcome.error = _publish_built(registry, client, item, result, credentials)
             outcome.digest = "" if outcome.error else registry.head_manifest(item.target.repository, item.target.tag_names[0]) or ""
             outcome.status = Outcome.PUBLISHED if outcome.digest else Outcome.FAILED

@@ -28,7 +28,8 @@ class RenderedTree:
 
 def target_folder(item: Rendered) -> PurePosixPath:
     target = item.target
-    return PurePosixPath(target.torch, f"{target.backend}{target.backend_version}", f"py{target.python}", target.flavor)
+    backend = f"{target.backend}{target.backend_version}" + (f"-{target.family}" if target.family else "")
+    return PurePosixPath(target.torch, backend, f"py{target.python}", target.flavor)
 
 
 def tree_files(rendered: tuple[Rendered, ...]) -> dict[str, bytes]:

@@ -18,7 +18,8 @@ import docker
 from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
 from buildkit.app.targets import Choices, Selection, select_targets
-from buildkit.core.host import EngineFacts, Finding, HostFacts, Routing, assess, engine_from_option, gpu_access, route, run_verdict
+from buildkit.core.host import (EngineFacts, Finding, HostFacts, Routing, arch_covered, assess, engine_from_option, gpu_access, route,
+                                run_verdict)
 from buildkit.core.labels import ImageIdentity, image_labels
 from buildkit.core.plan import Plan, Target
 from buildkit.errors import Problem, UserError
@@ -83,13 +84,16 @@ def detect(choices: Choices, where: HostChoice) -> Detection:
     return Detection(context.host, context.routing)
 
 
-def _twin(identity: ImageIdentity | None, selection: Selection, routing: Routing) -> str | None:
-    """The image to run instead of a wrong-vendor one: its twin (same pair key) for the host's vendor, else
-    the target detect picks for that vendor."""
-    if identity is None or routing.vendor is None or identity.vendor.name == routing.vendor:
+def _twin(identity: ImageIdentity | None, selection: Selection, routing: Routing, host: HostFacts) -> str | None:
+    """The image to run instead of a wrong-vendor one: its twin (same pair key) for the host's vendor (of a
+    pair with one ROCm image per family, the family image whose arch list covers the host's GPUs), else the
+    target detect picks for that vendor."""
+    vendor = routing.vendor
+    if identity is None or vendor is None or identity.vendor.name == vendor:
         return None
-    twin: Target | None = next((t for t in selection.targets if identity.pair and t.pair == identity.pair and t.vendor == routing.vendor), None)
-    twin = twin or routing.choices[routing.vendor].target
+    twins = [t for t in selection.targets if identity.pair and t.pair == identity.pair and t.vendor == vendor]
+    covering = [t for t in twins if all(arch_covered(gpu.arch, t.archs) for gpu in host.gpus_of(vendor))]
+    twin: Target | None = next(iter(covering or twins), None) or routing.choices[vendor].target
     return twin.tags[0] if twin else None
 
 
@@ -109,7 +113,7 @@ def _image(reference: str, selection: Selection, client: docker.DockerClient | N
 def _assessed(context: _Context, reference: str) -> tuple[Image, list[Finding]]:
     """An image and doctor's findings about it on this host."""
     image = _image(reference, context.selection, context.client)
-    twin = _twin(image.identity, context.selection, context.routing)
+    twin = _twin(image.identity, context.selection, context.routing, context.host)
     return image, assess(context.host, context.selection.matrix.compat, image.reference, image.identity, twin)
 
 

@@ -7,17 +7,55 @@ rendering adds its Dockerfile. Each command takes only the step it needs: `valid
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
-from buildkit.adapters.bundled import image_support_files
+from buildkit.adapters.bundled import default_matrix_path, image_support_files
 from buildkit.adapters.matrix_files import load_matrix, template_loader
+from buildkit.adapters.regular_files import describe_path
 from buildkit.core import grammar
 from buildkit.core.matrix import Matrix, parse_selectors
-from buildkit.core.plan import Note, Target, choose_platforms, expand, narrow_for_source, select
+from buildkit.core.plan import ALL_VENDORS, Note, Target, choose_platforms, expand, narrow_for_source, select
 from buildkit.core.render import PlannedImage, Rendered, Renderer
 from buildkit.errors import Problem, UserError
+
+MATRIX_ENV = "BUILDKIT_MATRIX"
+LOCAL_MATRIX = "matrix.toml"
+
+
+@dataclass(frozen=True)
+class MatrixFile:
+    """The matrix file a command reads. A team's folder must never silently get the bundled matrix (its plan,
+    builds and publishes would be another team's), so using the bundled one comes with a note."""
+
+    path: Path | None  # None: the matrix bundled with buildkit
+
+    @property
+    def note(self) -> str:
+        """What stderr says when the bundled matrix is used, so a user who expected their own sees why."""
+        if self.path is not None:
+            return ""
+        return (f"using the matrix bundled with buildkit ({default_matrix_path()}): no --matrix, no ${MATRIX_ENV} "
+                f"and no {LOCAL_MATRIX} in this folder")
+
+
+def find_matrix(option: Path | None) -> MatrixFile:
+    """--matrix, else $BUILDKIT_MATRIX, else ./matrix.toml, else the bundled default."""
+    if option is not None:
+        return MatrixFile(option)
+    named = os.environ.get(MATRIX_ENV, "")
+    if named:
+        path = Path(named)
+        what = describe_path(path)
+        if what:
+            raise UserError(Problem(f"${MATRIX_ENV}", f"names {named!r}: {what}; point it at a matrix file or unset it"))
+        return MatrixFile(path)
+    local = Path.cwd() / LOCAL_MATRIX
+    if local.is_file():
+        return MatrixFile(local)
+    return MatrixFile(None)
 
 
 @dataclass(frozen=True)
@@ -34,7 +72,7 @@ class Choices:
     """What the command line selects, resolved once."""
 
     matrix: Path | None = None
-    vendor: str = "all"
+    vendor: str = ALL_VENDORS
     selectors: tuple[str, ...] = ()
     registry: str | None = None  # publish: overrides the matrix's registry
     channel: str | None = None  # publish: overrides every stack's wheel channel
@@ -74,12 +112,29 @@ def select_targets(choices: Choices = Choices()) -> Selection:
         raise UserError(Problem("--pytorch-src", f"{source.pytorch_src} is not a PyTorch checkout (no tools/amd_build/build_amd.py)"))
     plan = select(expand(matrix), choices.vendor, parse_selectors(list(choices.selectors)))
     targets = tuple(replace(t, channel_date=choices.today) if t.channel == "nightly" else t for t in plan.targets)
-    targets = narrow_for_source(targets, matrix.compat, source.gpu_archs, source.pytorch_src is not None, source.max_jobs)
+    targets, narrowed_out = narrow_for_source(targets, matrix.compat, source.gpu_archs, source.pytorch_src is not None, source.max_jobs)
     bad = [platform for platform in choices.platforms if grammar.platform(platform)]
     if bad:
         raise UserError(Problem("--platform", f"expected {grammar.platform(bad[0])}, got {bad[0]!r}"))
     targets, left_out = choose_platforms(targets, choices.platforms)
-    return Selection(matrix, targets, (*plan.notes, *left_out), Renderer(template_loader(matrix), matrix.source, image_support_files()))
+    return Selection(matrix, targets, (*plan.notes, *narrowed_out, *left_out), Renderer(template_loader(matrix), matrix.source, image_support_files(), matrix.compat))
+
+
+def validate_selection(choices: Choices) -> Selection:
+    """`matrix validate`: the selection, with every target rendered, so a template error (a team template's
+    syntax, an undefined value, a sandbox refusal) fails validation as it would fail `render`. Every template
+    problem is reported, each once, however many targets use that template."""
+    selection = select_targets(choices)
+    problems: dict[tuple[str, int | None], Problem] = {}
+    for target in selection.targets:
+        try:
+            selection.renderer.render(selection.renderer.plan(target))
+        except UserError as error:
+            for problem in error.problems:
+                problems.setdefault((problem.where, problem.line), problem)
+    if problems:
+        raise UserError(list(problems.values()))
+    return selection
 
 
 def require_targets(selection: Selection) -> Selection:
@@ -99,12 +154,15 @@ def target_json(item: PlannedImage) -> dict:
         "torch": target.torch,
         "python": target.python,
         "flavor": target.flavor,
+        "family": target.family,
         "tags": list(target.tags),
         "pair": target.pair,
         "fingerprint": item.fingerprint,
         "base_image": target.base_image,
         "index_url": target.index_url,
         "gpu_archs": list(target.archs),
+        "device_packages": list(target.device_packages),
+        "max_layer_size": target.max_layer_size,
         "companions": list(target.companions),
         "packages": list(target.packages),
         "channel": target.channel,

@@ -4,6 +4,10 @@ One bake target per image (context, Dockerfile, args, labels, tags, secrets by i
 platforms), and groups: `default` (everything), one per vendor and one per pair, so a fleet can hand each
 runner a group. Within one bake invocation BuildKit solves a pair's shared prefix once for both twins.
 Bake names allow only letters, digits, `_` and `-`, so a target id's dots become `_`.
+
+buildx resolves a relative `context` against the folder it is run from, not the bake file's, so contexts
+are written under ${BUILDKIT_BAKE_DIR}, which defaults to the export's own folder: the file builds from any
+working directory, and a copy moved elsewhere builds after setting BUILDKIT_BAKE_DIR to its new place.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ _NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
 # Secrets stay files on the machine that runs bake: the bake file names them by id and reads their paths
 # from these variables (set them in the environment, or keep the defaults given at export).
 SECRET_VARIABLES = {"pip_conf": "BUILDKIT_PIP_CONF", "ca_bundle": "BUILDKIT_CA_BUNDLE"}
+FOLDER_VARIABLE = "BUILDKIT_BAKE_DIR"
 
 
 def bake_name(text: str) -> str:
@@ -33,17 +38,19 @@ def bake_document(
     rendered: Sequence[Rendered],
     stamp: Mapping[str, str],
     secrets: Mapping[str, str],
+    folder: str,
     network: str | None = None,
     registry_cache: bool = False,
 ) -> dict[str, Any]:
-    """`secrets`: secret id -> the path its variable defaults to ("" leaves the default empty)."""
+    """`secrets`: secret id -> the path its variable defaults to ("" leaves the default empty); `folder`: the
+    absolute path of the export, the default of ${BUILDKIT_BAKE_DIR}."""
     targets: dict[str, Any] = {}
     groups: dict[str, list[str]] = {"default": []}
     for item in rendered:
         target = item.target
         name = bake_name(target.id)
         entry: dict[str, Any] = {
-            "context": context_folder(item),
+            "context": f"${{{FOLDER_VARIABLE}}}/{context_folder(item)}",
             "dockerfile": "Dockerfile",
             "args": dict(item.build_args),
             "labels": {**item.labels, **stamp},
@@ -68,6 +75,6 @@ def bake_document(
         "group": {name: {"targets": members} for name, members in groups.items()},
         "target": targets,
     }
-    if secrets:
-        document["variable"] = {SECRET_VARIABLES[secret]: {"default": path} for secret, path in sorted(secrets.items())}
+    document["variable"] = {FOLDER_VARIABLE: {"default": folder}}
+    document["variable"].update({SECRET_VARIABLES[secret]: {"default": path} for secret, path in sorted(secrets.items())})
     return document

@@ -15,6 +15,8 @@ from packaging.version import Version
 from buildkit.core.vendors import BACKENDS, VENDOR_NAMES, of_backend
 
 _UBUNTU_RE = re.compile(r"ubuntu-?([0-9]{2}\.[0-9]{2})")
+# Debian ships ROCm too (a devel base such as a team's own debian-sid toolchain image): debian13, debiansid.
+_DEBIAN_RE = re.compile(r"debian-?([0-9]{2}|sid)\b")
 
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
 
@@ -33,6 +35,8 @@ class BackendRelease:
     unconfirmed: tuple[str, ...] = ()
     platforms: tuple[str, ...] = (AMD64,)  # where PyTorch ships wheels for this version (some releases may not)
     arm64_archs: tuple[str, ...] = ()  # the linux/arm64 wheels' arch list, where it differs from archs
+    layers: tuple[str, ...] = ()  # torch's large dependencies, each installed in a layer of its own
+    layout: str = ""  # thin wheels: the [rocm_layouts] entry its index follows
 
     @property
     def index_tag(self) -> str:
@@ -41,9 +45,13 @@ class BackendRelease:
 
     @property
     def devel_os(self) -> str:
-        """ubuntu24.04, read from nvidia/cuda:…-ubuntu24.04 or rocm/dev-ubuntu-24.04:…"""
+        """ubuntu24.04, read from nvidia/cuda:…-ubuntu24.04 or rocm/dev-ubuntu-24.04:…; debian13 or debiansid
+        from an image whose tag names Debian so."""
         found = _UBUNTU_RE.search(self.devel_base)
-        return f"ubuntu{found.group(1)}" if found else ""
+        if found:
+            return f"ubuntu{found.group(1)}"
+        found = _DEBIAN_RE.search(self.devel_base)
+        return f"debian{found.group(1)}" if found else ""
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,37 @@ class GfxTarget:
 
 
 @dataclass(frozen=True)
+class RocmLayout:
+    """How a thin-wheel index lays out torch's GPU code: which distributions carry one gfx target's code,
+    and whose extras choose them (see compat.toml's [rocm_layouts])."""
+
+    name: str
+    device: tuple[str, ...]  # distribution names with {gfx}
+    extras_of: str  # "rocm": torch's requirement on the rocm meta package; "torch": torch's own extras
+    all_extra: str  # every gfx target's code (device-all)
+    arch_extra: str  # one gfx target's code, with {gfx}
+    index: str = ""  # the layout's own simple index ("": the matrix's wheel_index, a folder per variant)
+    local: str = ""  # torch's local version on that index, with {version} ("": rocm<version>)
+    unconfirmed: tuple[str, ...] = ()
+
+    def device_packages(self, gfx: str) -> tuple[str, ...]:
+        return tuple(name.format(gfx=gfx) for name in self.device)
+
+    def arch_extras(self, archs: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(self.arch_extra.format(gfx=gfx) for gfx in archs)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A ROCm GPU family: one AMD image carries the device code of its gfx targets only."""
+
+    name: str
+    gfx: tuple[str, ...]
+    products: tuple[str, ...] = ()
+    therock: str = ""  # the family's name in AMD's TheRock builds (gfx94X-dcgpu)
+
+
+@dataclass(frozen=True)
 class Compat:
     torch: Mapping[str, TorchRelease]
     backends: Mapping[tuple[str, str], BackendRelease]
@@ -94,6 +133,8 @@ class Compat:
     gpu_names: Mapping[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)  # vendor -> PCI id -> facts
     hsa_override: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # gfx arch -> (override, runs as)
     gfx_targets: Mapping[str, GfxTarget] = field(default_factory=dict)
+    rocm_layouts: Mapping[str, RocmLayout] = field(default_factory=dict)
+    families: Mapping[str, Family] = field(default_factory=dict)
 
     def torch_release(self, torch_version: str) -> TorchRelease | None:
         release = Version(torch_version)
@@ -104,6 +145,14 @@ class Compat:
 
     def wheel_index_url(self, base_url: str, channel: str, index_tag: str) -> str:
         return f"{base_url.rstrip('/')}/{self.channels[channel]}{index_tag}/"
+
+    def layout_of(self, release: BackendRelease) -> RocmLayout | None:
+        """The thin-wheel layout of a ROCm version's index (None for fat wheels and CUDA)."""
+        return self.rocm_layouts.get(release.layout) if release.thin_wheels else None
+
+    def device_archs(self, version: str) -> tuple[str, ...]:
+        """The gfx targets a ROCm version's index has device packages for ([gfx] sdk_rocm)."""
+        return tuple(name for name, target in self.gfx_targets.items() if version in target.sdk_rocm_versions)
 
     def platforms(self, torch_minor: str, backend: str, version: str) -> tuple[str, ...]:
         """Where a torch release's wheels for one backend version exist: the backend's platforms, less
@@ -153,6 +202,8 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
             unconfirmed=tuple(entry.get("unconfirmed", ())),
             platforms=tuple(entry.get("platforms", (AMD64,))),
             arm64_archs=tuple(entry.get("arm64_archs", ())),
+            layers=tuple(entry.get("layers", ())),
+            layout=entry.get("layout", ""),
         )
         for backend in BACKENDS
         for version, entry in data.get(backend, {}).items()
@@ -174,6 +225,18 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
         gpu_names={vendor: dict(data.get("gpus", {}).get(vendor, {})) for vendor in VENDOR_NAMES},
         hsa_override={arch: tuple(value) for arch, value in data.get("gpus", {}).get("hsa_override", {}).items()},
         gfx_targets=gfx_targets,
+        rocm_layouts={
+            name: RocmLayout(
+                name=name, device=tuple(entry.get("device", ())), extras_of=entry.get("extras_of", "rocm"),
+                all_extra=entry.get("all_extra", ""), arch_extra=entry.get("arch_extra", ""), index=entry.get("index", ""),
+                local=entry.get("local", ""), unconfirmed=tuple(entry.get("unconfirmed", ())),
+            )
+            for name, entry in data.get("rocm_layouts", {}).items()
+        },
+        families={
+            name: Family(name, tuple(entry.get("gfx", ())), tuple(entry.get("products", ())), entry.get("therock", ""))
+            for name, entry in data.get("families", {}).items()
+        },
     )
 
 

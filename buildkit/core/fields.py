@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 from buildkit.core import grammar
 from buildkit.errors import Problem, printable
 
-SELECTOR_KEYS = ("torch", "python", "backend", "backend_version", "flavor", "vendor", "id")
+SELECTOR_KEYS = ("torch", "python", "backend", "backend_version", "flavor", "vendor", "family", "id")
 CHANNELS = ("release", "test", "nightly")
 _GLOB_RE_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-*?[]!")
 INVALID = object()  # what a kind returns for a value it refused (its problem is recorded)
@@ -254,6 +254,10 @@ TOP: dict[str, Field] = {
     "channel": Field(Text(_channel), "release", inherited=True, doc="release | test | nightly"),
     "compile": Field(Flag(), True, inherited=True,
                      doc="a C/C++ toolchain and the Python headers in runtime images, so torch.compile works"),
+    "rocm_families": Field(Texts(grammar.name), [], inherited=True,
+                           doc="thin-wheel ROCm images per GPU family ([families] of the compatibility data); [] builds one with every arch"),
+    "max_layer_size": Field(Text(grammar.size), "10GB", inherited=True,
+                            doc="the largest layer an image may have (GHCR refuses layers above 10 GB)"),
 }
 INHERITED = tuple(key for key, spec in TOP.items() if spec.inherited)
 
@@ -276,6 +280,7 @@ _BACKEND_FACTS = {
     "driver_min": Text(grammar.driver_version),
     "driver_toolkit": Text(grammar.driver_version),
     "thin_wheels": Flag(),
+    "layers": Texts(grammar.name),
     "platforms": Texts(grammar.platform, allow_empty=False),
     "unconfirmed": _NOTES,
     "sources": _NOTES,
@@ -295,7 +300,20 @@ COMPAT = Table({
     })),
     "cuda": Table(names=grammar.release_version, each=Table({
         **_BACKEND_FACTS, "archs": Texts(grammar.cuda_arch, allow_empty=False), "arm64_archs": Texts(grammar.cuda_arch)})),
-    "rocm": Table(names=grammar.release_version, each=Table({**_BACKEND_FACTS, "archs": Texts(grammar.rocm_arch, allow_empty=False)})),
+    "rocm": Table(names=grammar.release_version, each=Table({
+        **_BACKEND_FACTS, "archs": Texts(grammar.rocm_arch, allow_empty=False), "layout": Text(grammar.name)})),
+    "rocm_layouts": Table(names=grammar.name, each=Table({
+        "device": Texts(grammar.distribution_template, allow_empty=False),
+        "extras_of": Text(lambda value: None if value in ("rocm", "torch") else 'rocm or torch'),
+        "all_extra": Text(grammar.name),
+        "arch_extra": Text(grammar.distribution_template),
+        "index": Text(grammar.http_url),
+        "local": Text(grammar.local_template),
+        "unconfirmed": _NOTES,
+        "sources": _NOTES,
+    })),
+    "families": Table(names=grammar.name, each=Table({
+        "gfx": Texts(grammar.rocm_arch, allow_empty=False), "products": _NOTES, "therock": Text(grammar.note), "sources": _NOTES})),
     "wheel_index": Table({
         "url": Text(grammar.http_url),
         "channels": Table({channel: Text(grammar.channel_path) for channel in CHANNELS}),

@@ -150,7 +150,7 @@ def driver_version(value: str) -> str | None:
     return None
 
 
-_OS_RE = re.compile(r"ubuntu[0-9]{2}\.[0-9]{2}")
+_OS_RE = re.compile(r"ubuntu[0-9]{2}\.[0-9]{2}|debian(?:[0-9]{2}|sid)")
 
 
 def os_name(value: str) -> str | None:
@@ -198,4 +198,44 @@ _PACKAGE_VERSION_RE = re.compile(r"[0-9][0-9A-Za-z.+!-]{0,63}")
 def package_version(value: str) -> str | None:
     if not isinstance(value, str) or not _PACKAGE_VERSION_RE.fullmatch(value):
         return 'a package version such as "1.0.15"'
+    return None
+
+
+# Sizes as people write them: decimal units (10GB is 10**9 bytes x 10, as registries state their limits) or
+# binary ones (GiB); at most 6 digits before the point, so no size is absurdly long text.
+_SIZE_RE = re.compile(r"(?P<number>[0-9]{1,6}(?:\.[0-9]{1,3})?) ?(?P<unit>B|kB|KB|MB|GB|TB|KiB|MiB|GiB|TiB)")
+_SIZE_UNITS = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+               "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def size(value: str) -> str | None:
+    if not isinstance(value, str) or not _SIZE_RE.fullmatch(value):
+        return 'a size such as "10GB", "9.5 GiB" or "500MB"'
+    return None
+
+
+def size_bytes(value: str) -> int:
+    """The bytes of a size the grammar above accepted."""
+    found = _SIZE_RE.fullmatch(value)
+    assert found is not None, value
+    return round(float(found.group("number")) * _SIZE_UNITS[found.group("unit")])
+
+
+_DISTRIBUTION_TEMPLATE_RE = re.compile(r"[a-z0-9](?:[a-z0-9._-]|\{gfx\}){0,99}")
+
+
+def distribution_template(value: str) -> str | None:
+    """A distribution or extra name where {gfx} stands for a gfx target (rocm-sdk-device-{gfx})."""
+    if not isinstance(value, str) or not _DISTRIBUTION_TEMPLATE_RE.fullmatch(value):
+        return 'a package name, {gfx} standing for the gfx target, such as "rocm-sdk-device-{gfx}"'
+    return None
+
+
+_LOCAL_TEMPLATE_RE = re.compile(r"[a-z0-9.]{0,20}\{version\}[a-z0-9.]{0,20}")
+
+
+def local_template(value: str) -> str | None:
+    """torch's local version on an index, {version} standing for the backend version (rocm{version}.0)."""
+    if not isinstance(value, str) or not _LOCAL_TEMPLATE_RE.fullmatch(value):
+        return 'a local version with {version} in it, such as "rocm{version}.0"'
     return None

@@ -6,6 +6,7 @@ answers True there, and a CUDA torch on an AMD host answers False and runs on th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -88,6 +89,31 @@ def _arch_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check
     if missing:
         return [Check("arch list", False, f"the image declares {', '.join(missing)} but torch was built for {' '.join(compiled)}")]
     return [Check("arch list", True, f"{len(declared)} declared archs are in the build")]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _device_code_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check]:
+    """A thin ROCm image carries exactly the device code it declares: a declared gfx target's package
+    missing means the ROCm libraries' kernels fail there (hipErrorNoBinaryForGpu); an undeclared one is
+    gigabytes the image was meant to leave out."""
+    if not expect.device_packages:
+        return []
+    installed = {_canonical(name) for name in report.get("distributions") or {}}
+    declared = {_canonical(name) for name in expect.device_packages}
+    prefixes = {name[:name.index("gfx")] for name in declared if "gfx" in name}
+    missing = sorted(declared - installed)
+    extra = sorted(name for name in installed - declared if any(name.startswith(prefix) for prefix in prefixes))
+    parts = []
+    if missing:
+        parts.append(f"{', '.join(missing)} missing ({expect.vendor.missing_arch_error} on those GPUs)")
+    if extra:
+        parts.append(f"{', '.join(extra)} installed but not declared")
+    if parts:
+        return [Check("device code", False, "; ".join(parts))]
+    return [Check("device code", True, f"{len(declared)} device packages, exactly the declared ones")]
 
 
 def _duration(seconds: float | None) -> str:
@@ -174,6 +200,7 @@ def judge(
     if "import_error" in report:
         return Verdict(image, False, (Check("import torch", False, report["import_error"]),), "failed", report=report)
     checks = _backend_checks(expect, report["torch"]) + _companion_checks(report) + _arch_checks(expect, report)
+    checks += _device_code_checks(expect, report)
     checks += _cpu_checks(expect, report)
     # GPU checks count only where the kernels ran: --gpu auto on a host without the vendor's GPU judges
     # the image by what runs on the CPU.

@@ -36,6 +36,9 @@ BUILD_OPTIONS = f"{PREFIX}build-options"
 BASE_DIGEST = f"{PREFIX}base-digest"  # matrix.lock's digest of the base image
 PLATFORMS = f"{PREFIX}platforms"  # set when the image index holds more (or other) than linux/amd64
 TORCH_COMPILE = f"{PREFIX}torch-compile"  # "false" when built without the torch.compile toolchain (compile = false)
+ROCM_FAMILY = f"{PREFIX}rocm-family"  # a family image (mi300): it carries its gfx targets' device code only
+DEVICE_PACKAGES = f"{PREFIX}device-packages"  # thin ROCm wheels: the device-code distributions the image carries
+MAX_LAYER_SIZE = f"{PREFIX}max-layer-size"  # bytes: the budget every layer of the image was built under
 # Not image labels: the label of smoke-test containers, and the annotation of nightly date-tag copies.
 PROBE_CONTAINER = f"{PREFIX}probe"
 NIGHTLY_ANNOTATION = f"{PREFIX}nightly"
@@ -59,7 +62,12 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
         GPU_ARCHS: ";".join(target.archs),
         PAIR: target.pair or "",
         BASE_IMAGE: target.base_image,
+        MAX_LAYER_SIZE: str(target.max_layer_size),
     }
+    if target.family:
+        labels[ROCM_FAMILY] = target.family
+    if target.device_code:
+        labels[DEVICE_PACKAGES] = ",".join(target.device_packages)
     if target.base_digest:
         labels[BASE_DIGEST] = target.base_digest
     if not target.compile:
@@ -104,6 +112,8 @@ class ImageIdentity:
     base_image: str = ""
     fingerprint: str = ""
     compile: bool = True  # built with the torch.compile toolchain (the default); False: compile = false
+    family: str = ""  # a ROCm family image's family
+    device_packages: tuple[str, ...] = ()  # thin ROCm wheels: the device-code distributions it must carry
 
     @property
     def backend(self) -> str:
@@ -137,4 +147,6 @@ class ImageIdentity:
             base_image=labels.get(BASE_IMAGE, ""),
             fingerprint=labels.get(FINGERPRINT, ""),
             compile=labels.get(TORCH_COMPILE, "") != "false",
+            family=labels.get(ROCM_FAMILY, ""),
+            device_packages=tuple(name for name in labels.get(DEVICE_PACKAGES, "").split(",") if name),
         )

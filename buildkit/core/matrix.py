@@ -17,7 +17,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from buildkit.core import fields
+from buildkit.core import fields, grammar
 from buildkit.core.compat import Compat, TorchRelease, compat_from_data, merge_overrides
 from buildkit.core.fields import INVALID, REQUIRED, Checker, Rule
 from buildkit.core.lock import Lock
@@ -55,6 +55,8 @@ class Stack:
     pair: Mapping[str, str]  # backend -> the version whose image is the pair's twin
     channel: str
     compile: bool = True  # a C/C++ toolchain and the Python headers in runtime images (torch.compile)
+    rocm_families: tuple[str, ...] = ()  # thin-wheel ROCm images, one per family; () builds one with every arch
+    max_layer_size: int = 10 * 10**9  # bytes; the largest layer an image may have
     origin: str = ""  # "file torch[i]" for messages
 
 
@@ -254,6 +256,7 @@ class _StackReader:
         self._packages(values["packages"])
         self._flavors(values["flavors"])
         self._archs(values["archs"], backends)
+        self._families(values["rocm_families"], values["archs"], backends)
         if len(self.check.problems) > before:
             return None
         pair = self._pair(backends)
@@ -262,7 +265,8 @@ class _StackReader:
         return Stack(
             torch=torch, backends=backends, python=values["python"], flavors=values["flavors"], companions=values["companions"],
             packages=values["packages"], os_packages=values["os_packages"], archs=values["archs"], pair=pair,
-            channel=values["channel"], compile=values["compile"], origin=f"{self.file} {self.key}",
+            channel=values["channel"], compile=values["compile"], rocm_families=values["rocm_families"],
+            max_layer_size=grammar.size_bytes(values["max_layer_size"]), origin=f"{self.file} {self.key}",
         )
 
     def _release(self, torch: str) -> TorchRelease | None:
@@ -352,6 +356,38 @@ class _StackReader:
                 if extra:
                     self.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' "
                                                          f"arch list ({', '.join(official.archs)}); a wheel image can only narrow it")
+
+    def _families(self, families: tuple[str, ...], archs: Mapping[str, tuple[str, ...]],
+                  backends: Mapping[str, tuple[str, ...]]) -> None:
+        """Each family is known, and at every thin-wheel ROCm version of the stack it keeps a gfx target the
+        wheels carry; every gfx target an image declares has a device package on its index."""
+        where, key = self.located("rocm_families")
+        for index, name in enumerate(families):
+            if name not in self.compat.families:
+                self.fail(where, f"{key}[{index}]", f"unknown ROCm family {name!r}; known: {', '.join(sorted(self.compat.families))} "
+                                                    "(or describe it in [compat.families])")
+        thin = [self.compat.backend("rocm", v) for v in backends.get("rocm", ())]
+        thin = [release for release in thin if release is not None and release.thin_wheels]
+        if families and not thin and "rocm_families" in self.entry:  # set for this stack, not inherited
+            self.fail(where, key, "rocm_families builds thin-wheel ROCm images per family, and this stack has no thin-wheel "
+                                  f"ROCm version ({', '.join(backends.get('rocm', ())) or 'none'})")
+        for release in thin:
+            wheel_archs = archs.get("rocm", release.archs)
+            declared = [(f"{key}[{i}]", name, [g for g in self.compat.families[name].gfx if g in wheel_archs])
+                        for i, name in enumerate(families) if name in self.compat.families]
+            for path, name, kept in declared:
+                # an inherited family that the stack's own arch list leaves empty is left out (plan notes it)
+                if not kept and "rocm_families" in self.entry or not kept and self.is_default("archs"):
+                    self.fail(where, path, f"family {name} ({', '.join(self.compat.families[name].gfx)}) has no gfx target "
+                                           f"in the ROCm {release.version} wheels' arch list ({', '.join(wheel_archs)})")
+            carried = {gfx for _, _, kept in declared for gfx in kept} if declared else set(wheel_archs)
+            layout = self.compat.layout_of(release)
+            missing = sorted(gfx for gfx in carried if gfx not in self.compat.device_archs(release.version))
+            if layout is not None and missing:
+                index = layout.index or f"the ROCm {release.version} wheel index"
+                self.fail(where, key if declared else self.located("archs")[1],
+                          f"{', '.join(missing)}: no device package ({', '.join(layout.device_packages(missing[0]))}) on "
+                          f"{index} ({layout.name} layout); its device packages cover: {', '.join(self.compat.device_archs(release.version))}")
 
     def _pair(self, backends: Mapping[str, tuple[str, ...]]) -> dict[str, str] | None:
         chosen = self.value("pair") if "pair" in self.entry else {}

@@ -18,6 +18,7 @@ from buildkit.core.matrix import Matrix, Stack, User
 from buildkit.core.source import SOURCE_FLAVOR
 from buildkit.errors import Problem, UserError
 
+ALL_VENDORS = "all"  # --vendor all: no vendor criterion
 # Flavors whose base is the vendor's devel image; every other flavor starts from the slim runtime base.
 DEVEL_BASED_FLAVORS = ("devel",)
 # Flavors built with the vendor's devel image and its OS Python (devel itself, and the source build's builder)
@@ -71,6 +72,17 @@ class Target:
     max_jobs: int = 0  # source flavor: compile jobs; 0 derives them from the builder's memory and cores
     wheel_archs: tuple[str, ...] = ()  # what the backend version's wheels carry; `archs` may narrow it (core/trim.py)
     twins: tuple[Twin, ...] = ()  # the pair's images of the other vendor (one per ROCm family image for a CUDA target)
+    family: str = ""  # a ROCm family image (mi300): it carries the device code of its `archs` only
+    layout: str = ""  # thin ROCm wheels: the [rocm_layouts] entry of its index
+    layers: tuple[str, ...] = ()  # torch's large dependencies, each in a layer of its own
+    max_layer_size: int = 10 * 10**9  # bytes: no layer of the image may be larger
+    local_version: str = ""  # torch's local version on its index ("": the backend's own, cu130 or rocm7.2)
+    # thin ROCm wheels: per gfx target the image carries, the distributions of its device code
+    device_code: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def device_packages(self) -> tuple[str, ...]:
+        return tuple(name for _, names in self.device_code for name in names)
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -91,6 +103,7 @@ class Target:
             "backend_version": self.backend_version,
             "flavor": self.flavor,
             "vendor": self.vendor,
+            "family": self.family,
             "id": self.id,
         }
 
@@ -110,8 +123,8 @@ class Target:
 
     @property
     def local_tag(self) -> str:
-        """The local version of this backend's wheels: cu130, rocm7.2."""
-        return of_backend(self.backend).index_tag(self.backend_version)
+        """The local version of this backend's wheels on its index: cu130, rocm7.2 (a layout may say otherwise)."""
+        return self.local_version or of_backend(self.backend).index_tag(self.backend_version)
 
     @property
     def torch_requirement(self) -> str:
@@ -141,8 +154,13 @@ class Plan:
 
 
 
-def target_id(prefix: str, torch: str, backend: str, backend_version: str, python: str, flavor: str) -> str:
-    return f"{prefix}{torch}-{backend}{backend_version}-py{python}-{flavor}"
+def target_id(prefix: str, torch: str, backend: str, backend_version: str, python: str, flavor: str, family: str = "") -> str:
+    return f"{prefix}{torch}-{backend}{backend_version}{f'-{family}' if family else ''}-py{python}-{flavor}"
+
+
+def floating_tag(prefix: str, torch: str, backend: str, python: str, flavor: str, family: str = "") -> str:
+    """The tag that floats to a pair's newest twin: 2.14.1-cuda-py3.12-runtime, 2.14.1-rocm-mi300-py3.12-runtime."""
+    return f"{prefix}{torch}-{backend}{f'-{family}' if family else ''}-py{python}-{flavor}"
 
 
 def pair_key(prefix: str, torch: str, python: str, flavor: str) -> str:
@@ -165,6 +183,24 @@ def _python_for_flavor(matrix: Matrix, flavor: str, backend: str, version: str) 
     return matrix.compat.os_python.get(release.devel_os, "") if release else ""
 
 
+def _family_archs(matrix: Matrix, stack: Stack, version: str, archs: tuple[str, ...], thin: bool,
+                  notes: list[Note]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(family, its archs) per image of a ROCm version: one per declared family for thin wheels (the
+    family's gfx targets among the stack's archs), else one image with every arch ("" family). A family
+    the stack's narrowed arch list leaves empty builds no image, and the plan says so."""
+    if not thin or not stack.rocm_families:
+        return (("", archs),)
+    images = []
+    for name in stack.rocm_families:
+        kept = tuple(gfx for gfx in matrix.compat.families[name].gfx if gfx in archs)
+        if kept:
+            images.append((name, kept))
+        else:
+            notes.append(Note(f"{stack.torch} rocm{version}-{name}", f"left out: the stack's ROCm archs ({' '.join(archs)}) "
+                              f"hold none of family {name}'s", (("torch", stack.torch), ("backend", "rocm"), ("family", name))))
+    return tuple(images)
+
+
 def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Target]:
     compat = matrix.compat
     release = compat.torch_release(stack.torch)
@@ -176,12 +212,15 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
         for version in stack.backends[backend]:
             facts = compat.backend(backend, version)
             assert facts is not None
+            layout = compat.layout_of(facts)
             local = vendor.index_tag(version)
+            if layout and layout.local:
+                local = layout.local.format(version=version)
+            index_url = layout.index if layout and layout.index else compat.wheel_index_url(matrix.wheel_index, stack.channel, vendor.index_tag(version))
             # what every target of this backend version shares, whatever its flavor and Python
             shared = dict(
                 vendor=vendor.name, backend=backend, backend_version=version, torch=stack.torch,
-                index_url=compat.wheel_index_url(matrix.wheel_index, stack.channel, local),
-                archs=stack.archs.get(backend, facts.archs),
+                index_url=index_url,
                 # exact builds for the same backend as torch (0.29.1+rocm7.2); the nightly channel takes the newest
                 companions=tuple(name if stack.channel == "nightly" else f"{name}=={release.companion_version(name, stack.torch)}+{local}"
                                  for name in stack.companions),
@@ -192,7 +231,10 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                 thin_wheels=facts.thin_wheels, supported_platforms=compat.platforms(release.minor, backend, version),
                 arm64_archs=stack.archs.get(backend, facts.arm64_archs) if ARM64 in facts.platforms else (),
                 compile=stack.compile, locked_packages=locked_packages, wheel_archs=facts.archs,
+                layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
+                local_version=local,
             )
+            images = _family_archs(matrix, stack, version, stack.archs.get(backend, facts.archs), layout is not None, notes)
             for flavor in stack.flavors:
                 if flavor == SOURCE_FLAVOR and backend != "rocm":
                     notes.append(Note(f"{stack.torch} {flavor}", "the source flavor compiles ROCm torch only; "
@@ -212,17 +254,23 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                 for python in stack.python:
                     if python in skipped:
                         continue
-                    ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor)
                     base = _base_image(matrix, flavor, backend, version, python)
-                    floating = f"{matrix.tag_prefix}{stack.torch}-{backend}-py{python}-{flavor}"
-                    targets.append(Target(
-                        id=ident, python=python, flavor=flavor,
-                        pair=pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
-                        base_image=base, base_digest=matrix.lock.base_digest(base),
-                        tag_names=(ident, floating) if twin else (ident,),
-                        builder_image=builder, builder_digest=matrix.lock.base_digest(builder) if builder else "",
-                        **shared,
-                    ))
+                    # the source flavor compiles torch for its archs: one image, no device packages to choose
+                    for family, archs in images if flavor != SOURCE_FLAVOR else (("", stack.archs.get(backend, facts.archs)),):
+                        # a thin image carries the device code of its archs; one with the wheels' whole list, of every
+                        # gfx target its index has device packages for (what torch's device-all asks for)
+                        carried = compat.device_archs(version) if archs == facts.archs else archs
+                        device_code = tuple((gfx, layout.device_packages(gfx)) for gfx in carried) if layout and flavor != SOURCE_FLAVOR else ()
+                        ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor, family)
+                        floating = floating_tag(matrix.tag_prefix, stack.torch, backend, python, flavor, family)
+                        targets.append(Target(
+                            id=ident, python=python, flavor=flavor, family=family, archs=archs, device_code=device_code,
+                            pair=pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
+                            base_image=base, base_digest=matrix.lock.base_digest(base),
+                            tag_names=(ident, floating) if twin else (ident,),
+                            builder_image=builder, builder_digest=matrix.lock.base_digest(builder) if builder else "",
+                            **shared,
+                        ))
     return targets
 
 
@@ -291,10 +339,10 @@ def expand(matrix: Matrix) -> Plan:
     return Plan(_link_twins(_settle_pairs(targets, notes)), tuple(dict.fromkeys(notes)))
 
 
-def select(plan: Plan, vendor: str = "all", rule: Rule | None = None) -> Plan:
+def select(plan: Plan, vendor: str = ALL_VENDORS, rule: Rule | None = None) -> Plan:
     """The targets of one vendor (or all) that match a --select rule."""
     rule = rule or Rule(())
-    if vendor != "all":
+    if vendor != ALL_VENDORS:
         rule = Rule((*rule.criteria, ("vendor", vendor)))
     chosen = tuple(t for t in plan.targets if rule.matches(t.facts))
     return Plan(chosen, tuple(note for note in plan.notes if rule.could_match(dict(note.facts))))
@@ -302,25 +350,38 @@ def select(plan: Plan, vendor: str = "all", rule: Rule | None = None) -> Plan:
 
 def narrow_for_source(
     targets: tuple[Target, ...], compat: Compat, gpu_archs: tuple[str, ...], checkout: bool, max_jobs: int
-) -> tuple[Target, ...]:
+) -> tuple[tuple[Target, ...], list[Note]]:
     """--gpu-arch narrows ROCm targets (a wheel's list can only shrink; the source flavor compiles what it is
-    given); --pytorch-src and --max-jobs configure source builds."""
+    given; a family image keeps the requested archs it has, and is left out without any); --pytorch-src and
+    --max-jobs configure source builds."""
     known = compat.known_archs["rocm"]
     unknown = [arch for arch in gpu_archs if arch not in known]
     if unknown:
         raise UserError(Problem("--gpu-arch", f"unknown gfx target {', '.join(unknown)}; known: {', '.join(known)}"))
-    changed = []
+    changed, notes = [], []
     for target in targets:
         if target.backend == "rocm" and gpu_archs:
-            extra = [a for a in gpu_archs if a not in target.archs]
+            archs = gpu_archs
+            if target.family:
+                archs = tuple(arch for arch in target.archs if arch in gpu_archs)
+                if not archs:
+                    notes.append(Note(target.id, f"left out: family {target.family} ({' '.join(target.archs)}) has none of "
+                                                 f"--gpu-arch {' '.join(gpu_archs)}", tuple(target.facts.items())))
+                    continue
+            extra = [a for a in archs if a not in target.archs]
             if extra and target.flavor != SOURCE_FLAVOR:
                 raise UserError(Problem("--gpu-arch", f"{', '.join(extra)} not in {target.id}'s wheel arch list; "
                                                       "only the source flavor compiles for new archs"))
-            target = replace(target, archs=gpu_archs)
+            device = dict(target.device_code)
+            if device and any(arch not in device for arch in archs):
+                missing = [arch for arch in archs if arch not in device]
+                raise UserError(Problem("--gpu-arch", f"{', '.join(missing)}: no device package on {target.index_url} "
+                                                      f"({target.layout} layout) for {target.id}; it has: {', '.join(device)}"))
+            target = replace(target, archs=archs, device_code=tuple((arch, device[arch]) for arch in archs if arch in device))
         if target.flavor == SOURCE_FLAVOR:
             target = replace(target, source_checkout=checkout, max_jobs=max_jobs)
         changed.append(target)
-    return tuple(changed)
+    return tuple(changed), notes
 
 
 def choose_platforms(targets: tuple[Target, ...], requested: tuple[str, ...]) -> tuple[tuple[Target, ...], list[Note]]:

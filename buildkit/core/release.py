@@ -111,7 +111,7 @@ def tag_moves(
             plan.moves.append(TagMove(target.id, f"{target.tag_names[0]}-nightly"))
     for pair, members in sorted(twins.items()):
         reasons = [why for why in map(qualifies, members) if why]
-        if len(members) < 2:
+        if len({target.backend for target in members}) < 2:  # the CUDA twin, and its ROCm twin or family images
             reasons.append("the other twin is not in this selection")
         if reasons:
             plan.pairs[pair] = "floating tags not moved: " + "; ".join(reasons)

@@ -16,7 +16,7 @@ import hashlib
 import shlex
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping
+from typing import Any, Mapping
 
 import jinja2
 import jinja2.meta
@@ -29,7 +29,8 @@ from buildkit.core.guard import guard_config
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
-from buildkit.core.trim import torch_requirement, trim_for
+from buildkit.core.compat import Compat
+from buildkit.core.install_plan import TorchInstall, torch_install
 from buildkit.errors import Problem, UserError, printable
 
 FINGERPRINT_SCHEMA = 4
@@ -41,6 +42,7 @@ SHARED_STAGE = "shared"
 SUPPORT_DIR = "buildkit"
 SUPPORT_CONTEXT = "buildkit-support"
 SUPPORT_FILES = ("install.py", "gpu_guard.py")
+INSTALL_PLAN = "torch-install.json"  # per target, next to the support files: what install.py resolves and installs
 
 
 @dataclass(frozen=True)
@@ -60,11 +62,15 @@ class Rendered(PlannedImage):
     support: Mapping[str, bytes] = dataclasses.field(default_factory=dict)  # SUPPORT_DIR's files, by name
 
 
-def support_mount(target: Target) -> str:
-    """The RUN mount that shows the support scripts at /buildkit, from the context or the named context."""
+def support_mount(target: Target, name: str = "") -> str:
+    """The RUN mount that shows the support scripts (or only the file `name`) at /buildkit, from the build
+    context or, for a source build of a checkout, from the named context. A step that mounts only the file
+    it runs keeps its cache key independent of the other files (each target's install plan differs)."""
+    source = f"{SUPPORT_DIR}/{name}" if name else SUPPORT_DIR
+    target_path = f"/{SUPPORT_DIR}/{name}" if name else f"/{SUPPORT_DIR}"
     if target.source_checkout:
-        return f"type=bind,from={SUPPORT_CONTEXT},target=/{SUPPORT_DIR}"
-    return f"type=bind,source={SUPPORT_DIR},target=/{SUPPORT_DIR}"
+        return f"type=bind,from={SUPPORT_CONTEXT},source={name or '.'},target={target_path}"
+    return f"type=bind,source={source},target={target_path}"
 
 
 def template_name(flavor: str) -> str:
@@ -81,7 +87,7 @@ def build_args(target: Target) -> dict[str, str]:
             "PYTORCH_ROCM_ARCH": ";".join(target.archs),
             "MAX_JOBS": str(target.max_jobs) if target.max_jobs else "",
         }
-    args = {"TORCH_INDEX_URL": target.index_url, "TORCH_REQUIREMENT": torch_requirement(target)}
+    args = {"TORCH_INDEX_URL": target.index_url}  # the installer takes torch from here (a mirror may replace it)
     if target.channel == "nightly":
         # PIP_PRE lets pip take dev builds; the date makes each day's nightly a new fingerprint
         args.update({"PIP_PRE": "1", "NIGHTLY_DATE": target.channel_date})
@@ -178,11 +184,28 @@ def _one_line(text: str) -> str:
     return printable(" ".join(text.split()), limit=300)
 
 
+def template_variables(planned: PlannedImage, install: TorchInstall | None) -> dict[str, Any]:
+    """What every template, built-in or a team's, can read (the README's template reference lists each)."""
+    target = planned.target
+    return {
+        "target": target,
+        "build_args": planned.build_args,
+        "template": planned.template,
+        "shared_stage": SHARED_STAGE,
+        "install": install,
+        "support": support_mount(target),
+        "support_file": lambda name: support_mount(target, name),
+        "gb_per_job": GB_PER_JOB,
+        "gpu_guard": guard_config(target),  # the GPU guard's config (core/guard.py), one shell-quoted argument
+    }
+
+
 class Renderer:
-    def __init__(self, loader: jinja2.BaseLoader, source: str, support: Mapping[str, bytes]):
+    def __init__(self, loader: jinja2.BaseLoader, source: str, support: Mapping[str, bytes], compat: Compat):
         """`support`: the image-side scripts every build context carries (SUPPORT_FILES, by name)."""
         self.environment = make_environment(loader)
         self.source = source
+        self.compat = compat
         self.support = dict(support)
         listing = "".join(f"{name}:{hashlib.sha256(data).hexdigest()}\n" for name, data in sorted(self.support.items()))
         self._support_digest = hashlib.sha256(listing.encode()).hexdigest()  # part of every fingerprint
@@ -229,11 +252,17 @@ class Renderer:
             self._digests[name] = hashlib.sha256(text.encode()).hexdigest()
         return self._digests[name]
 
+    def install(self, target: Target) -> TorchInstall | None:
+        """How torch is installed from its wheel index (None: the source flavor installs the wheels it built)."""
+        return None if target.flavor == SOURCE_FLAVOR else torch_install(target, self.compat)
+
     def plan(self, target: Target) -> PlannedImage:
         name = template_name(target.flavor)
         args = build_args(target)
         image_labels = labels.image_labels(target, self.source)
-        digest = fingerprint(target, f"{self.templates_digest(name, target)} {self._support_digest}", args, image_labels)
+        install = self.install(target)
+        inputs = f"{self.templates_digest(name, target)} {self._support_digest} {install.to_json() if install else ''}"
+        digest = fingerprint(target, inputs, args, image_labels)
         return PlannedImage(target, name, args, {**image_labels, labels.FINGERPRINT: digest}, digest)
 
     def _template(self, name: str, target: Target) -> jinja2.Template:
@@ -248,17 +277,13 @@ class Renderer:
 
     def render(self, planned: PlannedImage) -> Rendered:
         target = planned.target
+        install = self.install(target)
+        support = {**self.support, INSTALL_PLAN: install.to_json().encode()} if install else self.support
         try:
-            text = self._template(planned.template, target).render(
-                target=target, build_args=planned.build_args, gb_per_job=GB_PER_JOB, template=planned.template,
-                shared_stage=SHARED_STAGE,
-                trim=trim_for(target),
-                support=support_mount(target),
-                gpu_guard=guard_config(target),
-            )
+            text = self._template(planned.template, target).render(template_variables(planned, install))
         except UserError:
             raise
         except Exception as error:  # a team template can fail in any way its code allows; say where
             raise UserError(_template_problem(planned.template, error, target)) from None
         return Rendered(**{f.name: getattr(planned, f.name) for f in dataclasses.fields(PlannedImage)}, dockerfile=text,
-                        support=self.support)
+                        support=support)

@@ -3,8 +3,8 @@
 torch's ROCm wheels carry GPU code for every arch of their backend version. When a stack declares fewer
 (`archs = { rocm = ["gfx942"] }`, `--gpu-arch gfx942`), the image leaves out the others' code:
 
-- thin wheels (the backend's index offers the device code as one package per arch): torch is installed
-  with the declared archs' device extras only, so the others' packages never download;
+- thin wheels (the backend's index offers the device code as one package per arch): only the declared
+  archs' device packages are installed (core/install_plan.py), so the others' never download;
 - fat wheels (torch bundles its ROCm libraries under torch/lib): the install's own RUN deletes the
   per-arch kernel and code-object files of those libraries for the undeclared archs, so no layer holds
   them. The rule is by name only, and conservative: a file goes only if its path names an undeclared
@@ -40,12 +40,6 @@ from buildkit.core.source import SOURCE_FLAVOR
 
 # Folders under the torch package that hold per-arch files of torch's bundled ROCm libraries
 LIBRARY_DIRS = ("lib/rocblas/library", "lib/hipblaslt/library", "lib/hipsparselt/library", "share/miopen/db")
-
-# Thin wheels: the extra of torch that pulls one arch's device package (rocm-sdk-device-<arch>), as
-# DESIGN.md section 6 and compat.toml's rocm-thin-wheels source name it. Unconfirmed against a released
-# index: change it here when the index says otherwise.
-DEVICE_EXTRA = "device-{arch}"
-
 
 def names_pattern(archs: tuple[str, ...]) -> str:
     """A regular expression that finds any of `archs` named in a file path (see the module's rule). The
@@ -84,13 +78,3 @@ def trim_for(target: Target) -> Trim | None:
     if not removed:
         return None
     return Trim(removed, target.archs, target.thin_wheels)
-
-
-def torch_requirement(target: Target) -> str:
-    """The requirement torch is installed by: a narrowed thin-wheel target asks for its archs' device extras."""
-    trim = trim_for(target)
-    if trim is None or not trim.by_packages:
-        return target.torch_requirement
-    name, _, version = target.torch_requirement.partition("==")
-    extras = ",".join(DEVICE_EXTRA.format(arch=arch) for arch in trim.kept)
-    return f"{name}[{extras}]" + (f"=={version}" if version else "")

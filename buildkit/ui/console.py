@@ -50,6 +50,9 @@ class PlainDisplay(Display):
         if _STEP_RE.match(text):
             self._print(f"[{target_id}] {text[:160]}")
 
+    def step(self, target_id: str, text: str) -> None:
+        self._print(f"[{target_id}] {text}")
+
     def finished(self, result: TargetResult) -> None:
         self._print(f"[{result.id}] {_outcome(result)}")
 
@@ -90,6 +93,14 @@ class LiveDisplay(Display):
                 started, _ = self.running.get(target_id, (time.monotonic(), ""))
                 self.running[target_id] = (started, text)
                 self.live.update(self._table())
+
+    def step(self, target_id: str, text: str) -> None:
+        with self.lock:
+            if target_id in self.running:  # its row shows the step, with the time since the target started
+                self.running[target_id] = (self.running[target_id][0], text)
+                self.live.update(self._table())
+            else:  # finished building (publishing comes after): a line of its own
+                self.live.console.print(f"{target_id}: {text}", highlight=False, markup=False)
 
     def finished(self, result: TargetResult) -> None:
         with self.lock:

@@ -38,9 +38,16 @@ def target_json(result: TargetResult) -> dict:
         "error": result.error or None,
         "log_tail": result.log_tail,
         "digest": result.digest or None,
+        "layers": result.layers,
+        "layer_sizes": [{"layer": name, "bytes": size} for name, size in result.layer_sizes],
+        "largest_layers": [{"layer": name, "bytes": size} for name, size in largest_layers(result)],
         "smoke": verdict_json(result.smoke) if result.smoke else None,
         "platforms": {platform: verdict_json(verdict) for platform, verdict in result.platform_smoke.items()},
     }
+
+
+def largest_layers(result: TargetResult, count: int = 5) -> list[tuple[str, int]]:
+    return sorted(result.layer_sizes, key=lambda layer: layer[1], reverse=True)[:count]
 
 
 def verdict_json(verdict: Verdict) -> dict:
@@ -52,6 +59,11 @@ def verdict_json(verdict: Verdict) -> dict:
         "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in verdict.checks],
         "probe": dict(verdict.report),
     }
+
+
+def verdicts_json(verdicts: list[Verdict]) -> list[dict]:
+    """`buildkit test --json`: every image's verdict with its probe report."""
+    return [verdict_json(verdict) for verdict in verdicts]
 
 
 def run_json(run: BuildRun, engine_description: str) -> dict:
@@ -82,6 +94,10 @@ def run_markdown(run: BuildRun) -> str:
         seconds = f"{r.seconds:.1f} s" if r.seconds is not None else "-"
         smoke = "-" if r.smoke is None else ("passed" if r.smoke.passed else "failed") + f", kernels {r.smoke.kernels}"
         lines.append(f"| `{r.id}` | {r.status.value} | {smoke} | {_size(r.size)} | {efficiency} | {seconds} | {detail} |")
+    built = [r for r in run.results if r.layer_sizes]
+    if built:
+        lines += ["", "| target | largest layers (uncompressed) |", "|---|---|"]
+        lines += [f"| `{r.id}` | " + ", ".join(f"{name} {_size(size)}" for name, size in largest_layers(r, 3)) + " |" for r in built]
     if run.pairs:
         lines += ["", "| pair | twins | shared layers | shared bytes | parity |", "|---|---|---|---|---|"]
         for p in run.pairs:

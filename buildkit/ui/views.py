@@ -3,23 +3,37 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Iterable, Mapping, TextIO
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TextIO
 
 from rich.console import Console
 from rich.table import Table
 
+from buildkit.app.targets import target_json
 from buildkit.core.attestation import gpu_test_summary
 from buildkit.core.host import Finding, HostFacts
 from buildkit.core.judge import Verdict
+from buildkit.core import porting
 from buildkit.core.kube import Manifests
-from buildkit.core.plan import Note
+from buildkit.core.plan import Note, Target
 from buildkit.core.render import PlannedImage
+from buildkit.core.vendors import VENDOR_NAMES
+from buildkit.errors import Problem
 
 if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need not import them to print
     from buildkit.adapters.hipify import HipifyReport
+    from buildkit.app.build import PlannedBuild
+    from buildkit.app.matrix_show import ResolvedMatrix
     from buildkit.app.routing import Detection, DoctorReport
     from buildkit.app.smoke import ParityResult
     from buildkit.app.verify import Verification
+
+# What each command can print; the first is its default.
+PLAN_FORMATS = ("table", "json", "github")
+VALIDATE_FORMATS = ("text", "github")
+DRY_RUN_FORMATS = ("table", "json")
+ANNOTATION_TITLE = "buildkit matrix validate"
 
 
 def say(console: Console, text: str) -> None:
@@ -31,6 +45,15 @@ def notes(console: Console, items: Iterable[Note]) -> None:
         say(console, f"note: {note}")
 
 
+def print_json(document: Any, compact: bool = False) -> None:
+    """JSON on standard output: indented for people, or one line (an Actions output, `$GITHUB_OUTPUT`)."""
+    sys.stdout.write((json.dumps(document, separators=(",", ":")) if compact else json.dumps(document, indent=2)) + "\n")
+
+
+def write_json(path: Path, document: Any) -> None:
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
 def write_json_array(stream: TextIO, items: Iterable[Mapping]) -> None:
     """A JSON array written as it is produced, one object per line: as valid as indented JSON and as easy to
     diff, and encoded by json's C encoder (asking for indentation falls back to its pure-Python encoder, which
@@ -39,6 +62,120 @@ def write_json_array(stream: TextIO, items: Iterable[Mapping]) -> None:
     for index, item in enumerate(items):
         stream.write(("\n" if index == 0 else ",\n") + json.dumps(item))
     stream.write("\n]\n")
+
+
+def validation_summary(targets: Sequence[Target]) -> str:
+    counts = ", ".join(f"{sum(1 for t in targets if t.vendor == vendor)} {vendor}" for vendor in VENDOR_NAMES)
+    return f"ok: {len(targets)} targets ({counts})"
+
+
+def _annotation_data(text: str) -> str:
+    """GitHub's escaping for a workflow command's message: a newline would end the command."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _annotation_property(text: str) -> str:
+    return _annotation_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _repository_path(where: str) -> str | None:
+    """A problem's file as GitHub names it (relative to the checkout, where the job runs), or None when the
+    problem is not located in a file (an option, a variable, a service)."""
+    path = Path(where)
+    if not path.is_file():
+        return None
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def github_annotations(problems: Iterable[Problem]) -> list[str]:
+    """`::error file=…,line=…::` workflow commands: GitHub shows each on its file and line in a pull request."""
+    lines = []
+    for problem in problems:
+        file = _repository_path(problem.where)
+        location = "" if file is None else f"file={_annotation_property(file)}" + (
+            f",line={problem.line}" if problem.line is not None else "")
+        text = f"{problem.key}: {problem.message}" if problem.key else problem.message
+        if file is None:
+            text = f"{problem.where}: {text}"
+        properties = ",".join(part for part in (location, f"title={_annotation_property(ANNOTATION_TITLE)}") if part)
+        lines.append(f"::error {properties}::{_annotation_data(text)}")
+    return lines
+
+
+def matrix_toml(resolved: ResolvedMatrix) -> str:
+    """The resolved matrix as TOML that buildkit reads back as the same matrix; with a chain of files,
+    each value says which file set it."""
+    import tomlkit
+
+    chained = len(resolved.files) > 1
+    document = tomlkit.document()
+    document.add(tomlkit.comment(f"{resolved.files[-1]} as buildkit reads it, its `extends` chain resolved "
+                                 f"({' <- '.join(resolved.files)}); keys not listed take their defaults"))
+    tables = {}
+    for key, value in resolved.data.items():
+        if key == "torch" or (isinstance(value, dict) and any(isinstance(v, dict) for v in value.values())):
+            tables[key] = value  # tables follow the plain keys, or TOML would read those keys into them
+            continue
+        item = _inline(value)
+        if chained:
+            item.comment(resolved.origins.get(key, ""))
+        document.add(key, item)
+    for key, value in tables.items():
+        if key != "torch":
+            document.add(key, tomlkit.item(value))
+            continue
+        entries = tomlkit.aot()
+        for index, entry in enumerate(value):
+            table = tomlkit.table()
+            if chained:
+                table.add(tomlkit.comment(f"from {', '.join(resolved.stack_origins.get(index, ()))}"))
+            for name, field in entry.items():
+                table.add(name, _inline(field))
+            entries.append(table)
+        document.add(key, entries)
+    return tomlkit.dumps(document)
+
+
+def _inline(value: Any):
+    """A value as TOML writes it on one line: tables inline, lists of tables as lists of inline tables."""
+    import tomlkit
+
+    if isinstance(value, dict):
+        table = tomlkit.inline_table()
+        table.update({key: _inline(item) for key, item in value.items()})
+        return table
+    if isinstance(value, list):
+        array = tomlkit.array()
+        array.extend(_inline(item) for item in value)
+        return array
+    return tomlkit.item(value)
+
+
+def planned_build_table(builds: Sequence[PlannedBuild]) -> Table:
+    pairs = {build.item.target.pair for build in builds if build.item.target.pair}
+    shared = f"; each pair's shared stage first ({len(pairs)})" if pairs else ""
+    table = Table(title=f"would build {len(builds)} targets{shared}", title_justify="left")
+    for column in ("id", "vendor", "platforms", "tags", "pair", "fingerprint"):
+        table.add_column(column, overflow="fold")
+    for build in builds:
+        target = build.item.target
+        table.add_row(target.id, target.vendor, "\n".join(target.platforms), "\n".join(target.tag_names), target.pair or "-",
+                      build.item.fingerprint[:12])
+    return table
+
+
+def planned_build_json(build: PlannedBuild) -> dict:
+    """The plan contract's target, plus what the build itself would do with it."""
+    target = build.item.target
+    return {
+        **target_json(build.item),
+        "platforms": list(target.platforms),
+        "shared_stage": bool(target.pair),  # built once for the pair, before either twin
+        "cache": {"from": list(build.cache.sources), "to": build.cache.target} if build.cache.target else None,
+    }
 
 
 def plan_table(planned: tuple[PlannedImage, ...]) -> Table:
@@ -67,6 +204,10 @@ def parity_lines(result: ParityResult) -> list[str]:
         return [f"parity: {first} and {second} hold the same OS, Python and packages (vendor runtimes aside)"]
     differences = result.parity.differences
     return [f"parity: {len(differences)} difference(s) between {first} and {second}:", *(f"  - {d}" for d in differences)]
+
+
+def parity_json(result: ParityResult) -> dict:
+    return {"images": list(result.images), "passed": result.parity.passed, "differences": list(result.parity.differences)}
 
 
 def gpu_json(host: HostFacts) -> dict:
@@ -181,17 +322,25 @@ def hipify_lines(report: HipifyReport) -> list[str]:
     lines += [f"  not copied: {skipped.path}: {skipped.reason}" for skipped in report.skipped]
     if report.removed:
         lines.append(f"  removed {len(report.removed)} files of an earlier run that this one no longer writes")
-    lines += [f"  no HIP mapping: {use.file}:{use.line}: {use.identifier}" for use in report.unmapped]
+    for finding in report.findings:
+        verdict = "will not port" if finding.blocks else "review"
+        where = f"{finding.file}:{finding.line}" + (f" ({finding.hipified})" if finding.hipified else "")
+        lines.append(f"  {verdict}: {where}: {finding.subject}: {finding.detail}")
     if report.compile_skipped:
         lines.append(f"compile check skipped: {report.compile_skipped}")
     if report.toolchain_limit:
         lines.append(f"compile check not run: {report.toolchain_limit}")
+    if report.toolchain and not report.toolchain_limit:
+        lines.append(f"compile check for {report.offload_arch} with {report.toolchain}")
+    if report.headers:
+        lines.append(f"  torch's ROCm headers: {report.headers}")
     for unit in report.compiled:
-        if unit.status == "toolchain":
+        if unit.status == porting.TOOLCHAIN:
             continue  # said once above, for the whole check
-        note = {"ok": "compiles", "error": "DOES NOT COMPILE", "environment": "not checked"}[unit.status]
-        detail = "" if unit.status == "ok" else f": {unit.summary}"
-        lines.append(f"  {unit.file} for {report.offload_arch}: {note}{detail}")
+        note = {porting.COMPILED: "compiles", porting.DEFECT: "DOES NOT COMPILE"}.get(unit.status, "not checked")
+        detail = "" if unit.status == porting.COMPILED else f": {unit.summary}"
+        made_from = f" (from {unit.source})" if unit.source != unit.file else ""
+        lines.append(f"  {unit.file}{made_from}, {unit.compiler}: {note}{detail}")
     return lines
 
 

@@ -29,14 +29,12 @@ RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \
 
 # ---- The twins diverge here: everything above is the same for the CUDA and the ROCm image of a pair. ----
 # It is a stage of its own, so the pair's shared prefix can be built once, before both twins.
-FROM shared AS image
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
-ARG TORCH_REQUIREMENT=torch==2.14.1+cu130
 
-# torch from the cuda 13.0 wheel index and no other (its dependencies are mirrored there), as the
-# exact build (local version) the target names; the same RUN checks that what it installed is that backend's
-# build, so a mislabelled wheel fails here, in seconds, not in the smoke test.
+# ---- resolve: torch and its companions from the CUDA 13.0 wheel index, resolved once; each layer
+# of the image below installs its share of that resolution (buildkit/image/install.py) ----
+FROM shared AS resolve
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
+
 # hadolint ignore=DL3013,DL3042
 RUN --mount=type=bind,source=buildkit,target=/buildkit \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
@@ -44,20 +42,128 @@ RUN --mount=type=bind,source=buildkit,target=/buildkit \
     --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
     if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
- && pip install --index-url "${TORCH_INDEX_URL}" "${TORCH_REQUIREMENT}" \
- && python /buildkit/install.py check-backend cuda 13.0 \
- && pip freeze --all | grep -E "^torch==" > /opt/venv/torch-constraint.txt
-ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt \
-    UV_CONSTRAINT=/opt/venv/torch-constraint.txt
+ && python /buildkit/install.py resolve /buildkit/torch-install.json /plan
 
-# Companion packages built for the same backend as torch, from the same index.
+FROM shared AS image
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
+
+# torch from the CUDA 13.0 wheel index and no other (its dependencies are mirrored there), as the
+# exact build the target names, in layers of at most 10.0 GB each (max_layer_size): every
+# large dependency in a layer of its own, so pulls fetch them in parallel.
+
+# nvidia-cudnn-cu13, a large dependency of torch, in a layer of its own.
 # hadolint ignore=DL3013,DL3042
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/nvidia-cudnn-cu13.json,target=/plan/nvidia-cudnn-cu13.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
     --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
     if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
- && pip install --index-url "${TORCH_INDEX_URL}" torchvision==0.29.1+cu130
+ && python /buildkit/install.py layer /plan/nvidia-cudnn-cu13.json
+
+# nvidia-cublas, a large dependency of torch, in a layer of its own.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/nvidia-cublas.json,target=/plan/nvidia-cublas.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/nvidia-cublas.json
+
+# nvidia-nccl-cu13, a large dependency of torch, in a layer of its own.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/nvidia-nccl-cu13.json,target=/plan/nvidia-nccl-cu13.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/nvidia-nccl-cu13.json
+
+# nvidia-cufft, a large dependency of torch, in a layer of its own.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/nvidia-cufft.json,target=/plan/nvidia-cufft.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/nvidia-cufft.json
+
+# nvidia-cusolver, a large dependency of torch, in a layer of its own.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/nvidia-cusolver.json,target=/plan/nvidia-cusolver.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/nvidia-cusolver.json
+
+# nvidia-cusparselt-cu13, a large dependency of torch, in a layer of its own.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/nvidia-cusparselt-cu13.json,target=/plan/nvidia-cusparselt-cu13.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/nvidia-cusparselt-cu13.json
+
+# nvidia-cusparse, a large dependency of torch, in a layer of its own.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/nvidia-cusparse.json,target=/plan/nvidia-cusparse.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/nvidia-cusparse.json
+
+# triton, a large dependency of torch, in a layer of its own.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/triton.json,target=/plan/triton.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/triton.json
+
+# What else torch and torchvision==0.29.1+cu130 need, together.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/dependencies.json,target=/plan/dependencies.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/dependencies.json
+
+# torch itself; the same RUN checks it is the CUDA 13.0 build (a mislabelled or CPU wheel fails here, in
+# seconds) and makes it the constraint of every later install.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/torch.json,target=/plan/torch.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/torch.json
+ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt \
+    UV_CONSTRAINT=/opt/venv/torch-constraint.txt
 
 # What the NVIDIA container runtime reads, as in the official CUDA images. REQUIRE_CUDA names the major
 # only: torch's wheels carry their CUDA runtime and run on any driver of that major (minor version
@@ -69,7 +175,7 @@ ENV NVIDIA_VISIBLE_DEVICES=all \
 # The GPU guard: every start of this venv's Python checks the container's GPU devices (no torch import) and,
 # when it was given only the other vendor's, says so on stderr and names the twin to run instead
 # (BUILDKIT_GPU_GUARD=warn|strict|off; buildkit/image/gpu_guard.py).
-RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guard.py install '{"backend":"CUDA 13.0","pair":"2.14.1-py3.12-runtime","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime","twins":[{"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime","vendor":"amd"}],"vendor":"nvidia"}'
+RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guard.py install '{"backend":"CUDA 13.0","pair":"2.14.1-py3.12-runtime","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime","twins":[{"archs":["gfx90a"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi200-py3.12-runtime","vendor":"amd"},{"archs":["gfx942"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime","vendor":"amd"},{"archs":["gfx950"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi350-py3.12-runtime","vendor":"amd"},{"archs":["gfx1100","gfx1101","gfx1102","gfx1103"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-rdna3-py3.12-runtime","vendor":"amd"},{"archs":["gfx1200","gfx1201"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-rdna4-py3.12-runtime","vendor":"amd"},{"archs":["gfx1151"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-strix-halo-py3.12-runtime","vendor":"amd"}],"vendor":"nvidia"}'
 
 # Numeric, so a runtime that enforces non-root (Kubernetes runAsNonRoot) can verify it.
 USER 1000

@@ -29,14 +29,12 @@ RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \
 
 # ---- The twins diverge here: everything above is the same for the CUDA and the ROCm image of a pair. ----
 # It is a stage of its own, so the pair's shared prefix can be built once, before both twins.
-FROM shared AS image
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/rocm7.2/
-ARG TORCH_REQUIREMENT=torch==2.14.1+rocm7.2
 
-# torch from the rocm 7.2 wheel index and no other (its dependencies are mirrored there), as the
-# exact build (local version) the target names; the same RUN checks that what it installed is that backend's
-# build, so a mislabelled wheel fails here, in seconds, not in the smoke test.
+# ---- resolve: torch and its companions from the ROCm 7.2 wheel index, resolved once; each layer
+# of the image below installs its share of that resolution (buildkit/image/install.py) ----
+FROM shared AS resolve
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/rocm7.2/
+
 # hadolint ignore=DL3013,DL3042
 RUN --mount=type=bind,source=buildkit,target=/buildkit \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
@@ -44,25 +42,56 @@ RUN --mount=type=bind,source=buildkit,target=/buildkit \
     --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
     if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
- && pip install --index-url "${TORCH_INDEX_URL}" "${TORCH_REQUIREMENT}" \
- && python /buildkit/install.py check-backend rocm 7.2 \
- && pip freeze --all | grep -E "^torch==" > /opt/venv/torch-constraint.txt
-ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt \
-    UV_CONSTRAINT=/opt/venv/torch-constraint.txt
+ && python /buildkit/install.py resolve /buildkit/torch-install.json /plan
 
-# Companion packages built for the same backend as torch, from the same index.
+FROM shared AS image
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/rocm7.2/
+
+# torch from the ROCm 7.2 wheel index and no other (its dependencies are mirrored there), as the
+# exact build the target names, in layers of at most 10.0 GB each (max_layer_size): every
+# large dependency in a layer of its own, so pulls fetch them in parallel.
+
+# pytorch-triton-rocm, a large dependency of torch, in a layer of its own.
 # hadolint ignore=DL3013,DL3042
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/pytorch-triton-rocm.json,target=/plan/pytorch-triton-rocm.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
     --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
     if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
- && pip install --index-url "${TORCH_INDEX_URL}" torchvision==0.29.1+rocm7.2
+ && python /buildkit/install.py layer /plan/pytorch-triton-rocm.json
+
+# What else torch and torchvision==0.29.1+rocm7.2 need, together.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/dependencies.json,target=/plan/dependencies.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/dependencies.json
+
+# torch itself; the same RUN checks it is the ROCm 7.2 build (a mislabelled or CPU wheel fails here, in
+# seconds) and makes it the constraint of every later install.
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/torch.json,target=/plan/torch.json \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/torch.json
+ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt \
+    UV_CONSTRAINT=/opt/venv/torch-constraint.txt
 
 # The GPU guard: every start of this venv's Python checks the container's GPU devices (no torch import) and,
 # when it was given only the other vendor's, says so on stderr and names the twin to run instead
 # (BUILDKIT_GPU_GUARD=warn|strict|off; buildkit/image/gpu_guard.py).
-RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guard.py install '{"backend":"ROCm 7.2","pair":"2.14.1-py3.12-runtime","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime","twins":[{"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime","vendor":"nvidia"}],"vendor":"amd"}'
+RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guard.py install '{"backend":"ROCm 7.2","pair":"","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime","twins":[],"vendor":"amd"}'
 
 # Numeric, so a runtime that enforces non-root (Kubernetes runAsNonRoot) can verify it.
 USER 1000

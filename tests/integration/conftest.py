@@ -8,7 +8,6 @@ from __future__ import annotations
 import calendar
 import os
 import time
-import uuid
 from pathlib import Path
 
 import docker
@@ -26,6 +25,7 @@ from testkit.builds import (
 )
 from testkit.machine_wheels import as_backend_build, default_index, local_wheels
 from testkit.runner import INDEX_PASSWORD, INDEX_USER
+from testkit.session import SESSION
 from testkit.wheel_index import WheelIndex
 from testkit.wheels import build_wheel
 
@@ -73,16 +73,18 @@ def docker_env(buildkit_cli) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def repository() -> str:
-    return f"buildkit-test-{uuid.uuid4().hex[:8]}/pytorch"
+    return f"buildkit-test-{SESSION}/pytorch"
 
 
 @pytest.fixture(scope="session")
 def cleanup_images(client):
-    """Removes, at the end, every buildkit-labelled image created during this test session."""
+    """Removes, at the end, the buildkit-labelled images of this test session: those tagged into one of its
+    repositories (they carry its token), and untagged ones created since it started (a failed smoke test
+    leaves its image untagged). Another session sharing the engine keeps its images."""
     yield
     for image in client.images.list(all=True, filters={"label": "dev.buildkit.target"}):
         created = calendar.timegm(time.strptime(image.attrs["Created"][:19], "%Y-%m-%dT%H:%M:%S"))
-        if created >= SESSION_START - 5:
+        if any(SESSION in tag for tag in image.tags) or (not image.tags and created >= SESSION_START - 5):
             for reference in image.tags or [image.id]:
                 try:
                     client.images.remove(reference, force=True)
@@ -157,3 +159,17 @@ def real_cuda_build(machine_index, base_image, docker_env, tmp_path_factory, rep
     matrix = team_matrix(folder, machine_index.url, f"{repository}-real", f'[{{ id = "{REAL_CUDA}" }}]', compile=True)
     extra = ["--ca-bundle", machine_ca_bundle()] if machine_ca_bundle() else []
     return build(matrix, machine_pip_conf(folder, machine_index), folder / "out", docker_env, *extra)
+
+
+ROCM_TOOLCHAIN = "buildkit-ci/rocm-toolchain:debian-sid"  # .ci/rocm-toolchain-image.sh's default tag
+
+
+@pytest.fixture(scope="session")
+def rocm_toolchain(client) -> str:
+    """The local ROCm toolchain image (Debian's HIP, hipBLASLt's headers, python3): hipify's gfx942 compile
+    check runs in it, and it stands in for the ROCm devel image in the source flavor's build test."""
+    try:
+        client.images.get(ROCM_TOOLCHAIN)
+    except docker.errors.ImageNotFound:
+        unavailable(f"local ROCm toolchain image {ROCM_TOOLCHAIN} is missing: run `bash .ci/rocm-toolchain-image.sh`")
+    return ROCM_TOOLCHAIN

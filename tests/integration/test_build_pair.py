@@ -36,6 +36,14 @@ def test_one_failure_fails_the_run_but_not_the_others(built):
     assert report["totals"] == {"built": 3, "failed": 1, "cancelled": 0, "not-started": 0}
 
 
+def test_waits_outside_buildkit_are_said_as_they_start(built):
+    """Smoke tests and the layer reading that follows a build take minutes on real images: a log (the plain
+    display, as CI sees it) says each as it starts instead of going quiet."""
+    result, _, _, _ = built
+    assert f"[{CUDA}] smoke test (linux/amd64)" in result.stderr
+    assert f"[{CUDA}] reading its layers and filesystem (docker save) for its efficiency" in result.stderr
+
+
 def test_failure_is_reported_with_its_log_tail(built):
     _, _, out, targets = built
     broken = targets[BROKEN]
@@ -143,8 +151,9 @@ def test_efficiency_ratio_is_measured(built):
 
 
 def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(double_index, base_image, docker_env, tmp_path, client, repository):
-    """`buildkit bake` exports a pair; `docker buildx bake` (no buildkit involved) builds it: the same layers and
-    labels (the build's date aside) as `buildkit build`'s images of the same matrix. buildx 0.13's bake has no
+    """`buildkit bake` exports a pair; `docker buildx bake` (no buildkit involved, run from / rather than the
+    export's folder) builds it: the same layers and labels (the build's date aside) as `buildkit build`'s
+    images of the same matrix. buildx 0.13's bake has no
     `network`, so builds reach the wheel index on the engine's bridge gateway instead of the host's 127.0.0.1, and
     pip is told to trust that plain-HTTP address the way a team trusts its in-house mirror: in the pip.conf secret."""
     gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
@@ -166,7 +175,7 @@ def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(dou
         tags = {CUDA: f"bake-{tmp_path.name}-cuda:1", ROCM: f"bake-{tmp_path.name}-rocm:1"}
         overrides = [f"--set=2_14_1-cuda13_0-py3_11-runtime.tags={tags[CUDA]}", f"--set=2_14_1-rocm7_2-py3_11-runtime.tags={tags[ROCM]}"]
         baked = subprocess.run([docker_env["BUILDKIT_DOCKER"], "buildx", "bake", "-f", str(out / "docker-bake.json"), "--load",
-                                *overrides, "pair-2_14_1-py3_11-runtime"], cwd=out, env=docker_env, capture_output=True, text=True)
+                                *overrides, "pair-2_14_1-py3_11-runtime"], cwd="/", env=docker_env, capture_output=True, text=True)
         assert baked.returncode == 0, baked.stderr[-3000:]
         stamp = ("org.opencontainers.image.created", "org.opencontainers.image.revision")
         for target_id, tag in tags.items():

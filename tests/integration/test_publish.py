@@ -4,13 +4,13 @@ nightly date tags and retention, basic and bearer-token auth, retries, an outage
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
 from buildkit.adapters.registry import Credentials, Registry
 from testkit.builds import CUDA_13_ARCHS, index_pip_conf, pair_doubles, team_matrix
 from testkit.registry import FaultProxy, RegistryProcess
+from testkit.session import session_repository
 from testkit.runner import run_buildkit
 from testkit.wheel_index import WheelIndex
 from testkit.wheels import build_wheel, companion_double, torch_double
@@ -49,7 +49,7 @@ class Publisher:
 
     def __init__(self, folder, index_url, registry_address, auth_file, env):
         self.folder, self.index_url, self.registry, self.auth_file, self.env = folder, index_url, registry_address, auth_file, env
-        self.repository = f"buildkit-publish-{uuid.uuid4().hex[:8]}/pytorch"
+        self.repository = session_repository("publish")
         self.runs = 0
 
     def matrix(self, extra_14: str = "", extra_13: str = "", include: str = '[{ python = "3.11", flavor = "runtime", torch = "2.1[34].*" }]'):

@@ -22,6 +22,7 @@ from buildkit.core.labels import ImageIdentity
 from testkit.builds import index_pip_conf, pair_doubles, team_matrix
 from testkit.gpu_reports import gpu_report_double
 from testkit.registry import RegistryProcess
+from testkit.session import session_repository
 from testkit.runner import run_buildkit
 from testkit.wheel_index import WheelIndex
 
@@ -43,7 +44,7 @@ def nightly(tmp_path_factory, base_image, docker_env, cleanup_images):
     registry = RegistryProcess(folder / "registry").start()
     subprocess.run(["cosign", "generate-key-pair"], cwd=folder, env={**os.environ, "COSIGN_PASSWORD": PASSWORD},
                    check=True, capture_output=True, timeout=60)
-    repository = f"gate-{uuid.uuid4().hex[:8]}/pytorch"
+    repository = session_repository("gate")
     matrix = team_matrix(folder, index.url, repository, f'[{{ id = "{CUDA}" }}, {{ id = "{ROCM}" }}]',
                          '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
     pip_conf = index_pip_conf(folder, index.url)

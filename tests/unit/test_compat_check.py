@@ -105,7 +105,7 @@ def test_planted_differences_are_reported_and_write_fixes_them(cli, tmp_path, pl
     data = planted(tmp_path)
     before = data.read_text()
     code, document, _ = check(cli, "--index", planted_index.url, "--data", data)
-    assert code == 1 and not document["written"]
+    assert code == 3 and not document["written"]
     assert found(document) == {
         ("2.9", "cuda 12.9", "index"),
         ("2.13", "python 3.15", "index"),
@@ -136,7 +136,7 @@ def test_planted_differences_are_reported_and_write_fixes_them(cli, tmp_path, pl
 
 def test_people_get_a_table_and_the_proposed_diff(cli, tmp_path, planted_index):
     result = cli("compat", "check", "--index", planted_index.url, "--data", planted(tmp_path))
-    assert result.code == 1 and result.err == ""
+    assert result.code == 3 and result.err == ""
     assert "| 2.9 | cuda 12.9 | - |" in result.out and "| 2.12 | release 2.12.2 | rocm 7.1 |" in result.out
     assert "```diff\n" in result.out and '+cuda = ["12.6", "12.8", "12.9", "13.0"]' in result.out
     assert "--write" in result.out
@@ -145,7 +145,7 @@ def test_people_get_a_table_and_the_proposed_diff(cli, tmp_path, planted_index):
 def test_the_shipped_files_diff_applies_at_the_repository_root(cli, planted_index):
     before = SHIPPED.read_text()
     code, document, _ = check(cli, "--index", planted_index.url)  # no --write: the shipped file is only read
-    assert code == 1 and document["diff"].startswith("--- a/buildkit/data/compat.toml\n+++ b/buildkit/data/compat.toml\n")
+    assert code == 3 and document["diff"].startswith("--- a/buildkit/data/compat.toml\n+++ b/buildkit/data/compat.toml\n")
     assert SHIPPED.read_text() == before
 
 
@@ -159,24 +159,24 @@ def test_a_backend_version_the_data_does_not_describe_is_reported_not_written(cl
         code, document, result = check(cli, "--index", server.url, "--data", data, "--write")
     finally:
         server.stop()
-    assert code == 1 and document["diff"] == "" and not document["written"]
+    assert code == 3 and document["diff"] == "" and not document["written"]
     [difference] = document["differences"]
     assert difference["subject"] == "cuda 13.6" and not difference["writable"] and '[cuda."13.6"]' in difference["note"]
 
 
 def test_a_new_torch_minor_is_added_with_its_facts(cli, tmp_path):
     folders = wheels_from_compat(COMPAT)
-    folders["cu132"] += [torch_wheel_name("2.15.0", "cu132", python, platform) for python in PYTHONS for platform in ("linux/amd64", "linux/arm64")]
-    folders["rocm7.14"] += [torch_wheel_name("2.15.0", "rocm7.14", python) for python in PYTHONS]
+    folders["cu132"] += [torch_wheel_name("2.16.0", "cu132", python, platform) for python in PYTHONS for platform in ("linux/amd64", "linux/arm64")]
+    folders["rocm7.14"] += [torch_wheel_name("2.16.0", "rocm7.14", python) for python in PYTHONS]
     server = serve(folders)
     data = tmp_path / "compat.toml"
     data.write_text(SHIPPED.read_text())
     try:
         code, document, _ = check(cli, "--index", server.url, "--data", data, "--write")
-        assert code == 0 and ("2.15", "cuda 13.2", "index") in found(document)
-        release = compat_from_data(tomlkit.parse(data.read_text()).unwrap()).torch["2.15"]
+        assert code == 0 and ("2.16", "cuda 13.2", "index") in found(document)
+        release = compat_from_data(tomlkit.parse(data.read_text()).unwrap()).torch["2.16"]
         assert release.backends == {"cuda": ("13.2",), "rocm": ("7.14",)} and release.python == PYTHONS
-        assert release.releases == ("2.15.0",) and release.unconfirmed == ("torchvision",)
+        assert release.releases == ("2.16.0",) and release.unconfirmed == ("torchvision",)
         assert check(cli, "--index", server.url, "--data", data)[0] == 0
     finally:
         server.stop()
@@ -190,7 +190,7 @@ def test_a_root_page_that_lists_variant_folders_widens_the_probe(cli, tmp_path):
         code, document, _ = check(cli, "--index", server.url)
     finally:
         server.stop()
-    assert code == 1 and "rocm11.0" in document["found"]
+    assert code == 3 and "rocm11.0" in document["found"]
     assert found(document) == {("2.14", "rocm 11.0", "index")}
 
 
@@ -236,3 +236,29 @@ def test_nightly_runs_the_check_and_shows_its_diff_as_the_job_summary():
     script = "\n".join(step.get("run", "") for step in job["steps"])
     assert "buildkit compat check" in script and '"$GITHUB_STEP_SUMMARY"' in script and 'exit "$status"' in script
     assert "${{" not in script  # values reach scripts through env:, never by template expansion
+
+
+def test_differences_and_an_unreachable_index_end_in_different_codes(cli, tmp_path, planted_index):
+    """The nightly tells stale data (3: the change is proposed) from an index it cannot read (1: try again)."""
+    differs = cli("compat", "check", "--index", planted_index.url, "--data", planted(tmp_path))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    offline = cli("compat", "check", "--index", f"http://127.0.0.1:{port}/whl")
+    assert (differs.code, offline.code) == (3, 1)
+
+
+@pytest.mark.parametrize("text, why", [
+    ((Path(__file__).resolve().parents[2] / "matrix.toml").read_text(), "it has [[torch]] entries, so it is a matrix file"),
+    ('title = "not compat data"\n', 'it has no [torch."X.Y"] tables'),
+    ('[torch]\n"2.14" = 3\n', 'its torch."2.14" is not a table'),
+    ('wheel_index = "https://example.org"\n[torch."2.14"]\n', "its wheel_index is not a table"),
+], ids=["a matrix", "no torch tables", "a torch minor that is a number", "a wheel_index string"])
+def test_data_that_is_not_compatibility_data_is_one_user_error(cli, tmp_path, index, text, why):
+    """`compat check --data matrix.toml` used to end in AttributeError; now it says what the file is and what
+    --data takes, before the index is asked."""
+    data = tmp_path / "data.toml"
+    data.write_text(text)
+    result = cli("compat", "check", "--index", index.url, "--data", data)
+    assert result.code == 2 and result.out == "" and "internal error" not in result.err
+    assert result.err.count("error:") == 1 and why in result.err and "--data takes compatibility data" in result.err

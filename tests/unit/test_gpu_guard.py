@@ -23,33 +23,41 @@ from testkit import hosts
 
 PLAN = expand(load_matrix(None))
 CUDA = next(t for t in PLAN.targets if t.id == "2.14.1-cuda13.0-py3.12-runtime")
-ROCM = next(t for t in PLAN.targets if t.id == "2.14.1-rocm7.2-py3.12-runtime")
+FAMILIES = {t.family: t for t in PLAN.targets if t.pair == CUDA.pair and t.vendor == "amd"}  # one ROCm image per GPU family
+ROCM = FAMILIES["mi300"]
 
 
 def config(target):
     return json.loads(guard_config(target))
 
 
-def test_the_config_names_the_twin_from_the_plan():
+def test_the_config_names_the_twins_from_the_plan():
+    """The CUDA image pairs with every family image, each with its arch list; a family image with its CUDA twin."""
     assert config(CUDA) == {
         "vendor": "nvidia", "backend": "CUDA 13.0", "reference": CUDA.tags[0], "pair": "2.14.1-py3.12-runtime",
-        "twins": [{"vendor": "amd", "reference": ROCM.tags[0]}],
+        "twins": [{"vendor": "amd", "reference": t.tags[0], "archs": list(t.archs)} for t in FAMILIES.values()],
     }
+    assert sorted(FAMILIES) == ["mi200", "mi300", "mi350", "rdna3", "rdna4", "strix-halo"]
     assert config(ROCM)["twins"] == [{"vendor": "nvidia", "reference": CUDA.tags[0]}]
 
 
 def test_cuda_image_on_amd_devices_names_the_rocm_twin(tmp_path):
     line = gpu_guard.verdict(config(CUDA), str(hosts.mi300x(tmp_path)))
-    assert line == (
+    assert line == (  # the family image carrying the MI300X's gfx942
         f"buildkit: {CUDA.tags[0]} is a CUDA 13.0 image, but this container was given AMD GPU devices "
         "(/dev/kfd) and no NVIDIA one: torch will find no GPU it can use and run on the CPU; "
         f"run its ROCm twin instead: {ROCM.tags[0]} (BUILDKIT_GPU_GUARD=off silences this, =strict stops here)"
     )
 
 
+def test_an_rdna3_host_is_sent_to_the_rdna3_family_image(tmp_path):
+    line = gpu_guard.verdict(config(CUDA), str(hosts.rx7900xtx(tmp_path)))
+    assert line.split("run its ROCm twin instead: ")[1].startswith(FAMILIES["rdna3"].tags[0] + " (")
+
+
 def test_rocm_image_on_nvidia_devices_names_the_cuda_twin(tmp_path):
     line = gpu_guard.verdict(config(ROCM), str(hosts.h100(tmp_path)))
-    assert "is a ROCm 7.2 image, but this container was given NVIDIA GPU devices (/dev/nvidia0, /dev/nvidiactl)" in line
+    assert "is a ROCm 7.14 image, but this container was given NVIDIA GPU devices (/dev/nvidia0, /dev/nvidiactl)" in line
     assert line.endswith(f"run its CUDA twin instead: {CUDA.tags[0]} (BUILDKIT_GPU_GUARD=off silences this, =strict stops here)")
 
 

@@ -1,5 +1,6 @@
-"""The hipify preflight on a CUDA extension the project owns (tests/fixtures/cuda_ext), with torch's real
-hipify and, where hipcc is installed (CI installs Debian's), a compile check for one AMD arch.
+"""The hipify preflight on CUDA extensions the project owns (tests/fixtures/cuda_ext*), with torch's real
+hipify and, where hipcc is installed (CI installs Debian 12's, HIP 5.2), a compile check for one AMD arch
+on this machine (the same check in a ROCm toolchain image, for gfx942: tests/integration/test_hipify_toolchain.py).
 
 Then the same tree as a hostile or careless user hands it over: real symlinks leading out of it, loops,
 FIFOs, binary sources, unreadable folders, and --out folders that are the tree, hold it, or were tampered
@@ -18,10 +19,13 @@ from pathlib import Path
 import pytest
 
 from buildkit.adapters.bundled import shipped_compat
+from buildkit.adapters.compile_check import compile_check
 from buildkit.adapters.hipcc import Hipcc, default_offload_arch, find_hipcc, is_data_center
+from buildkit.adapters.hipify import run_hipify
 from testkit.trees import assert_refused, snapshot, unprivileged
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "cuda_ext"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURE = FIXTURES / "cuda_ext"
 KNOWN = shipped_compat().known_archs["rocm"]
 MANIFEST = ".buildkit-hipify.json"
 CliResult = namedtuple("CliResult", "code out err")
@@ -30,8 +34,6 @@ CliResult = namedtuple("CliResult", "code out err")
 @pytest.fixture(scope="module")
 def hipified(tmp_path_factory):
     out = tmp_path_factory.mktemp("hip") / "out"
-    from buildkit.adapters.hipify import run_hipify
-
     return run_hipify(FIXTURE, out), out
 
 
@@ -85,34 +87,88 @@ def test_output_lists_every_file_it_wrote(hipified):
     assert "gemm.cu" in on_disk and "scale_kernel.hip" in on_disk
 
 
-def test_identifier_without_mapping_is_reported_with_file_and_line(hipified):
+def test_identifier_without_mapping_is_reported_at_the_users_line(hipified):
     report, _ = hipified
-    assert [(u.file, u.line, u.identifier) for u in report.unmapped] == [("gemm.hip", 12, "cudaMemcpyBatchAsync")]
+    assert [(f.file, f.line, f.kind, f.subject, f.hipified) for f in report.findings] == [
+        ("gemm.cu", 11, "unmapped", "cudaMemcpyBatchAsync", "gemm.hip:12")]  # hipify's breadcrumb is gemm.hip's line 1
+    assert report.origins == {"gemm.hip": "gemm.cu", "include/scale_hip.cuh": "include/scale.cuh", "scale_kernel.hip": "scale_kernel.cu"}
     assert not report.passed
 
 
-def test_compile_check_with_hipcc(hipified, hipcc):
-    from buildkit.adapters.hipify import compile_check
+def test_what_will_not_port_is_found_at_its_line(cli, tmp_path):
+    """Inline PTX, warp intrinsics HIP lacks or whose mask differs, lane arithmetic for 32-thread warps and
+    CUDA-only libraries: every line the fixture marks, and no other."""
+    fixture = FIXTURES / "cuda_ext_warp"
+    marked = [(number, *line.split("PORT: ")[1].split(", ")) for number, line in enumerate((fixture / "reduce.cu").read_text().splitlines(), 1)
+              if "// PORT: " in line]
+    result = cli("hipify", fixture, "--out", tmp_path / "out", "--json", tmp_path / "report.json")
+    assert result.code == 1  # blocking findings
+    findings = json.loads((tmp_path / "report.json").read_text())["findings"]
+    assert [(f["line"], f["kind"], "blocks" if f["blocks"] else "review") for f in findings] == marked
+    assert all(f["file"] == "reduce.cu" and f["hipified"] == f"reduce.hip:{f['line'] + 1}" for f in findings)
+    assert "will not port: reduce.cu:11 (reduce.hip:12): __shfl_down_sync: the mask 0xffffffff is 32 bits" in result.out
+    assert "will not port: reduce.cu:17 (reduce.hip:18): asm(...): inline assembly (PTX)" in result.out
+    assert "review: reduce.cu:22 (reduce.hip:23): int lane = threadIdx.x & 31;: lane arithmetic for 32-thread warps" in result.out
 
+
+def test_compile_check_with_hipcc(hipified, hipcc):
     report, _ = hipified
     result = {c.file: c for c in compile_check(report, "gfx90a", KNOWN, hipcc).compiled}
     assert result["scale_kernel.hip"].status == "ok", result["scale_kernel.hip"].output
-    assert result["util.cpp"].status == "ok"
-    # Debian ships no hipBLAS headers: that is this machine's gap, not a hipify error
-    assert result["gemm.hip"].status == "environment"
-    assert "hipblas/hipblas.h is not installed here" in result["gemm.hip"].summary
+    assert (result["scale_kernel.hip"].compiler, result["scale_kernel.hip"].source) == ("hipcc", "scale_kernel.cu")
+    assert (result["util.cpp"].status, result["util.cpp"].compiler) == ("ok", "c++"), result["util.cpp"].output
+    # Debian 12 ships no hipBLAS headers: this machine's gap, named with where to get them, not a code defect
+    gemm = result["gemm.hip"]
+    assert gemm.status == "missing"
+    assert gemm.summary.startswith("hipblas/hipblas.h is not installed here (included at gemm.cu:3 (gemm.hip:4)): "
+                                   "hipBLAS's headers: libhipblas-dev (Debian 13 and later)")
+    assert gemm.summary.endswith("or check in a ROCm toolchain image that has it (--toolchain-image IMAGE)")
+
+
+def test_host_cpp_defect_is_reported_at_its_line(hipcc, clean_source, tmp_path):
+    """A .cpp goes to the C++ compiler beside hipcc (g++ here), as torch's extension build does: its error
+    is the code's, at its line."""
+    (clean_source / "host.cpp").write_text("int twice(int x) {\n  return x * undeclared_factor;\n}\n")
+    report = compile_check(run_hipify(clean_source, tmp_path / "out"), "gfx90a", KNOWN, hipcc)
+    (host,) = [c for c in report.compiled if c.file == "host.cpp"]
+    assert (host.status, host.compiler, host.location) == ("error", "c++", "host.cpp:2"), host.output
+    assert host.summary.startswith("host.cpp:2: error: ") and "undeclared_factor" in host.summary
+    assert not report.passed
+
+
+def test_torch_extension_on_this_machine_names_what_is_missing(cli, hipcc, tmp_path):
+    """The extension's .cu on Debian 12's hipcc: torch's headers want rocThrust, which Debian 12 lacks. The
+    file is not checkable here, which says nothing against the code, and the report says how to check it."""
+    tree = tmp_path / "extension"
+    shutil.copytree(FIXTURES / "cuda_ext_torch", tree)
+    (tree / "extension_cpp" / "csrc" / "muladd.cpp").unlink()  # its g++ compile is the toolchain image test's
+    result = cli("hipify", tree, "--out", tmp_path / "out", "--compile-check", "--offload-arch", "gfx90a", "--json", tmp_path / "r.json")
+    assert result.code == 0, result.out + result.err
+    assert f"compile check for gfx90a with hipcc {hipcc.version} ({hipcc.path} on this machine)" in result.out
+    assert "torch's ROCm headers: torch 2.13.0+cpu is not a ROCm build: its CUDA headers (ATen/cuda, c10/cuda) hipified" in result.out
+    (unit,) = json.loads((tmp_path / "r.json").read_text())["compiled"]
+    assert (unit["file"], unit["source"], unit["status"]) == ("extension_cpp/csrc/hip/muladd.hip", "extension_cpp/csrc/cuda/muladd.cu", "missing")
+    assert unit["summary"].startswith("thrust/complex.h is not installed here (included by ")
+    assert "torch/headeronly/util/complex.h:" in unit["summary"] and "librocthrust-dev" in unit["summary"]
 
 
 def test_cli_reports_and_fails_on_unmapped_identifiers(cli, tmp_path):
     result = cli("hipify", FIXTURE, "--out", tmp_path / "out", "--json", tmp_path / "report.json")
     assert result.code == 1
-    assert "no HIP mapping: gemm.hip:12: cudaMemcpyBatchAsync" in result.out
-    assert json.loads((tmp_path / "report.json").read_text())["unmapped"][0]["identifier"] == "cudaMemcpyBatchAsync"
+    assert "will not port: gemm.cu:11 (gemm.hip:12): cudaMemcpyBatchAsync: a CUDA identifier hipify has no HIP mapping for" in result.out
+    assert json.loads((tmp_path / "report.json").read_text())["findings"][0]["subject"] == "cudaMemcpyBatchAsync"
 
 
 def test_cli_rejects_unknown_arch_and_unsafe_output(cli, tmp_path):
     unknown = cli("hipify", FIXTURE, "--compile-check", "--offload-arch", "gfx9999")
     assert unknown.code == 2 and "unknown gfx target 'gfx9999'; known: gfx900" in unknown.err
+    for options, message in ((["--toolchain-image", "rocm/dev-ubuntu-24.04:7.2.1-complete"], "--toolchain-image: only applies to --compile-check"),
+                             (["--compile-check", "--toolchain-image", "Bad Image"], "--toolchain-image: expected an image reference"),
+                             (["--compile-check", "--include-dir", "../elsewhere"], "--include-dir: '../elsewhere' is not a folder inside"),
+                             (["--compile-check", "--include-dir", "no-such-folder"], "--include-dir: 'no-such-folder' is not a folder inside")):
+        refused = cli("hipify", FIXTURE, "--out", tmp_path / "refused", *options)
+        assert refused.code == 2 and message in refused.err and "Traceback" not in refused.err, (options, refused.err)
+        assert not (tmp_path / "refused").exists()
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "keep.txt").write_text("mine")
@@ -275,7 +331,8 @@ def test_compile_check_defaults_to_an_arch_this_hipcc_compiles(cli, hipcc, clean
     result = cli("hipify", clean_source, "--out", tmp_path / "out", "--compile-check", "--json", tmp_path / "r.json")
     chosen = default_offload_arch(hipcc, KNOWN)
     assert result.code == 0, result.out + result.err
-    assert f"scale_kernel.hip for {chosen}: compiles" in result.out
+    assert f"compile check for {chosen} with hipcc {hipcc.version}" in result.out
+    assert "scale_kernel.hip (from scale_kernel.cu), hipcc: compiles" in result.out
     assert json.loads((tmp_path / "r.json").read_text())["offload_arch"] == chosen
 
 
@@ -290,20 +347,18 @@ def test_arch_beyond_the_installed_hipcc_is_a_toolchain_limit_not_a_code_defect(
     assert "DOES NOT COMPILE" not in result.out
     supported = ", ".join(a for a in KNOWN if a in hipcc.archs)
     expected = (f"compile check not run: hipcc {hipcc.version} cannot compile for {arch} (a toolchain limit, not your code): "
-                f"install a newer ROCm or pick --offload-arch from: {supported}")
+                f"install a newer ROCm, check in a newer ROCm toolchain image (--toolchain-image IMAGE), or pick --offload-arch from: {supported}")
     assert expected in result.out
     assert json.loads((tmp_path / "r.json").read_text())["toolchain_limit"] == expected.removeprefix("compile check not run: ")
 
 
 def test_toolchain_limit_is_recognised_in_hipcc_output_when_its_arch_list_is_unknown(hipcc, clean_source, tmp_path):
     """Where clang's arch list could not be read, the real compiler's refusal still reads as a toolchain limit."""
-    from buildkit.adapters.hipify import compile_check, run_hipify
-
     beyond = [arch for arch in KNOWN if arch not in hipcc.archs]
     if not beyond:
         pytest.skip(f"hipcc {hipcc.version} compiles for every known gfx target: no toolchain limit to show")
     unasked = Hipcc(hipcc.path, hipcc.version, None)
     report = compile_check(run_hipify(clean_source, tmp_path / "out"), beyond[-1], KNOWN, unasked)
     assert [c.status for c in report.compiled] == ["toolchain"]  # and the check stops: every unit would say the same
-    assert report.toolchain_limit.endswith("install a newer ROCm or pick another --offload-arch")
+    assert report.toolchain_limit.endswith("(--toolchain-image IMAGE), or pick another --offload-arch")
     assert report.passed

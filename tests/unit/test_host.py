@@ -16,7 +16,8 @@ from buildkit.adapters.matrix_files import load_matrix
 from buildkit.core.host import (EngineFacts, Gpu, HostFacts, arch_covered, assess, best_target, engine_from_option, gpu_access,
                                 primary_vendor, route)
 from buildkit.core.labels import ImageIdentity
-from buildkit.core.plan import expand
+from buildkit.core.matrix import parse_selectors
+from buildkit.core.plan import expand, select
 from buildkit.core.vendors import AMD, NVIDIA
 from buildkit.errors import UserError
 from testkit import hosts
@@ -65,7 +66,7 @@ def test_mi300x(tmp_path):
     assert [(g.vendor, g.name, g.arch) for g in host.gpus] == [("amd", "Instinct MI300X", "gfx942")] * 2
     assert host.amdgpu_driver == "6.10.5" and host.kfd.path == "/dev/kfd" and host.kfd.group == "render"
     choice = best_target(host, PLAN, COMPAT, "amd")
-    assert choice.target.id == "2.14.1-rocm7.2-py3.13-runtime"
+    assert choice.target.id == "2.15.0-rocm7.14-mi300-py3.13-runtime"  # the family image that carries gfx942
     assert gpu_access(AMD, host).docker_flags() == [
         "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", str(hosts.RENDER_GID),
         "--security-opt", "seccomp=unconfined", "--shm-size", "8g",
@@ -76,7 +77,7 @@ def test_mi300x(tmp_path):
 def test_rx7900xtx_ignores_the_hdmi_audio_function(tmp_path):
     host = facts(hosts.rx7900xtx, tmp_path)
     assert [(g.pci, g.name, g.arch) for g in host.gpus] == [("0000:03:00.0", "Radeon RX 7900 XTX", "gfx1100")]
-    assert best_target(host, PLAN, COMPAT, "amd", python="3.12").target.id == "2.14.1-rocm7.2-py3.12-runtime"
+    assert best_target(host, PLAN, COMPAT, "amd", python="3.12").target.id == "2.15.0-rocm7.14-rdna3-py3.12-runtime"
 
 
 def test_h100_with_an_old_driver_is_routed_to_cuda_12_and_the_cuda_13_image_is_blocked(tmp_path):
@@ -85,7 +86,7 @@ def test_h100_with_an_old_driver_is_routed_to_cuda_12_and_the_cuda_13_image_is_b
     assert host.nvidia_driver == "570.86.15"
     choice = best_target(host, PLAN, COMPAT, "nvidia", python="3.12")
     assert choice.target.id == "2.14.1-cuda12.6-py3.12-runtime"
-    assert "2.14.1-cuda13.0-py3.12-runtime: the NVIDIA driver 570.86.15 is older than 580.65.06" in choice.reasons[0]
+    assert "2.15.0-cuda13.2-py3.12-runtime: the NVIDIA driver 570.86.15 is older than 580.65.06" in choice.reasons[0]
     assert gpu_access(NVIDIA, host).docker_flags() == ["--gpus", "all", "--shm-size", "8g"]
     (finding,) = assess(host, COMPAT, "cuda-image", identity("cuda13"))
     assert finding.code == "driver-too-old" and finding.blocking
@@ -95,7 +96,7 @@ def test_h100_with_an_old_driver_is_routed_to_cuda_12_and_the_cuda_13_image_is_b
 
 def test_h100_with_a_current_driver_gets_the_pair_twin(tmp_path):
     host = facts(hosts.h100, tmp_path)
-    assert best_target(host, PLAN, COMPAT, "nvidia", python="3.12").target.id == "2.14.1-cuda13.0-py3.12-runtime"
+    assert best_target(host, PLAN, COMPAT, "nvidia", python="3.12").target.id == "2.15.0-cuda13.2-py3.12-runtime"
     assert assess(host, COMPAT, "cuda-image", identity("cuda13")) == []
 
 
@@ -132,10 +133,12 @@ def test_no_gpu_blocks_gpu_acceleration(tmp_path):
     assert "this host has no GPU: every image runs on the CPU" in routing.findings[0].title
 
 
-def test_gfx1103_laptop_no_image_fits_and_the_fix_names_rocm_7_14(tmp_path):
+def test_gfx1103_laptop_gets_the_rdna3_family_image_and_without_it_no_image_fits(tmp_path):
     host = facts(hosts.rdna3_laptop, tmp_path)
     assert [(g.name, g.arch) for g in host.gpus] == [("Radeon 780M", "gfx1103")]
-    routing = route(host, PLAN, COMPAT)
+    assert route(host, PLAN, COMPAT).target.id == "2.15.0-rocm7.14-rdna3-py3.13-runtime"
+    rocm72 = select(PLAN, rule=parse_selectors(["backend_version=7.2"]))  # the fat 7.2 wheels lack gfx1103
+    routing = route(host, rocm72, COMPAT)
     assert routing.target is None and codes(routing.findings) == [("no-fitting-image", True)]
     (finding,) = routing.findings
     assert finding.title == ("no AMD image of the matrix carries gfx1103, this host's GPU arch "
@@ -344,7 +347,7 @@ def test_mixed_amd_host_gets_a_per_device_override(tmp_path):
 # --- detect, doctor and run agree ---------------------------------------------------------------------------
 
 TREES = {
-    "gfx1103-laptop": (hosts.rdna3_laptop, False),
+    "gfx1103-laptop": (hosts.rdna3_laptop, True),  # the RDNA3 family image carries gfx1103; ROCm 7.2's do not
     "no-gpu": (hosts.no_gpu, False),
     "h100-driver-570": (lambda root: hosts.h100(root, driver="570.86.15"), True),
     "v100": (hosts.v100, True),
@@ -356,7 +359,8 @@ ENGINE = ("--engine", "docker:28.2")
 
 
 @pytest.mark.parametrize("name", TREES)
-@pytest.mark.parametrize("selection", [(), ("--select", "backend_version=13.*"), ("--select", "backend=rocm")])
+@pytest.mark.parametrize("selection", [(), ("--select", "backend_version=13.*"), ("--select", "backend=rocm"),
+                                       ("--select", "backend_version=7.2")])
 def test_detect_doctor_and_run_agree(cli, tmp_path, name, selection):
     """On each host tree: detect's findings are doctor's; doctor blocks exactly where detect names no image or
     run refuses; the image detect names passes doctor and run; with CUDA 13 only, the V100 and the old driver fit nothing."""
@@ -400,7 +404,7 @@ def test_run_print_uses_cdi_names_on_a_host_with_a_cdi_spec(cli, tmp_path):
     result = cli("run", "--print", "--host-root", root, "--engine", "docker:28.2", "--python", "3.12")
     assert result.code == 0, result.err
     assert result.out.startswith("docker run --rm --device amd.com/gpu=all --group-add video --group-add ")
-    assert result.out.strip().endswith("ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime")
+    assert result.out.strip().endswith("ghcr.io/buildkit-images/pytorch:2.15.0-rocm7.14-mi300-py3.12-runtime")
     nvidia = hosts.nvidia_cdi_spec(hosts.h100(tmp_path / "nvidia"), gpus=1)
     result = cli("run", "--print", "--host-root", nvidia, "--engine", "podman", "--python", "3.12")
     assert result.out.startswith("docker run --rm --device nvidia.com/gpu=all --shm-size 8g ghcr.io/"), result.err
@@ -415,7 +419,7 @@ def test_detect_cli_on_a_fixture_host(cli, tmp_path):
     result = cli("detect", "--json", "--host-root", root, "--python", "3.12")
     document = json.loads(result.out)
     assert document["vendor"] == "amd" and len(document["gpus"]) == 2
-    assert document["targets"]["amd"]["tag"] == "ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime"
+    assert document["targets"]["amd"]["tag"] == "ghcr.io/buildkit-images/pytorch:2.15.0-rocm7.14-mi300-py3.12-runtime"
     assert "--device" in document["targets"]["amd"]["run_flags"]
 
 
@@ -429,7 +433,7 @@ def test_run_print_refuses_a_cuda_image_on_an_amd_host(cli, tmp_path):
     result = cli("run", "ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime", "--print", "--host-root", root)
     assert result.code == 2
     assert "is a CUDA image and this host has only AMD GPUs" in result.err
-    assert "run ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime instead" in result.err
+    assert "run ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime instead" in result.err  # its pair's gfx942 image
 
 
 def test_run_print_picks_the_fitting_image_with_its_flags(cli, tmp_path):
@@ -437,7 +441,7 @@ def test_run_print_picks_the_fitting_image_with_its_flags(cli, tmp_path):
     result = cli("run", "--print", "--host-root", root, "--python", "3.12", "--", "python", "-c", "import torch")
     assert result.code == 0, result.err
     assert "--device /dev/kfd --device /dev/dri --group-add video" in result.out
-    assert result.out.strip().endswith("ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime python -c 'import torch'")
+    assert result.out.strip().endswith("ghcr.io/buildkit-images/pytorch:2.15.0-rocm7.14-mi300-py3.12-runtime python -c 'import torch'")
 
 
 def test_run_on_a_host_without_gpus_warns_and_runs_on_the_cpu(cli, tmp_path):

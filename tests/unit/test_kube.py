@@ -37,21 +37,33 @@ def validate(items):
         kubernetes_validate.validate(item, version, strict=True)  # raises ValidationError with the failing path
 
 
+FAMILIES = ("mi200", "mi300", "mi350", "rdna3", "rdna4", "strix-halo")  # the default matrix's ROCm 7.14 family images
+
+
 def test_the_pair_gives_one_valid_job_per_twin(cli):
     items, result = documents(cli, PAIR, "--by-tag")
     validate(items)
-    assert [(i["kind"], i["metadata"]["name"]) for i in items] == [
-        ("Job", "pytorch-2-14-1-cuda13-0-py3-12-runtime"), ("Job", "pytorch-2-14-1-rocm7-2-py3-12-runtime")]
-    nvidia, amd = (item["spec"]["template"]["spec"] for item in items)
+    assert [(i["kind"], i["metadata"]["name"]) for i in items] == [("Job", "pytorch-2-14-1-cuda13-0-py3-12-runtime")] + [
+        ("Job", f"pytorch-2-14-1-rocm7-14-{family}-py3-12-runtime") for family in FAMILIES]
+    nvidia, *amd = (item["spec"]["template"]["spec"] for item in items)
     assert nvidia["containers"][0]["image"] == "ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime"
     assert nvidia["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
-    assert amd["containers"][0]["resources"] == {"limits": {"amd.com/gpu": 1}}
-    for pod in (nvidia, amd):
+    assert all(pod["containers"][0]["resources"] == {"limits": {"amd.com/gpu": 1}} for pod in amd)
+    for pod in (nvidia, *amd):
         assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000}
         assert pod["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
         assert {"name": "BUILDKIT_GPU_GUARD", "value": "strict"} in pod["containers"][0]["env"]
     assert items[0]["metadata"]["labels"]["buildkit.dev/pair"] == PAIR
     assert "&id" not in result.out  # no YAML anchors
+    # each family image only on nodes of its GPUs: the MI300X node is the mi300 image's alone
+    node = {AMD_FAMILY: "AI", AMD_DEVICE_ID: "74a1", "kubernetes.io/arch": "amd64"}
+    placed = [family for family, pod in zip(FAMILIES, amd) if selected(terms_of(pod), node)]
+    assert placed == ["mi300"]
+
+
+def terms_of(pod):
+    required = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return [term["matchExpressions"] for term in required["nodeSelectorTerms"]]
 
 
 def test_dra_claims_the_vendors_device_class(cli):
@@ -59,7 +71,8 @@ def test_dra_claims_the_vendors_device_class(cli):
     validate(items)
     claims = {i["metadata"]["name"]: i for i in items if i["kind"] == "ResourceClaimTemplate"}
     jobs = [i for i in items if i["kind"] == "Job"]
-    for job, device_class in zip(jobs, ("gpu.nvidia.com", "gpu.amd.com")):
+    assert len(claims) == len(jobs) == 7
+    for job, device_class in zip(jobs, ("gpu.nvidia.com", *["gpu.amd.com"] * 6)):
         pod = job["spec"]["template"]["spec"]
         (claim,) = pod["resourceClaims"]
         request = claims[claim["resourceClaimTemplateName"]]["spec"]["spec"]["devices"]["requests"][0]
@@ -69,9 +82,9 @@ def test_dra_claims_the_vendors_device_class(cli):
 
 
 def test_json_is_a_list_the_schemas_accept(cli):
-    result = cli("kube", "ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime", "--by-tag", "--json")
+    result = cli("kube", "ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime", "--by-tag", "--json")
     document = json.loads(result.out)
-    assert document["kind"] == "List" and len(document["items"]) == 2  # an image's tag names its pair
+    assert document["kind"] == "List" and len(document["items"]) == 7  # an image's tag names its pair: CUDA and 6 families
     validate(document["items"])
 
 
@@ -163,8 +176,9 @@ def test_published_images_are_named_by_digest(cli, tmp_path, team_matrix):
         items, result = documents(cli, PAIR, "--matrix", matrix)
         validate(items)
         images = [item["spec"]["template"]["spec"]["containers"][0]["image"] for item in items]
-        assert images == [f"{registry.address}/team/pytorch@{digest}", f"{registry.address}/team/pytorch:2.14.1-rocm7.2-py3.12-runtime"]
-        assert f"note: {registry.address}/team/pytorch:2.14.1-rocm7.2-py3.12-runtime: named by tag: not published in" in result.err
+        assert images == [f"{registry.address}/team/pytorch@{digest}"] + [
+            f"{registry.address}/team/pytorch:2.14.1-rocm7.14-{family}-py3.12-runtime" for family in FAMILIES]
+        assert f"note: {registry.address}/team/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime: named by tag: not published in" in result.err
     finally:
         registry.stop()
 

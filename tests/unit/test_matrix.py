@@ -14,32 +14,40 @@ def ids(path=None) -> set[str]:
 
 def test_default_matrix_has_every_recent_release_with_both_vendors():
     plan = expand(load_matrix(None))
-    for torch in ("2.12.1", "2.13.0", "2.14.1"):
+    for torch in ("2.12.1", "2.13.0", "2.14.1", "2.15.0"):
         vendors = {t.vendor for t in plan.targets if t.torch == torch}
         assert vendors == {"nvidia", "amd"}, torch
     assert {t.flavor for t in plan.targets} == {"runtime", "devel"}
 
 
-def test_every_pair_has_exactly_one_cuda_and_one_rocm_twin():
+def test_every_pair_has_one_cuda_twin_and_one_rocm_twin_or_one_per_family():
     plan = expand(load_matrix(None))
-    pairs: dict[str, list[str]] = {}
+    pairs: dict[str, list] = {}
     for target in plan.targets:
         if target.pair:
-            pairs.setdefault(target.pair, []).append(target.backend)
+            pairs.setdefault(target.pair, []).append(target)
     assert pairs, "the default matrix must have pairs"
-    assert all(sorted(backends) == ["cuda", "rocm"] for backends in pairs.values())
+    for members in pairs.values():
+        assert [t.backend for t in members].count("cuda") == 1
+        rocm = [t for t in members if t.backend == "rocm"]
+        families = [t.family for t in rocm]
+        assert len(rocm) == 1 and families == [""] or len(rocm) > 1 and "" not in families and len(set(families)) == len(rocm)
+    assert any(len(members) == 7 for members in pairs.values())  # 2.14.1 and 2.15.0: six ROCm 7.14 families
 
 
 def test_twins_carry_the_floating_tags():
     plan = expand(load_matrix(None))
-    twin = next(t for t in plan.targets if t.id == "2.14.1-rocm7.2-py3.12-runtime")
-    assert twin.pair == "2.14.1-py3.12-runtime"
+    twin = next(t for t in plan.targets if t.id == "2.13.0-rocm7.2-py3.12-runtime")
+    assert twin.pair == "2.13.0-py3.12-runtime"
     assert twin.tags == (
-        "ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime",
-        "ghcr.io/buildkit-images/pytorch:2.14.1-rocm-py3.12-runtime",
+        "ghcr.io/buildkit-images/pytorch:2.13.0-rocm7.2-py3.12-runtime",
+        "ghcr.io/buildkit-images/pytorch:2.13.0-rocm-py3.12-runtime",
     )
-    other = next(t for t in plan.targets if t.id == "2.14.1-cuda12.6-py3.12-runtime")
-    assert other.pair is None and len(other.tags) == 1
+    family = next(t for t in plan.targets if t.id == "2.14.1-rocm7.14-mi300-py3.12-runtime")
+    assert family.pair == "2.14.1-py3.12-runtime" and family.tags[1] == "ghcr.io/buildkit-images/pytorch:2.14.1-rocm-mi300-py3.12-runtime"
+    for alone in ("2.14.1-cuda12.6-py3.12-runtime", "2.14.1-rocm7.2-py3.12-runtime"):  # 7.2 is built beside 7.14, unpaired
+        other = next(t for t in plan.targets if t.id == alone)
+        assert other.pair is None and len(other.tags) == 1
 
 
 def test_index_urls_follow_the_pytorch_layout():
@@ -79,7 +87,9 @@ def test_team_fork_adds_packages_and_narrows_rocm_archs(team_matrix, tmp_path):
     assert {t.id for t in plan.targets} == {
         "2.14.1-cuda12.6-py3.12-runtime", "2.14.1-cuda13.0-py3.12-runtime",
         "2.14.1-cuda13.2-py3.12-runtime", "2.14.1-rocm7.2-py3.12-runtime",
+        "2.14.1-rocm7.14-mi300-py3.12-runtime",  # the one default family with gfx942; the others are left out
     }
+    assert any("left out" in str(note) and "rdna3" in str(note) for note in plan.notes)
     rocm = next(t for t in plan.targets if t.backend == "rocm")
     assert rocm.archs == ("gfx942",)
     assert rocm.packages == ("einops==0.8.1", "timm>=1.0")
@@ -102,7 +112,7 @@ def test_stack_entries_merge_by_version_and_new_ones_are_added(team_matrix):
     """)
     plan = expand(load_matrix(path))
     assert {t.python for t in plan.targets if t.torch == "2.14.1"} == {"3.11"}
-    assert {t.torch for t in plan.targets} == {"2.11.0", "2.12.1", "2.13.0", "2.14.1"}
+    assert {t.torch for t in plan.targets} == {"2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"}
     assert {t.backend_version for t in plan.targets if t.torch == "2.11.0"} == {"12.6", "12.8", "12.9", "13.0", "7.1", "7.2"}
 
 
@@ -123,21 +133,23 @@ def test_exclude_rule_removes_targets_and_an_unpaired_twin_is_reported(team_matr
 def test_compat_override_describes_a_custom_stack(team_matrix):
     path = team_matrix("""
         extends = "default"
-        [compat.torch."2.15"]
+        [compat.torch."2.16"]
         python = ["3.12"]
         cuda = ["13.2"]
         rocm = ["7.14"]
-        torchvision = "0.30"
+        torchvision = "0.31"
+        releases = ["2.16.0"]
         [[torch]]
-        version = "2.15.0"
+        version = "2.16.0"
         python = ["3.12"]
         flavors = ["runtime"]
+        rocm_families = []
     """)
     matrix = load_matrix(path)
     assert matrix.compat_overridden
-    targets = [t for t in expand(matrix).targets if t.torch == "2.15.0"]
-    assert {t.id for t in targets} == {"2.15.0-cuda13.2-py3.12-runtime", "2.15.0-rocm7.14-py3.12-runtime"}
-    assert {t.companions for t in targets} == {("torchvision==0.30.0+cu132",), ("torchvision==0.30.0+rocm7.14",)}
+    targets = [t for t in expand(matrix).targets if t.torch == "2.16.0"]
+    assert {t.id for t in targets} == {"2.16.0-cuda13.2-py3.12-runtime", "2.16.0-rocm7.14-py3.12-runtime"}
+    assert {t.companions for t in targets} == {("torchvision==0.31.0+cu132",), ("torchvision==0.31.0+rocm7.14",)}
 
 
 def test_run_as_root_drops_the_user(team_matrix):

@@ -11,10 +11,12 @@ from buildkit.adapters.matrix_files import load_matrix
 from buildkit.core.plan import expand
 from buildkit.core.release import Outcome, Published, expired_date_tags, initial_outcome, tag_moves
 
-TARGETS = {t.id: t for t in expand(load_matrix(None)).targets if (t.torch, t.python, t.flavor) == ("2.14.1", "3.11", "runtime")}
-CUDA, ROCM, LONE = TARGETS["2.14.1-cuda13.0-py3.11-runtime"], TARGETS["2.14.1-rocm7.2-py3.11-runtime"], TARGETS["2.14.1-cuda12.6-py3.11-runtime"]
-PAIR = "2.14.1-py3.11-runtime"
-ALIASES = {(CUDA.id, "2.14.1-cuda-py3.11-runtime"), (ROCM.id, "2.14.1-rocm-py3.11-runtime")}
+TARGETS = {t.id: t for t in expand(load_matrix(None)).targets if (t.torch, t.python, t.flavor) == ("2.13.0", "3.11", "runtime")}
+CUDA, ROCM, LONE = TARGETS["2.13.0-cuda13.0-py3.11-runtime"], TARGETS["2.13.0-rocm7.2-py3.11-runtime"], TARGETS["2.13.0-cuda12.6-py3.11-runtime"]
+PAIR = "2.13.0-py3.11-runtime"
+ALIASES = {(CUDA.id, "2.13.0-cuda-py3.11-runtime"), (ROCM.id, "2.13.0-rocm-py3.11-runtime")}
+# a pair whose ROCm side is one image per family (ROCm 7.14): the CUDA twin pairs with each of them
+FAMILY_PAIR = {t.id: t for t in expand(load_matrix(None)).targets if t.pair == "2.14.1-py3.11-runtime"}
 # the GPU gate: off (None), or which twins carry a passing GPU test for their vendor
 GATES = [None, {CUDA.id: True, ROCM.id: True}, {CUDA.id: True, ROCM.id: False}, {CUDA.id: False, ROCM.id: True}, {}]
 
@@ -94,3 +96,19 @@ def test_retention_keeps_the_newest_date_tags_of_this_target_only():
     assert expired_date_tags(CUDA, own + foreign, keep=2) == [f"{CUDA.id}-nightly-20261127", f"{CUDA.id}-nightly-20261128"]
     assert expired_date_tags(CUDA, own + foreign, keep=0) == sorted(own)
     assert expired_date_tags(CUDA, own, keep=10) == []
+
+
+def test_a_family_pair_moves_every_floating_tag_only_when_the_cuda_twin_and_every_family_image_qualify():
+    cuda = FAMILY_PAIR["2.14.1-cuda13.0-py3.11-runtime"]
+    families = [t for t in FAMILY_PAIR.values() if t.family]
+    assert len(families) == 6
+    good = {t.id: Outcome.PUBLISHED for t in FAMILY_PAIR.values()}
+    plan = tag_moves(list(FAMILY_PAIR.values()), good, None)
+    assert moved(plan) == {(t.id, t.tag_names[1]) for t in FAMILY_PAIR.values()}
+    assert (families[0].id, "2.14.1-rocm-mi200-py3.11-runtime") in moved(plan)
+    one_failed = tag_moves(list(FAMILY_PAIR.values()), {**good, families[1].id: Outcome.FAILED}, None)
+    assert moved(one_failed) == set() and f"{families[1].id} is failed" in one_failed.pairs["2.14.1-py3.11-runtime"]
+    # a selection of the CUDA twin and one family image is a whole pair: both backends are in it
+    assert moved(tag_moves([cuda, families[0]], good, None)) == {(cuda.id, cuda.tag_names[1]), (families[0].id, families[0].tag_names[1])}
+    alone = tag_moves(families[:2], good, None)
+    assert moved(alone) == set() and "the other twin is not in this selection" in alone.pairs["2.14.1-py3.11-runtime"]

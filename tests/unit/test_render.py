@@ -48,13 +48,13 @@ def test_golden_fingerprints_are_stable_across_runs_and_machines(default):
 
 
 def test_runtime_twins_are_identical_above_the_torch_install(default):
+    """The CUDA twin and every ROCm twin of a pair (one per family on ROCm 7.14) share the shared stage."""
     for pair in {item.target.pair for item in default.values() if item.target.pair and item.target.flavor == "runtime"}:
-        cuda, rocm = sorted((i for i in default.values() if i.target.pair == pair), key=lambda i: i.target.backend)
-        assert cuda.target.backend == "cuda" and rocm.target.backend == "rocm"
-        shared_cuda = cuda.dockerfile.split(DIVERGE_MARKER)[0].splitlines()[1:]  # line 0 names the target
-        shared_rocm = rocm.dockerfile.split(DIVERGE_MARKER)[0].splitlines()[1:]
-        assert shared_cuda == shared_rocm, pair
-        assert any("libnuma1" in line for line in shared_cuda)  # ROCm's runtime need, shared by both
+        members = [i for i in default.values() if i.target.pair == pair]
+        assert {i.target.backend for i in members} == {"cuda", "rocm"}
+        prefixes = {tuple(i.dockerfile.split(DIVERGE_MARKER)[0].splitlines()[1:]) for i in members}  # line 0 names the target
+        assert len(prefixes) == 1, pair
+        assert any("libnuma1" in line for line in prefixes.pop())  # ROCm's runtime need, shared by both
 
 
 def test_templates_keep_their_invariants(default):
@@ -62,13 +62,15 @@ def test_templates_keep_their_invariants(default):
         text = item.dockerfile
         target = item.target
         assert "# syntax=" not in text  # a syntax line makes BuildKit pull a frontend image
-        # one base; the second stage starts where the twins diverge
-        assert text.count("FROM ") == 2 and f"FROM {target.base_image} AS shared\n" in text and "FROM shared AS image\n" in text
+        # one base; where the twins diverge, the resolve stage and the image
+        assert text.count("FROM ") == 3 and f"FROM {target.base_image} AS shared\n" in text and "FROM shared AS image\n" in text
+        assert text.index("FROM shared AS resolve\n") < text.index("FROM shared AS image\n")
         assert "--mount=type=cache,target=/var/lib/apt/lists" in text  # apt lists never land in a layer
         assert "--no-cache-dir" not in text and "--mount=type=cache,target=/root/.cache/pip" in text
         assert "ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt" in text
-        # the constraint is written before any companion or team package is installed
-        assert text.index("> /opt/venv/torch-constraint.txt") < text.index("ENV PIP_CONSTRAINT") < text.rindex("pip install")
+        # torch's layer writes the constraint (install.py), before any team package is installed
+        assert text.index("install.py layer /plan/torch.json") < text.index("ENV PIP_CONSTRAINT")
+        assert "pip install" not in text.split("ENV PIP_CONSTRAINT")[0]
         assert "USER 1000\n" in text
         assert ("NVIDIA_DRIVER_CAPABILITIES=compute,utility" in text) == (target.vendor == "nvidia")
         assert ("NVIDIA_VISIBLE_DEVICES=all" in text) == (target.vendor == "nvidia")
@@ -111,7 +113,7 @@ def test_strict_undefined_turns_a_typo_into_an_error():
     matrix = load_matrix(None)
     target = expand(matrix).targets[0]
     renderer = Renderer(jinja2.DictLoader({"runtime.Dockerfile.j2": "FROM {{ target.base_imag }}\n",
-                                           "devel.Dockerfile.j2": "x"}), matrix.source, {})
+                                           "devel.Dockerfile.j2": "x"}), matrix.source, {}, matrix.compat)
     with pytest.raises(UserError) as error:
         renderer.render(renderer.plan(target))
     assert "undefined value" in str(error.value) and "runtime.Dockerfile.j2" in str(error.value)
@@ -124,7 +126,7 @@ def test_fingerprint_changes_when_any_input_changes(default):
     """Each input of the fingerprint (a target field, the template sources, the build args, the labels)
     changes it; the same inputs give the same digest."""
     matrix = load_matrix(None)
-    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files())
+    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files(), matrix.compat)
     item = default["2.14.1-rocm7.2-py3.12-runtime"]
     target = item.target
     base = dict(target=target, templates="t", args=dict(item.build_args), image_labels=dict(item.labels))
@@ -143,7 +145,7 @@ def test_fingerprint_changes_when_any_input_changes(default):
 
 def test_fingerprint_follows_a_package_change_and_a_template_change(default, tmp_path):
     matrix = load_matrix(None)
-    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files())
+    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files(), matrix.compat)
     original = default["2.14.1-rocm7.2-py3.12-runtime"]
     changed = renderer.plan(replace(original.target, packages=("einops==0.8.1",)))
     assert changed.fingerprint != original.fingerprint
@@ -153,11 +155,12 @@ def test_fingerprint_follows_a_package_change_and_a_template_change(default, tmp
     for template in builtin.glob("*.j2"):
         (tmp_path / template.name).write_text(template.read_text())
     (tmp_path / "_image.Dockerfile.j2").write_text((builtin / "_image.Dockerfile.j2").read_text() + "# changed\n")
-    edited = Renderer(jinja2.FileSystemLoader(str(tmp_path)), matrix.source, image_support_files())
+    edited = Renderer(jinja2.FileSystemLoader(str(tmp_path)), matrix.source, image_support_files(), matrix.compat)
     assert edited.plan(original.target).fingerprint != original.fingerprint
     # so does a support script the build context carries (the installer its RUN steps mount)
     scripts = image_support_files()
-    changed_script = Renderer(template_loader(matrix), matrix.source, {**scripts, "install.py": scripts["install.py"] + b"# changed\n"})
+    changed_script = Renderer(template_loader(matrix), matrix.source, {**scripts, "install.py": scripts["install.py"] + b"# changed\n"},
+                              matrix.compat)
     assert changed_script.plan(original.target).fingerprint != original.fingerprint
 
 
@@ -165,7 +168,7 @@ def test_runtime_images_carry_the_torch_compile_toolchain_unless_compile_is_fals
     """g++ and, where the base's Python lacks Python.h, its -dev package: installed in the shared prefix (both
     twins), so the pair still shares its layers. compile = false leaves them out and says so in a label."""
     matrix = load_matrix(None)
-    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files())
+    renderer = Renderer(template_loader(matrix), matrix.source, image_support_files(), matrix.compat)
     item = default["2.14.1-rocm7.2-py3.12-runtime"]
     shared, twin = item.dockerfile.split(DIVERGE_MARKER)
     assert "g++" in shared and "python3.12-dev" in shared and "g++" not in twin
@@ -193,9 +196,9 @@ def test_nightly_channel_takes_dev_builds_and_the_date_changes_the_fingerprint()
     first, second = rendered("20261130"), rendered("20261201")
     assert first.target.index_url == "https://download.pytorch.org/whl/nightly/rocm7.2/"
     assert first.build_args == {
-        "TORCH_INDEX_URL": "https://download.pytorch.org/whl/nightly/rocm7.2/", "TORCH_REQUIREMENT": "torch",
-        "PIP_PRE": "1", "NIGHTLY_DATE": "20261130",
+        "TORCH_INDEX_URL": "https://download.pytorch.org/whl/nightly/rocm7.2/", "PIP_PRE": "1", "NIGHTLY_DATE": "20261130",
     }
-    assert "ARG PIP_PRE=1" in first.dockerfile and "torchvision" in first.dockerfile and "torchvision==" not in first.dockerfile
+    plan = json.loads(first.support["torch-install.json"])
+    assert plan["pre"] and plan["requirements"] == ["torch", "torchvision"]  # the nightly index's newest dev builds
     assert first.fingerprint != second.fingerprint  # each day's nightly is a new image
     assert rendered("20261130").fingerprint == first.fingerprint

@@ -15,8 +15,8 @@ import pytest
 
 from testkit.trees import assert_refused as refused, snapshot
 
-NARROW = ("--select", "torch=2.14.1", "--select", "python=3.12", "--select", "flavor=runtime")  # 4 targets
-WIDE = ("--select", "torch=2.14.1", "--select", "python=3.12")  # 8: runtime and devel
+NARROW = ("--select", "torch=2.13.0", "--select", "python=3.12", "--select", "flavor=runtime")  # 5 targets
+WIDE = ("--select", "torch=2.13.0", "--select", "python=3.12")  # 10: runtime and devel
 MANIFEST = ".buildkit-render.json"
 
 
@@ -31,7 +31,7 @@ def render(cli):
 def test_narrower_render_removes_only_its_own_stale_files(render, tmp_path):
     out = tmp_path / "dist"
     assert render(out, *WIDE).code == 0
-    devel = out / "2.14.1" / "cuda13.0" / "py3.12" / "devel"
+    devel = out / "2.13.0" / "cuda13.0" / "py3.12" / "devel"
     assert (devel / "Dockerfile").is_file()
     mine = {out / "README.md": "my notes", devel / "notes.txt": "mine, inside a target folder", out / "keep" / "x.txt": "x"}
     for path, text in mine.items():
@@ -41,18 +41,19 @@ def test_narrower_render_removes_only_its_own_stale_files(render, tmp_path):
     result = render(out, *NARROW)
 
     assert result.code == 0, result.err
-    assert "removed 20 files of an earlier render" in result.out  # Dockerfile, build-args, target.json, buildkit/{install,gpu_guard}.py
+    # per devel target: Dockerfile, build-args.env, target.json, buildkit/{install,gpu_guard}.py and buildkit/torch-install.json
+    assert "removed 30 files of an earlier render" in result.out
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("Dockerfile")) == [
-        f"2.14.1/{backend}/py3.12/runtime/Dockerfile" for backend in ("cuda12.6", "cuda13.0", "cuda13.2", "rocm7.2")
+        f"2.13.0/{backend}/py3.12/runtime/Dockerfile" for backend in ("cuda12.6", "cuda13.0", "cuda13.2", "rocm7.1", "rocm7.2")
     ]
     assert all(path.read_text() == text for path, text in mine.items())
     assert sorted(p.name for p in devel.iterdir()) == ["notes.txt"]  # the user's file keeps its folder
-    assert not (out / "2.14.1" / "cuda12.6" / "py3.12" / "devel").exists()  # emptied folders it created go
+    assert not (out / "2.13.0" / "cuda12.6" / "py3.12" / "devel").exists()  # emptied folders it created go
     plan = json.loads((out / "plan.json").read_text())
-    assert len(plan) == 4
+    assert len(plan) == 5
     listed = json.loads((out / MANIFEST).read_text())["files"]
     written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p not in mine}
-    assert set(listed) == written - {MANIFEST} and len(listed) == 4 * 5 + 1  # per target 5 files, and plan.json
+    assert set(listed) == written - {MANIFEST} and len(listed) == 5 * 6 + 1  # per target 6 files, and plan.json
 
 
 def test_same_render_twice_rewrites_nothing(render, tmp_path):
@@ -70,10 +71,10 @@ def test_symlink_planted_inside_out_is_never_followed(render, tmp_path, where):
     (elsewhere / "Dockerfile").write_text("the user's own file outside --out")
     (elsewhere / "plan.json").write_text("[]")
     assert render(out).code == 0  # an earlier render: the folder is buildkit's, the symlink someone else's
-    runtime = out / "2.14.1" / "cuda13.0" / "py3.12" / "runtime"
+    runtime = out / "2.13.0" / "cuda13.0" / "py3.12" / "runtime"
     planted, target = {
-        "target folder": (out / "2.14.1" / "cuda13.0" / "py3.12" / "devel", elsewhere),
-        "intermediate folder": (out / "2.14.1" / "cuda12.6", elsewhere),
+        "target folder": (out / "2.13.0" / "cuda13.0" / "py3.12" / "devel", elsewhere),
+        "intermediate folder": (out / "2.13.0" / "cuda12.6", elsewhere),
         "Dockerfile": (runtime / "Dockerfile", elsewhere / "Dockerfile"),
         "plan.json": (out / "plan.json", elsewhere / "plan.json"),
     }[where]
@@ -112,7 +113,7 @@ def test_output_of_an_older_buildkit_without_manifest_is_refused(render, tmp_pat
 def test_file_edited_since_render_is_neither_overwritten_nor_removed(render, tmp_path):
     out = tmp_path / "dist"
     assert render(out, *WIDE).code == 0
-    edited = out / "2.14.1" / "rocm7.2" / "py3.12" / "devel" / "Dockerfile"
+    edited = out / "2.13.0" / "rocm7.2" / "py3.12" / "devel" / "Dockerfile"
     edited.write_text(edited.read_text() + "RUN echo my change\n")
     before = snapshot(out)
     refused(render(out), str(edited.relative_to(tmp_path)), "was changed since buildkit render wrote it")
@@ -122,7 +123,7 @@ def test_file_edited_since_render_is_neither_overwritten_nor_removed(render, tmp
 def test_user_file_where_a_new_target_goes_is_not_overwritten(render, tmp_path):
     out = tmp_path / "dist"
     assert render(out).code == 0
-    mine = out / "2.14.1" / "cuda13.0" / "py3.12" / "devel" / "Dockerfile"
+    mine = out / "2.13.0" / "cuda13.0" / "py3.12" / "devel" / "Dockerfile"
     mine.parent.mkdir(parents=True)
     mine.write_text("FROM my-own-devel")
     before = snapshot(out)
@@ -173,7 +174,7 @@ def test_rewritten_files_are_replaced_not_written_in_place(render, tmp_path):
     old = outside.read_text()
     assert render(out).code == 0
     assert outside.read_text() == old
-    assert len(json.loads((out / "plan.json").read_text())) == 4
+    assert len(json.loads((out / "plan.json").read_text())) == 5
     assert not [p for p in out.rglob("*") if p.name.endswith(".buildkit-tmp")]
 
 

@@ -20,7 +20,7 @@ BUILD_TOOLCHAIN = re.compile(r"\b(hipcc|clang|cmake|ninja|ccache|git clone|/src/
 
 @pytest.fixture
 def source_matrix(team_matrix):
-    return team_matrix('extends = "default"\nflavors = ["source"]\ninclude = [{ torch = "2.14.1" }]\n')
+    return team_matrix('extends = "default"\nflavors = ["source"]\ninclude = [{ torch = "2.14.1", backend_version = "7.2" }]\n')
 
 
 def render(path, **options):
@@ -47,7 +47,7 @@ def test_only_rocm_targets_and_on_the_devel_python(source_matrix, cli):
 def test_stages_and_their_order(source_matrix):
     item = render(source_matrix)
     named = stages(item.dockerfile)
-    assert list(named) == ["builder", "torchvision", "rocm-libs", "wheels", "shared", "image"]
+    assert list(named) == ["builder", "torchvision", "rocm-libs", "torch-wheel", "wheels", "shared", "image"]
     assert named["builder"].startswith("FROM rocm/dev-ubuntu-24.04:7.2.1-complete AS builder")
     builder = named["builder"]
     # hipify runs before anything compiles, and the wheel build gets the arch list and the job count
@@ -130,3 +130,16 @@ def test_source_dockerfile_passes_hadolint(source_matrix, tmp_path):
         path.write_text(render(source_matrix, **options).dockerfile)
         result = subprocess.run([hadolint, "--no-color", "--failure-threshold", "warning", str(path)], capture_output=True, text=True)
         assert result.returncode == 0, result.stdout
+
+
+def test_a_debian_devel_image_builds_with_the_python_its_os_ships(team_matrix):
+    """A team's own ROCm devel base on Debian (the toolchain image the source build test uses is one): its
+    OS is read from the tag, and [compat.os_python] names that OS's Python."""
+    path = team_matrix('extends = "default"\nflavors = ["source"]\ninclude = [{ torch = "2.14.1" }]\npython = ["3.14"]\n'
+                       '[compat.rocm."7.2"]\ndevel_base = "registry.example.com/rocm-toolchain:debian-sid"\n'
+                       '[compat.os_python]\ndebiansid = "3.14"\n')
+    (target,) = select_targets(Choices(matrix=path)).targets
+    assert (target.id, target.builder_image) == ("2.14.1-rocm7.2-py3.14-source", "registry.example.com/rocm-toolchain:debian-sid")
+    item = render(path)
+    assert "FROM registry.example.com/rocm-toolchain:debian-sid AS builder" in item.dockerfile
+    assert "python3.14 -m venv /opt/build-venv" in item.dockerfile and "ROCM_PATH=" not in item.dockerfile

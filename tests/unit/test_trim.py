@@ -1,11 +1,10 @@
-"""Arch-trimmed ROCm images: when the trim step is rendered, where, what it lists, and what the rendered
-snippet really deletes from a torch laid out like the real ROCm wheel (a TEST DOUBLE, unpacked here)."""
+"""Arch-trimmed ROCm images: when a trim is planned, where it runs, what it lists, and what the installer's
+trim really deletes from a torch laid out like the real fat ROCm wheel (a TEST DOUBLE, unpacked here)."""
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 import subprocess
 import sys
 import zipfile
@@ -20,71 +19,58 @@ from buildkit.core.compat import compat_from_data
 from buildkit.core.judge import judge
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.trim import names_pattern
+from buildkit.image.install import trim_archs
 from testkit.runner import tool
 from testkit.wheels import rocm_library_layout, rocm_torch_double, torch_double
 
 COMPAT = compat_from_data(compat_data())
 ROCM_7_2 = COMPAT.backend("rocm", "7.2").archs
 PROBE = Path(__file__).resolve().parents[2] / "buildkit" / "image" / "probe.py"
-TRIM_MARK = "arch trim:"
+FAT = "2.13.0-rocm7.2-py3.12-runtime"  # 2.13's ROCm wheels are all fat (7.1, 7.2)
 
 
-def instructions(dockerfile: str) -> list[str]:
-    """The Dockerfile's instructions, continuation lines joined and comments dropped, as BuildKit reads them."""
-    joined = re.sub(r"\\\n", "", dockerfile)
-    return [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+def plan_of(item) -> dict:
+    return json.loads(item.support["torch-install.json"])
 
 
-def trim_command(dockerfile: str) -> str:
-    """The python -c command the trim step runs, as its shell would receive it."""
-    (run,) = [line for line in instructions(dockerfile) if TRIM_MARK in line]
-    step = next(part for part in run.split(" && ") if TRIM_MARK in part)
-    return step.strip()
-
-
-def listed(pattern_name: str, command: str) -> set[str]:
-    """The archs in the drop (or keep) pattern of a rendered trim command."""
-    code = shlex.split(command)[2]
-    patterns = re.findall(r're\.compile\("([^"]*)"\)', code)
-    return set(re.search(r"\(([^)]*)\)\(\[0-9a-f\]", patterns[0 if pattern_name == "drop" else 1]).group(1).split("|"))
+def listed(pattern: str) -> set[str]:
+    """The archs a trim pattern names."""
+    return set(re.search(r"\(([^)]*)\)\(\[0-9a-f\]", pattern).group(1).split("|"))
 
 
 def names_any(path: str, archs: tuple[str, ...]) -> bool:
     return re.search(names_pattern(archs), path) is not None
 
 
-def rendered(team_matrix, stacks: str = "", *gpu_arch: str, matrix_tail: str = "") -> dict:
-    path = team_matrix(f'extends = "default"\ninclude = [{{ torch = "2.14.1", python = "3.12" }}]\n{matrix_tail}{stacks}')
+def rendered(team_matrix, stacks: str = "", *gpu_arch: str, torch: str = "2.13.0") -> dict:
+    path = team_matrix(f'extends = "default"\ninclude = [{{ torch = "{torch}", python = "3.12" }}]\n{stacks}')
     return {item.target.id: item for item in select_targets(Choices(matrix=path, source=SourceOptions(gpu_arch))).render()}
 
 
-NARROWED = '[[torch]]\nversion = "2.14.1"\narchs = { rocm = ["gfx942"] }\n'
+NARROWED = '[[torch]]\nversion = "2.13.0"\narchs = { rocm = ["gfx942"] }\n'
 
 
-# --- when and where the step is rendered ------------------------------------------------------------------
+# --- when and where the trim runs -------------------------------------------------------------------------
 
-def test_default_matrix_renders_no_trim_step_and_no_label():
+def test_the_default_matrix_plans_no_fat_trim_and_labels_only_family_images_as_trimmed():
     for item in select_targets(Choices()).render():
-        assert TRIM_MARK not in item.dockerfile, item.target.id
-        assert labels.TRIMMED_ARCHS not in item.labels
-        assert "[device-" not in item.build_args.get("TORCH_REQUIREMENT", "")
+        plan = item.support.get("torch-install.json")
+        assert plan is None or json.loads(plan)["trim"] is None, item.target.id
+        # a family image leaves the other archs' device packages out: that is what the label says
+        assert (labels.TRIMMED_ARCHS in item.labels) == bool(item.target.family), item.target.id
 
 
-def test_narrowed_rocm_targets_trim_in_the_install_run_only_the_undeclared_archs(team_matrix):
+def test_narrowed_fat_rocm_targets_trim_in_the_torch_layer_only_the_undeclared_archs(team_matrix):
     items = rendered(team_matrix, NARROWED)
     rocm = [item for item in items.values() if item.target.backend == "rocm"]
     assert {item.target.flavor for item in rocm} >= {"runtime", "devel"}
     for item in rocm:
-        runs = [line for line in instructions(item.dockerfile) if line.startswith("RUN ")]
-        (install,) = [run for run in runs if '"${TORCH_REQUIREMENT}"' in run]
-        assert [run for run in runs if TRIM_MARK in run] == [install]  # the same RUN as the install, and only there
-        steps = install.split(" && ")
-        trim_at = next(i for i, step in enumerate(steps) if TRIM_MARK in step)
-        # after torch is installed and checked, before its build is frozen as the constraint
-        assert any("pip install" in s for s in steps[:trim_at]) and "torch-constraint.txt" in steps[-1]
-        command = trim_command(item.dockerfile)
-        assert listed("drop", command) == set(ROCM_7_2) - {"gfx942"}
-        assert listed("keep", command) == {"gfx942"}
+        trim = plan_of(item)["trim"]
+        assert listed(trim["removed"]) == set(ROCM_7_2) - {"gfx942"} and listed(trim["kept"]) == {"gfx942"}
+        assert trim["library_dirs"] == ["lib/rocblas/library", "lib/hipblaslt/library", "lib/hipsparselt/library", "share/miopen/db"]
+        # the installer applies it in torch's layer: the RUN that installs torch, so no layer ever holds the files
+        (torch_run,) = [run for run in item.dockerfile.split("\nRUN ") if "install.py layer /plan/torch.json" in run]
+        assert "from=resolve,source=/plan/torch.json" in torch_run
         assert item.labels[labels.TRIMMED_ARCHS] == ";".join(a for a in ROCM_7_2 if a != "gfx942")
         assert item.labels[labels.GPU_ARCHS] == "gfx942"
 
@@ -99,26 +85,29 @@ def test_cuda_twins_of_a_narrowed_stack_render_as_before(team_matrix):
 
 
 def test_gpu_arch_option_trims_like_the_matrix(team_matrix):
-    by_option = rendered(team_matrix, "", "gfx942", "gfx90a")
-    item = by_option["2.14.1-rocm7.2-py3.12-runtime"]
-    command = trim_command(item.dockerfile)
-    assert listed("keep", command) == {"gfx942", "gfx90a"}
-    assert listed("drop", command) == set(ROCM_7_2) - {"gfx942", "gfx90a"}
+    trim = plan_of(rendered(team_matrix, "", "gfx942", "gfx90a")[FAT])["trim"]
+    assert listed(trim["kept"]) == {"gfx942", "gfx90a"}
+    assert listed(trim["removed"]) == set(ROCM_7_2) - {"gfx942", "gfx90a"}
 
 
 def test_declaring_the_whole_official_list_trims_nothing(team_matrix):
     everything = json.dumps(list(ROCM_7_2))
-    items = rendered(team_matrix, f'[[torch]]\nversion = "2.14.1"\narchs = {{ rocm = {everything} }}\n')
-    assert all(TRIM_MARK not in item.dockerfile and labels.TRIMMED_ARCHS not in item.labels for item in items.values())
+    items = rendered(team_matrix, f'[[torch]]\nversion = "2.13.0"\narchs = {{ rocm = {everything} }}\n')
+    for item in items.values():
+        assert labels.TRIMMED_ARCHS not in item.labels
+        assert item.target.flavor == "source" or plan_of(item)["trim"] is None
 
 
 def test_thin_wheels_install_only_the_declared_archs_device_packages(team_matrix):
-    items = rendered(team_matrix, '[[torch]]\nversion = "2.14.1"\nrocm = ["7.14"]\narchs = { rocm = ["gfx942", "gfx90a"] }\n')
-    thin = [item for item in items.values() if item.target.backend_version == "7.14"]
+    stacks = '[[torch]]\nversion = "2.14.1"\nrocm = ["7.14"]\nrocm_families = []\narchs = { rocm = ["gfx942", "gfx90a"] }\n'
+    thin = [item for item in rendered(team_matrix, stacks, torch="2.14.1").values() if item.target.backend_version == "7.14"]
     assert thin
     for item in thin:
-        assert item.build_args["TORCH_REQUIREMENT"] == "torch[device-gfx942,device-gfx90a]==2.14.1+rocm7.14"
-        assert TRIM_MARK not in item.dockerfile  # nothing to delete: the other archs' packages never install
+        plan = plan_of(item)
+        assert plan["trim"] is None  # nothing to delete: the other archs' packages never install
+        assert plan["narrowing"] == {"requirement": "rocm", "drop": "device-all", "add": ["device-gfx942", "device-gfx90a"]}
+        assert [layer["packages"] for layer in plan["layers"] if layer["name"].startswith("device-")] == [
+            ["rocm-sdk-device-gfx942"], ["rocm-sdk-device-gfx90a"]]
         assert item.labels[labels.TRIMMED_ARCHS] == ";".join(a for a in COMPAT.backend("rocm", "7.14").archs if a not in ("gfx942", "gfx90a"))
 
 
@@ -127,7 +116,7 @@ def test_trimmed_dockerfile_passes_hadolint(team_matrix, tmp_path):
     if hadolint is None:
         pytest.fail("hadolint is missing: install the test extras")
     path = tmp_path / "Dockerfile"
-    path.write_text(rendered(team_matrix, NARROWED)["2.14.1-rocm7.2-py3.12-runtime"].dockerfile)
+    path.write_text(rendered(team_matrix, NARROWED)[FAT].dockerfile)
     result = subprocess.run([hadolint, "--no-color", "--failure-threshold", "warning", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -167,18 +156,12 @@ def test_no_known_gfx_target_is_a_prefix_of_another():
     assert [(a, b) for a in known for b in known if a != b and b.startswith(a)] == []
 
 
-# --- the rendered snippet, run against the double ------------------------------------------------------
+# --- the installer's trim, run against the double ------------------------------------------------------
 
 def unpack(wheel: Path, into: Path) -> Path:
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(into)
     return into
-
-
-def run_trim(command: str, site: Path) -> subprocess.CompletedProcess:
-    program, flag, code = shlex.split(command)
-    assert (program, flag) == ("python", "-c")
-    return subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(site)}, capture_output=True, text=True)
 
 
 def probe(site: Path) -> dict:
@@ -191,19 +174,18 @@ def double_wheel(tmp_path_factory) -> Path:
     return rocm_torch_double(tmp_path_factory.mktemp("double"), "2.14.1", "rocm7.2", "7.2.26015", list(ROCM_7_2), unit=4096, shared=8192)
 
 
-def test_rendered_snippet_removes_exactly_the_undeclared_archs_files(team_matrix, double_wheel, tmp_path):
-    item = rendered(team_matrix, NARROWED)["2.14.1-rocm7.2-py3.12-runtime"]
+def test_the_trim_removes_exactly_the_undeclared_archs_files(team_matrix, double_wheel, tmp_path, capsys):
+    item = rendered(team_matrix, NARROWED)[FAT]
     site = unpack(double_wheel, tmp_path / "site")
     before = {str(p.relative_to(site)): p.stat().st_size for p in site.rglob("*") if p.is_file()}
-    result = run_trim(trim_command(item.dockerfile), site)
-    assert result.returncode == 0, result.stderr
+    trim_archs(plan_of(item)["trim"], site / "torch")
     after = {str(p.relative_to(site)) for p in site.rglob("*") if p.is_file()}
     removed = set(before) - after
     layout = rocm_library_layout(list(ROCM_7_2), 4096, 8192)
     expected = {path for path in layout if re.search(r"gfx(?!942)", path)}
     assert removed == expected
     assert all(path in after for path in layout if "gfx942" in path or "gfx" not in path)
-    assert f"removed {len(removed)} files, {sum(before[p] for p in removed)} bytes" in result.stdout
+    assert f"removed {len(removed)} files, {sum(before[p] for p in removed)} bytes" in capsys.readouterr().out
     # the double's arch list follows what is left: the smoke test's arch check passes for gfx942
     report = probe(site)
     assert report["compiled_archs"] == ["gfx942"]
@@ -212,33 +194,32 @@ def test_rendered_snippet_removes_exactly_the_undeclared_archs_files(team_matrix
 
 
 def test_a_trim_that_took_the_declared_arch_fails_the_arch_check(team_matrix, double_wheel, tmp_path):
-    """Run the step rendered for gfx90a against the double, then judge the result as the gfx942 image."""
-    wrong = rendered(team_matrix, '[[torch]]\nversion = "2.14.1"\narchs = { rocm = ["gfx90a"] }\n')
+    """Apply the trim planned for gfx90a to the double, then judge the result as the gfx942 image."""
+    wrong = rendered(team_matrix, '[[torch]]\nversion = "2.13.0"\narchs = { rocm = ["gfx90a"] }\n')
     site = unpack(double_wheel, tmp_path / "site")
-    assert run_trim(trim_command(wrong["2.14.1-rocm7.2-py3.12-runtime"].dockerfile), site).returncode == 0
-    gfx942_image = rendered(team_matrix, NARROWED)["2.14.1-rocm7.2-py3.12-runtime"]
+    trim_archs(plan_of(wrong[FAT])["trim"], site / "torch")
+    gfx942_image = rendered(team_matrix, NARROWED)[FAT]
     verdict = judge("img", ImageIdentity.read(gfx942_image.labels), probe(site), "auto", host_has_gpu=False)
     assert not verdict.passed
     assert any("declares gfx942" in failure for failure in verdict.failures)
 
 
 def test_a_file_naming_a_declared_arch_stays_even_if_it_names_a_removed_one(team_matrix, double_wheel, tmp_path):
-    item = rendered(team_matrix, NARROWED)["2.14.1-rocm7.2-py3.12-runtime"]
     site = unpack(double_wheel, tmp_path / "site")
     both = site / "torch/lib/hipsparselt/library/SPMM_Kernels_gfx90a_gfx942.co"  # one code object for two archs
     both.parent.mkdir(parents=True)
     both.write_bytes(b"two archs")
-    assert run_trim(trim_command(item.dockerfile), site).returncode == 0
+    trim_archs(plan_of(rendered(team_matrix, NARROWED)[FAT])["trim"], site / "torch")
     assert both.exists()
     assert not (site / "torch/lib/rocblas/library/TensileLibrary_lazy_gfx90a.dat").exists()
 
 
-def test_snippet_fails_when_the_wheel_bundles_no_such_files(team_matrix, tmp_path):
-    item = rendered(team_matrix, NARROWED)["2.14.1-rocm7.2-py3.12-runtime"]
+def test_the_trim_fails_when_the_wheel_bundles_no_such_files(team_matrix, tmp_path):
     bare = torch_double(tmp_path / "bare", "2.14.1", "rocm7.2", None, "7.2.26015", list(ROCM_7_2))
-    result = run_trim(trim_command(item.dockerfile), unpack(bare, tmp_path / "site"))
-    assert result.returncode == 1
-    assert "no file of the ROCm libraries bundled with torch names gfx900" in result.stderr
+    site = unpack(bare, tmp_path / "site")
+    with pytest.raises(SystemExit) as failure:
+        trim_archs(plan_of(rendered(team_matrix, NARROWED)[FAT])["trim"], site / "torch")
+    assert "no file of the ROCm libraries bundled with torch names gfx900" in str(failure.value)
 
 
 def test_double_is_dominated_by_per_arch_files_and_small_enough_for_tests():

@@ -1,5 +1,5 @@
-"""Every GitHub Actions workflow validates against the GitHub workflow schema (check-jsonschema's vendored
-copy, so offline), and the nightly one keeps the properties we rely on."""
+"""Every GitHub Actions workflow and composite action validates against GitHub's schemas (check-jsonschema's
+vendored copies, so offline) and passes zizmor, and the workflows keep the properties we rely on."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import pytest
 
 from testkit.runner import tool
 
-WORKFLOWS = sorted((Path(__file__).resolve().parents[2] / ".github" / "workflows").glob("*.yml"))
+GITHUB = Path(__file__).resolve().parents[2] / ".github"
+WORKFLOWS = sorted((GITHUB / "workflows").glob("*.yml"))
+ACTIONS = sorted((GITHUB / "actions").glob("*/action.yml"))
+SETUP = "./.github/actions/setup-buildkit"
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +28,12 @@ def checker() -> str:
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
 def test_workflow_matches_the_schema(checker, workflow):
     result = subprocess.run([checker, "--builtin-schema", "vendor.github-workflows", str(workflow)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("action", ACTIONS, ids=lambda p: p.parent.name)
+def test_action_matches_the_schema(checker, action):
+    result = subprocess.run([checker, "--builtin-schema", "vendor.github-actions", str(action)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -52,22 +61,57 @@ def test_nightly_workflow_shape():
     assert "--gpu skip" not in text and "--gpu-gate off" not in text
 
 
-def test_no_expression_inside_a_run_script_and_actions_pinned_by_commit():
+def _steps():
     from ruamel.yaml import YAML
 
     for workflow in WORKFLOWS:
         for job in YAML(typ="safe").load(workflow.read_text())["jobs"].values():
             for step in job.get("steps", []):
-                assert "${{" not in step.get("run", ""), (workflow.name, step)
-                if "uses" in step:
-                    assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
-                if step.get("uses", "").startswith("actions/checkout@"):
-                    assert step["with"]["persist-credentials"] is False
+                yield workflow.name, step
+    for action in ACTIONS:
+        for step in YAML(typ="safe").load(action.read_text())["runs"]["steps"]:
+            yield action.parent.name, step
+
+
+def test_no_expression_inside_a_run_script_and_actions_pinned_by_commit():
+    steps = list(_steps())
+    assert {where for where, _ in steps} >= {"ci.yml", "nightly.yml", "setup-buildkit"}
+    for where, step in steps:
+        assert "${{" not in step.get("run", ""), (where, step)
+        if "uses" in step and not step["uses"].startswith("./"):  # a local action is this commit's own
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+        if step.get("uses", "").startswith("actions/checkout@"):
+            assert step["with"]["persist-credentials"] is False
+
+
+def test_nightly_jobs_share_one_set_up():
+    """Each job checks out, then takes the composite action's set-up instead of repeating Python, cosign and
+    the install in every job."""
+    from ruamel.yaml import YAML
+
+    jobs = YAML(typ="safe").load((GITHUB / "workflows" / "nightly.yml").read_text())["jobs"]
+    for name, job in jobs.items():
+        uses = [step.get("uses", "") for step in job["steps"]]
+        assert uses[0].startswith("actions/checkout@") and uses[1] == SETUP, name
+        assert not any(u.startswith(("actions/setup-python@", "sigstore/cosign-installer@")) for u in uses), name
+        assert all("pip install" not in step.get("run", "") for step in job["steps"]), name
+    signing = {name for name, job in jobs.items() if any(step.get("with", {}).get("cosign") == "true" for step in job["steps"])}
+    assert signing == {"build", "tags"}
+
+
+def test_ci_runs_the_ci_script_on_the_runner_without_debian_suites():
+    """GitHub's ubuntu-24.04 runner has no Debian sources: the workflow gives .ci/run what it would otherwise
+    take from trixie (cosign; Docker and buildx are preinstalled) and a base image it can pull."""
+    text = (GITHUB / "workflows" / "ci.yml").read_text()
+    assert "runs-on: ubuntu-24.04" in text and "sigstore/cosign-installer@" in text
+    assert 'sudo env "PATH=$PATH" CI=true BASE_IMAGE_PULL=1 bash .ci/run' in text
+    assert "trixie" not in text.split("jobs:", 1)[1] and "debian.sources" not in text
 
 
 def test_zizmor_finds_nothing_at_medium_or_above():
     zizmor = tool("zizmor")
     if zizmor is None:
         pytest.fail("zizmor is missing: install the test extras")
-    result = subprocess.run([zizmor, "--offline", "--min-severity", "medium", *map(str, WORKFLOWS)], capture_output=True, text=True)
+    result = subprocess.run([zizmor, "--offline", "--min-severity", "medium", *map(str, WORKFLOWS), *map(str, ACTIONS)],
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,103 @@
+"""How torch goes into an image: what to resolve, and which layers the resolved packages are installed in.
+
+The image-side installer (buildkit/image/install.py) carries it out. A `resolve` stage resolves torch and
+its companions on the backend's wheel index once; then every layer of the image installs its share of that
+resolution, in this order:
+
+1. each of the backend version's large dependencies (compat `layers`: cuDNN, cuBLAS, NCCL…; rocm-sdk-core and
+   rocm-sdk-libraries), a layer each, so a pull fetches them in parallel and a registry's layer limit holds;
+2. `dependencies`: everything else torch and its companions need, in one layer;
+3. `torch` itself, whose RUN also proves the backend (check-backend), applies a fat wheel's arch trim, and
+   freezes torch as the constraint of every later install;
+4. for thin ROCm wheels, the device code of each gfx target the image carries, a layer per target.
+
+Everything above the device layers is the same for every family image of a ROCm stack, so BuildKit builds
+those layers once and the family images share them. Every layer's wheels are measured against
+`max_layer_size` before they are installed, so an oversized one fails the build before anything is pushed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+
+from buildkit.core.compat import Compat
+from buildkit.core.plan import Target
+from buildkit.core.trim import LIBRARY_DIRS, trim_for
+
+DEPENDENCIES = "dependencies"
+TORCH = "torch"
+DEVICE_PREFIX = "device-"
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str  # a distribution name, `dependencies`, `torch` or device-<gfx>; also the name of its plan file
+    packages: tuple[str, ...]  # the distributions of the resolution it installs ((): whatever no other layer takes)
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """A thin-wheel torch whose own requirement names every device package (rocm[device-all,libraries] on
+    PyTorch's index): the image resolves torch's requirements with that extra replaced by its archs' extras,
+    and the installed torch's metadata keeps the requirement without it, so no later install pulls every
+    device package back in."""
+
+    requirement: str  # the distribution whose extras choose device code (rocm)
+    drop: str  # device-all
+    add: tuple[str, ...]  # device-gfx942, …
+
+
+@dataclass(frozen=True)
+class TorchInstall:
+    index_url: str
+    requirements: tuple[str, ...]  # torch first, then its companions
+    layers: tuple[Layer, ...]
+    backend: str
+    backend_version: str
+    max_layer_size: int
+    narrowing: Narrowing | None = None
+    trim: dict | None = None  # a fat wheel's arch trim: removed/kept patterns and the library folders
+    pre: bool = False  # the nightly channel: pre-releases
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+
+
+def torch_install(target: Target, compat: Compat) -> TorchInstall:
+    release = compat.backend(target.backend, target.backend_version)
+    layout = compat.layout_of(release) if release else None
+    torch = target.torch_requirement
+    narrowing = None
+    device: list[Layer] = []
+    if layout is not None:
+        device = [Layer(f"{DEVICE_PREFIX}{gfx}", packages) for gfx, packages in target.device_code]
+        narrowed = target.archs != target.wheel_archs
+        extras = layout.arch_extras(target.archs) if narrowed else (layout.all_extra,)
+        if layout.extras_of == "torch":
+            name, _, version = torch.partition("==")
+            torch = f"{name}[{','.join(extras)}]" + (f"=={version}" if version else "")
+        elif narrowed:
+            narrowing = Narrowing(layout.extras_of, layout.all_extra, extras)
+    trim = trim_for(target)
+    fat_trim = None
+    if trim and not trim.by_packages:
+        fat_trim = {"removed": trim.removed_pattern, "kept": trim.kept_pattern, "library_dirs": list(LIBRARY_DIRS),
+                    "removed_archs": list(trim.removed), "kept_archs": list(trim.kept)}
+    layers = (*(Layer(name, (name,)) for name in target.layers), Layer(DEPENDENCIES, ()), Layer(TORCH, ("torch",)), *device)
+    return TorchInstall(
+        index_url=target.index_url, requirements=(torch, *target.companions), layers=layers, backend=target.backend,
+        backend_version=target.backend_version, max_layer_size=target.max_layer_size, narrowing=narrowing,
+        trim=fat_trim, pre=target.channel == "nightly",
+    )
+
+
+_PLAN_FILE = re.compile(r"/plan/([A-Za-z0-9._-]+)\.json")
+
+
+def layer_name(step: str) -> str:
+    """What an image layer holds, from the build step that made it (its history's created_by): the torch
+    install layer it is (torch, nvidia-cudnn-cu13, device-gfx942), else the step, shortened."""
+    found = _PLAN_FILE.search(step) if "install.py layer" in step else None
+    return found.group(1) if found else " ".join(step.split())[:80]

@@ -1,0 +1,164 @@
+"""ROCm 7.14's thin wheels on the real engine, from TEST DOUBLES of both index layouts (testkit/thin_rocm.py):
+family images carrying only their device code, the layered install under max_layer_size, an oversized
+package failing before any push, and later installs that keep an image narrow."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import requests
+
+from buildkit.adapters.bundled import shipped_compat
+from testkit.builds import Build, build, index_pip_conf, team_matrix
+from testkit.registry import RegistryProcess
+from testkit.runner import run_buildkit
+from testkit.thin_rocm import SCALE, thin_rocm_index
+from testkit.wheel_index import WheelIndex
+from testkit.wheels import build_wheel
+
+pytestmark = pytest.mark.engine
+
+COMPAT = shipped_compat()
+TORCH_ARCHS = COMPAT.backend("rocm", "7.14").archs
+DEVICE_ARCHS = COMPAT.device_archs("7.14")
+MI300, RDNA3 = "2.14.1-rocm7.14-mi300-py3.11-runtime", "2.14.1-rocm7.14-rdna3-py3.11-runtime"
+DEVICE_ALL = "2.15.0-rocm7.14-py3.11-runtime"
+BUDGET = "30MB"  # the doubles are a hundredth of the real sizes: device-all's ~100 MB cannot be one layer
+STACKS = f'''
+[[torch]]
+version = "2.14.1"
+cuda = []
+rocm = ["7.14"]
+rocm_families = ["mi300", "rdna3"]
+
+[[torch]]
+version = "2.15.0"
+cuda = []
+rocm = ["7.14"]
+rocm_families = []
+max_layer_size = "{BUDGET}"
+'''
+READ_DISTRIBUTIONS = "import importlib.metadata as m, json; print(json.dumps(sorted(d.metadata['Name'] for d in m.distributions())))"
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """PyTorch's layout at /rocm7.14/ (torch 2.14.1 and 2.15.0), AMD's multi-arch layout at /amd/, and a team
+    plugin that requires torch (what a user installs into an image later)."""
+    folder = tmp_path_factory.mktemp("thin-wheels")
+    pytorch = thin_rocm_index(folder / "pytorch", "pytorch", TORCH_ARCHS, DEVICE_ARCHS).wheels
+    pytorch += [wheel for wheel in thin_rocm_index(folder / "pytorch-2.15", "pytorch", TORCH_ARCHS, DEVICE_ARCHS, "2.15.0", "0.30.0").wheels
+                if wheel.name.startswith(("torch-", "torchvision-"))]
+    amd = thin_rocm_index(folder / "amd", "amd-multi-arch", TORCH_ARCHS, DEVICE_ARCHS).wheels
+    plugin = build_wheel(folder / "plugin", "team-plugin", "1.0", {"team_plugin/__init__.py": ""}, requires=["torch"])
+    server = WheelIndex({"rocm7.14": pytorch + [plugin], "amd": amd, "simple": []}).start()
+    yield server
+    server.stop()
+
+
+def matrix(folder: Path, index: WheelIndex, repository: str, include: str, stacks: str = STACKS) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    index_pip_conf(folder, index.url)
+    return team_matrix(folder, index.url, repository, include, stacks)
+
+
+@pytest.fixture(scope="module")
+def families(index, base_image, docker_env, cleanup_images, repository, tmp_path_factory) -> Build:
+    folder = tmp_path_factory.mktemp("families")
+    path = matrix(folder, index, f"{repository}-thin", '[{ python = "3.11", flavor = "runtime", torch = "2.1[45].*" }]')
+    return build(path, folder / "pip.conf", folder / "out", docker_env, "-j", "2")
+
+
+def distributions(client, image_id: str) -> list[str]:
+    return json.loads(client.containers.run(image_id, ["python", "-c", READ_DISTRIBUTIONS], remove=True).decode())
+
+
+def device_packages(client, image_id: str) -> set[str]:
+    return {name for name in distributions(client, image_id) if "-device-" in name}
+
+
+def test_family_images_and_device_all_build_and_pass_their_smoke_test(families):
+    assert set(families.targets) == {MI300, RDNA3, DEVICE_ALL}, families.result.stderr[-3000:]
+    for target in families.targets.values():
+        assert target["status"] == "built", (target["id"], target["error"], target["log_tail"])
+        (device_code,) = [check for check in target["smoke"]["checks"] if check["name"] == "device code"]
+        assert device_code["passed"], device_code
+
+
+def test_each_family_image_holds_exactly_its_device_packages(families, client):
+    assert device_packages(client, families.targets[MI300]["image_id"]) == {"rocm-sdk-device-gfx942"}
+    assert device_packages(client, families.targets[RDNA3]["image_id"]) == {f"rocm-sdk-device-gfx110{n}" for n in range(4)}
+    assert device_packages(client, families.targets[DEVICE_ALL]["image_id"]) == {f"rocm-sdk-device-{gfx}" for gfx in DEVICE_ARCHS}
+
+
+def test_family_images_share_every_layer_but_their_device_code(families):
+    """Built once by BuildKit, stored and pulled once: only the device layers differ."""
+    mi300, rdna3 = families.targets[MI300]["layers"], families.targets[RDNA3]["layers"]
+    assert len(rdna3) == len(mi300) + 3  # gfx1100-gfx1103 against gfx942
+    assert rdna3[: len(mi300) - 1] == mi300[:-1] and rdna3[len(mi300) - 1] != mi300[-1]
+
+
+def test_device_all_keeps_every_layer_under_max_layer_size(families):
+    target = families.targets[DEVICE_ALL]
+    budget = 30 * 10**6
+    sizes = {layer["layer"]: layer["bytes"] for layer in target["layer_sizes"]}
+    assert max(sizes.values()) <= budget, target["largest_layers"]
+    device = sum(size for name, size in sizes.items() if name.startswith("device-"))
+    assert len([name for name in sizes if name.startswith("device-")]) == len(DEVICE_ARCHS)
+    assert device > 2 * budget  # one layer could not have held it
+    assert target["largest_layers"][0] == max(target["layer_sizes"], key=lambda layer: layer["bytes"])
+
+
+def test_a_later_pip_install_keeps_the_image_narrow(families, client, index):
+    """torch's own metadata asks for rocm[device-all]: pip walks it whenever it resolves against torch, so the
+    image's installer narrowed it; installing a package that requires torch adds no device package."""
+    image = families.targets[MI300]["image_id"]
+    command = ["sh", "-c", f"pip install --quiet --index-url {index.url}/rocm7.14/ team-plugin && python -c \"{READ_DISTRIBUTIONS}\""]
+    output = client.containers.run(image, command, network_mode="host", remove=True).decode()
+    installed = json.loads(output.splitlines()[-1])
+    assert "team-plugin" in installed
+    assert {name for name in installed if "-device-" in name} == {"rocm-sdk-device-gfx942"}
+
+
+def test_gpu_arch_narrows_a_device_all_target_to_exactly_that_device_package(index, base_image, docker_env, cleanup_images,
+                                                                          repository, client, tmp_path):
+    path = matrix(tmp_path, index, f"{repository}-arch", f'[{{ id = "{DEVICE_ALL}" }}]')
+    narrowed = build(path, tmp_path / "pip.conf", tmp_path / "out", docker_env, "--gpu-arch", "gfx942")
+    target = narrowed.targets[DEVICE_ALL]
+    assert target["status"] == "built", (target["error"], target["log_tail"])
+    assert device_packages(client, target["image_id"]) == {"rocm-sdk-device-gfx942"}
+
+
+def test_amd_multi_arch_layout_installs_torch_with_its_device_extra(index, base_image, docker_env, cleanup_images,
+                                                                 repository, client, tmp_path):
+    stacks = STACKS + f'\n[compat.rocm."7.14"]\nlayout = "amd-multi-arch"\n[compat.rocm_layouts.amd-multi-arch]\nindex = "{index.url}/amd/"\n'
+    path = matrix(tmp_path, index, f"{repository}-amd", f'[{{ id = "{MI300}" }}]', stacks)
+    built = build(path, tmp_path / "pip.conf", tmp_path / "out", docker_env)
+    target = built.targets[MI300]
+    assert target["status"] == "built", (target["error"], target["log_tail"])
+    installed = distributions(client, target["image_id"])
+    assert {name for name in installed if "-device-" in name} == {"amd-torch-device-gfx942", "rocm-sdk-device-gfx942"}
+    assert "torch" in installed and "rocm-sdk-libraries" in installed
+
+
+def test_a_package_above_the_budget_fails_the_publish_before_any_push(index, base_image, docker_env, cleanup_images,
+                                                                   repository, tmp_path):
+    registry = RegistryProcess(tmp_path / "registry").start()
+    try:
+        stacks = STACKS.replace(f'max_layer_size = "{BUDGET}"', 'max_layer_size = "5MB"')
+        path = matrix(tmp_path, index, f"{repository}-budget", f'[{{ id = "{DEVICE_ALL}" }}]', stacks)
+        result = run_buildkit("publish", "--matrix", path, "--registry", registry.address, "--network", "host",
+                              "--gpu-gate", "off", "--pip-conf", tmp_path / "pip.conf", "--out", tmp_path / "out", env=docker_env)
+        assert result.returncode == 1
+        torch_mb = 1400 * SCALE
+        report = json.loads((tmp_path / "out" / "publish.json").read_text())
+        (target,) = report["targets"]
+        assert re.search(rf"torch-2\.15\.0\+rocm7\.14-py3-none-any\.whl is {torch_mb:.1f} MB, more than max_layer_size \(5\.0 MB\)",
+                         target["error"]), target["error"]
+        catalog = requests.get(f"http://{registry.address}/v2/_catalog", timeout=10).json()
+        assert catalog["repositories"] == []  # nothing was pushed, not even a layer
+    finally:
+        registry.stop()

@@ -1,0 +1,46 @@
+"""`buildkit bake`'s file builds from any working directory: buildx resolves a relative context against the
+folder it runs in, so contexts sit under ${BUILDKIT_BAKE_DIR}, whose default is the export's own folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+TARGET = "2.14.1-cuda13.0-py3.12-runtime"
+
+
+@pytest.fixture
+def exported(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("bake", "--out", "bake", "--select", f"id={TARGET}")
+    assert result.code == 0, result.err
+    return tmp_path / "bake"
+
+
+def test_contexts_are_under_the_export_folder_variable(exported):
+    document = json.loads((exported / "docker-bake.json").read_text())
+    (entry,) = document["target"].values()
+    assert entry["context"] == f"${{BUILDKIT_BAKE_DIR}}/contexts/{TARGET}"
+    assert document["variable"]["BUILDKIT_BAKE_DIR"] == {"default": str(exported.resolve())}
+    assert (exported / "contexts" / TARGET / "Dockerfile").is_file()
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI with buildx")
+def test_buildx_resolves_the_contexts_from_another_folder_and_from_a_moved_copy(exported, tmp_path):
+    """What buildx itself makes of the file (`bake --print` reads it without building), run from /."""
+    def printed(bake_file: Path, **environment) -> str:
+        result = subprocess.run(["docker", "buildx", "bake", "-f", str(bake_file), "--print"], cwd="/", capture_output=True,
+                                text=True, env={**os.environ, **environment}, timeout=60)
+        assert result.returncode == 0, result.stderr
+        (entry,) = json.loads(result.stdout)["target"].values()
+        return entry["context"]
+
+    assert printed(exported / "docker-bake.json") == str(exported.resolve() / "contexts" / TARGET)
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(exported, moved)
+    assert printed(moved / "docker-bake.json", BUILDKIT_BAKE_DIR=str(moved)) == str(moved / "contexts" / TARGET)

@@ -1,0 +1,148 @@
+"""ROCm families, thin-wheel layouts and the layered torch install, as planned and rendered (no engine)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from buildkit.app.targets import Choices, SourceOptions, select_targets
+from buildkit.core.install_plan import DEPENDENCIES, TORCH
+from buildkit.image.install import with_extras
+
+PAIR = "2.14.1-py3.12-runtime"
+DEFAULT_FAMILIES = ("mi200", "mi300", "mi350", "rdna3", "rdna4", "strix-halo")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    rendered = select_targets(Choices(selectors=("torch=2.14.1", "python=3.12", "flavor=runtime"))).render()
+    return {item.target.id: item for item in rendered if item.target.pair == PAIR}
+
+
+def plan_of(item) -> dict:
+    return json.loads(item.support["torch-install.json"])
+
+
+def test_the_default_matrix_pairs_each_cuda_twin_with_one_rocm_7_14_image_per_family(pair):
+    assert sorted(pair) == ["2.14.1-cuda13.0-py3.12-runtime"] + [f"2.14.1-rocm7.14-{f}-py3.12-runtime" for f in sorted(DEFAULT_FAMILIES)]
+    mi300 = pair["2.14.1-rocm7.14-mi300-py3.12-runtime"].target
+    assert mi300.family == "mi300" and mi300.archs == ("gfx942",)
+    assert mi300.tags[1].endswith(":2.14.1-rocm-mi300-py3.12-runtime")
+    assert pair["2.14.1-rocm7.14-rdna3-py3.12-runtime"].target.archs == ("gfx1100", "gfx1101", "gfx1102", "gfx1103")
+    assert pair["2.14.1-cuda13.0-py3.12-runtime"].target.tags[1].endswith(":2.14.1-cuda-py3.12-runtime")
+
+
+def test_2_15_stacks_pair_cuda_13_2_with_rocm_7_14_family_images():
+    selection = select_targets(Choices(selectors=("torch=2.15.0", "flavor=runtime", "python=3.12")))
+    twins = {t.id for t in selection.targets if t.pair}
+    assert "2.15.0-cuda13.2-py3.12-runtime" in twins
+    assert {f"2.15.0-rocm7.14-{family}-py3.12-runtime" for family in DEFAULT_FAMILIES} <= twins
+    assert all("rocm 7.14: devel_base" in t.unconfirmed or t.backend == "cuda" for t in selection.targets)
+
+
+def test_a_family_image_installs_exactly_its_device_packages_and_never_device_all(pair):
+    item = pair["2.14.1-rocm7.14-mi300-py3.12-runtime"]
+    plan = plan_of(item)
+    device = [layer for layer in plan["layers"] if layer["name"].startswith("device-")]
+    assert device == [{"name": "device-gfx942", "packages": ["rocm-sdk-device-gfx942"]}]
+    assert plan["narrowing"] == {"requirement": "rocm", "drop": "device-all", "add": ["device-gfx942"]}
+    assert plan["requirements"] == ["torch==2.14.1+rocm7.14", "torchvision==0.29.1+rocm7.14"]  # the exact local build
+    assert "device-all" not in item.dockerfile
+    assert item.labels["dev.buildkit.device-packages"] == "rocm-sdk-device-gfx942"
+    assert item.labels["dev.buildkit.rocm-family"] == "mi300"
+
+
+def test_layers_come_in_order_host_packages_then_the_rest_then_torch_then_device_code(pair):
+    plan = plan_of(pair["2.14.1-rocm7.14-rdna3-py3.12-runtime"])
+    names = [layer["name"] for layer in plan["layers"]]
+    assert names == ["rocm-sdk-core", "rocm-sdk-libraries", DEPENDENCIES, TORCH,
+                     "device-gfx1100", "device-gfx1101", "device-gfx1102", "device-gfx1103"]
+    cuda = plan_of(pair["2.14.1-cuda13.0-py3.12-runtime"])
+    assert [layer["name"] for layer in cuda["layers"]][:3] == ["nvidia-cudnn-cu13", "nvidia-cublas", "nvidia-nccl-cu13"]
+    assert [layer["name"] for layer in cuda["layers"]][-2:] == [DEPENDENCIES, TORCH] and cuda["narrowing"] is None
+
+
+def test_family_images_render_the_same_dockerfile_up_to_their_device_code(pair):
+    """BuildKit builds the layers they share once: same text, same mounts (each layer mounts only the
+    installer and its own share of the resolution, so a family's other files do not change its cache key)."""
+    family_images = [item for item in pair.values() if item.target.family]
+    heads = {item.dockerfile.split("# The device code of")[0].split("\n", 1)[1] for item in family_images}  # line 0 names the target
+    assert len(heads) == 1
+    for item in family_images:
+        layer_runs = [run for run in item.dockerfile.split("\nRUN ") if "install.py layer" in run]
+        assert len(layer_runs) == len(plan_of(item)["layers"])
+        for run in layer_runs:
+            layer = re.search(r"install\.py layer /plan/(\S+)\.json", run).group(1)
+            binds = re.findall(r"--mount=type=bind,([^ ]+)", run)
+            assert binds == ["source=buildkit/install.py,target=/buildkit/install.py",
+                             f"from=resolve,source=/plan/{layer}.json,target=/plan/{layer}.json"], layer
+
+
+def test_every_layer_keeps_the_budget_and_the_label_records_it(team_matrix):
+    path = team_matrix('extends = "default"\nmax_layer_size = "9.5GiB"\ninclude = [{ id = "2.14.1-rocm7.14-mi300-py3.12-runtime" }]\n')
+    (item,) = select_targets(Choices(matrix=path)).render()
+    assert plan_of(item)["max_layer_size"] == round(9.5 * 2**30)
+    assert item.labels["dev.buildkit.max-layer-size"] == str(round(9.5 * 2**30))
+
+
+def test_without_families_a_thin_image_carries_every_device_package_its_index_has(team_matrix):
+    path = team_matrix('extends = "default"\nrocm_families = []\ninclude = [{ id = "2.14.1-rocm7.14-py3.12-runtime" }]\n')
+    (item,) = select_targets(Choices(matrix=path)).render()
+    plan = plan_of(item)
+    devices = [layer["name"] for layer in plan["layers"] if layer["name"].startswith("device-")]
+    assert len(devices) == 25 and "device-gfx1010" in devices and "device-gfx1250" in devices
+    assert plan["narrowing"] is None  # torch's own rocm[device-all,libraries] asks for all of them
+
+
+def test_gpu_arch_narrows_a_thin_image_to_that_device_package_and_leaves_out_families_without_it(team_matrix):
+    path = team_matrix('extends = "default"\nrocm_families = []\ninclude = [{ id = "2.14.1-rocm7.14-py3.12-runtime" }]\n')
+    (item,) = select_targets(Choices(matrix=path, source=SourceOptions(gpu_archs=("gfx942",)))).render()
+    assert [layer["packages"] for layer in plan_of(item)["layers"] if layer["name"].startswith("device-")] == [["rocm-sdk-device-gfx942"]]
+    families = select_targets(Choices(selectors=("id=2.14.1-rocm7.14-*-py3.12-runtime",), source=SourceOptions(gpu_archs=("gfx942",))))
+    assert [t.id for t in families.targets] == ["2.14.1-rocm7.14-mi300-py3.12-runtime"]
+    assert any("left out: family rdna3" in str(note) for note in families.notes)
+
+
+def test_amd_multi_arch_layout_asks_torch_for_its_device_extras(team_matrix):
+    path = team_matrix('''
+        extends = "default"
+        include = [{ id = "2.14.1-rocm7.14-mi300-py3.12-runtime" }]
+        [compat.rocm."7.14"]
+        layout = "amd-multi-arch"
+    ''')
+    (item,) = select_targets(Choices(matrix=path)).render()
+    plan = plan_of(item)
+    assert plan["index_url"] == "https://repo.amd.com/rocm/whl-multi-arch/"
+    assert plan["requirements"][0] == "torch[device-gfx942]==2.14.1+rocm7.14.0" and plan["narrowing"] is None
+    assert [layer for layer in plan["layers"] if layer["name"] == "device-gfx942"] == [
+        {"name": "device-gfx942", "packages": ["amd-torch-device-gfx942", "rocm-sdk-device-gfx942"]}]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('rocm_families = ["mi9000"]', "rocm_families[0]: unknown ROCm family 'mi9000'; known: mi100, mi200"),
+    ('max_layer_size = "10 gigs"', 'max_layer_size: expected a size such as "10GB", "9.5 GiB" or "500MB", got \'10 gigs\''),
+    ('[compat.families.vega]\ngfx = ["gfx906"]\n[[torch]]\nversion = "2.14.1"\nrocm_families = ["vega"]',
+     "family vega (gfx906) has no gfx target in the ROCm 7.14 wheels' arch list"),
+    ('[compat.rocm."7.14"]\narchs = ["gfx906", "gfx942"]\n[[torch]]\nversion = "2.14.1"\nrocm_families = []\nrocm = ["7.14"]',
+     "gfx906: no device package (rocm-sdk-device-gfx906) on the ROCm 7.14 wheel index (pytorch layout)"),
+    ('[[torch]]\nversion = "2.13.0"\nrocm_families = ["mi300"]',
+     "rocm_families builds thin-wheel ROCm images per family, and this stack has no thin-wheel ROCm version (7.1, 7.2)"),
+])
+def test_family_and_budget_mistakes_are_refused_with_where_and_what(cli, team_matrix, text, expected):
+    path = team_matrix(f'extends = "default"\n{text}\n')
+    result = cli("matrix", "validate", "--matrix", path)
+    assert result.code == 2 and "Traceback" not in result.err
+    assert expected in result.err, result.err
+
+
+@pytest.mark.parametrize("requirement, expected", [
+    ('rocm[device-all,libraries]==7.14.*', 'rocm[libraries,device-gfx942]==7.14.*'),
+    ('rocm [ libraries , device-all ] ==7.14.*; platform_system == "Linux"', 'rocm[libraries,device-gfx942] ==7.14.*; platform_system == "Linux"'),
+    ('ROCm[device-all]>=7.14', 'ROCm[device-gfx942]>=7.14'),
+    ('rocm-sdk-core==7.14.0', 'rocm-sdk-core==7.14.0'),  # not the requirement that names device code
+    ('filelock', 'filelock'),
+])
+def test_the_installer_swaps_device_all_for_the_images_own_extras(requirement, expected):
+    assert with_extras(requirement, "rocm", "device-all", ("device-gfx942",)) == expected
