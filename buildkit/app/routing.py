@@ -135,7 +135,7 @@ def run_command(choices: Choices, reference: str | None, where: HostChoice, comm
     if reference is None:
         if context.routing.target is None or context.routing.blocking:
             # with nothing to route to, an image named by hand runs on the CPU
-            anyway = (Problem("run", "name an image to run it on the CPU anyway"),) if context.routing.vendor is None else ()
+            anyway = (Problem("run", "no matrix target fits this host: name an image to run it on the CPU anyway"),) if context.routing.vendor is None else ()
             raise _refusal(tuple(f for f in context.routing.findings if f.blocking), anyway)
         reference = context.routing.target.tags[0]
     image, findings = _assessed(context, reference)
