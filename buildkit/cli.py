@@ -30,6 +30,7 @@ from buildkit.ui.completion import SHELLS
 # `matrix validate`, which CI calls on every push, start without loading the docker SDK and requests.
 if TYPE_CHECKING:
     from buildkit.app.build import BuildOptions, IndexSettings
+    from buildkit.app.routing import HostChoice
 
 # Exit codes (the README's table): scripts and CI tell these apart.
 EXIT_OK = 0
@@ -190,6 +191,19 @@ def build_parser() -> argparse.ArgumentParser:
     _host_options(doctor)
     doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
+    kube = _command(commands, "kube", help="Kubernetes manifests for both twins of a pair: GPU resource, node affinity, non-root user",
+                   usage="buildkit kube PAIR [options] [-- CMD...]")
+    kube.add_argument("pair", metavar="PAIR", help="a pair key (see `buildkit plan`) or a tag of one of its images")
+    _matrix_option(kube)
+    kube.add_argument("--gpus", type=_positive, default=1, help="GPUs per pod (default 1)")
+    kube.add_argument("--dra", action="store_true", help="claim GPUs through DRA ResourceClaimTemplates (Kubernetes 1.34+) "
+                                                         "instead of the device plugins' resources")
+    kube.add_argument("--name", default="pytorch", help="prefix of the objects' names (default: pytorch)")
+    kube.add_argument("--by-tag", action="store_true", help="name images by tag; do not ask the registry for their digests")
+    kube.add_argument("--registry-auth-file", type=Path, help="credentials: a docker config.json or {\"username\", \"password\"}")
+    kube.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the registry (localhost is plain by default)")
+    kube.add_argument("--json", action="store_true", help="print a JSON List instead of YAML documents")
+
     compat = _command(commands, "compat", help="work with the compatibility data")
     compat_commands = compat.add_subparsers(dest="compat_command", required=True, metavar="SUBCOMMAND")
     compat_check = _command(
@@ -231,7 +245,15 @@ def _supply_chain_options(parser: argparse.ArgumentParser) -> None:
 def _host_options(parser: argparse.ArgumentParser) -> None:
     _selection_options(parser)
     parser.add_argument("--python", help="Python version of the image to pick (default: the newest)")
-    parser.add_argument("--host-root", type=Path, default=Path("/"), help="read /sys, /proc, /dev below this folder (default /)")
+    parser.add_argument("--host-root", type=Path, default=Path("/"), help="read /sys, /proc, /dev, /etc/cdi below this folder (default /)")
+    parser.add_argument("--engine", metavar="ENGINE", help="the host's container engine, for --host-root: docker:VERSION (docker:28.2), "
+                                                            "podman or podman-rootless (default: ask the local engine; not asked for --host-root)")
+
+
+def _host_choice(args: argparse.Namespace) -> HostChoice:
+    from buildkit.app.routing import HostChoice
+
+    return HostChoice(args.host_root, args.engine, args.python)
 
 
 def _build_options(parser: argparse.ArgumentParser) -> None:
@@ -457,7 +479,7 @@ def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app import routing
 
-    detection = routing.detect(_choices(args), args.host_root, args.python)
+    detection = routing.detect(_choices(args), _host_choice(args))
     if args.json:
         views.print_json(views.detection_json(detection))
     else:
@@ -470,9 +492,9 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     from buildkit.app import routing
 
-    command = routing.run_command(_choices(args), args.image, args.host_root, args.python, args.container_command)
-    if command.note:
-        views.say(err, f"note: {command.note}")
+    command = routing.run_command(_choices(args), args.image, _host_choice(args), args.container_command)
+    for finding in command.warnings:
+        views.say(err, f"warning: {finding.title} (fix: {finding.fix})")
     if args.print:
         sys.stdout.write(shlex.join(command.argv) + "\n")
         return EXIT_OK
@@ -482,15 +504,26 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app import routing
 
-    report = routing.doctor(_choices(args), args.image, args.host_root)
-    if not report.engine_checked:
-        views.say(err, "note: the Docker engine was not asked (not reachable, or --host-root describes another host), "
-                       "so its NVIDIA runtime was not checked")
+    report = routing.doctor(_choices(args), args.image, _host_choice(args))
+    if report.host.engine is None:
+        views.say(err, "note: the container engine was not asked (not reachable, or --host-root describes another host; "
+                       "--engine names it), so its NVIDIA runtime and CDI support were not checked")
     if args.json:
         views.print_json(views.doctor_json(report))
     else:
         views.show_doctor(out, report)
     return EXIT_FAILED if report.blocking else EXIT_OK
+
+
+def cmd_kube(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.kube import KubeOptions, Lookup, kube
+
+    options = KubeOptions(args.name, args.gpus, args.dra, tuple(args.container_command))
+    result = kube(_choices(args), args.pair, options, Lookup(args.by_tag, args.registry_auth_file, args.insecure_registry))
+    sys.stdout.write(views.kube_json(result.manifests) if args.json else views.kube_yaml(result.manifests))
+    for note in result.manifests.notes:
+        views.say(err, f"note: {note}")
+    return EXIT_OK
 
 
 def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -554,6 +587,7 @@ COMMANDS = {
     ("detect", None): cmd_detect,
     ("run", None): cmd_run,
     ("doctor", None): cmd_doctor,
+    ("kube", None): cmd_kube,
     ("hipify", None): cmd_hipify,
     ("compat", "check"): cmd_compat_check,
     ("verify", None): cmd_verify,

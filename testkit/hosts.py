@@ -7,6 +7,7 @@ and /etc/group. Nothing here is a GPU; read_host() reads these files exactly as 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -97,4 +98,38 @@ def amd_without_kfd(root: Path) -> Path:
 
 def no_gpu(root: Path) -> Path:
     _base(root)
+    return root
+
+
+def rdna3_laptop(root: Path) -> Path:
+    """A Ryzen 7040 laptop: its Radeon 780M iGPU is gfx1103 (kfd 110003), the only GPU."""
+    return amd_host(root, [("0000:c4:00.0", "0x15bf", "0x030000", 110003)])
+
+
+def v100(root: Path, driver: str = "580.95.05") -> Path:
+    return nvidia_host(root, [("0000:3b:00.0", "0x1db4")], driver)
+
+
+def nvidia_cdi_spec(root: Path, gpus: int, name: str = "etc/cdi/nvidia.yaml") -> Path:
+    """What `nvidia-ctk cdi generate` writes (its layout, trimmed to the device nodes): one device per GPU by
+    index and by UUID, and `all`; the control nodes in the spec-wide edits."""
+    devices = []
+    for index in range(gpus):
+        for device_name in (str(index), f"GPU-{index:08d}-1111-2222-3333-444455556666"):
+            devices.append(f"- name: \"{device_name}\"\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia{index}\n")
+    all_nodes = "".join(f"    - path: /dev/nvidia{index}\n" for index in range(gpus))
+    devices.append(f"- name: all\n  containerEdits:\n    deviceNodes:\n{all_nodes}")
+    _write(root / name, "---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n" + "".join(devices)
+           + "containerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\n  deviceNodes:\n  - path: /dev/nvidiactl\n"
+             "  - path: /dev/nvidia-uvm\n")
+    return root
+
+
+def amd_cdi_spec(root: Path, render_nodes: list[int]) -> Path:
+    """What `amd-ctk cdi generate` writes to /etc/cdi/amd.json: amd.com/gpu=N with /dev/kfd and its render node."""
+    devices = [{"name": str(index), "containerEdits": {"deviceNodes": [{"path": "/dev/kfd"}, {"path": f"/dev/dri/renderD{minor}"}]}}
+               for index, minor in enumerate(render_nodes)]
+    devices.append({"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/kfd"}] + [
+        {"path": f"/dev/dri/renderD{minor}"} for minor in render_nodes]}})
+    _write(root / "etc/cdi/amd.json", json.dumps({"cdiVersion": "0.6.0", "kind": "amd.com/gpu", "devices": devices}, indent=1))
     return root

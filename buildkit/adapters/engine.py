@@ -17,8 +17,8 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
-from buildkit.core.host import GpuAccess
-from buildkit.errors import Problem, UserError
+from buildkit.core.host import EngineFacts, GpuAccess
+from buildkit.errors import Problem, UserError, printable
 
 
 # Reaching the engine is quick or it is not happening: a socket that is missing or refuses answers at
@@ -144,12 +144,23 @@ def image_labels(client: docker.DockerClient, reference: str) -> dict[str, str] 
         return None
 
 
-def runtimes(client: docker.DockerClient) -> tuple[str, ...] | None:
-    """The engine's container runtimes (nvidia among them where the NVIDIA toolkit is set up)."""
+def engine_facts(client: docker.DockerClient) -> EngineFacts | None:
+    """What the engine says it is: Docker or podman (its docker-compatible API names a "Podman Engine"
+    component), its version, whether it runs rootless, its runtimes (nvidia where the NVIDIA toolkit set one
+    up) and, on Docker, the CDI spec directories it reads (none while its CDI is off)."""
     try:
-        return tuple(client.info().get("Runtimes", {}))
+        version, info = client.version(), client.info()
     except (docker.errors.APIError, requests.exceptions.RequestException):
         return None
+    podman = any("podman" in str(component.get("Name", "")).lower() for component in version.get("Components") or ())
+    dirs = info.get("CDISpecDirs")
+    return EngineFacts(
+        kind="podman" if podman else "docker",
+        version=printable(str(version.get("Version", "")), 40),  # printed in findings: one short line whatever it says
+        rootless=any("rootless" in str(option) for option in info.get("SecurityOptions") or ()),
+        runtimes=tuple(info.get("Runtimes") or {}),
+        cdi_spec_dirs=tuple(str(d) for d in dirs) if isinstance(dirs, list) else None,
+    )
 
 
 def tag_image(client: docker.DockerClient, image_id: str, reference: str) -> None:
@@ -288,8 +299,13 @@ def push_image(client: docker.DockerClient, reference: str, username: str | None
 def sdk_gpu_options(access: GpuAccess) -> dict:
     """The docker SDK's container arguments for the same access `docker run` gets from GpuAccess.docker_flags()."""
     options: dict = {"shm_size": access.shm_size}
+    device_requests = []
     if access.gpu_request:
-        options["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        device_requests.append(docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]]))
+    if access.cdi_devices:  # what `docker run --device vendor.com/gpu=all` sends: a device request for the cdi driver
+        device_requests.append(docker.types.DeviceRequest(driver="cdi", device_ids=list(access.cdi_devices)))
+    if device_requests:
+        options["device_requests"] = device_requests
     if access.devices:
         options["devices"] = [f"{device}:{device}:rwm" for device in access.devices]
     if access.groups:

@@ -3,8 +3,9 @@
 PCI devices under /sys/bus/pci/devices (vendor 0x10de NVIDIA, 0x1002 AMD; display and processing-
 accelerator classes), AMD gfx targets from /sys/class/kfd/kfd/topology/nodes/*/properties, driver versions
 from /sys/module/amdgpu/version and /proc/driver/nvidia/version, and the device nodes under /dev with who
-may open them. nvidia-smi adds names and compute capabilities where it is installed. Everything is read
-below a configurable root, so tests point it at fixture trees.
+may open them, and the CDI specs in /etc/cdi and /var/run/cdi (adapters/cdi.py). nvidia-smi adds names and
+compute capabilities where it is installed. Everything is read below a configurable root, so tests point it
+at fixture trees.
 
 A host tree can also be a mounted root or a fixture made by hand, so nothing read from it is trusted: only
 regular files are read, each up to MAX_FILE_BYTES (a FIFO or a link to /dev/zero cannot hang or flood a
@@ -21,11 +22,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildkit.adapters import cdi
 from buildkit.adapters.regular_files import NotReadable, read_regular
 from buildkit.core.compat import Compat
-from buildkit.core.host import DeviceNode, Gpu, HostFacts
-from buildkit.core.vendors import BY_PCI_ID
+from buildkit.core.host import CdiSpec, DeviceNode, EngineFacts, Gpu, HostFacts
+from buildkit.core.vendors import BY_CDI_KIND, BY_PCI_ID
 from buildkit.errors import Problem, UserError, printable
+from buildkit.image.gpu_guard import gfx_name  # one definition for the host and the guard inside images
 
 GPU_CLASS_PREFIXES = ("0x03", "0x12")  # display controllers, processing accelerators
 _NVIDIA_VERSION_RE = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9]+(?:\.[0-9]+)+)")
@@ -65,10 +68,10 @@ class _Tree:
     def note(self, path: Path, message: str) -> None:
         self.notes.append(f"{printable(self.shown(path))}: {message}")
 
-    def read(self, path: Path) -> str:
+    def read(self, path: Path, limit: int = MAX_FILE_BYTES) -> str:
         """The file's text, stripped; "" when it is missing (a host without that driver) or unusable (noted)."""
         try:
-            data = read_regular(path, MAX_FILE_BYTES)
+            data = read_regular(path, limit)
         except NotReadable as error:
             if not error.missing:
                 self.note(path, f"{error.reason}; ignored")
@@ -134,15 +137,6 @@ def _node(tree: _Tree, path: Path, identity: Identity, groups: dict[int, str]) -
     return DeviceNode(shown, groups.get(info.st_gid, ""), info.st_gid, accessible)
 
 
-def gfx_name(target_version: int) -> str | None:
-    """kfd's gfx_target_version (90402) as an LLVM target (gfx942); 90010 -> gfx90a, 110000 -> gfx1100.
-    None for a number that is no gfx target (the minor and stepping are single hex digits)."""
-    major, minor, step = target_version // 10000, (target_version // 100) % 100, target_version % 100
-    if not 1 <= major <= 99 or minor > 15 or step > 15:
-        return None
-    return f"gfx{major}{minor:x}{step:x}"
-
-
 def _kfd_archs(tree: _Tree) -> dict[str, str]:
     """PCI address -> gfx target, for every GPU node of the kfd topology (CPU nodes report 0)."""
     archs = {}
@@ -188,8 +182,33 @@ def _nvidia_smi() -> dict[str, tuple[str, str]]:
     return found
 
 
+def _cdi_specs(tree: _Tree) -> tuple[CdiSpec, ...]:
+    """The GPU vendors' CDI specs below the root, each with the device nodes it names that /dev lacks."""
+    specs = []
+    for folder in cdi.SPEC_DIRS:
+        try:
+            files = sorted(path for path in (tree.root / folder).iterdir() if path.suffix in cdi.SUFFIXES)
+        except OSError:
+            continue  # no such folder: no toolkit wrote a spec here
+        for path in files:
+            text = tree.read(path, cdi.MAX_SPEC_BYTES)
+            if not text:
+                continue
+            try:
+                kind, devices, common = cdi.parse_spec(text, path.suffix == ".json")
+            except cdi.NotASpec as error:
+                tree.note(path, f"not a CDI spec buildkit can read: {error}; ignored")
+                continue
+            if kind not in BY_CDI_KIND:
+                continue  # another kind of device: not a GPU of ours
+            nodes = dict.fromkeys([*common, *(node for device in devices for node in device.nodes)])
+            missing = tuple(node for node in nodes if not os.path.lexists(tree.root / node.lstrip("/")))
+            specs.append(CdiSpec(printable(tree.shown(path)), kind, devices, tuple(printable(node) for node in missing)))
+    return tuple(specs)
+
+
 def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None = None,
-              engine_runtimes: tuple[str, ...] | None = None) -> HostFacts:
+              engine: EngineFacts | None = None) -> HostFacts:
     _check_root(root)
     tree = _Tree(root)
     identity = identity or Identity.current()
@@ -231,6 +250,7 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
         kfd=node(dev / "kfd"),
         render_nodes=tuple(n for n in map(node, sorted((dev / "dri").glob("renderD*"))) if n),
         nvidia_nodes=tuple(n for n in map(node, sorted(dev.glob("nvidia*"))) if n and not n.path.endswith("-caps")),
-        engine_runtimes=engine_runtimes,
+        cdi_specs=_cdi_specs(tree),
+        engine=engine,
         notes=tuple(tree.notes),
     )

@@ -454,7 +454,7 @@ def build_targets(
         display.begin(builder.describe(), len(rendered), options.jobs)
         registry = rendered[0].target.registry if rendered else ""
         with buildx.registry_login(registry, credentials) as environment:
-            host = read_host(compat)
+            host = read_host(compat, engine=engine.engine_facts(client))  # the smoke test gets GPUs as `run` hands them
             runner = BuildRunner(client, builder, options, secrets, redact, display, host, compat.vendor_packages, environment,
                                  credentials)
             run = runner.run(rendered)

@@ -1,9 +1,10 @@
 """Routing a host to the image that uses its GPU: `detect`, `run` and `doctor`.
 
-Host facts come from /sys, /proc and /dev (below --host-root); the decisions (the fitting target, the run
-flags, the refusal of a wrong-vendor image, doctor's findings) are buildkit.core.host's. A --host-root
-other than / describes another host (a mounted root or a test fixture): the live engine is then never
-asked anything, since its answers would be about this machine.
+Host facts come from /sys, /proc, /dev and the CDI specs (below --host-root) and from the engine; the
+decisions are buildkit.core.host's, one set of findings for all three commands: `detect` shows the routing
+and its findings, `doctor` the same findings (or an image's), and `run` refuses what they block. A
+--host-root other than / describes another host (a mounted root or a test fixture): the live engine is then
+never asked anything, since its answers would be about this machine; --engine names that host's engine.
 """
 
 from __future__ import annotations
@@ -17,22 +18,28 @@ import docker
 from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
 from buildkit.app.targets import Choices, Selection, select_targets
-from buildkit.core.host import (Choice, Finding, GpuAccess, HostFacts, arch_covered, best_target, diagnose, gpu_access,
-                                primary_vendor, run_refusal)
+from buildkit.core.host import (EngineFacts, Finding, HostFacts, Routing, arch_covered, assess, engine_from_option, gpu_access, route,
+                                run_verdict)
 from buildkit.core.labels import ImageIdentity, image_labels
 from buildkit.core.plan import Plan, Target
-from buildkit.core.vendors import of_vendor
 from buildkit.errors import Problem, UserError
 
 LIVE_ROOT = Path("/")
 
 
 @dataclass(frozen=True)
+class HostChoice:
+    """Which host the command is about: this machine (root /) or a host tree, and that host's engine."""
+
+    root: Path = LIVE_ROOT
+    engine: str | None = None  # --engine: docker:VERSION, podman, podman-rootless
+    python: str | None = None
+
+
+@dataclass(frozen=True)
 class Detection:
     host: HostFacts
-    vendor: str | None  # the vendor this host is routed to
-    choices: dict[str, Choice]  # per vendor present: the fitting target, or why none fits
-    access: dict[str, GpuAccess]  # per vendor present: what a container needs
+    routing: Routing
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,8 @@ class Image:
     identity: ImageIdentity | None
 
 
-def _engine(root: Path) -> docker.DockerClient | None:
-    if root != LIVE_ROOT:
+def _client(where: HostChoice) -> docker.DockerClient | None:
+    if where.root != LIVE_ROOT:
         return None
     try:
         return engine.connect()
@@ -50,32 +57,44 @@ def _engine(root: Path) -> docker.DockerClient | None:
         return None
 
 
-def _host(selection: Selection, root: Path, client: docker.DockerClient | None) -> HostFacts:
-    return read_host(selection.matrix.compat, root, engine_runtimes=engine.runtimes(client) if client else None)
+def _engine(where: HostChoice, client: docker.DockerClient | None) -> EngineFacts | None:
+    if where.engine is not None:
+        return engine_from_option(where.engine)
+    return engine.engine_facts(client) if client is not None else None
 
 
-def _choices(host: HostFacts, selection: Selection, python: str | None) -> dict[str, Choice]:
-    plan = Plan(selection.targets, ())
-    return {vendor: best_target(host, plan, selection.matrix.compat, vendor, python) for vendor in host.vendors()}
+@dataclass(frozen=True)
+class _Context:
+    selection: Selection
+    client: docker.DockerClient | None
+    host: HostFacts
+    routing: Routing
 
 
-def detect(choices: Choices, root: Path, python: str | None) -> Detection:
+def _context(choices: Choices, where: HostChoice) -> _Context:
+    """The matrix's targets, the engine (for this machine), the host's facts and where they route it."""
     selection = select_targets(choices)
-    host = read_host(selection.matrix.compat, root)
-    return Detection(
-        host, primary_vendor(host), _choices(host, selection, python),
-        {vendor: gpu_access(of_vendor(vendor), host) for vendor in host.vendors()},
-    )
+    client = _client(where)
+    host = read_host(selection.matrix.compat, where.root, engine=_engine(where, client))
+    return _Context(selection, client, host, route(host, Plan(selection.targets, ()), selection.matrix.compat, where.python))
 
 
-def _twin(identity: ImageIdentity | None, selection: Selection, vendor: str, host: HostFacts) -> Target | None:
-    """The other vendor's twin of an image (same pair key) that serves this host's GPUs: of a pair with one
-    ROCm image per family, the family image whose arch list covers them."""
-    if identity is None or not identity.pair:
+def detect(choices: Choices, where: HostChoice) -> Detection:
+    context = _context(choices, where)
+    return Detection(context.host, context.routing)
+
+
+def _twin(identity: ImageIdentity | None, selection: Selection, routing: Routing, host: HostFacts) -> str | None:
+    """The image to run instead of a wrong-vendor one: its twin (same pair key) for the host's vendor (of a
+    pair with one ROCm image per family, the family image whose arch list covers the host's GPUs), else the
+    target detect picks for that vendor."""
+    vendor = routing.vendor
+    if identity is None or vendor is None or identity.vendor.name == vendor:
         return None
-    twins = [t for t in selection.targets if t.pair == identity.pair and t.vendor == vendor]
-    gpus = host.gpus_of(vendor)
-    return next((t for t in twins if all(arch_covered(gpu.arch, t.archs) for gpu in gpus)), twins[0] if twins else None)
+    twins = [t for t in selection.targets if identity.pair and t.pair == identity.pair and t.vendor == vendor]
+    covering = [t for t in twins if all(arch_covered(gpu.arch, t.archs) for gpu in host.gpus_of(vendor))]
+    twin: Target | None = next(iter(covering or twins), None) or routing.choices[vendor].target
+    return twin.tags[0] if twin else None
 
 
 def _image(reference: str, selection: Selection, client: docker.DockerClient | None) -> Image:
@@ -91,62 +110,58 @@ def _image(reference: str, selection: Selection, client: docker.DockerClient | N
     raise UserError(Problem(reference, f"{where} a target of the matrix: pull it, or name a matrix tag"))
 
 
+def _assessed(context: _Context, reference: str) -> tuple[Image, list[Finding]]:
+    """An image and doctor's findings about it on this host."""
+    image = _image(reference, context.selection, context.client)
+    twin = _twin(image.identity, context.selection, context.routing, context.host)
+    return image, assess(context.host, context.selection.matrix.compat, image.reference, image.identity, twin)
+
+
+def _refusal(findings: tuple[Finding, ...], more: tuple[Problem, ...] = ()) -> UserError:
+    return UserError([*(Problem("run refused", f"{finding.title}; fix: {finding.fix}") for finding in findings), *more])
+
+
 @dataclass(frozen=True)
 class RunCommand:
     argv: list[str]
-    note: str = ""
+    warnings: tuple[Finding, ...] = ()
 
 
-def run_command(choices: Choices, reference: str | None, root: Path, python: str | None, command: list[str]) -> RunCommand:
-    """The `docker run` command for an image (or the matrix target that fits this host) with its vendor's
-    GPU flags; refuses an image that would silently run on the CPU here, naming the twin that would not."""
-    selection = select_targets(choices)
-    client = _engine(root)
-    host = _host(selection, root, None)
+def run_command(choices: Choices, reference: str | None, where: HostChoice, command: list[str]) -> RunCommand:
+    """The `docker run` command for an image (or the matrix target that fits this host) with its vendor's GPU
+    flags; refuses what doctor blocks (an image that would silently run on the CPU here, a driver too old for
+    it, a GPU arch it has no code for...), naming the fix, and carries doctor's other findings as warnings."""
+    context = _context(choices, where)
     if reference is None:
-        vendor = primary_vendor(host)
-        choice = _choices(host, selection, python).get(vendor) if vendor else None
-        if choice is None or choice.target is None:
-            reasons = "; ".join(choice.reasons) if choice else "this host has no GPU"
-            raise UserError(f"no matrix target fits this host ({reasons}); name an image to run it anyway")
-        reference = choice.target.tags[0]
-    image = _image(reference, selection, client)
-    flags: list[str] = []
-    note = ""
-    if image.identity is not None and host.vendors():
-        other = host.vendors()[0]
-        twin = _twin(image.identity, selection, other, host) or _choices(host, selection, python)[other].target
-        refusal = run_refusal(image.reference, image.identity, host, twin.tags[0] if twin else None)
-        if refusal:
-            raise UserError(refusal)
-        flags = gpu_access(image.identity.vendor, host).docker_flags()
-    elif not host.vendors():
-        note = "this host has no GPU; the container runs on the CPU"
+        if context.routing.target is None or context.routing.blocking:
+            # with nothing to route to, an image named by hand runs on the CPU
+            anyway = (Problem("run", "no matrix target fits this host: name an image to run it on the CPU anyway"),) if context.routing.vendor is None else ()
+            raise _refusal(tuple(f for f in context.routing.findings if f.blocking), anyway)
+        reference = context.routing.target.tags[0]
+    image, findings = _assessed(context, reference)
+    verdict = run_verdict(context.host, findings)
+    if verdict.refusals:
+        raise _refusal(verdict.refusals)
+    flags = gpu_access(image.identity.vendor, context.host).docker_flags() if image.identity is not None else []
     docker_cli = os.environ.get(buildx.DOCKER_ENV, "docker")
     interactive = ["-it"] if os.isatty(0) and os.isatty(1) else []
-    return RunCommand([docker_cli, "run", "--rm", *interactive, *flags, image.reference, *command], note)
+    return RunCommand([docker_cli, "run", "--rm", *interactive, *flags, image.reference, *command], verdict.warnings)
 
 
 @dataclass(frozen=True)
 class DoctorReport:
     host: HostFacts
     image: str | None
-    findings: list[Finding]
-    engine_checked: bool
+    findings: tuple[Finding, ...]
 
     @property
     def blocking(self) -> bool:
         return any(f.blocking for f in self.findings)
 
 
-def doctor(choices: Choices, reference: str | None, root: Path) -> DoctorReport:
-    selection = select_targets(choices)
-    client = _engine(root)
-    host = _host(selection, root, client)
-    image = _image(reference, selection, client) if reference else None
-    twin = None
-    if image is not None and image.identity is not None and host.vendors():
-        found = _twin(image.identity, selection, host.vendors()[0], host)
-        twin = found.tags[0] if found else None
-    findings = diagnose(host, selection.matrix.compat, image.reference if image else "", image.identity if image else None, twin)
-    return DoctorReport(host, image.reference if image else None, findings, client is not None)
+def doctor(choices: Choices, reference: str | None, where: HostChoice) -> DoctorReport:
+    context = _context(choices, where)
+    if reference is None:
+        return DoctorReport(context.host, None, context.routing.findings)
+    image, findings = _assessed(context, reference)
+    return DoctorReport(context.host, image.reference, tuple(findings))

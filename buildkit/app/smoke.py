@@ -69,7 +69,7 @@ def test_images(choices: Choices, images: list[str], mode: str, timeout: int, pr
     if not images:
         raise UserError("no image to test: name images, or select targets whose images were built")
     client = engine.connect()
-    host = read_host(selection.matrix.compat)
+    host = read_host(selection.matrix.compat, engine=engine.engine_facts(client))  # CDI devices where `run` would use them
     verdicts = []
     for image in images:
         progress(f"testing {image}")

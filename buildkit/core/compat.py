@@ -86,6 +86,7 @@ class GfxTarget:
     products: tuple[str, ...] = ()
     rocm_versions: tuple[str, ...] = ()  # ROCm versions whose official torch wheels ship kernels for it
     sdk_rocm_versions: tuple[str, ...] = ()  # ROCm versions with a pip device-library package (rocm-sdk-device-gfxNNN)
+    amdgpu_family: str = ""  # the kernel's AMDGPU_FAMILY_* name, which the AMD node labeller publishes (amd.com/gpu.family)
     unconfirmed: tuple[str, ...] = ()
 
 
@@ -252,6 +253,7 @@ def _gfx_targets(table: Mapping[str, Any], backends: Mapping[tuple[str, str], Ba
             products=tuple(entry.get("products", ())),
             rocm_versions=tuple(b.version for b in rocm if name in b.archs),
             sdk_rocm_versions=tuple(entry.get("sdk_rocm", ())),
+            amdgpu_family=entry.get("amdgpu_family", ""),
             unconfirmed=tuple(entry.get("unconfirmed", ())),
         )
         for name, entry in table.items()

@@ -455,6 +455,7 @@ COMPAT = Table({
     "archs": Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False)}),
     # A gfx target the shipped table lacks (a new GPU a team's own source build targets).
     "gfx": Table(names=grammar.rocm_arch, each=Table({
-        "family": Text(grammar.note), "products": _NOTES, "sdk_rocm": VERSIONS, "unconfirmed": _NOTES, "sources": _NOTES})),
+        "family": Text(grammar.note), "products": _NOTES, "sdk_rocm": VERSIONS, "amdgpu_family": Text(grammar.note),
+        "unconfirmed": _NOTES, "sources": _NOTES})),
     "os_python": Table(names=grammar.os_name, each=Text(grammar.python_version)),
 })

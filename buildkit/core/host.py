@@ -1,6 +1,9 @@
-"""What a host offers GPU containers, and what follows for an image: the best target, run flags, findings.
+"""What a host offers GPU containers, and what follows for an image: the findings, the fitting target, run flags.
 
-Pure: the facts come in (from buildkit.adapters.host reading /sys, /proc and /dev); verdicts go out.
+Pure: the facts come in (from buildkit.adapters.host reading /sys, /proc, /dev and the CDI specs, and from the
+engine); verdicts go out. One set of findings decides all three commands, so they can never disagree:
+`detect` picks the newest target that no finding blocks, `doctor` shows the findings, and `run` refuses an
+image that a blocking finding keeps off the GPU (and warns for the others).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from buildkit.core.compat import Compat
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.plan import Plan, Target
 from buildkit.core.vendors import SHM_SIZE, VENDOR_NAMES, Vendor, of_vendor
+from buildkit.errors import Problem, UserError
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,81 @@ class Gpu:
 
 
 @dataclass(frozen=True)
+class CdiDevice:
+    name: str  # 0, all, GPU-<uuid>: `--device <kind>=<name>`
+    nodes: tuple[str, ...]  # the host device nodes it hands the container
+
+
+@dataclass(frozen=True)
+class CdiSpec:
+    """One CDI spec file (/etc/cdi, /var/run/cdi), as the adapter read it."""
+
+    path: str
+    kind: str  # nvidia.com/gpu, amd.com/gpu
+    devices: tuple[CdiDevice, ...]
+    missing_nodes: tuple[str, ...] = ()  # device nodes it names that this host's /dev does not have
+
+    @property
+    def gpu_devices(self) -> tuple[CdiDevice, ...]:
+        """One device per GPU: `all` left out, and the names of one GPU (index and UUID) counted once."""
+        seen: dict[tuple[str, ...], CdiDevice] = {}
+        for device in self.devices:
+            if device.name != "all" and device.nodes:
+                seen.setdefault(tuple(sorted(device.nodes)), device)
+        return tuple(seen.values())
+
+
+# Engines that take CDI device names (`--device nvidia.com/gpu=all`): Docker 25 with the cdi feature on
+# (cncf-tags/container-device-interface#84), on by default from Docker 28.2 (moby/moby#49963); podman always.
+# Docker 29.3 also maps `--gpus` to AMD GPUs through the same AMD spec (moby/moby#52048): buildkit names the
+# CDI device itself, which that Docker, older ones with CDI and podman all take, so it never prints --gpus for AMD.
+DOCKER_CDI_FEATURE = (25, 0)
+DOCKER_CDI_DEFAULT = (28, 2)
+ENGINE_KINDS = ("docker", "podman")
+_VERSION_RE = re.compile(r"([0-9]{1,4})\.([0-9]{1,4})")
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """The container engine that will run the container, as it describes itself (or as --engine names it)."""
+
+    kind: str  # docker | podman
+    version: str = ""
+    rootless: bool = False
+    runtimes: tuple[str, ...] | None = None  # docker runtimes (nvidia among them where the toolkit set it up); None: not asked
+    cdi_spec_dirs: tuple[str, ...] | None = None  # Docker's own answer: () when its CDI is off; None: not asked
+
+    @property
+    def version_tuple(self) -> tuple[int, int] | None:
+        found = _VERSION_RE.match(self.version)
+        return (int(found.group(1)), int(found.group(2))) if found else None
+
+    @property
+    def takes_cdi(self) -> bool:
+        if self.kind == "podman":
+            return True
+        version = self.version_tuple
+        if version is None or version < DOCKER_CDI_FEATURE:
+            return False
+        if self.cdi_spec_dirs is not None:
+            return bool(self.cdi_spec_dirs)
+        return version >= DOCKER_CDI_DEFAULT
+
+    def describe(self) -> str:
+        return f"{'rootless ' if self.rootless else ''}{self.kind.capitalize()} {self.version}".strip()
+
+
+def engine_from_option(text: str) -> EngineFacts:
+    """--engine: docker:VERSION (docker:28.2), podman or podman-rootless, for a host buildkit does not ask."""
+    kind, _, version = text.partition(":")
+    rootless = kind == "podman-rootless"
+    kind = "podman" if rootless else kind
+    if kind not in ENGINE_KINDS or (kind == "docker" and not _VERSION_RE.fullmatch(version)) or (kind == "podman" and version):
+        raise UserError(Problem("--engine", f"expected docker:VERSION (such as docker:28.2), podman or podman-rootless, got {text!r}"))
+    return EngineFacts(kind, version, rootless)
+
+
+@dataclass(frozen=True)
 class HostFacts:
     gpus: tuple[Gpu, ...] = ()
     nvidia_driver: str = ""  # kernel module version; "" when not loaded
@@ -43,7 +122,8 @@ class HostFacts:
     kfd: DeviceNode | None = None
     render_nodes: tuple[DeviceNode, ...] = ()
     nvidia_nodes: tuple[DeviceNode, ...] = ()
-    engine_runtimes: tuple[str, ...] | None = None  # docker runtimes; None when the engine was not asked
+    cdi_specs: tuple[CdiSpec, ...] = ()
+    engine: EngineFacts | None = None  # None when the engine was not asked (--host-root) nor named (--engine)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def vendors(self) -> tuple[str, ...]:
@@ -52,6 +132,11 @@ class HostFacts:
 
     def gpus_of(self, vendor: str) -> tuple[Gpu, ...]:
         return tuple(gpu for gpu in self.gpus if gpu.vendor == vendor)
+
+    def cdi_spec(self, vendor: Vendor) -> CdiSpec | None:
+        """The vendor's CDI spec; where several define its kind (etc and var/run), the one with most GPUs."""
+        specs = [spec for spec in self.cdi_specs if spec.kind == vendor.cdi_kind]
+        return max(specs, key=lambda spec: len(spec.gpu_devices)) if specs else None
 
     @property
     def amd_group_id(self) -> int | None:
@@ -99,204 +184,89 @@ def _version(text: str) -> Version | None:
         return None
 
 
-def driver_supports(host: HostFacts, backend: str, backend_version: str, compat: Compat) -> tuple[bool, str]:
-    """(ok, why) for the host driver against a CUDA version's minimum; ROCm: the kernel driver must be loaded."""
-    if backend == "rocm":
-        return (host.kfd is not None, "" if host.kfd is not None else "the ROCm kernel driver (/dev/kfd) is not loaded")
-    facts = compat.backend("cuda", backend_version)
-    driver = _version(host.nvidia_driver)
-    if facts is None or not facts.driver_min or driver is None:
-        return (driver is not None, "" if driver is not None else "the NVIDIA driver is not loaded")
-    if driver < Version(facts.driver_min):
-        return False, f"driver {host.nvidia_driver} is older than {facts.driver_min}, the oldest that runs CUDA {backend_version}"
-    return True, ""
-
-
-# --- the best target for this host ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Choice:
-    vendor: str
-    target: Target | None
-    reasons: tuple[str, ...]  # why other targets were passed over (newest first), or why none fits
-
-
-def best_target(host: HostFacts, plan: Plan, compat: Compat, vendor: str, python: str | None = None) -> Choice:
-    """Newest torch whose backend the driver runs and whose arch list covers every GPU of the vendor;
-    runtime flavor; the pair's twin before other backend versions; the requested (else newest) Python."""
-    gpus = host.gpus_of(vendor)
-    candidates = [t for t in plan.targets if t.vendor == vendor and t.flavor == "runtime" and (python is None or t.python == python)]
-    candidates.sort(key=lambda t: (Version(t.torch), t.pair is not None, Version(t.backend_version), Version(t.python)), reverse=True)
-    reasons: list[str] = []
-    for target in candidates:
-        ok, why = driver_supports(host, target.backend, target.backend_version, compat)
-        uncovered = sorted({gpu.arch for gpu in gpus if not arch_covered(gpu.arch, target.archs)})
-        if ok and not uncovered:
-            return Choice(vendor, target, tuple(reasons))
-        reason = why or f"{', '.join(uncovered)} not in its arch list"
-        if len(reasons) < 5:
-            reasons.append(f"{target.id}: {reason}")
-    if not candidates:
-        reasons.append(f"the matrix has no {of_vendor(vendor).display} runtime target{f' for Python {python}' if python else ''}")
-    return Choice(vendor, None, tuple(reasons))
-
-
-def primary_vendor(host: HostFacts) -> str | None:
-    """The vendor a host is routed to: the one with more GPUs (NVIDIA on a tie); None without GPUs."""
-    vendors = host.vendors()
-    if not vendors:
-        return None
-    return max(vendors, key=lambda v: (len(host.gpus_of(v)), v == "nvidia"))
-
-
-@dataclass(frozen=True)
-class GpuAccess:
-    """What a container needs to use this host's GPUs of one vendor: the vendor's record applied to the
-    host's device nodes and groups. `docker run` flags and the docker SDK's arguments both come from it."""
-
-    gpu_request: bool  # NVIDIA: --gpus all, through the NVIDIA container runtime
-    devices: tuple[str, ...]  # AMD: the device nodes that exist here
-    groups: tuple[str, ...]  # the groups that may open them
-    security_options: tuple[str, ...]
-    shm_size: str = SHM_SIZE
-
-    def docker_flags(self) -> list[str]:
-        flags = ["--gpus", "all"] if self.gpu_request else []
-        for device in self.devices:
-            flags += ["--device", device]
-        for group in self.groups:
-            flags += ["--group-add", group]
-        for option in self.security_options:
-            flags += ["--security-opt", option]
-        return [*flags, "--shm-size", self.shm_size]
-
-
-NO_GPU_ACCESS = GpuAccess(False, (), (), ())
-
-
-def gpu_access(vendor: Vendor, host: HostFacts) -> GpuAccess:
-    """The access a container gets to this host's GPUs of `vendor`; shared memory only when it has none."""
-    if vendor.name not in host.vendors():
-        return NO_GPU_ACCESS
-    present = {"/dev/kfd": host.kfd is not None, "/dev/dri": bool(host.render_nodes)}
-    devices = tuple(node for node in vendor.device_nodes if present.get(node, False))
-    groups = vendor.groups
-    if devices and host.amd_group_id is not None:
-        groups = (*groups, str(host.amd_group_id))  # often `render`, whose gid differs between distributions
-    return GpuAccess(vendor.gpu_request, devices, groups if devices else (), vendor.security_options if devices else ())
-
-
-def run_refusal(reference: str, identity: ImageIdentity, host: HostFacts, twin: str | None = None) -> str | None:
-    """Why running this image here would silently use the CPU: a vendor's image on a host that has only
-    the other vendor's GPUs. None when it may run (its vendor is here, or the host has no GPU at all)."""
-    vendors = host.vendors()
-    if not vendors or identity.vendor.name in vendors:
-        return None
-    other = of_vendor(vendors[0])
-    hint = f"; run {twin} instead" if twin else f"; use its {other.backend_display} twin (`buildkit detect` names it)"
-    return (
-        f"{reference} is a {identity.vendor.backend_display} image and this host has only {other.display} GPUs: "
-        f"torch will find no GPU it can use and run on the CPU{hint}"
-    )
-
-
-# --- doctor -----------------------------------------------------------------------------------------------
+# --- findings ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Finding:
     blocking: bool
+    code: str  # stable name for scripts and tests: wrong-vendor, no-gpu, driver-too-old, arch-missing, ...
     title: str
     fix: str
 
 
-def _access_findings(host: HostFacts, vendor: str) -> list[Finding]:
-    findings = []
-    if vendor == "amd":
+def fit_findings(host: HostFacts, compat: Compat, identity: ImageIdentity) -> list[Finding]:
+    """Whether an image of the host's vendor can use its GPUs: the driver its backend needs, and its arch list
+    against every GPU. `detect` passes over a target these block, and `doctor` and `run` block its image."""
+    vendor = identity.vendor
+    findings: list[Finding] = []
+    if vendor.backend == "rocm":
         if host.kfd is None:
             findings.append(Finding(
-                True, "the ROCm kernel driver is not loaded: /dev/kfd is missing",
+                True, "kfd-missing", "the ROCm kernel driver is not loaded: /dev/kfd is missing",
                 "load amdgpu with KFD support (`sudo modprobe amdgpu`; install amdgpu-dkms for older kernels) and check `dmesg | grep kfd`",
             ))
-        if not host.render_nodes:
-            findings.append(Finding(True, "no /dev/dri/renderD* node for the AMD GPU", "load the amdgpu driver; the render node appears with it"))
-        for node in [n for n in (host.kfd, *host.render_nodes) if n is not None and not n.accessible]:
-            findings.append(Finding(
-                True, f"{node.path} is not readable and writable by this user (owned by group {node.group or node.gid})",
-                f"`sudo usermod -aG {node.group or node.gid},video $USER` and log in again; containers get it through "
-                f"--group-add {node.gid} (buildkit run adds it)",
-            ))
     else:
-        if not host.nvidia_driver:
-            findings.append(Finding(True, "the NVIDIA driver is not loaded (/proc/driver/nvidia/version is missing)",
-                                    "install the NVIDIA driver for this GPU and reboot, or `sudo modprobe nvidia`"))
-        for node in [n for n in host.nvidia_nodes if not n.accessible]:
-            findings.append(Finding(True, f"{node.path} is not readable and writable by this user",
-                                    "fix the device permissions (nvidia-persistenced / udev rules) or run as a user in its group"))
-        if host.engine_runtimes is not None and "nvidia" not in host.engine_runtimes:
+        findings += _driver_findings(host, compat, identity.backend_version)
+    gpus = host.gpus_of(vendor.name)
+    mixed = len({gpu.arch for gpu in gpus}) > 1
+    for ordinal, gpu in enumerate(gpus):
+        if not gpu.arch:
+            if vendor.name == "nvidia":
+                findings.append(Finding(False, "arch-unknown", f"GPU {gpu.pci} ({gpu.name}): its compute capability is unknown "
+                                        "(no nvidia-smi, and its PCI id is not in the compatibility data), so it was not checked "
+                                        "against the image's arch list", "install nvidia-smi (it comes with the driver)"))
+            continue  # AMD: no kfd topology, which kfd-missing already says
+        if arch_covered(gpu.arch, identity.archs):
+            continue
+        archs = " ".join(identity.archs) or "unknown"
+        if vendor.name == "amd" and gpu.arch not in compat.gfx_targets:
             findings.append(Finding(
-                True, "the Docker engine has no NVIDIA container runtime, so --gpus cannot hand it the GPU",
-                "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker` and restart dockerd",
+                True, "unknown-gfx", f"GPU {gpu.pci} ({gpu.name}) is {gpu.arch}, a gfx target buildkit does not know and the "
+                f"image's arch list ({archs}) lacks: kernels fail with {vendor.missing_arch_error}",
+                _arch_fix(compat, identity, gpu, None),
             ))
+            continue
+        findings.append(Finding(
+            True, "arch-missing", f"GPU {gpu.pci} ({gpu.name}, {gpu.arch}) is not in the image's arch list "
+            f"({archs}): kernels fail with {vendor.missing_arch_error}",
+            _arch_fix(compat, identity, gpu, ordinal if mixed else None),
+        ))
     return findings
 
 
-def diagnose(
-    host: HostFacts, compat: Compat, image: str = "", identity: ImageIdentity | None = None, twin: str | None = None
-) -> list[Finding]:
-    """Why GPU acceleration would or would not work here (for `image`, when given), blocking findings first,
-    each with its fix. `identity` is what the image's labels say it is; `twin` its other vendor's image."""
-    findings: list[Finding] = []
-    vendors = host.vendors()
-    if image and identity is None:
-        findings.append(Finding(True, f"{image} carries no {labels.BACKEND} label, so its GPU backend is unknown",
-                                "build it with buildkit, or check it with `buildkit test`"))
-    if identity is None:
-        for vendor in vendors:
-            findings.extend(_access_findings(host, vendor))
-        if not vendors and not image:
-            findings.append(Finding(False, "no GPU found on this host: images run on the CPU here",
-                                    "nothing to fix if that is expected; on a GPU host, check the PCI device and its driver"))
-        return sorted(findings, key=lambda f: not f.blocking)
-    refusal = run_refusal(image, identity, host, twin)
-    if refusal:
-        return [Finding(True, refusal, "`buildkit run` picks the image that fits this host")]
-    vendor = identity.vendor
-    if vendor.name not in vendors:
-        return [Finding(True, f"this host has no GPU: {image} will run on the CPU", "run it on a host with a GPU of its vendor")]
-    findings.extend(_access_findings(host, vendor.name))
-    version = identity.backend_version
-    ok, why = driver_supports(host, vendor.backend, version, compat)
-    if not ok and why and host.nvidia_driver and vendor.backend == "cuda":
-        findings.append(Finding(True, f"the NVIDIA {why}", "upgrade the driver, or use an image with an older CUDA (see `buildkit detect`)"))
-    cuda = compat.backend("cuda", version) if vendor.backend == "cuda" else None
+def _driver_findings(host: HostFacts, compat: Compat, version: str) -> list[Finding]:
+    if not host.nvidia_driver:
+        return [Finding(True, "driver-missing", "the NVIDIA driver is not loaded (/proc/driver/nvidia/version is missing)",
+                        "install the NVIDIA driver for this GPU and reboot, or `sudo modprobe nvidia`")]
+    facts = compat.backend("cuda", version)
     driver = _version(host.nvidia_driver)
-    if ok and cuda and cuda.driver_toolkit and driver and driver < Version(cuda.driver_toolkit):
-        findings.append(Finding(
-            False, f"driver {host.nvidia_driver} is older than CUDA {version}'s own ({cuda.driver_toolkit}): "
-            "it runs through minor version compatibility, but PTX compiled for newer GPUs cannot be JIT-compiled",
-            "upgrade the driver when convenient",
-        ))
-    vendor_gpus = host.gpus_of(vendor.name)
-    mixed = len({gpu.arch for gpu in vendor_gpus}) > 1
-    for ordinal, gpu in enumerate(vendor_gpus):
-        if arch_covered(gpu.arch, identity.archs):
-            continue
-        findings.append(Finding(
-            True, f"GPU {gpu.pci} ({gpu.name}, {gpu.arch}) is not in the image's arch list "
-            f"({' '.join(identity.archs) or 'unknown'}): kernels fail with {vendor.missing_arch_error}",
-            _arch_fix(compat, identity, gpu, ordinal if mixed else None),
-        ))
-    return sorted(findings, key=lambda f: not f.blocking)
+    if facts is None or driver is None:
+        return []
+    if facts.driver_min and driver < Version(facts.driver_min):
+        older = [v for (backend, v), other in sorted(compat.backends.items(), key=lambda item: Version(item[0][1]))
+                 if backend == "cuda" and other.driver_min and driver >= Version(other.driver_min)]
+        instead = f"an image of CUDA {' or '.join(older)}" if older else "an image of an older CUDA"
+        return [Finding(True, "driver-too-old", f"the NVIDIA driver {host.nvidia_driver} is older than {facts.driver_min}, "
+                        f"the oldest that runs CUDA {version}: torch finds no usable GPU and runs on the CPU",
+                        f"upgrade the driver to {facts.driver_min} or newer, or use {instead} (see `buildkit detect`)")]
+    if facts.driver_toolkit and driver < Version(facts.driver_toolkit):
+        return [Finding(False, "driver-older-than-toolkit", f"driver {host.nvidia_driver} is older than CUDA {version}'s own "
+                        f"({facts.driver_toolkit}): it runs through minor version compatibility, but PTX compiled for newer "
+                        "GPUs cannot be JIT-compiled", "upgrade the driver when convenient")]
+    return []
 
 
 def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | None) -> str:
     """What to do about a GPU the image has no code for, offering only what `plan` and `build` accept: an
-    image whose wheels carry the arch, else the source flavor (which compiles any known gfx target), and for
-    close RDNA parts the HSA override as a risk (per device on a host whose AMD GPUs differ)."""
+    image whose wheels carry the arch, else (AMD) the source flavor, which compiles any known gfx target, and
+    for close RDNA parts the HSA override as a risk (per device on a host whose AMD GPUs differ)."""
     if identity.vendor.name != "amd":
-        return "use an image of a newer CUDA whose arch list has it (see `buildkit detect`)"
+        versions = [v for (backend, v), facts in sorted(compat.backends.items(), key=lambda item: Version(item[0][1]))
+                    if backend == "cuda" and arch_covered(gpu.arch, facts.archs)]
+        if not versions:
+            return f"no CUDA version buildkit knows ships kernels for {gpu.arch}"
+        return f"use an image of CUDA {' or '.join(versions)}: their wheels carry {gpu.arch} (see `buildkit detect`)"
     target = compat.gfx_targets.get(gpu.arch)
     if target is None:
         return f"{gpu.arch} is not a gfx target buildkit knows; add it to [compat.gfx] to build for it from source"
@@ -318,3 +288,248 @@ def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | 
 def compat_override(compat: Compat, arch: str) -> tuple[str, str] | None:
     entry = compat.hsa_override.get(arch)
     return (entry[0], entry[1]) if entry else None
+
+
+# --- how a container gets the GPUs ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuAccess:
+    """What a container needs to use this host's GPUs of one vendor: the vendor's record applied to the
+    host's device nodes, groups, CDI spec and engine. `docker run` flags and the docker SDK's arguments
+    both come from it."""
+
+    gpu_request: bool  # NVIDIA without CDI: --gpus all, through the NVIDIA container runtime
+    devices: tuple[str, ...]  # device nodes that exist here (raw flags)
+    groups: tuple[str, ...]  # the groups that may open them
+    security_options: tuple[str, ...]
+    shm_size: str = SHM_SIZE
+    cdi_devices: tuple[str, ...] = ()  # CDI names (nvidia.com/gpu=all), where a spec exists and the engine takes them
+
+    def docker_flags(self) -> list[str]:
+        flags = ["--gpus", "all"] if self.gpu_request else []
+        for device in (*self.cdi_devices, *self.devices):
+            flags += ["--device", device]
+        for group in self.groups:
+            flags += ["--group-add", group]
+        for option in self.security_options:
+            flags += ["--security-opt", option]
+        return [*flags, "--shm-size", self.shm_size]
+
+
+NO_GPU_ACCESS = GpuAccess(False, (), (), ())
+# Rootless podman: the container's user keeps the host user's own supplementary groups (render, video) only
+# with this, and podman takes it alone, never beside other --group-add values.
+KEEP_GROUPS = "keep-groups"
+
+
+def gpu_access(vendor: Vendor, host: HostFacts) -> GpuAccess:
+    """The access a container gets to this host's GPUs of `vendor`; shared memory only when it has none."""
+    if vendor.name not in host.vendors():
+        return NO_GPU_ACCESS
+    spec, engine = host.cdi_spec(vendor), host.engine
+    cdi = spec is not None and engine is not None and engine.takes_cdi
+    if cdi:
+        devices: tuple[str, ...] = ()
+    else:
+        present = {"/dev/kfd": host.kfd is not None, "/dev/dri": bool(host.render_nodes)}
+        devices = tuple(node for node in vendor.device_nodes if present.get(node, False))
+    opened = cdi or bool(devices)
+    groups: tuple[str, ...] = ()
+    if opened and vendor.groups:  # AMD: the image's non-root user opens /dev/kfd and the render nodes through groups
+        if engine is not None and engine.kind == "podman" and engine.rootless:
+            groups = (KEEP_GROUPS,)
+        else:
+            groups = vendor.groups + ((str(host.amd_group_id),) if host.amd_group_id is not None else ())  # often `render`,
+            # whose gid differs between distributions
+    return GpuAccess(vendor.gpu_request and not cdi, devices, groups, vendor.security_options if opened else (),
+                     cdi_devices=(f"{vendor.cdi_kind}=all",) if cdi else ())
+
+
+def access_findings(host: HostFacts, vendor: Vendor, access: GpuAccess) -> list[Finding]:
+    """What keeps any container from this host's GPUs of `vendor` with `access`, whatever its image."""
+    findings: list[Finding] = []
+    rootless = host.engine is not None and host.engine.rootless
+    if vendor.name == "amd" and not host.render_nodes:
+        findings.append(Finding(True, "render-node-missing", "no /dev/dri/renderD* node for the AMD GPU",
+                                "load the amdgpu driver; the render node appears with it"))
+    for node in [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None and not n.accessible]:
+        group = node.group or str(node.gid)
+        if rootless:  # the container's user is this user: it opens the node with this user's groups or not at all
+            findings.append(Finding(True, "device-permission", f"{node.path} is not readable and writable by this user "
+                                    f"(owned by group {group}), and a rootless engine's containers open it as this user",
+                                    f"`sudo usermod -aG {group},video $USER` and log in again"))
+        else:
+            findings.append(Finding(False, "device-permission", f"{node.path} is not readable and writable by this user "
+                                    f"(owned by group {group}): torch outside containers cannot use it",
+                                    f"`sudo usermod -aG {group},video $USER` and log in again; containers get it through "
+                                    f"--group-add (buildkit run adds it)"))
+    engine = host.engine
+    if access.gpu_request and engine is not None and engine.runtimes is not None and "nvidia" not in engine.runtimes:
+        findings.append(Finding(
+            True, "nvidia-runtime-missing", "the Docker engine has no NVIDIA container runtime, so --gpus cannot hand it the GPU",
+            "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker` and restart dockerd "
+            f"(or write a CDI spec, `{vendor.cdi_generate}`, for an engine that takes CDI names)",
+        ))
+    findings += _cdi_findings(host, vendor, access)
+    return findings
+
+
+def _cdi_findings(host: HostFacts, vendor: Vendor, access: GpuAccess) -> list[Finding]:
+    spec = host.cdi_spec(vendor)
+    if spec is None:
+        return []
+    findings: list[Finding] = []
+    used = bool(access.cdi_devices)
+    if spec.missing_nodes:
+        shown = ", ".join(spec.missing_nodes[:4]) + (" and more" if len(spec.missing_nodes) > 4 else "")
+        findings.append(Finding(
+            used, "cdi-stale", f"the CDI spec {spec.path} names device nodes this host does not have ({shown}): it is stale"
+            + (", and the engine refuses a container that asks for them" if used else ""),
+            f"write it again: `{vendor.cdi_generate}`",
+        ))
+    listed, present = len(spec.gpu_devices), len(host.gpus_of(vendor.name))
+    if listed < present:
+        findings.append(Finding(False, "cdi-missing-gpus", f"the CDI spec {spec.path} lists {listed} of this host's {present} "
+                                f"{vendor.display} GPUs: containers that ask for {vendor.cdi_kind}=all get only those",
+                                f"write it again: `{vendor.cdi_generate}`"))
+    engine = host.engine
+    if engine is not None and not engine.takes_cdi:
+        enable = ("upgrade to Docker 28.2 or newer (CDI on by default), or turn on its CDI feature "
+                  "(`\"features\": {\"cdi\": true}` in /etc/docker/daemon.json, Docker 25 and newer)")
+        findings.append(Finding(False, "cdi-unused", f"a CDI spec for {vendor.cdi_kind} exists ({spec.path}), but "
+                                f"{engine.describe()} does not take CDI device names, so buildkit hands it the device nodes itself",
+                                enable))
+    elif engine is None:
+        findings.append(Finding(False, "cdi-engine-unknown", f"a CDI spec for {vendor.cdi_kind} exists ({spec.path}), but the engine "
+                                "was not asked (--host-root), so buildkit cannot tell whether it takes CDI device names",
+                                "name it with --engine docker:VERSION, podman or podman-rootless"))
+    return findings
+
+
+# --- an image on this host ------------------------------------------------------------------------------
+
+
+def no_gpu_finding(subject: str) -> Finding:
+    return Finding(True, "no-gpu", f"this host has no GPU: {subject} on the CPU",
+                   "nothing to fix if that is expected (CI runners); on a GPU host, check the PCI device and its driver")
+
+
+def assess(host: HostFacts, compat: Compat, reference: str, identity: ImageIdentity | None, twin: str | None = None) -> list[Finding]:
+    """Why this image would or would not use this host's GPUs, blocking findings first, each with its fix.
+    `identity` is what its labels say it is (None: no buildkit labels); `twin` its other vendor's image."""
+    if identity is None:
+        return [Finding(True, "no-labels", f"{reference} carries no {labels.BACKEND} label, so its GPU backend is unknown",
+                        "build it with buildkit, or check it with `buildkit test`")]
+    vendors = host.vendors()
+    if not vendors:
+        return [no_gpu_finding(f"{reference} runs")]
+    vendor = identity.vendor
+    if vendor.name not in vendors:
+        other = of_vendor(vendors[0])
+        hint = f"run {twin} instead" if twin else f"use its {other.backend_display} twin (`buildkit detect` names it)"
+        return [Finding(
+            True, "wrong-vendor", f"{reference} is a {vendor.backend_display} image and this host has only {other.display} GPUs: "
+            f"torch will find no GPU it can use and run on the CPU; {hint}",
+            "`buildkit run` picks the image that fits this host",
+        )]
+    findings = access_findings(host, vendor, gpu_access(vendor, host)) + fit_findings(host, compat, identity)
+    return sorted(findings, key=lambda f: not f.blocking)
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """What `run` does with an image's findings: refuse for the blocking ones where the host has a GPU the image
+    would miss; on a host without GPUs every image runs on the CPU, as expected there, so they are warnings."""
+
+    refusals: tuple[Finding, ...]
+    warnings: tuple[Finding, ...]
+
+
+def run_verdict(host: HostFacts, findings: list[Finding]) -> RunVerdict:
+    if not host.gpus:
+        return RunVerdict((), tuple(findings))
+    return RunVerdict(tuple(f for f in findings if f.blocking), tuple(f for f in findings if not f.blocking))
+
+
+# --- the best target for this host ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Choice:
+    vendor: str
+    target: Target | None
+    reasons: tuple[str, ...]  # why other targets were passed over (newest first), or why none fits
+    first_blocker: Finding | None = None  # what kept the newest candidate off the GPU, when none fits
+    uncarried: tuple[str, ...] = ()  # the host's GPU archs that no candidate's arch list has (no image carries gfx1103)
+
+
+def best_target(host: HostFacts, plan: Plan, compat: Compat, vendor: str, python: str | None = None) -> Choice:
+    """Newest torch that no fit finding blocks (the driver runs its backend, its arch list covers every GPU of
+    the vendor); runtime flavor; the pair's twin before other backend versions; the requested (else newest) Python."""
+    candidates = [t for t in plan.targets if t.vendor == vendor and t.flavor == "runtime" and (python is None or t.python == python)]
+    candidates.sort(key=lambda t: (Version(t.torch), t.pair is not None, Version(t.backend_version), Version(t.python)), reverse=True)
+    reasons: list[str] = []
+    first: Finding | None = None
+    for target in candidates:
+        blockers = [f for f in fit_findings(host, compat, ImageIdentity.of_target(target)) if f.blocking]
+        if not blockers:
+            return Choice(vendor, target, tuple(reasons))
+        first = first or blockers[0]
+        if len(reasons) < 5:
+            reasons.append(f"{target.id}: {blockers[0].title}")
+    if not candidates:
+        reasons.append(f"the matrix has no {of_vendor(vendor).display} runtime target{f' for Python {python}' if python else ''}")
+    uncarried = sorted({gpu.arch for gpu in host.gpus_of(vendor)
+                        if gpu.arch and candidates and not any(arch_covered(gpu.arch, t.archs) for t in candidates)})
+    return Choice(vendor, None, tuple(reasons), first, tuple(uncarried))
+
+
+def primary_vendor(host: HostFacts) -> str | None:
+    """The vendor a host is routed to: the one with more GPUs (NVIDIA on a tie); None without GPUs."""
+    vendors = host.vendors()
+    if not vendors:
+        return None
+    return max(vendors, key=lambda v: (len(host.gpus_of(v)), v == "nvidia"))
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Where this host is routed, and what doctor says about it: what `detect`, `doctor` and `run` all show."""
+
+    vendor: str | None
+    choices: dict[str, Choice]  # per vendor present: the fitting target, or why none fits
+    access: dict[str, GpuAccess]  # per vendor present: what a container needs
+    findings: tuple[Finding, ...]  # blocking first
+
+    @property
+    def target(self) -> Target | None:
+        return self.choices[self.vendor].target if self.vendor else None
+
+    @property
+    def blocking(self) -> bool:
+        return any(f.blocking for f in self.findings)
+
+
+def route(host: HostFacts, plan: Plan, compat: Compat, python: str | None = None) -> Routing:
+    choices = {vendor: best_target(host, plan, compat, vendor, python) for vendor in host.vendors()}
+    access = {vendor: gpu_access(of_vendor(vendor), host) for vendor in host.vendors()}
+    vendor = primary_vendor(host)
+    if vendor is None:
+        return Routing(None, choices, access, (no_gpu_finding("every image runs"),))
+    record, choice = of_vendor(vendor), choices[vendor]
+    findings = access_findings(host, record, access[vendor])
+    if choice.target is None:
+        blocker = choice.first_blocker
+        if choice.uncarried:  # every candidate lacks the same archs: say that, not the same reason per target
+            why = (f"no {record.display} image of the matrix carries {', '.join(choice.uncarried)}, this host's GPU arch "
+                   f"(kernels fail with {record.missing_arch_error})")
+        else:
+            why = f"no {record.display} image of the matrix fits this host: {'; '.join(choice.reasons)}"
+        findings.append(Finding(
+            True, "no-fitting-image", why,
+            blocker.fix if blocker else f"add a {record.backend_display} runtime target to the matrix",
+        ))
+    else:
+        findings += [f for f in fit_findings(host, compat, ImageIdentity.of_target(choice.target)) if not f.blocking]
+    return Routing(vendor, choices, access, tuple(sorted(findings, key=lambda f: not f.blocking)))

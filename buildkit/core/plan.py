@@ -26,6 +26,15 @@ OS_PYTHON_FLAVORS = ("devel", SOURCE_FLAVOR)
 
 
 @dataclass(frozen=True)
+class Twin:
+    """The other vendor's image of a target's pair, as the target's own image names it (the GPU guard)."""
+
+    vendor: str
+    reference: str  # its immutable tag
+    archs: tuple[str, ...]  # only when the target has several twins of that vendor, to choose among them
+
+
+@dataclass(frozen=True)
 class Target:
     id: str
     vendor: str
@@ -65,6 +74,7 @@ class Target:
     source_checkout: bool = False  # source flavor: compile the build context (a local checkout), not a git clone
     max_jobs: int = 0  # source flavor: compile jobs; 0 derives them from the builder's memory and cores
     wheel_archs: tuple[str, ...] = ()  # what the backend version's wheels carry; `archs` may narrow it (core/trim.py)
+    twins: tuple[Twin, ...] = ()  # the pair's images of the other vendor (one per ROCm family image for a CUDA target)
     family: str = ""  # a ROCm family image (mi300): it carries the device code of its `archs` only
     layout: str = ""  # thin ROCm wheels: the [rocm_layouts] entry of its index
     layers: tuple[str, ...] = ()  # torch's large dependencies, each in a layer of its own
@@ -289,6 +299,23 @@ def _settle_pairs(targets: list[Target], notes: list[Note]) -> list[Target]:
     return settled
 
 
+def _link_twins(targets: list[Target]) -> tuple[Target, ...]:
+    """Each paired target learns its twins (the pair's targets of the other vendor), so its image can name
+    them; they are part of the target, hence of its fingerprint: a changed twin rebuilds the image naming it."""
+    by_pair: dict[str, list[Target]] = {}
+    for target in targets:
+        if target.pair:
+            by_pair.setdefault(target.pair, []).append(target)
+    linked = []
+    for target in targets:
+        others = [other for other in by_pair.get(target.pair or "", ()) if other.vendor != target.vendor]
+        # arch lists only where there is a choice (ROCm family images): a lone twin's narrowed archs do not
+        # change the image that names it
+        several = len(others) > 1
+        linked.append(replace(target, twins=tuple(Twin(o.vendor, o.tags[0], o.archs if several else ()) for o in others)))
+    return tuple(linked)
+
+
 def expand(matrix: Matrix) -> Plan:
     """Every target the matrix describes, after its include/exclude rules; raises on impossible tags."""
     notes: list[Note] = []
@@ -315,7 +342,7 @@ def expand(matrix: Matrix) -> Plan:
             "shorten tag_prefix or the flavor name",
             "tag_prefix",
         ))
-    return Plan(tuple(_settle_pairs(targets, notes)), tuple(dict.fromkeys(notes)))
+    return Plan(_link_twins(_settle_pairs(targets, notes)), tuple(dict.fromkeys(notes)))
 
 
 def select(plan: Plan, vendor: str = ALL_VENDORS, rule: Rule | None = None) -> Plan:

@@ -32,6 +32,7 @@ from jinja2.environment import TemplateModule
 from jinja2.runtime import Macro
 
 from buildkit.core import labels
+from buildkit.core.guard import guard_config
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
@@ -48,7 +49,7 @@ SHARED_STAGE = "shared"
 # as its context, so there the folder travels as a named build context instead.
 SUPPORT_DIR = "buildkit"
 SUPPORT_CONTEXT = "buildkit-support"
-SUPPORT_FILES = ("install.py",)
+SUPPORT_FILES = ("install.py", "gpu_guard.py")
 INSTALL_PLAN = "torch-install.json"  # per target, next to the support files: what install.py resolves and installs
 
 
@@ -93,6 +94,7 @@ def template_variables(planned: PlannedImage) -> dict[str, Any]:
         "support": support_mount(target),
         "support_file": lambda name: support_mount(target, name),
         "gb_per_job": GB_PER_JOB,
+        "gpu_guard": guard_config(target),  # the GPU guard's config (core/guard.py), one shell-quoted argument
     }
 
 

@@ -26,6 +26,13 @@ class Vendor:
     device_nodes: tuple[str, ...]
     groups: tuple[str, ...]
     security_options: tuple[str, ...]
+    # The CDI device kind its toolkit writes a spec for (`--device <kind>=all` on engines that take CDI names),
+    # and the command that (re)writes that spec.
+    cdi_kind: str
+    cdi_generate: str
+    # Kubernetes: the device plugin's extended resource, and the DRA DeviceClass the vendor's DRA driver creates.
+    k8s_resource: str
+    dra_device_class: str
 
     def index_tag(self, version: str) -> str:
         """The wheel index folder of a backend version: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2."""
@@ -49,6 +56,13 @@ NVIDIA = Vendor(
     device_nodes=(),
     groups=(),
     security_options=(),
+    # nvidia-ctk (NVIDIA Container Toolkit) writes /etc/cdi/nvidia.yaml; toolkit 1.18+ also keeps
+    # /var/run/cdi/nvidia.yaml current.
+    cdi_kind="nvidia.com/gpu",
+    cdi_generate="sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",
+    # NVIDIA/k8s-device-plugin (resource nvidia.com/gpu); NVIDIA/k8s-dra-driver-gpu (DeviceClass gpu.nvidia.com)
+    k8s_resource="nvidia.com/gpu",
+    dra_device_class="gpu.nvidia.com",
 )
 AMD = Vendor(
     name="amd",
@@ -65,12 +79,19 @@ AMD = Vendor(
     # ROCm's runtime uses syscalls (e.g. for its memory management) that Docker's default seccomp profile
     # can refuse on some kernels; AMD's container documentation runs with the profile off.
     security_options=("seccomp=unconfined",),
+    # amd-ctk (ROCm/container-toolkit) writes /etc/cdi/amd.json; its devices are amd.com/gpu=0.., =all.
+    cdi_kind="amd.com/gpu",
+    cdi_generate="sudo amd-ctk cdi generate --output=/etc/cdi/amd.json",
+    # ROCm/k8s-device-plugin (resource amd.com/gpu); ROCm/k8s-gpu-dra-driver (DeviceClass gpu.amd.com)
+    k8s_resource="amd.com/gpu",
+    dra_device_class="gpu.amd.com",
 )
 
 VENDORS = (NVIDIA, AMD)
 BY_NAME = {vendor.name: vendor for vendor in VENDORS}
 BY_BACKEND = {vendor.backend: vendor for vendor in VENDORS}
 BY_PCI_ID = {vendor.pci_vendor: vendor for vendor in VENDORS}
+BY_CDI_KIND = {vendor.cdi_kind: vendor for vendor in VENDORS}
 BACKENDS = tuple(vendor.backend for vendor in VENDORS)
 VENDOR_NAMES = tuple(vendor.name for vendor in VENDORS)
 # Shared memory for DataLoader workers and NCCL/RCCL: Docker's default 64 MB makes both fail.

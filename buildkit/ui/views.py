@@ -13,9 +13,10 @@ from rich.text import Text
 
 from buildkit.app.targets import target_json
 from buildkit.core.attestation import gpu_test_summary
-from buildkit.core.host import HostFacts
+from buildkit.core.host import Finding, HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core import porting
+from buildkit.core.kube import Manifests
 from buildkit.core.plan import Note, Target
 from buildkit.core.render import PlannedImage
 from buildkit.core.vendors import VENDOR_NAMES
@@ -235,10 +236,15 @@ def parity_json(result: ParityResult) -> dict:
 
 def gpu_json(host: HostFacts) -> dict:
     nodes = [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None]
+    engine = host.engine
     return {
         "gpus": [{"vendor": g.vendor, "pci": g.pci, "device_id": g.device_id, "name": g.name, "arch": g.arch} for g in host.gpus],
         "drivers": {"nvidia": host.nvidia_driver or None, "amdgpu": host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else None)},
         "device_nodes": [{"path": n.path, "group": n.group, "gid": n.gid, "accessible": n.accessible} for n in nodes],
+        "cdi_specs": [{"path": s.path, "kind": s.kind, "gpus": len(s.gpu_devices), "missing_nodes": list(s.missing_nodes)}
+                      for s in host.cdi_specs],
+        "engine": None if engine is None else {"kind": engine.kind, "version": engine.version, "rootless": engine.rootless,
+                                               "cdi": engine.takes_cdi},
         "notes": list(host.notes),
     }
 
@@ -249,20 +255,32 @@ def host_notes(console: Console, host: HostFacts) -> None:
         say(console, f"note: {note}")
 
 
+def findings_json(findings: Iterable[Finding]) -> list[dict]:
+    return [{"blocking": f.blocking, "code": f.code, "finding": f.title, "fix": f.fix} for f in findings]
+
+
+def findings_table(title: str, findings: Iterable[Finding]) -> Table:
+    return table(title, ("", "finding", "fix"),
+                 (("BLOCKS" if finding.blocking else "note", finding.title, finding.fix) for finding in findings))
+
+
 def detection_json(detection: Detection) -> dict:
+    routing = detection.routing
     return {
         **gpu_json(detection.host),
-        "vendor": detection.vendor,
+        "vendor": routing.vendor,
         "targets": {
             vendor: {"id": c.target.id if c.target else None, "tag": c.target.tags[0] if c.target else None,
-                     "run_flags": detection.access[vendor].docker_flags(), "passed_over": list(c.reasons)}
-            for vendor, c in detection.choices.items()
+                     "run_flags": routing.access[vendor].docker_flags(), "passed_over": list(c.reasons)}
+            for vendor, c in routing.choices.items()
         },
+        "ok": not routing.blocking,
+        "findings": findings_json(routing.findings),
     }
 
 
 def show_detection(console: Console, detection: Detection) -> None:
-    host = detection.host
+    host, routing = detection.host, detection.routing
     host_notes(console, host)
     if not host.gpus:
         say(console, "no GPU on this host: images run on the CPU here (torch.cuda.is_available() is False)")
@@ -274,29 +292,45 @@ def show_detection(console: Console, detection: Detection) -> None:
     for node in gpu_json(host)["device_nodes"]:
         access = "accessible" if node["accessible"] else "NOT accessible"
         say(console, f"{node['path']}: group {node['group'] or node['gid']}, {access} to you")
-    for vendor, choice in detection.choices.items():
-        mark = " (this host's vendor)" if vendor == detection.vendor and len(detection.choices) > 1 else ""
+    for spec in host.cdi_specs:
+        say(console, f"CDI spec {spec.path}: {spec.kind}, {len(spec.gpu_devices)} GPUs")
+    for vendor, choice in routing.choices.items():
+        mark = " (this host's vendor)" if vendor == routing.vendor and len(routing.choices) > 1 else ""
         if choice.target:
-            flags = " ".join(detection.access[vendor].docker_flags())
+            flags = " ".join(routing.access[vendor].docker_flags())
             say(console, f"{vendor}{mark}: {choice.target.tags[0]}\n  docker run {flags} {choice.target.tags[0]}")
         else:
             say(console, f"{vendor}{mark}: no target fits: {'; '.join(choice.reasons)}")
+    if routing.findings:
+        console.print(findings_table("what doctor says", routing.findings))
 
 
 def doctor_json(report: DoctorReport) -> dict:
-    return {
-        **gpu_json(report.host), "image": report.image, "ok": not report.blocking,
-        "findings": [{"blocking": f.blocking, "finding": f.title, "fix": f.fix} for f in report.findings],
-    }
+    return {**gpu_json(report.host), "image": report.image, "ok": not report.blocking, "findings": findings_json(report.findings)}
 
 
 def show_doctor(console: Console, report: DoctorReport) -> None:
     host_notes(console, report.host)
     if report.findings:
-        console.print(table(f"doctor{': ' + report.image if report.image else ''}", ("", "finding", "fix"),
-                            (("BLOCKS" if finding.blocking else "note", finding.title, finding.fix) for finding in report.findings)))
+        console.print(findings_table(f"doctor{': ' + report.image if report.image else ''}", report.findings))
     say(console, "GPU acceleration is blocked here: fix the findings marked BLOCKS" if report.blocking
         else "ok: nothing blocks GPU acceleration here")
+
+
+def kube_yaml(manifests: Manifests) -> str:
+    """One YAML document per object, for `kubectl apply -f -`; a value used twice is written twice (no YAML
+    anchors: people read and edit these)."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: object) -> bool:
+            return True
+
+    return "".join("---\n" + yaml.dump(item, Dumper=Dumper, sort_keys=False, default_flow_style=False) for item in manifests.objects)
+
+
+def kube_json(manifests: Manifests) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(manifests.objects)}, indent=2) + "\n"
 
 
 def hipify_lines(report: HipifyReport) -> list[str]:

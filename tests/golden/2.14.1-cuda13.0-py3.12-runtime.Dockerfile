@@ -182,6 +182,11 @@ ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0"
 
+# The GPU guard: every start of this venv's Python checks the container's GPU devices (no torch import) and,
+# when it was given only the other vendor's, says so on stderr and names the twin to run instead
+# (BUILDKIT_GPU_GUARD=warn|strict|off; buildkit/image/gpu_guard.py).
+RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guard.py install '{"backend":"CUDA 13.0","pair":"2.14.1-py3.12-runtime","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime","twins":[{"archs":["gfx90a"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi200-py3.12-runtime","vendor":"amd"},{"archs":["gfx942"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime","vendor":"amd"},{"archs":["gfx950"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi350-py3.12-runtime","vendor":"amd"},{"archs":["gfx1100","gfx1101","gfx1102","gfx1103"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-rdna3-py3.12-runtime","vendor":"amd"},{"archs":["gfx1200","gfx1201"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-rdna4-py3.12-runtime","vendor":"amd"},{"archs":["gfx1151"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-strix-halo-py3.12-runtime","vendor":"amd"}],"vendor":"nvidia"}'
+
 # Numeric, so a runtime that enforces non-root (Kubernetes runAsNonRoot) can verify it.
 USER 1000
 WORKDIR /home/buildkit

@@ -98,6 +98,11 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
 ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt \
     UV_CONSTRAINT=/opt/venv/torch-constraint.txt
 
+# The GPU guard: every start of this venv's Python checks the container's GPU devices (no torch import) and,
+# when it was given only the other vendor's, says so on stderr and names the twin to run instead
+# (BUILDKIT_GPU_GUARD=warn|strict|off; buildkit/image/gpu_guard.py).
+RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guard.py install '{"backend":"ROCm 7.2","pair":"","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.2-py3.12-runtime","twins":[],"vendor":"amd"}'
+
 # Numeric, so a runtime that enforces non-root (Kubernetes runAsNonRoot) can verify it.
 USER 1000
 WORKDIR /home/buildkit

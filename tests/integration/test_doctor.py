@@ -41,3 +41,23 @@ def test_run_print_routes_real_images_by_their_labels(pair_build, docker_env, tm
     printed = run_buildkit("run", rocm, "--print", "--matrix", pair_build.matrix, "--host-root", root, env=docker_env)
     assert printed.returncode == 0
     assert "--device /dev/kfd --device /dev/dri --group-add video" in printed.stdout and rocm in printed.stdout
+
+
+def test_run_print_uses_cdi_names_for_a_real_image_on_a_host_with_a_cdi_spec(pair_build, docker_env, tmp_path):
+    root = hosts.amd_cdi_spec(hosts.mi300x(tmp_path / "host"), [128, 129])
+    rocm = pair_build.targets[ROCM]["tags"][0]
+    printed = run_buildkit("run", rocm, "--print", "--matrix", pair_build.matrix, "--host-root", root, "--engine", "docker:28.2",
+                           env=docker_env)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.split(" ", 3)[3].startswith("--device amd.com/gpu=all --group-add video --group-add ")
+
+
+def test_doctor_and_detect_agree_that_a_gpu_less_host_blocks_gpu_acceleration(pair_build, docker_env, tmp_path):
+    root = hosts.no_gpu(tmp_path / "host")
+    cuda = pair_build.targets[CUDA]["tags"][0]
+    doctor = run_buildkit("doctor", cuda, "--json", "--matrix", pair_build.matrix, "--host-root", root, env=docker_env)
+    assert doctor.returncode == 1
+    (finding,) = json.loads(doctor.stdout)["findings"]
+    assert finding["code"] == "no-gpu" and f"this host has no GPU: {cuda} runs on the CPU" in finding["finding"]
+    detected = json.loads(run_buildkit("detect", "--json", "--matrix", pair_build.matrix, "--host-root", root, env=docker_env).stdout)
+    assert [f["code"] for f in detected["findings"]] == ["no-gpu"] and detected["ok"] is False

@@ -10,7 +10,7 @@ import pytest
 from buildkit import __version__
 
 SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
-               ["hipify"], ["detect"], ["run"], ["doctor"], ["compat", "check"], ["verify"], ["sbom"], ["completion"]]
+               ["hipify"], ["detect"], ["run"], ["doctor"], ["kube"], ["compat", "check"], ["verify"], ["sbom"], ["completion"]]
 
 
 def test_version(cli):

@@ -41,8 +41,8 @@ def test_narrower_render_removes_only_its_own_stale_files(render, tmp_path):
     result = render(out, *NARROW)
 
     assert result.code == 0, result.err
-    # per devel target: Dockerfile, build-args.env, target.json, buildkit/install.py and buildkit/torch-install.json
-    assert "removed 25 files of an earlier render" in result.out
+    # per devel target: Dockerfile, build-args.env, target.json, buildkit/{install,gpu_guard}.py and buildkit/torch-install.json
+    assert "removed 30 files of an earlier render" in result.out
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("Dockerfile")) == [
         f"2.13.0/{backend}/py3.12/runtime/Dockerfile" for backend in ("cuda12.6", "cuda13.0", "cuda13.2", "rocm7.1", "rocm7.2")
     ]
@@ -53,7 +53,7 @@ def test_narrower_render_removes_only_its_own_stale_files(render, tmp_path):
     assert len(plan) == 5
     listed = json.loads((out / MANIFEST).read_text())["files"]
     written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p not in mine}
-    assert set(listed) == written - {MANIFEST} and len(listed) == 5 * 5 + 1  # per target 5 files, and plan.json
+    assert set(listed) == written - {MANIFEST} and len(listed) == 5 * 6 + 1  # per target 6 files, and plan.json
 
 
 def test_same_render_twice_rewrites_nothing(render, tmp_path):

@@ -13,7 +13,7 @@ from buildkit.adapters.bundled import shipped_compat
 from buildkit.adapters.host import read_host
 from buildkit.app.build import BuildStatus, TargetResult
 from buildkit.app.routing import DoctorReport
-from buildkit.core.host import diagnose
+from buildkit.core.host import assess
 from buildkit.core.labels import ImageIdentity
 from buildkit.ui.console import LiveDisplay, PlainDisplay
 from buildkit.ui.views import say, show_doctor
@@ -47,7 +47,8 @@ def test_detect_and_doctor_show_host_strings_escaped(cli, tmp_path):
     assert "/dev/dri/renderD128: group ren\\x1b[31mder" in detect.out
     assert "renderD200\\x1b[31m: is not a plain device name (control characters); ignored" in detect.out + detect.err
     doctor = cli("doctor", "--host-root", root)
-    assert doctor.code == 0 and "renderD200\\x1b[31m: is not a plain device name" in doctor.out
+    # an unknown gfx target blocks (no image carries it): one decision for detect, run and doctor
+    assert doctor.code == 1 and "renderD200\\x1b[31m: is not a plain device name" in doctor.out
     assert_escaped(doctor.out + doctor.err)
 
 
@@ -58,7 +59,7 @@ def test_doctor_advice_keeps_its_brackets(tmp_path):
                                    "dev.buildkit.gpu-archs": "gfx942"})
     image = f"registry.example.com/team/app:{RED}1"
     out = io.StringIO()
-    show_doctor(Console(file=out, width=400), DoctorReport(host, image, diagnose(host, shipped_compat(), image, identity), False))
+    show_doctor(Console(file=out, width=400), DoctorReport(host, image, tuple(assess(host, shipped_compat(), image, identity))))
     assert "add it to [compat.gfx] to build for it from source" in out.getvalue()
     assert "doctor: registry.example.com/team/app:\\x1b[31m1" in out.getvalue()
     assert_escaped(out.getvalue())

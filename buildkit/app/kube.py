@@ -1,0 +1,84 @@
+"""`buildkit kube PAIR`: Kubernetes manifests for both twins of a pair (core/kube.py decides their content).
+
+The pair is a pair key or any tag of one of its images. Each image is named by digest where the registry
+has its tag (what a pod pulls then cannot move under it), else by tag, with a note saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildkit.adapters.registry import Registry
+from buildkit.adapters.registry_auth import load_credentials
+from buildkit.app.targets import Choices, select_targets
+from buildkit.core.kube import KubeOptions, Manifests, manifests
+from buildkit.core.plan import Target
+from buildkit.core.reference import ImageReference
+from buildkit.errors import Problem, UserError, printable
+
+__all__ = ["KubeOptions", "KubeResult", "Lookup", "kube", "pair_targets"]
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """How images are named: by digest from the registry (its credentials and transport), or by tag only."""
+
+    by_tag: bool = False
+    auth_file: Path | None = None
+    insecure: bool = False
+
+
+def pair_targets(targets: tuple[Target, ...], subject: str) -> tuple[Target, ...]:
+    """The pair's targets (a CUDA twin and its ROCm twin, or family images); a lone target for an unpaired image."""
+    paired = tuple(t for t in targets if t.pair == subject)
+    if paired:
+        return paired
+    named = next((t for t in targets if subject in t.tags or subject == t.id), None)
+    if named is None:
+        keys = sorted({t.pair for t in targets if t.pair})
+        shown = ", ".join(keys[:5]) + (f" (and {len(keys) - 5} more)" if len(keys) > 5 else "")
+        raise UserError(Problem(printable(subject), f"not a pair key or an image of the matrix; pair keys: {shown or 'none'} "
+                                                    "(`buildkit plan` lists them)"))
+    return tuple(t for t in targets if t.pair == named.pair) if named.pair else (named,)
+
+
+def _published(target: Target, lookup: Lookup, registries: dict[str, Registry]) -> tuple[str, str]:
+    """(the reference a pod pulls, a note when it is not a digest)."""
+    tag = target.tags[0]
+    if lookup.by_tag:
+        return tag, ""
+    reference = ImageReference.parse(tag)
+    assert reference is not None and reference.registry  # a target's tag names its registry
+    try:
+        if reference.registry not in registries:
+            credentials = load_credentials(reference.registry, lookup.auth_file)
+            # one short try: a digest lookup must not hold up manifests that can name the tag instead
+            registries[reference.registry] = Registry(reference.registry, credentials, insecure=True if lookup.insecure else None,
+                                                      timeout=15, retries=1, budget=60)
+        digest = registries[reference.registry].head_manifest(reference.repository, reference.tag)
+    except UserError as error:  # RegistryError among them: unreachable, refused, malformed
+        return tag, f"{tag}: named by tag: the registry could not be asked for its digest ({printable(str(error), 200)})"
+    if digest is None:
+        return tag, f"{tag}: named by tag: not published in {reference.registry} yet"
+    return reference.pinned(digest), ""
+
+
+@dataclass(frozen=True)
+class KubeResult:
+    manifests: Manifests
+    targets: tuple[Target, ...]
+
+
+def kube(choices: Choices, subject: str, options: KubeOptions, lookup: Lookup) -> KubeResult:
+    selection = select_targets(choices)
+    targets = pair_targets(selection.targets, subject)
+    registries: dict[str, Registry] = {}
+    images, notes = {}, []
+    for target in targets:
+        images[target.id], note = _published(target, lookup, registries)
+        notes += [note] if note else []
+    if len({t.vendor for t in targets}) == 1:
+        notes.append(f"{targets[0].id} has no twin in the matrix: manifests for one vendor only")
+    found = manifests(targets, images, options, selection.matrix.compat)
+    return KubeResult(Manifests(found.objects, (*notes, *found.notes)), targets)
