@@ -65,12 +65,14 @@ def build(matrix: Path, pip_conf: Path, out: Path, env: dict, *extra) -> Build:
 
 
 def team_matrix(folder: Path, index_url: str, repository: str, include: str, stacks: str = "", compile: bool = False,
-                registry: str = "localhost:5000") -> Path:
+                registry: str = "localhost:5000", installer: str = "pip") -> Path:
     """A team fork of the default matrix whose wheels come from a local index. Torch doubles cannot compile,
-    so their images leave out the torch.compile toolchain unless `compile` asks for it (the real image)."""
+    so their images leave out the torch.compile toolchain unless `compile` asks for it (the real image). The
+    installer is pip unless a test asks for uv, whose wheel its index must then serve (uv_wheel)."""
     path = folder / "matrix.toml"
     path.write_text(f'extends = "default"\nregistry = "{registry}"\nrepository = "{repository}"\n'
-                    f'wheel_index = "{index_url}"\ninclude = {include}\ncompile = {str(compile).lower()}\n{textwrap.dedent(stacks)}')
+                    f'wheel_index = "{index_url}"\ninclude = {include}\ncompile = {str(compile).lower()}\n'
+                    f'installer = "{installer}"\n{textwrap.dedent(stacks)}')
     return path
 
 

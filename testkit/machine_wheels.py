@@ -90,3 +90,35 @@ def default_index() -> str:
     from pip._internal.models.index import PyPI
 
     return PyPI.simple_url
+
+
+def cuda_index(host: str = "127.0.0.1"):
+    """This machine's own wheels on a local index, named as PyTorch's index names them (not started):
+    /cu130/ holds torch 2.14.1 and torchvision 0.29.1 renamed +cu130 with everything else this machine has, and
+    mirrors the projects it lacks from the machine's default index, as download.pytorch.org mirrors torch's
+    dependencies; /all/ is every wheel and the uv the images pin, as find-links. None when the machine has no
+    such torch wheels."""
+    from buildkit.adapters.bundled import shipped_compat
+    from testkit.builds import machine_ca_bundle
+    from testkit.wheel_index import WheelIndex
+
+    wheels = local_wheels() + [uv_wheel(shipped_compat().uv)]
+    builds = [w for w in wheels if w.name.startswith(("torch-2.14.1-cp311", "torchvision-0.29.1-cp311"))]
+    if len(builds) != 2:
+        return None
+    cache = Path.home() / ".cache" / "buildkit-tests"
+    cu130 = [w for w in wheels if w not in builds] + [as_backend_build(w, "cu130", cache) for w in builds]
+    return WheelIndex({"cu130": cu130, "all": wheels}, flat={"all"}, upstream={"cu130": default_index()},
+                      upstream_ca=str(machine_ca_bundle() or "") or True, host=host)
+
+
+def uv_wheel(version: str) -> Path:
+    """uv's wheel for this machine (the release images pin), from the machine's own package index, fetched once:
+    test indexes serve it as a team's mirror of PyPI would."""
+    cache = Path.home() / ".cache" / "buildkit-tests" / f"uv-{version}"
+    found = sorted(cache.glob(f"uv-{version}-*.whl"))
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+                        "--dest", str(cache), f"uv=={version}"], check=True, capture_output=True, timeout=600)
+        found = sorted(cache.glob(f"uv-{version}-*.whl"))
+    return found[0]

@@ -1,7 +1,9 @@
 """A PEP 503 simple index on 127.0.0.1, served from wheel files, for builds that must not reach the internet.
 
 Index paths map to sets of wheels, e.g. {"cu130": [...], "rocm7.2": [...]}; a path can require HTTP basic
-auth, which is how tests prove that index credentials reach pip as a BuildKit secret and nowhere else.
+auth, which is how tests prove that index credentials reach pip as a BuildKit secret and nowhere else. Each
+wheel's core metadata is served beside it (PEP 658), as PyPI and PyTorch's index serve it: a resolver reads
+a wheel's requirements without downloading it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import hashlib
 import html
 import re
 import secrets
+import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -43,6 +46,7 @@ class WheelIndex:
         # files are addressed per index: two indexes may hold different wheels with the same name
         self._files = {(index, path.name): path for index, paths in self.indexes.items() for path in paths}
         self._digests: dict[tuple[str, str], str] = {}
+        self._metadata: dict[tuple[str, str], bytes] = {}
         # Every server gets its own path prefix, so its URLs never repeat: BuildKit keys a RUN step's cache on
         # its text, and a later index on a reused port would otherwise be answered with layers installed from
         # an earlier index's (different) wheels.
@@ -83,6 +87,13 @@ class WheelIndex:
             self._digests[key] = sha.hexdigest()
         return self._digests[key]
 
+    def _core_metadata(self, key: tuple[str, str]) -> bytes:
+        if key not in self._metadata:
+            with zipfile.ZipFile(self._files[key]) as wheel:
+                name = next(n for n in wheel.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+                self._metadata[key] = wheel.read(name)
+        return self._metadata[key]
+
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
         parts = [unquote(p) for p in handler.path.split("?")[0].split("/") if p]
         if parts and parts[0] in self.auth:
@@ -95,6 +106,8 @@ class WheelIndex:
                 return
         if len(parts) == 3 and parts[0] == "files" and (parts[1], parts[2]) in self._files:
             return self._send_file(handler, self._files[(parts[1], parts[2])])
+        if len(parts) == 3 and parts[0] == "files" and parts[2].endswith(".metadata") and (parts[1], parts[2][:-9]) in self._files:
+            return self._send_bytes(handler, self._core_metadata((parts[1], parts[2][:-9])))
         if parts and parts[0] in self.indexes:
             wheels = self.indexes[parts[0]]
             if len(parts) == 1 and parts[0] in self.flat:
@@ -108,8 +121,8 @@ class WheelIndex:
                 chosen = [p for p in wheels if project_of(p.name) == parts[1]]
                 if chosen:
                     body = "".join(
-                        f'<a href="{self.prefix}/files/{parts[0]}/{html.escape(p.name)}#sha256={self._digest((parts[0], p.name))}">'
-                        f"{html.escape(p.name)}</a>\n"
+                        f'<a href="{self.prefix}/files/{parts[0]}/{html.escape(p.name)}#sha256={self._digest((parts[0], p.name))}"'
+                        f'{self._metadata_attributes((parts[0], p.name))}>{html.escape(p.name)}</a>\n'
                         for p in chosen
                     )
                     return self._send_html(handler, body)
@@ -117,6 +130,21 @@ class WheelIndex:
                     return self._send_upstream(handler, f"{self.upstream[parts[0]].rstrip('/')}/{parts[1]}/", self.upstream_ca)
         handler.send_response(404)
         handler.end_headers()
+
+    def _metadata_attributes(self, key: tuple[str, str]) -> str:
+        if not key[1].endswith(".whl"):
+            return ""
+        digest = hashlib.sha256(self._core_metadata(key)).hexdigest()
+        return f' data-dist-info-metadata="sha256={digest}" data-core-metadata="sha256={digest}"'
+
+    @staticmethod
+    def _send_bytes(handler: BaseHTTPRequestHandler, data: bytes) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        if handler.command == "GET":
+            handler.wfile.write(data)
 
     @staticmethod
     def _send_upstream(handler: BaseHTTPRequestHandler, url: str, ca: str | bool) -> None:

@@ -24,7 +24,8 @@ from testkit.builds import (
     pair_doubles,
     team_matrix,
 )
-from testkit.machine_wheels import as_backend_build, default_index, local_wheels
+from buildkit.adapters.bundled import shipped_compat
+from testkit.machine_wheels import cuda_index, uv_wheel
 from testkit.runner import INDEX_PASSWORD, INDEX_USER
 from testkit.session import SESSION
 from testkit.wheel_index import WheelIndex
@@ -105,7 +106,8 @@ def double_index(tmp_path_factory):
     folder = tmp_path_factory.mktemp("doubles")
     doubles = pair_doubles(folder, {"2.14.1": "0.29.1", "2.13.0": "0.28.0"}, {"2.14.1": "0.29.1"})
     # the team's private index (pip.conf, basic auth): the stack's own package comes from there
-    private = [build_wheel(folder / "private", "team-extra", "1.0", {"team_extra/__init__.py": ""})]
+    # uv, which the test pair installs with, comes from there too, as from a team's mirror of PyPI
+    private = [build_wheel(folder / "private", "team-extra", "1.0", {"team_extra/__init__.py": ""}), uv_wheel(shipped_compat().uv)]
     index = WheelIndex({**doubles, "simple": private}, auth={"simple": (INDEX_USER, INDEX_PASSWORD)}).start()
     yield index
     index.stop()
@@ -117,8 +119,9 @@ def pair_setup(tmp_path_factory, double_index, repository):
     folder = tmp_path_factory.mktemp("pair")
     matrix = team_matrix(
         folder, double_index.url, repository, '[{ torch = "2.1[34].*", python = "3.11", flavor = "runtime" }]',
-        'packages = ["team-extra==1.0"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n\n'
-        '[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
+        'packages = ["team-extra==1.0"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n'
+        'pair = { cuda = "13.0", rocm = "7.2" }\n\n[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
+        installer="uv",
     )
     pip_conf = folder / "pip.conf"
     url = double_index.url.replace("http://", f"http://{INDEX_USER}:{INDEX_PASSWORD}@")
@@ -137,15 +140,10 @@ def pair_build(pair_setup, base_image, docker_env, tmp_path_factory, cleanup_ima
 def machine_index():
     """This machine's own wheels (found through its pip configuration) on 127.0.0.1: /cu130/ as a
     simple index for the torch install, /all/ as find-links, which pip reads before any index."""
-    wheels = local_wheels()
-    builds = [w for w in wheels if w.name.startswith(("torch-2.14.1-cp311", "torchvision-0.29.1-cp311"))]
-    if len(builds) != 2:
+    index = cuda_index()
+    if index is None:
         pytest.fail("this machine's pip configuration names no torch 2.14.1 and torchvision 0.29.1 cp311 wheels")
-    cache = Path.home() / ".cache" / "buildkit-tests"
-    cu130 = [w for w in wheels if w not in builds] + [as_backend_build(w, "cu130", cache) for w in builds]
-    # like PyTorch's own index, /cu130/ mirrors the projects torch depends on (from this machine's index)
-    index = WheelIndex({"cu130": cu130, "all": wheels}, flat={"all"}, upstream={"cu130": default_index()},
-                       upstream_ca=str(machine_ca_bundle() or "") or True).start()
+    index.start()
     yield index
     index.stop()
 
@@ -158,7 +156,8 @@ def real_cuda_build(machine_index, base_image, docker_env, tmp_path_factory, rep
     """The real CUDA 13.0 runtime image from the default templates and this machine's wheels."""
     folder = tmp_path_factory.mktemp("real-cuda")
     # its own repository: the test pair has a target of the same id, and each must keep its tags
-    matrix = team_matrix(folder, machine_index.url, f"{repository}-real", f'[{{ id = "{REAL_CUDA}" }}]', compile=True)
+    matrix = team_matrix(folder, machine_index.url, f"{repository}-real", f'[{{ id = "{REAL_CUDA}" }}]', compile=True,
+                         installer="uv")
     extra = ["--ca-bundle", machine_ca_bundle()] if machine_ca_bundle() else []
     return build(matrix, machine_pip_conf(folder, machine_index), folder / "out", docker_env, "--efficiency", *extra)
 
