@@ -18,11 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from testkit.registry import RegistryProcess, Seeder
-from testkit.runner import run_buildkit
-
 from buildkit.adapters.registry import DOCKER_MANIFEST
 from buildkit.app.targets import Choices, select_targets
+from testkit.registry import RegistryProcess, Seeder
+from testkit.runner import run_buildkit
 
 
 def seed(address: str, registry_override: str) -> int:

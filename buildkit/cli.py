@@ -20,7 +20,13 @@ from buildkit import __version__
 from buildkit.app import ALL_VENDORS, CHANNELS, COMPRESSIONS, GPU_MODES, SELECTOR_KEYS, VENDOR_CHOICES
 from buildkit.app.render_tree import write_tree
 from buildkit.app.targets import (
-    Choices, SourceOptions, find_matrix, github_matrix, select_targets, target_json, validate_selection,
+    Choices,
+    SourceOptions,
+    find_matrix,
+    github_matrix,
+    select_targets,
+    target_json,
+    validate_selection,
 )
 from buildkit.errors import Problem, UserError
 from buildkit.ui import views
@@ -182,8 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     hipify.add_argument("--out", type=Path, help="output folder (default: PATH-hip next to PATH)")
     hipify.add_argument("--compile-check", action="store_true", help="compile the hipified sources with hipcc")
     hipify.add_argument("--offload-arch", help="GPU arch for --compile-check (default: the newest data-center arch the hipcc supports)")
-    hipify.add_argument("--toolchain-image", metavar="IMAGE", help="run --compile-check's hipcc in a container of this ROCm toolchain image, not on this machine")
-    hipify.add_argument("--include-dir", action="append", default=[], metavar="DIR", help="an include folder of the tree (relative to PATH) for --compile-check; repeatable")
+    hipify.add_argument("--toolchain-image", metavar="IMAGE",
+                        help="run --compile-check's hipcc in a container of this ROCm toolchain image, not on this machine")
+    hipify.add_argument("--include-dir", action="append", default=[], metavar="DIR",
+                        help="an include folder of the tree (relative to PATH) for --compile-check; repeatable")
     hipify.add_argument("--json", type=Path, help="write the report as JSON")
 
     doctor = _command(commands, "doctor", help="explain why GPU acceleration would or would not work here")
@@ -262,7 +270,8 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-fast", action="store_true", help="stop all builds at the first failure")
     parser.add_argument("--out", type=Path, default=Path("buildkit-out"), help="logs, build contexts, reports (default: buildkit-out)")
     parser.add_argument("--docker", help="docker CLI to build with (default: $BUILDKIT_DOCKER, else docker on PATH); it needs the buildx plugin")
-    parser.add_argument("--builder", help="buildx builder (docker-container, kubernetes, remote driver) or docker context to build on (default: the current one)")
+    parser.add_argument("--builder", help="buildx builder (docker-container, kubernetes, remote driver) or docker context "
+                                          "to build on (default: the current one)")
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
                         help="build for this platform (repeatable; linux/amd64, linux/arm64): an image index per target, "
                              "for the platforms its wheels exist for (default: linux/amd64)")

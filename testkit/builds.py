@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.core.compat import compat_from_data
 from buildkit.adapters.bundled import compat_data
+from buildkit.core.compat import compat_from_data
 from buildkit.core.judge import cuda_arch_names
 from testkit.runner import run_buildkit
 from testkit.wheel_index import WheelIndex
 from testkit.wheels import companion_double, torch_double
-
 
 # What torch doubles report as compiled: the official lists, as the real wheels would (release cu130 wheels
 # carry no PTX, so no compute_120: see compat.toml's cuda-release-ptx source)

@@ -33,7 +33,7 @@ class SpareEngine:
         """The environment of a process that talks to this engine (DOCKER_HOST)."""
         return {**os.environ, "DOCKER_HOST": f"unix://{self.socket}", "BUILDKIT_DOCKER": self.docker}
 
-    def start(self, base_image: str, context: bool = False) -> "SpareEngine":
+    def start(self, base_image: str, context: bool = False) -> SpareEngine:
         tag = uuid.uuid4().hex[:8]
         self.root = Path(f"/tmp/bk-engine-{tag}")  # short: unix socket paths are limited to 108 bytes
         self.root.mkdir()

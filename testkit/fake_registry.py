@@ -18,11 +18,11 @@ import secrets
 import ssl
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -53,7 +53,7 @@ class Journal:
         with self.lock:
             self.seen.append(seen)
 
-    def at(self, origin: "FakeOrigin") -> list[Seen]:
+    def at(self, origin: FakeOrigin) -> list[Seen]:
         return [s for s in self.seen if s.origin == origin.url]
 
     def credentials_by_origin(self) -> dict[str, set[str]]:

@@ -10,8 +10,8 @@ import base64
 import hashlib
 import re
 import subprocess
-import zipfile
 import sys
+import zipfile
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 

@@ -72,7 +72,7 @@ class PyTorchIndex:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/{PREFIX}"
 
-    def start(self) -> "PyTorchIndex":
+    def start(self) -> PyTorchIndex:
         self.server = serve(self._handler)
         return self
 

@@ -115,7 +115,7 @@ class RegistryProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> "RegistryProcess":
+    def start(self) -> RegistryProcess:
         binary = shutil.which("docker-registry") or shutil.which("registry")
         if binary is None:
             raise RuntimeError("docker-registry is not installed (Debian package docker-registry; .ci/run installs it)")

@@ -71,7 +71,7 @@ class WheelIndex:
     def url(self) -> str:
         return f"http://{self.host}:{self.server.server_address[1]}{self.prefix}"
 
-    def start(self) -> "WheelIndex":
+    def start(self) -> WheelIndex:
         self.server = serve(self._handler, self.host)
         return self
 

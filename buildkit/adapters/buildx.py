@@ -22,10 +22,10 @@ import signal
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 from buildkit.adapters.registry_auth import Credentials
 from buildkit.adapters.secrets import Redactor
@@ -93,7 +93,7 @@ def _inspect(docker: str, name: str, context: str) -> tuple[str, tuple[str, ...]
     result = _run(argv)
     if result is None or result.returncode != 0:
         return None
-    driver, platforms = "", ()
+    driver, platforms = "", tuple[str, ...]()
     for line in result.stdout.splitlines():
         found = _FIELD_RE.match(line)
         if found and found.group(1) == "Driver":

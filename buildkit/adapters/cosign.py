@@ -21,13 +21,14 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from buildkit.adapters.secrets import Redactor
 from buildkit.adapters.registry import Credentials
 from buildkit.adapters.registry_transport import registry_is_loopback
+from buildkit.adapters.secrets import Redactor
 from buildkit.errors import Problem, UserError
 
 COSIGN_ENV = "BUILDKIT_COSIGN"  # a cosign binary other than the first on PATH

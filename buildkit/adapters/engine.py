@@ -9,8 +9,8 @@ import io
 import json
 import os
 import tarfile
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import docker
 import docker.errors
@@ -19,7 +19,6 @@ import requests.exceptions
 
 from buildkit.core.host import EngineFacts, GpuAccess
 from buildkit.errors import Problem, UserError, printable
-
 
 # Reaching the engine is quick or it is not happening: a socket that is missing or refuses answers at
 # once, and an address that swallows packets (a stopped VM, a wrong DOCKER_HOST) must not hold a command
@@ -248,6 +247,7 @@ def image_bytes(client: docker.DockerClient, image_id: str) -> ImageBytes:
             if not member.isreg():
                 continue
             handle = archive.extractfile(member)
+            assert handle is not None  # a regular file's member has its data
             if member.name == "manifest.json":
                 order = json.loads(handle.read())[0]["Layers"]
             elif member.name.startswith("blobs/"):

@@ -92,7 +92,7 @@ class ImageRunner:
     on_host = False
 
     @classmethod
-    def of(cls, image: str) -> "ImageRunner":
+    def of(cls, image: str) -> ImageRunner:
         client = engine.connect()
         try:
             client.images.get(image)

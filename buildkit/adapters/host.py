@@ -48,7 +48,7 @@ class Identity:
     gids: frozenset[int]
 
     @classmethod
-    def current(cls) -> "Identity":
+    def current(cls) -> Identity:
         return cls(os.getuid(), frozenset({os.getgid(), *os.getgroups()}))
 
 

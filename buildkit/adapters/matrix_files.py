@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Any
 
 from buildkit.adapters.bundled import builtin_templates_dir, compat_data, default_matrix_path
 from buildkit.adapters.regular_files import NotReadable, describe_path, read_regular
@@ -69,7 +70,7 @@ def _template_dir(current: Path, file: TextFile) -> str | None:
     if template_dir is None:
         return None
     folder = current.parent.resolve()
-    where = dict(key="template_dir", line=file.lines.line("template_dir"))
+    where: dict[str, Any] = dict(key="template_dir", line=file.lines.line("template_dir"))
     try:
         candidate = (folder / template_dir).resolve() if isinstance(template_dir, str) else None
     except (OSError, RuntimeError, ValueError):  # a NUL byte, a loop of links
@@ -96,7 +97,7 @@ def read_layers(path: Path) -> list[Layer]:
         file = _read(current)
         chain.insert(0, Layer(path=shown, data=file.data, template_dir=_template_dir(current, file), lines=file.lines.lines))
         parent = file.data.get("extends")
-        where = dict(key="extends", line=file.lines.line("extends"))
+        where: dict[str, Any] = dict(key="extends", line=file.lines.line("extends"))
         if parent is None:
             current = None
         elif not isinstance(parent, str) or not parent or "\0" in parent or len(parent) > 1024:

@@ -19,14 +19,14 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlencode
 
 from buildkit.adapters.registry_auth import Credentials, load_credentials, may_receive_credentials
 from buildkit.adapters.registry_platforms import Platform, image_entries, pick, platform_of
-from buildkit.adapters.registry_transport import RegistryError, Reply, Transport, UnsafeUrl, Url, parse_url
+from buildkit.adapters.registry_transport import RegistryError, Reply, Transport, UnsafeUrl, parse_url
 from buildkit.errors import Problem, printable
 
 __all__ = [

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +39,7 @@ class Credentials:
     @property
     def docker_auth(self) -> str:
         """base64 of user:password, UTF-8 encoded: the `auth` of a docker config.json entry."""
-        return base64.b64encode(f"{self.username}:{self.password}".encode("utf-8")).decode("ascii")
+        return base64.b64encode(f"{self.username}:{self.password}".encode()).decode("ascii")
 
 
 def may_receive_credentials(registry: Origin, target: Origin) -> bool:
@@ -50,9 +51,8 @@ def may_receive_credentials(registry: Origin, target: Origin) -> bool:
     return registry.loopback and target.loopback
 
 
-def load_credentials(registry: str, auth_file: Path | None = None, environ: dict | None = None) -> Credentials | None:
+def load_credentials(registry: str, auth_file: Path | None = None, environ: Mapping[str, str] = os.environ) -> Credentials | None:
     """Credentials for `registry` (a host[:port]), or None for anonymous access."""
-    environ = os.environ if environ is None else environ
     if auth_file is not None:
         found = _from_document(_read_json(auth_file, "--registry-auth-file"), registry, str(auth_file))
         if found is None:
@@ -124,8 +124,8 @@ def _from_entry(entry: object, where: str, key: str) -> Credentials | None:
             raise UserError(Problem(where, "does not decode to UTF-8 text", key=f"{key}.auth")) from None
         if ":" not in text:
             raise UserError(Problem(where, 'does not hold "user:password" (no ":")', key=f"{key}.auth"))
-        username, _, password = text.partition(":")
-        return Credentials(username, password)
+        user, _, secret = text.partition(":")
+        return Credentials(user, secret)
     username, password = entry.get("username"), entry.get("password", "")
     if username is None:
         return None

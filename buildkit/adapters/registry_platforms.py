@@ -24,14 +24,14 @@ class Platform:
     variant: str = ""
 
     @classmethod
-    def parse(cls, text: str) -> "Platform":
+    def parse(cls, text: str) -> Platform:
         parts = text.split("/")
         if not 2 <= len(parts) <= 3 or not all(_PART_RE.fullmatch(part) for part in parts):
             raise UserError(Problem("--platform", f"expected os/architecture[/variant] such as linux/amd64 or linux/arm64, got {text!r}"))
         return cls.of(*parts)
 
     @classmethod
-    def of(cls, os: str, architecture: str, variant: str = "") -> "Platform":
+    def of(cls, os: str, architecture: str, variant: str = "") -> Platform:
         return cls(os, architecture, "" if _DEFAULT_VARIANT.get(architecture) == variant else variant)
 
     @property
@@ -41,7 +41,7 @@ class Platform:
     def __str__(self) -> str:
         return f"{self.os}/{self.architecture}" + (f"/{self.variant}" if self.variant else "")
 
-    def accepts(self, offered: "Platform") -> bool:
+    def accepts(self, offered: Platform) -> bool:
         """Whether an image for `offered` serves this platform: same os and architecture, and the same
         variant where this one names a variant."""
         return (offered.os, offered.architecture) == (self.os, self.architecture) and self.variant in ("", offered.variant)

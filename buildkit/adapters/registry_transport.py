@@ -17,16 +17,16 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
 from urllib.parse import urljoin
 
 import requests
 import requests.utils
 import urllib3.connection
 import urllib3.exceptions
-import urllib3.util
 import urllib3.poolmanager
+import urllib3.util
 from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -64,7 +64,7 @@ class Origin:
     port: int
 
     @classmethod
-    def of(cls, scheme: str, host: str, port: int | None) -> "Origin":
+    def of(cls, scheme: str, host: str, port: int | None) -> Origin:
         scheme = scheme.lower()
         return cls(scheme, host.lower().removeprefix("[").removesuffix("]"), port or _DEFAULT_PORTS.get(scheme, 0))
 
@@ -201,7 +201,7 @@ class _Watchdog:
         self.timer = threading.Timer(max(seconds, 0.0), self._fire)
         self.timer.daemon = True
 
-    def __enter__(self) -> "_Watchdog":
+    def __enter__(self) -> _Watchdog:
         _current.watchdog = self
         self.timer.start()
         return self
@@ -241,13 +241,13 @@ class _Watched:
         super().connect()  # type: ignore[misc]
         watchdog = getattr(_current, "watchdog", None)
         if watchdog is not None:
-            watchdog.attach(self)  # type: ignore[arg-type]
+            watchdog.attach(self)
 
     def request(self, *args, **kwargs):
         watchdog = getattr(_current, "watchdog", None)
         if watchdog is not None:
-            watchdog.attach(self)  # type: ignore[arg-type]
-        return super().request(*args, **kwargs)  # type: ignore[misc]
+            watchdog.attach(self)
+        return super().request(*args, **kwargs)
 
 
 class _WatchedHTTPConnection(_Watched, urllib3.connection.HTTPConnection):

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from buildkit.errors import Problem, UserError
 
@@ -231,7 +232,7 @@ def _read_manifest(root: int, folder: OwnedFolder) -> _Manifest:
     return manifest
 
 
-def _is_hash_map(value: object) -> bool:
+def _is_hash_map(value: object) -> TypeGuard[dict[str, str]]:
     return isinstance(value, dict) and all(
         isinstance(k, str) and isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v)
         for k, v in value.items()
@@ -363,6 +364,7 @@ def _folder(root: int, parts: list[str], create: bool) -> Iterator[int | None]:
 def _write_file(root: int, path: str, source: bytes | Path, umask: int) -> None:
     *parents, name = path.split("/")
     with _folder(root, parents, create=True) as parent:
+        assert parent is not None  # created when missing
         if isinstance(source, Path):
             mode = stat.S_IMODE(os.stat(source).st_mode) & ~umask  # keep an executable script executable
             _replace_file(parent, name, None, source, mode)
@@ -382,6 +384,7 @@ def _replace_file(folder: int, name: str, data: bytes | None, source: Path | Non
                 while view:
                     view = view[os.write(descriptor, view):]
             else:
+                assert source is not None  # one of the two is given
                 with open(source, "rb") as handle:
                     while chunk := handle.read(_CHUNK):
                         view = memoryview(chunk)

@@ -13,12 +13,13 @@ reading files only: nothing of the image's own entrypoint runs, nothing is writt
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from importlib import resources
-from typing import Mapping
 
 import docker
 import docker.errors
 import requests.exceptions
+
 from buildkit import __version__
 from buildkit.core import labels as label_keys
 from buildkit.core.reference import ImageReference

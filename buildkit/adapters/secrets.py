@@ -12,10 +12,10 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 from urllib.parse import unquote, urlsplit
 
 from buildkit.errors import Problem, UserError

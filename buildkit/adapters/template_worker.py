@@ -35,7 +35,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import BinaryIO, Sequence
+from collections.abc import Sequence
+from typing import IO, cast
 
 import jinja2
 
@@ -52,21 +53,21 @@ _FRAME = struct.Struct(">Q")
 BATCH = 256  # planned images per frame: a few hundred KB
 
 
-def _send(stream: BinaryIO, value: object) -> None:
+def _send(stream: IO[bytes], value: object) -> None:
     """One pickled frame (CLI -> worker only: the worker's answers are JSON, never unpickled by the CLI)."""
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_FRAME.pack(len(data)) + data)
     stream.flush()
 
 
-def _receive_frame(stream: BinaryIO) -> object | None:
+def _receive_frame(stream: IO[bytes]) -> object | None:
     head = stream.read(_FRAME.size)
     if len(head) < _FRAME.size:
         return None  # the CLI is done
     return pickle.loads(stream.read(_FRAME.unpack(head)[0]))
 
 
-def _answer(stream: BinaryIO, text: str | None = None, **reply: object) -> None:
+def _answer(stream: IO[bytes], text: str | None = None, **reply: object) -> None:
     """One answer: a JSON line, then for a rendered text its UTF-8 bytes (their count in the line): encoding a
     Dockerfile as a JSON string cost a tenth of a render."""
     data = text.encode("utf-8", "surrogatepass") if text is not None else b""
@@ -101,7 +102,7 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
     setup = _receive_frame(commands)
     if setup is None:
         return
-    loader, source = setup  # type: ignore[misc]
+    loader, source = cast(tuple[jinja2.BaseLoader, str], setup)
     renderer = Renderer(loader, source, {}, None)  # renders planned images only: their install plans come with them
     # A worker stopped by its CPU limit would otherwise dump core, into the team's folder it runs in.
     _lower(resource.RLIMIT_CORE, 0)

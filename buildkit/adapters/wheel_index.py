@@ -19,7 +19,11 @@ from urllib.parse import unquote, urlsplit
 
 import requests
 from packaging.utils import (
-    InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, parse_wheel_filename,
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
 )
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
@@ -112,7 +116,8 @@ class WheelIndex:
                         raise WheelIndexError(Problem(self.url, f"GET {url}: the page is over {self.max_bytes >> 20} MiB; is this a wheel index?"))
                 return body.decode("utf-8", errors="replace")
         except requests.RequestException as error:
-            raise WheelIndexError(Problem(self.url, f"cannot read the wheel index ({type(error).__name__}); check the address and the network, or pass --index URL")) from None
+            raise WheelIndexError(Problem(self.url, f"cannot read the wheel index ({type(error).__name__}); check the address and the "
+                                                    "network, or pass --index URL")) from None
 
 
 def default_package_index() -> str:

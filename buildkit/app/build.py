@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
 
 import docker
 
 from buildkit.adapters import buildx, engine
+from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.adapters.host import read_host
 from buildkit.adapters.proven import ProvenImages
 from buildkit.adapters.registry_auth import Credentials
 from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets
-from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core import release
@@ -240,7 +240,7 @@ class BuildRunner:
         request = buildx.BuildRequest(
             dockerfile=dockerfile,
             # a source build of a local checkout sends it as the context; everything else needs none
-            context=self.options.source_context if target.source_checkout else dockerfile.parent,
+            context=self.options.source_context if target.source_checkout and self.options.source_context else dockerfile.parent,
             named_contexts={SUPPORT_CONTEXT: dockerfile.parent / SUPPORT_DIR} if target.source_checkout else {},
             build_args=dict(item.build_args),
             labels={**item.labels, **build_stamp_labels(self.options.created, self.options.revision)},
@@ -360,7 +360,9 @@ class BuildRunner:
         images = {item.target.id: item.target.image_name for item in rendered}
         for move in plan.moves:
             reference = f"{images[move.target]}:{move.tag}"
-            engine.tag_image(self.client, by_id[move.target].image_id, reference)
+            image_id = by_id[move.target].image_id
+            assert image_id is not None  # a floating tag moves only to an image built here
+            engine.tag_image(self.client, image_id, reference)
             by_id[move.target].tags.append(reference)
 
     def _in_parallel(self, function: Callable[[Rendered], TargetResult | None], items: list[Rendered]) -> tuple[dict[str, TargetResult], bool]:

@@ -7,9 +7,10 @@ reading the chain by hand.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from buildkit.adapters.bundled import compat_data
 from buildkit.adapters.matrix_files import read_sources
@@ -29,7 +30,7 @@ def resolve(path: Path | None) -> ResolvedMatrix:
     read once, for both."""
     sources = read_sources(path)
     resolve_matrix(sources, compat_data())
-    layers = list(sources.layers)
+    layers = sources.layers
     merged = merge_layers(layers)
     data = {key: value for key, value in merged.data.items() if key != "extends"}
     stack_origins: dict[int, list[str]] = {}

@@ -20,8 +20,8 @@ from buildkit.adapters.cosign import Cosign, Signer, Trust
 from buildkit.adapters.registry import Credentials, Registry, annotated, load_credentials
 from buildkit.adapters.registry_deletion import Deletion, deletion_for
 from buildkit.adapters.secrets import IndexSettings
-from buildkit.app.lock import lock_matrix
 from buildkit.app.build import BuildOptions, BuildStatus, Display, build_targets
+from buildkit.app.lock import lock_matrix
 from buildkit.app.targets import Choices, select_targets
 from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, sign, supply_chain_client
 from buildkit.core import grammar, labels, release
@@ -167,7 +167,7 @@ def publish(
     for target_id, item in by_id.items():
         state = published[target_id]
         status = release.initial_outcome(item.fingerprint, state, build=not options.require_published)
-        outcomes[target_id] = TargetOutcome(target_id, item.target.pair, status, digest=state.digest if status.good else "")
+        outcomes[target_id] = TargetOutcome(target_id, item.target.pair, status, digest=state.digest if state is not None and status.good else "")
         if status is Outcome.MISSING:
             outcomes[target_id].error = ("the registry holds an image of another fingerprint: its build job did not publish this one"
                                          if state else "not in the registry: its build job did not publish it")

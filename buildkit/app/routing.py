@@ -18,8 +18,7 @@ import docker
 from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
 from buildkit.app.targets import Choices, Selection, select_targets
-from buildkit.core.host import (EngineFacts, Finding, HostFacts, Routing, arch_covered, assess, engine_from_option, gpu_access, route,
-                                run_verdict)
+from buildkit.core.host import EngineFacts, Finding, HostFacts, Routing, arch_covered, assess, engine_from_option, gpu_access, route, run_verdict
 from buildkit.core.labels import ImageIdentity, image_labels
 from buildkit.core.plan import Plan, Target
 from buildkit.errors import Problem, UserError

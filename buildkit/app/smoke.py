@@ -3,8 +3,8 @@ against what the image's labels say it is."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import docker
 import docker.errors

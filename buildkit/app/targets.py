@@ -8,9 +8,9 @@ rendering adds its Dockerfile. Each command takes only the step it needs: `valid
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
 
 from buildkit.adapters.bundled import default_matrix_path, image_support_files
 from buildkit.adapters.matrix_files import load_matrix

@@ -10,8 +10,9 @@ Pure: the caller supplies the clock, the host name and the driver version (Smoke
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from buildkit.core.host import HostFacts
 from buildkit.core.judge import Verdict, cuda_arch_names
@@ -104,7 +105,8 @@ def passing_gpu_test(predicate: Any, vendor: str, gpu_arch: str | None = None) -
     if not isinstance(predicate, Mapping) or not isinstance(predicate.get("verdict"), Mapping):
         return False, "not a buildkit GPU test predicate"
     if predicate.get("predicate_version") != PREDICATE_VERSION:
-        return False, f"GPU test predicate version {predicate.get('predicate_version')!r} is not one this buildkit reads ({PREDICATE_VERSION}); upgrade buildkit"
+        return False, (f"GPU test predicate version {predicate.get('predicate_version')!r} is not one this buildkit reads "
+                       f"({PREDICATE_VERSION}); upgrade buildkit")
     tested_vendor = (predicate.get("image") or {}).get("vendor")
     if tested_vendor != vendor:
         return False, f"the GPU test is for a {tested_vendor or 'unknown'} image, this image is {display}'s"

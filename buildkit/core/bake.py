@@ -13,7 +13,8 @@ working directory, and a copy moved elsewhere builds after setting BUILDKIT_BAKE
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from buildkit.core.cache import target_cache
 from buildkit.core.render import Rendered

@@ -7,8 +7,9 @@ team's explicit [compat] overrides) into frozen lookups. Loading the file is the
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from packaging.version import Version
 

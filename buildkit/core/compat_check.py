@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 import tomlkit
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename

@@ -10,9 +10,10 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from functools import cache
+from typing import Any
 
 from buildkit.core import grammar
 from buildkit.errors import Problem, printable
@@ -49,7 +50,7 @@ def _is_literal(pattern: str) -> bool:
     return not _GLOB_SPECIAL & set(pattern)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _glob_test(pattern: str) -> Callable[[str], bool]:
     """A glob as a test of one value, made once per distinct pattern for the run. fnmatch's own cache holds
     32,768 patterns: a matrix with more rules than that recompiled every pattern at every match, which made
@@ -59,7 +60,8 @@ def _glob_test(pattern: str) -> Callable[[str], bool]:
     if _is_literal(pattern):
         return pattern.__eq__
     if "?" in pattern or "[" in pattern:
-        return lambda value, match=re.compile(fnmatch.translate(pattern)).match: match(value) is not None
+        match = re.compile(fnmatch.translate(pattern)).match
+        return lambda value: match(value) is not None
     head, *middle, tail = pattern.split("*")
 
     def test(value: str) -> bool:
@@ -406,8 +408,8 @@ STACK: dict[str, Field] = {
 # What a team's [compat] table may override, with the grammar of each value (they reach Dockerfiles,
 # tags and URLs exactly as the shipped facts do).
 _NOTES = Texts(grammar.note)
-_BACKEND_FACTS = {
-    "archs": None,  # per backend, below
+# every backend's facts but its arch list, whose grammar is the backend's (below)
+_BACKEND_FACTS: dict[str, Kind] = {
     "devel_base": Text(grammar.image_reference),
     "driver_min": Text(grammar.driver_version),
     "driver_toolkit": Text(grammar.driver_version),

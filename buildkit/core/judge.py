@@ -7,8 +7,9 @@ answers True there, and a CUDA torch on an AMD host answers False and runs on th
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from buildkit.core import labels
 from buildkit.core.labels import ImageIdentity

@@ -6,8 +6,8 @@ is from its labels, never from what torch reports at run time. This module alone
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from buildkit.core.compat import AMD64, ARM64
 from buildkit.core.plan import Target
@@ -124,14 +124,14 @@ class ImageIdentity:
         return self.vendor.backend
 
     @classmethod
-    def of_target(cls, target: Target) -> "ImageIdentity":
+    def of_target(cls, target: Target) -> ImageIdentity:
         """What the image of `target` will say it is (its labels for linux/amd64), without writing them."""
         return cls(vendor=BY_BACKEND[target.backend], backend_version=target.backend_version, archs=target.archs,
                    target=target.id, torch=target.torch, python=target.python, flavor=target.flavor,
                    pair=target.pair or "", base_image=target.base_image, compile=target.compile)
 
     @classmethod
-    def read(cls, labels: Mapping[str, str] | None, platform: str = AMD64) -> "ImageIdentity | None":
+    def read(cls, labels: Mapping[str, str] | None, platform: str = AMD64) -> ImageIdentity | None:
         """None when the labels do not say which GPU backend the image is for (not a buildkit image). The
         arch list is the one of `platform`'s wheels (arm64 CUDA wheels have their own)."""
         labels = labels or {}

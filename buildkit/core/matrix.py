@@ -10,8 +10,9 @@ problem, each naming its file, key path and what was expected, before anything i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -348,7 +349,9 @@ class _StackReader:
             # A wheel carries the arch list it was built with: a team can narrow it, never widen it.
             for version in backends.get(backend, ()):
                 official = self.compat.backend(backend, version)
-                extra = [arch for arch in names if official and arch not in official.archs and arch.removesuffix("+PTX") in known]
+                if official is None:
+                    continue  # its own problem is reported with the stack's versions
+                extra = [arch for arch in names if arch not in official.archs and arch.removesuffix("+PTX") in known]
                 if extra:
                     self.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' "
                                                          f"arch list ({', '.join(official.archs)}); a wheel image can only narrow it")
@@ -362,8 +365,8 @@ class _StackReader:
             if name not in self.compat.families:
                 self.fail(where, f"{key}[{index}]", f"unknown ROCm family {name!r}; known: {', '.join(sorted(self.compat.families))} "
                                                     "(or describe it in [compat.families])")
-        thin = [self.compat.backend("rocm", v) for v in backends.get("rocm", ())]
-        thin = [release for release in thin if release is not None and release.thin_wheels]
+        releases = [self.compat.backend("rocm", v) for v in backends.get("rocm", ())]
+        thin = [release for release in releases if release is not None and release.thin_wheels]
         if families and not thin and "rocm_families" in self.entry:  # set for this stack, not inherited
             self.fail(where, key, "rocm_families builds thin-wheel ROCm images per family, and this stack has no thin-wheel "
                                   f"ROCm version ({', '.join(backends.get('rocm', ())) or 'none'})")
@@ -380,10 +383,10 @@ class _StackReader:
             layout = self.compat.layout_of(release)
             missing = sorted(gfx for gfx in carried if gfx not in self.compat.device_archs(release.version))
             if layout is not None and missing:
-                index = layout.index or f"the ROCm {release.version} wheel index"
+                shown = layout.index or f"the ROCm {release.version} wheel index"
                 self.fail(where, key if declared else self.located("archs")[1],
                           f"{', '.join(missing)}: no device package ({', '.join(layout.device_packages(missing[0]))}) on "
-                          f"{index} ({layout.name} layout); its device packages cover: {', '.join(self.compat.device_archs(release.version))}")
+                          f"{shown} ({layout.name} layout); its device packages cover: {', '.join(self.compat.device_archs(release.version))}")
 
     def _pair(self, backends: Mapping[str, tuple[str, ...]]) -> dict[str, str] | None:
         chosen = self.value("pair") if "pair" in self.entry else {}

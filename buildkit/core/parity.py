@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from buildkit.core.plan import Target
 from buildkit.errors import UserError

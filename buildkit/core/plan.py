@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 from buildkit.core import grammar
-from buildkit.core.vendors import BACKENDS, of_backend
 from buildkit.core.compat import AMD64, ARM64, Compat
 from buildkit.core.fields import Rule, apply_rules
 from buildkit.core.matrix import Matrix, Stack, User, first_problems
 from buildkit.core.source import SOURCE_FLAVOR
+from buildkit.core.vendors import BACKENDS, of_backend
 from buildkit.errors import Problem, UserError
 
 ALL_VENDORS = "all"  # --vendor all: no vendor criterion
@@ -221,7 +222,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                 local = layout.local.format(version=version)
             index_url = layout.index if layout and layout.index else compat.wheel_index_url(matrix.wheel_index, stack.channel, vendor.index_tag(version))
             # what every target of this backend version shares, whatever its flavor and Python
-            shared = dict(
+            shared: dict[str, Any] = dict(
                 vendor=vendor.name, backend=backend, backend_version=version, torch=stack.torch,
                 index_url=index_url,
                 # exact builds for the same backend as torch (0.29.1+rocm7.2); the nightly channel takes the newest

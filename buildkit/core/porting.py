@@ -18,7 +18,8 @@ from dataclasses import dataclass
 # --- the static report -----------------------------------------------------------------------------------------
 
 # What is CUDA-only once hipify has run: runtime/driver/library identifiers and CUDA-only headers.
-_IDENTIFIER_RE = re.compile(r"\b(?:(?:cuda|cublas(?:Lt)?|cufft|curand|cusparse(?:Lt)?|cusolver(?:Dn|Sp)?|cudnn|nvrtc|nvtx|nccl)[A-Z]\w*|cu[A-Z][a-z]\w*|CU(?:DA|BLAS)_[A-Z0-9_]+)\b")
+_IDENTIFIER_RE = re.compile(r"\b(?:(?:cuda|cublas(?:Lt)?|cufft|curand|cusparse(?:Lt)?|cusolver(?:Dn|Sp)?|cudnn|nvrtc|nvtx|nccl)[A-Z]\w*"
+                            r"|cu[A-Z][a-z]\w*|CU(?:DA|BLAS)_[A-Z0-9_]+)\b")
 _INCLUDE_RE = re.compile(r'#\s*include\s*[<"]([^>"]+)[>"]')
 _CUDA_HEADER_RE = re.compile(r"(?:cuda|cub|thrust|cublas|cufft|curand|cusparse|cusolver|cudnn|nvtx)")
 # CUDA-only libraries torch's hipify has no mapping for (torch/utils/hipify/cuda_to_hip_mappings.py names
@@ -191,7 +192,8 @@ def header_advice(header: str) -> str:
     return next((advice for prefix, advice in _HEADER_SOURCES if header.startswith(prefix)),
                 "it is in none of this tree, torch's, Python's or the toolchain's include folders: add its folder "
                 "with --include-dir, or install the library that provides it")
-_DIAGNOSTIC_RE = re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?:(?P<column>\d+):)?\s+(?P<kind>fatal error|error|warning|note|required from)\b:?\s*(?P<message>.*)$")
+_DIAGNOSTIC_RE = re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?:(?P<column>\d+):)?\s+"
+                            r"(?P<kind>fatal error|error|warning|note|required from)\b:?\s*(?P<message>.*)$")
 _MISSING_RE = re.compile(r"^'?(?P<header>[^':]+?)'?(?: file not found|: No such file or directory)$")
 
 

@@ -7,8 +7,9 @@ and build arguments (mode=max records them, buildkit's fingerprint label among t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from buildkit.core import labels
 

@@ -15,7 +15,7 @@ class ImageReference:
     digest: str = ""
 
     @classmethod
-    def parse(cls, text: str) -> "ImageReference | None":
+    def parse(cls, text: str) -> ImageReference | None:
         """None when text is not a valid reference."""
         if grammar.image_reference(text) is not None:
             return None

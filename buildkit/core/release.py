@@ -12,9 +12,9 @@ they are table-tested for every combination of outcomes:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Mapping, Sequence
 
 from buildkit.core.plan import Target
 

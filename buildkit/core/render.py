@@ -21,9 +21,10 @@ import dataclasses
 import hashlib
 import itertools
 import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import jinja2
 import jinja2.meta
@@ -32,12 +33,12 @@ from jinja2.environment import TemplateModule
 from jinja2.runtime import Macro
 
 from buildkit.core import labels
+from buildkit.core.compat import Compat
 from buildkit.core.guard import guard_config
+from buildkit.core.install_plan import TorchInstall, torch_install
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
-from buildkit.core.compat import Compat
-from buildkit.core.install_plan import TorchInstall, torch_install
 from buildkit.core.templates import TemplateSet
 from buildkit.errors import Problem, UserError, printable
 

@@ -7,8 +7,9 @@ and pkg:pypi/<PEP 503 name>@<version>, so scanners (Grype, Trivy, Dependency-Tra
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from packageurl import PackageURL
 from packaging.utils import canonicalize_name

@@ -9,8 +9,8 @@ with the problem it has: using it is that error, and it never lets the next fold
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 import jinja2
 

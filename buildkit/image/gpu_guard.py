@@ -152,7 +152,7 @@ def _mode():
     return mode if mode in MODES else "warn"  # a misspelt mode must not turn the guard off
 
 
-_checked = []  # some site.py builds (Debian's) process a venv's .pth files twice: say it once a process
+_checked = []  # type: list[bool]  # some site.py builds (Debian's) process a venv's .pth files twice: say it once a process
 
 
 def check(root="/"):

@@ -15,7 +15,7 @@ def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
 
     for action in _actions(parser):
         if action.type is Path:
-            action.complete = shtab.FILE  # type: ignore[attr-defined]  # shtab reads this attribute
+            action.complete = shtab.FILE  # shtab reads this attribute
     return shtab.complete(parser, shell=shell)
 
 

@@ -32,7 +32,7 @@ class PlainDisplay(Display):
         self.console = console
         self.lock = threading.Lock()
 
-    def __enter__(self) -> "PlainDisplay":
+    def __enter__(self) -> PlainDisplay:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -68,7 +68,7 @@ class LiveDisplay(Display):
         self.running: dict[str, tuple[float, str]] = {}
         self.live = Live(self._table(), console=console, refresh_per_second=4, transient=True)
 
-    def __enter__(self) -> "LiveDisplay":
+    def __enter__(self) -> LiveDisplay:
         self.live.__enter__()
         return self
 

@@ -14,11 +14,12 @@ from buildkit.core.release import Outcome
 def _size(value: int | None) -> str:
     if value is None:
         return "-"
+    size = float(value)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return str(value)  # pragma: no cover
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)  # pragma: no cover
 
 
 def target_json(result: TargetResult) -> dict:

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from buildkit.app.targets import target_json
+from buildkit.core import porting
 from buildkit.core.attestation import gpu_test_summary
 from buildkit.core.host import Finding, HostFacts
 from buildkit.core.judge import Verdict
-from buildkit.core import porting
 from buildkit.core.kube import Manifests
 from buildkit.core.plan import Note, Target
 from buildkit.core.render import PlannedImage

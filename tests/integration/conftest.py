@@ -8,12 +8,12 @@ from __future__ import annotations
 import calendar
 import os
 import time
-from pathlib import Path
 
 import docker
 import pytest
 
 from buildkit.adapters import buildx, engine
+from buildkit.adapters.bundled import shipped_compat
 from buildkit.adapters.proven import CACHE_ENV
 from buildkit.errors import UserError
 from testkit.builds import (
@@ -24,7 +24,6 @@ from testkit.builds import (
     pair_doubles,
     team_matrix,
 )
-from buildkit.adapters.bundled import shipped_compat
 from testkit.machine_wheels import cuda_index, uv_wheel
 from testkit.runner import INDEX_PASSWORD, INDEX_USER
 from testkit.session import SESSION

@@ -10,13 +10,14 @@ import pytest
 from buildkit.adapters.registry import Credentials, Registry
 from testkit.builds import CUDA_13_ARCHS, index_pip_conf, pair_doubles, team_matrix
 from testkit.registry import FaultProxy, RegistryProcess
-from testkit.session import session_repository
 from testkit.runner import run_buildkit
+from testkit.session import session_repository
 from testkit.wheel_index import WheelIndex
 from testkit.wheels import build_wheel, companion_double, torch_double
 
 pytestmark = pytest.mark.engine
-STACKS = '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n{extra_14}\n[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n{extra_13}\n'
+STACKS = ('[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n{extra_14}\n'
+          '[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n{extra_13}\n')
 CUDA, ROCM = "2.14.1-cuda13.0-py3.11-runtime", "2.14.1-rocm7.2-py3.11-runtime"
 
 

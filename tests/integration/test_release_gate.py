@@ -22,8 +22,8 @@ from buildkit.core.labels import ImageIdentity
 from testkit.builds import index_pip_conf, pair_doubles, team_matrix
 from testkit.gpu_reports import gpu_report_double
 from testkit.registry import RegistryProcess
-from testkit.session import session_repository
 from testkit.runner import run_buildkit
+from testkit.session import session_repository
 from testkit.wheel_index import WheelIndex
 
 pytestmark = pytest.mark.engine

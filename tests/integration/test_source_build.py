@@ -19,8 +19,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 import torch.utils.hipify
+
 from buildkit.adapters import buildx
 from buildkit.app.targets import Choices, SourceOptions, select_targets
 from testkit.builds import index_pip_conf

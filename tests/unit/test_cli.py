@@ -282,10 +282,10 @@ def test_the_readme_lists_every_field_a_template_can_read():
     from functools import cached_property
     from pathlib import Path
 
+    from buildkit.core.install_plan import InstallLayer, TorchInstall
     from buildkit.core.matrix import User
     from buildkit.core.plan import Target
     from buildkit.core.render import PlannedImage, template_variables
-    from buildkit.core.install_plan import InstallLayer, TorchInstall
 
     def readable(cls) -> set[str]:
         properties = {name for name, value in vars(cls).items() if isinstance(value, (property, cached_property))}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from buildkit.core.compat import compat_from_data
-from buildkit.core.vendors import BACKENDS
-from buildkit.core.grammar import image_reference
 from buildkit.adapters.bundled import compat_data
+from buildkit.core.compat import compat_from_data
+from buildkit.core.grammar import image_reference
+from buildkit.core.vendors import BACKENDS
 
 DATA = compat_data()
 COMPAT = compat_from_data(DATA)

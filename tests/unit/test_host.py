@@ -13,8 +13,7 @@ import pytest
 
 from buildkit.adapters.host import Identity, gfx_name, read_host
 from buildkit.adapters.matrix_files import load_matrix
-from buildkit.core.host import (EngineFacts, Gpu, HostFacts, arch_covered, assess, best_target, engine_from_option, gpu_access,
-                                primary_vendor, route)
+from buildkit.core.host import EngineFacts, Gpu, HostFacts, arch_covered, assess, best_target, engine_from_option, gpu_access, primary_vendor, route
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.matrix import parse_selectors
 from buildkit.core.plan import expand, select
@@ -43,8 +42,10 @@ def facts(builder, tmp_path, identity=MEMBER, engine=DOCKER):
 
 
 LABELS = {
-    "cuda13": {"dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "13.0", "dev.buildkit.gpu-archs": "7.5;8.0;8.6;9.0;10.0;12.0+PTX", "dev.buildkit.pair": "2.14.1-py3.12-runtime"},
-    "rocm72": {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx90a;gfx942;gfx1100;gfx1101", "dev.buildkit.pair": "2.14.1-py3.12-runtime"},
+    "cuda13": {"dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "13.0", "dev.buildkit.gpu-archs": "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+               "dev.buildkit.pair": "2.14.1-py3.12-runtime"},
+    "rocm72": {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx90a;gfx942;gfx1100;gfx1101",
+               "dev.buildkit.pair": "2.14.1-py3.12-runtime"},
     "rocm_narrow": {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx942;gfx1100"},
 }
 

@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from buildkit.core.labels import ImageIdentity
 from buildkit.core.judge import CPU_BUILD, judge
+from buildkit.core.labels import ImageIdentity
 from buildkit.core.parity import compare
 
 CUDA_LABELS = {"dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "13.0", "dev.buildkit.gpu-archs": "8.0;9.0;12.0+PTX"}
@@ -116,7 +116,8 @@ def test_gpu_on_host_but_not_in_container_fails():
 
 
 def test_crash_timeout_or_garbage_is_a_failure_with_stderr():
-    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), None, "auto", False, stderr_tail="Segmentation fault", probe_failure="the probe exited with 139 without a report")
+    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), None, "auto", False, stderr_tail="Segmentation fault",
+                    probe_failure="the probe exited with 139 without a report")
     assert not verdict.passed and "Segmentation fault" in verdict.failures[0] and "139" in verdict.failures[0]
 
 
@@ -201,7 +202,8 @@ def test_numpy_not_installed_is_a_note_not_a_failure():
 def test_openmp_missing_fails():
     probe = report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120"],
                    checks=[CPU_CHECKS[0], failed("OpenMP", "torch was built without OpenMP: CPU operators run on one thread")])
-    assert judge("img", ImageIdentity.read(CUDA_LABELS), probe, "auto", False).failures == ["OpenMP: torch was built without OpenMP: CPU operators run on one thread (10 ms)"]
+    assert judge("img", ImageIdentity.read(CUDA_LABELS), probe, "auto", False).failures == [
+        "OpenMP: torch was built without OpenMP: CPU operators run on one thread (10 ms)"]
 
 
 def test_a_report_without_named_checks_fails():

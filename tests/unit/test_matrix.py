@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.core.plan import expand
 from buildkit.adapters.matrix_files import load_matrix, locate
+from buildkit.core.plan import expand
 
 
 def ids(path=None) -> set[str]:

@@ -71,7 +71,8 @@ documents = st.one_of(
     st.fixed_dictionaries({}, optional={"name": json_values, "tags": st.lists(st.text(max_size=8), max_size=3) | json_values}),
     st.fixed_dictionaries({}, optional={"token": st.sampled_from(["tok3n", "a b", ""]) | json_values,
                                         "access_token": json_values}),
-    st.fixed_dictionaries({}, optional={"errors": st.lists(st.fixed_dictionaries({"code": st.sampled_from(["UNSUPPORTED", "DENIED"]) | json_values}), max_size=2) | json_values}),
+    st.fixed_dictionaries({}, optional={
+        "errors": st.lists(st.fixed_dictionaries({"code": st.sampled_from(["UNSUPPORTED", "DENIED"]) | json_values}), max_size=2) | json_values}),
     st.lists(st.fixed_dictionaries({"id": st.integers(0, 9) | json_values, "name": digests}), max_size=3),
 )
 bodies = st.one_of(documents.map(lambda d: json.dumps(d).encode()), st.binary(max_size=120),

@@ -10,12 +10,12 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from buildkit.core.plan import expand
-from buildkit.core.render import Renderer, fingerprint
-from buildkit.errors import UserError
 from buildkit.adapters.bundled import builtin_templates_dir, image_support_files
 from buildkit.adapters.matrix_files import load_matrix
 from buildkit.app.targets import Choices, select_targets
+from buildkit.core.plan import expand
+from buildkit.core.render import Renderer, fingerprint
+from buildkit.errors import UserError
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 GOLDEN_IDS = ["2.14.1-cuda13.0-py3.12-runtime", "2.14.1-rocm7.2-py3.12-runtime", "2.14.1-rocm7.2-py3.12-devel"]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from testkit.trees import assert_refused as refused, snapshot
+from testkit.trees import assert_refused as refused
+from testkit.trees import snapshot
 
 NARROW = ("--select", "torch=2.13.0", "--select", "python=3.12", "--select", "flavor=runtime")  # 5 targets
 WIDE = ("--select", "torch=2.13.0", "--select", "python=3.12")  # 10: runtime and devel

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from buildkit.core.source import GB_PER_JOB, max_jobs
 from buildkit.app.targets import Choices, SourceOptions, select_targets
+from buildkit.core.source import GB_PER_JOB, max_jobs
 from testkit.runner import tool
 
 GIB = 1024**3
