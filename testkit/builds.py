@@ -13,7 +13,7 @@ import pytest
 
 from buildkit.adapters.bundled import compat_data
 from buildkit.core.compat import compat_from_data
-from buildkit.core.judge import cuda_arch_names
+from buildkit.core.vendors import NVIDIA
 from testkit.runner import run_buildkit
 from testkit.wheel_index import WheelIndex
 from testkit.wheels import companion_double, torch_double
@@ -21,9 +21,9 @@ from testkit.wheels import companion_double, torch_double
 # What torch doubles report as compiled: the official lists, as the real wheels would (release cu130 wheels
 # carry no PTX, so no compute_120: see compat.toml's cuda-release-ptx source)
 _COMPAT = compat_from_data(compat_data())
-CUDA_13_ARCHS = list(cuda_arch_names(_COMPAT.backend("cuda", "13.0").archs))
+CUDA_13_ARCHS = list(NVIDIA.compiled_arch_names(_COMPAT.backend("cuda", "13.0").archs))
 # the aarch64 (sbsa) wheels are built for other GPUs (Grace Hopper and Blackwell, Thor's sm_110)
-CUDA_13_ARCHS_PER_MACHINE = {"x86_64": CUDA_13_ARCHS, "aarch64": list(cuda_arch_names(_COMPAT.backend("cuda", "13.0").arm64_archs))}
+CUDA_13_ARCHS_PER_MACHINE = {"x86_64": CUDA_13_ARCHS, "aarch64": list(NVIDIA.compiled_arch_names(_COMPAT.backend("cuda", "13.0").arm64_archs))}
 ROCM_7_2_ARCHS = list(_COMPAT.backend("rocm", "7.2").archs)
 
 

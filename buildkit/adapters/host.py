@@ -230,7 +230,7 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
             device_id = "unknown"
         known = compat.gpu_names.get(vendor, {}).get(device_id, {})
         name, arch = known.get("name", f"{vendor} device {device_id}"), known.get("arch", "")
-        if vendor == "amd":
+        if vendor_record.arch_from_kfd:
             arch = kfd_archs.get(device.name, "")
         elif device.name in smi:
             name, arch = smi[device.name]

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from buildkit.core.host import HostFacts
-from buildkit.core.judge import Verdict, cuda_arch_names
+from buildkit.core.judge import Verdict
 from buildkit.core.labels import ImageIdentity
-from buildkit.core.vendors import BY_NAME
+from buildkit.core.vendors import BY_NAME, VENDORS, of_vendor
 
 # A URI of our own label namespace (dev.buildkit. labels): stable, versioned in its path. A change that
 # older readers would misjudge gets /v2; fields may be added to v1.
@@ -39,11 +39,10 @@ class SmokeRun:
 
 def host_driver(host: HostFacts, vendor: str) -> str:
     """The driver that served the vendor's GPUs, as the predicate records it."""
-    if vendor == "nvidia" and host.nvidia_driver:
-        return f"nvidia {host.nvidia_driver}"
-    if vendor == "amd" and (host.amdgpu_driver or host.amdgpu_loaded):
-        return f"amdgpu {host.amdgpu_driver or '(built into the kernel)'}"
-    return ""
+    record = of_vendor(vendor)
+    if not getattr(host, record.host_driver_loaded_field):
+        return ""
+    return f"{record.driver_module} {getattr(host, record.host_driver_field) or '(built into the kernel)'}"
 
 
 def gpu_predicate(verdict: Verdict, identity: ImageIdentity, run: SmokeRun) -> dict[str, Any]:
@@ -83,14 +82,13 @@ def gpu_predicate(verdict: Verdict, identity: ImageIdentity, run: SmokeRun) -> d
 
 def _device_vendor(arch: str) -> str:
     """gfx* archs are AMD's, sm_* NVIDIA's: how torch names them (gcnArchName, compute capability)."""
-    return "amd" if arch.startswith("gfx") else "nvidia" if arch.startswith("sm_") else ""
+    return next((vendor.name for vendor in VENDORS if arch.startswith(vendor.arch_prefix)), "")
 
 
 def _arch_name(vendor: str, arch: str) -> str:
     """--gpu-arch as the probe reports it: gfx942 stays, NVIDIA's 9.0 becomes sm_90."""
-    if vendor == "nvidia" and not arch.startswith("sm_"):
-        return cuda_arch_names((arch,))[0]
-    return arch
+    record = of_vendor(vendor)
+    return arch if arch.startswith(record.arch_prefix) else record.compiled_arch_names((arch,))[0]
 
 
 def _ran_kernels(device: Mapping[str, Any]) -> bool:

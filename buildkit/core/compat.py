@@ -13,7 +13,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from buildkit.core.vendors import BACKENDS, VENDOR_NAMES, of_backend
+from buildkit.core.vendors import BACKENDS, GFX_BACKENDS, VENDOR_NAMES, of_backend
 
 _UBUNTU_RE = re.compile(r"ubuntu-?([0-9]{2}\.[0-9]{2})")
 # Debian ships ROCm too (a devel base such as a team's own debian-sid toolchain image): debian13, debiansid.
@@ -214,8 +214,9 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
     gfx_targets = _gfx_targets(data.get("gfx", {}), backends)
     known_archs = {backend: tuple(data.get("archs", {}).get(backend, ())) for backend in BACKENDS}
     if gfx_targets:  # the gfx table lists the known ROCm targets (plus any a team's [compat] arch list names)
-        listed = (arch for b in backends.values() if b.backend == "rocm" for arch in b.archs)
-        known_archs["rocm"] = tuple(dict.fromkeys([*gfx_targets, *listed]))
+        for backend in GFX_BACKENDS:
+            listed = (arch for b in backends.values() if b.backend == backend for arch in b.archs)
+            known_archs[backend] = tuple(dict.fromkeys([*gfx_targets, *listed]))
     return Compat(
         torch=torch,
         backends=backends,
@@ -246,7 +247,7 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
 def _gfx_targets(table: Mapping[str, Any], backends: Mapping[tuple[str, str], BackendRelease]) -> dict[str, GfxTarget]:
     """The [gfx] table, each target with the ROCm versions whose wheels list it (read from [rocm] archs,
     so the two never disagree)."""
-    rocm = sorted((b for b in backends.values() if b.backend == "rocm"), key=lambda b: Version(b.version))
+    rocm = sorted((b for b in backends.values() if b.backend in GFX_BACKENDS), key=lambda b: Version(b.version))
     return {
         name: GfxTarget(
             name=name,

@@ -200,27 +200,26 @@ def fit_findings(host: HostFacts, compat: Compat, identity: ImageIdentity) -> li
     against every GPU. `detect` passes over a target these block, and `doctor` and `run` block its image."""
     vendor = identity.vendor
     findings: list[Finding] = []
-    if vendor.backend == "rocm":
-        if host.kfd is None:
-            findings.append(Finding(
-                True, "kfd-missing", "the ROCm kernel driver is not loaded: /dev/kfd is missing",
-                "load amdgpu with KFD support (`sudo modprobe amdgpu`; install amdgpu-dkms for older kernels) and check `dmesg | grep kfd`",
-            ))
-    else:
-        findings += _driver_findings(host, compat, identity.backend_version)
+    if vendor.driver_minimums:
+        findings += _driver_findings(host, compat, vendor, identity.backend_version)
+    elif host.kfd is None:
+        findings.append(Finding(
+            True, "kfd-missing", "the ROCm kernel driver is not loaded: /dev/kfd is missing",
+            "load amdgpu with KFD support (`sudo modprobe amdgpu`; install amdgpu-dkms for older kernels) and check `dmesg | grep kfd`",
+        ))
     gpus = host.gpus_of(vendor.name)
     mixed = len({gpu.arch for gpu in gpus}) > 1
     for ordinal, gpu in enumerate(gpus):
         if not gpu.arch:
-            if vendor.name == "nvidia":
+            if not vendor.arch_from_kfd:
                 findings.append(Finding(False, "arch-unknown", f"GPU {gpu.pci} ({gpu.name}): its compute capability is unknown "
                                         "(no nvidia-smi, and its PCI id is not in the compatibility data), so it was not checked "
                                         "against the image's arch list", "install nvidia-smi (it comes with the driver)"))
-            continue  # AMD: no kfd topology, which kfd-missing already says
+            continue  # no kfd topology, which kfd-missing already says
         if arch_covered(gpu.arch, identity.archs):
             continue
         archs = " ".join(identity.archs) or "unknown"
-        if vendor.name == "amd" and gpu.arch not in compat.gfx_targets:
+        if vendor.names_gfx_targets and gpu.arch not in compat.gfx_targets:
             findings.append(Finding(
                 True, "unknown-gfx", f"GPU {gpu.pci} ({gpu.name}) is {gpu.arch}, a gfx target buildkit does not know and the "
                 f"image's arch list ({archs}) lacks: kernels fail with {vendor.missing_arch_error}",
@@ -235,17 +234,18 @@ def fit_findings(host: HostFacts, compat: Compat, identity: ImageIdentity) -> li
     return findings
 
 
-def _driver_findings(host: HostFacts, compat: Compat, version: str) -> list[Finding]:
+def _driver_findings(host: HostFacts, compat: Compat, vendor: Vendor, version: str) -> list[Finding]:
+    """An NVIDIA driver against the oldest its CUDA version runs on (compat driver_min)."""
     if not host.nvidia_driver:
         return [Finding(True, "driver-missing", "the NVIDIA driver is not loaded (/proc/driver/nvidia/version is missing)",
                         "install the NVIDIA driver for this GPU and reboot, or `sudo modprobe nvidia`")]
-    facts = compat.backend("cuda", version)
+    facts = compat.backend(vendor.backend, version)
     driver = _version(host.nvidia_driver)
     if facts is None or driver is None:
         return []
     if facts.driver_min and driver < Version(facts.driver_min):
         older = [v for (backend, v), other in sorted(compat.backends.items(), key=lambda item: Version(item[0][1]))
-                 if backend == "cuda" and other.driver_min and driver >= Version(other.driver_min)]
+                 if backend == vendor.backend and other.driver_min and driver >= Version(other.driver_min)]
         instead = f"an image of CUDA {' or '.join(older)}" if older else "an image of an older CUDA"
         return [Finding(True, "driver-too-old", f"the NVIDIA driver {host.nvidia_driver} is older than {facts.driver_min}, "
                         f"the oldest that runs CUDA {version}: torch finds no usable GPU and runs on the CPU",
@@ -261,9 +261,9 @@ def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | 
     """What to do about a GPU the image has no code for, offering only what `plan` and `build` accept: an
     image whose wheels carry the arch, else (AMD) the source flavor, which compiles any known gfx target, and
     for close RDNA parts the HSA override as a risk (per device on a host whose AMD GPUs differ)."""
-    if identity.vendor.name != "amd":
+    if not identity.vendor.builds_from_source:
         versions = [v for (backend, v), facts in sorted(compat.backends.items(), key=lambda item: Version(item[0][1]))
-                    if backend == "cuda" and arch_covered(gpu.arch, facts.archs)]
+                    if backend == identity.vendor.backend and arch_covered(gpu.arch, facts.archs)]
         if not versions:
             return f"no CUDA version buildkit knows ships kernels for {gpu.arch}"
         return f"use an image of CUDA {' or '.join(versions)}: their wheels carry {gpu.arch} (see `buildkit detect`)"
@@ -350,7 +350,7 @@ def access_findings(host: HostFacts, vendor: Vendor, access: GpuAccess) -> list[
     """What keeps any container from this host's GPUs of `vendor` with `access`, whatever its image."""
     findings: list[Finding] = []
     rootless = host.engine is not None and host.engine.rootless
-    if vendor.name == "amd" and not host.render_nodes:
+    if "/dev/dri" in vendor.device_nodes and not host.render_nodes:
         findings.append(Finding(True, "render-node-missing", "no /dev/dri/renderD* node for the AMD GPU",
                                 "load the amdgpu driver; the render node appears with it"))
     for node in [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None and not n.accessible]:
@@ -490,7 +490,7 @@ def primary_vendor(host: HostFacts) -> str | None:
     vendors = host.vendors()
     if not vendors:
         return None
-    return max(vendors, key=lambda v: (len(host.gpus_of(v)), v == "nvidia"))
+    return max(vendors, key=lambda v: (len(host.gpus_of(v)), of_vendor(v).routing_rank))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 from buildkit.core import labels
 from buildkit.core.labels import ImageIdentity
-from buildkit.core.vendors import Vendor
+from buildkit.core.vendors import VENDORS, Vendor
 
 GPU_MODES = ("auto", "require", "skip")
 CPU_BUILD = "torch is a CPU build: this image would run on the CPU"
@@ -50,26 +50,22 @@ def _minor(version: str | None) -> str:
     return ".".join((version or "").split(".")[:2])
 
 
-def cuda_arch_names(label_archs: tuple[str, ...]) -> tuple[str, ...]:
-    """TORCH_CUDA_ARCH_LIST style (8.0, 12.0+PTX) as torch reports them (sm_80, sm_120)."""
-    return tuple("sm_" + arch.removesuffix("+PTX").replace(".", "") for arch in label_archs)
-
-
 def _backend_checks(expect: ImageIdentity, torch: Mapping[str, Any]) -> list[Check]:
-    cuda, hip = torch.get("cuda"), torch.get("hip")
-    if cuda is None and hip is None:
+    """torch.version names the build: its vendor's field set (cuda, hip) and the other's unset."""
+    builds = {vendor: torch.get(vendor.torch_version_field) for vendor in VENDORS}
+    if all(version is None for version in builds.values()):
         return [Check("backend", False, f"{CPU_BUILD} (torch {torch.get('version')})")]
-    if expect.backend == "cuda":
-        if hip is not None:
-            return [Check("backend", False, f"torch is a ROCm build (hip {hip}) in a CUDA image: it cannot use an NVIDIA GPU")]
-        if _minor(cuda) != _minor(expect.backend_version):
-            return [Check("backend", False, f"torch.version.cuda is {cuda}, the image is labelled CUDA {expect.backend_version}")]
-        return [Check("backend", True, f"CUDA {cuda}, no HIP")]
-    if cuda is not None:
-        return [Check("backend", False, f"torch is a CUDA build ({cuda}) in a ROCm image: on an AMD GPU it would run on the CPU")]
-    if _minor(hip) != _minor(expect.backend_version):
-        return [Check("backend", False, f"torch.version.hip is {hip}, the image is labelled ROCm {expect.backend_version}")]
-    return [Check("backend", True, f"ROCm (hip {hip}), no CUDA")]
+    vendor = expect.vendor
+    for other, version in builds.items():
+        if other is not vendor and version is not None:
+            return [Check("backend", False, f"torch is a {other.backend_display} build ({other.torch_version_field} {version}) in a "
+                          f"{vendor.backend_display} image: it cannot use an {vendor.display} GPU and would run on the CPU")]
+    built = builds[vendor]
+    if _minor(built) != _minor(expect.backend_version):
+        return [Check("backend", False, f"torch.version.{vendor.torch_version_field} is {built}, the image is labelled "
+                      f"{vendor.backend_label(expect.backend_version)}")]
+    others = ", ".join(other.torch_version_field.upper() for other in VENDORS if other is not vendor)
+    return [Check("backend", True, f"{vendor.backend_display} ({vendor.torch_version_field} {built}), no {others}")]
 
 
 def _companion_checks(report: Mapping[str, Any]) -> list[Check]:
@@ -86,8 +82,11 @@ def _arch_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check
     compiled = report.get("compiled_archs") or []
     if not compiled:
         return []  # not knowable without a device on some builds; the device check below covers GPUs
-    declared = cuda_arch_names(expect.archs) if expect.backend == "cuda" else expect.archs
-    missing = [a for a in declared if a not in compiled and not (expect.backend == "cuda" and f"compute_{a[3:]}" in compiled)]
+    vendor = expect.vendor
+    declared = vendor.compiled_arch_names(expect.archs)
+    # an arch the build JIT-compiles for (PTX: compute_120) serves it too
+    jit = [vendor.jit_arch_prefix + a[len(vendor.arch_prefix):] for a in declared] if vendor.jit_arch_prefix else [None] * len(declared)
+    missing = [a for a, jitted in zip(declared, jit) if a not in compiled and jitted not in compiled]
     if missing:
         return [Check("arch list", False, f"the image declares {', '.join(missing)} but torch was built for {' '.join(compiled)}")]
     return [Check("arch list", True, f"{len(declared)} declared archs are in the build")]

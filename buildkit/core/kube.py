@@ -131,7 +131,7 @@ def _affinity(target: Target, compat: Compat) -> tuple[dict | None, list[str]]:
     terms: list[list[dict]] = []
     for platform in target.platforms:
         archs = target.archs if platform == AMD64 else (target.arm64_archs or target.archs)
-        if target.vendor == "nvidia":
+        if target.vendor_record.k8s_affinity == "gfd":
             found = nvidia_terms(archs, int(target.backend_version.split(".")[0]))
         else:
             found, unplaced = amd_terms(archs, compat)
@@ -193,7 +193,7 @@ def manifests(targets: tuple[Target, ...], images: dict[str, str], options: Kube
     """Every twin's workload, NVIDIA first; `images` maps each target id to the reference the pod pulls."""
     objects: list[dict] = []
     notes: list[str] = []
-    for target in sorted(targets, key=lambda t: (t.vendor != "nvidia", t.id)):
+    for target in sorted(targets, key=lambda t: (-t.vendor_record.routing_rank, t.id)):
         found, said = workload(target, images[target.id], options, compat)
         objects += found
         notes += said

@@ -16,7 +16,7 @@ from buildkit.core.compat import AMD64, ARM64, Compat
 from buildkit.core.fields import Rule, apply_rules
 from buildkit.core.matrix import Matrix, Stack, User, first_problems
 from buildkit.core.source import SOURCE_FLAVOR
-from buildkit.core.vendors import BACKENDS, of_backend
+from buildkit.core.vendors import BACKENDS, Vendor, of_backend
 from buildkit.errors import Problem, UserError
 
 ALL_VENDORS = "all"  # --vendor all: no vendor criterion
@@ -121,9 +121,19 @@ class Target:
         return f"{self.builder_image}@{self.builder_digest}" if self.builder_digest else self.builder_image
 
     @property
+    def vendor_record(self) -> Vendor:
+        """What buildkit knows about the vendor whose GPUs the image is for."""
+        return of_backend(self.backend)
+
+    @property
     def backend_label(self) -> str:
         """CUDA 13.0, ROCm 7.2."""
-        return of_backend(self.backend).backend_label(self.backend_version)
+        return self.vendor_record.backend_label(self.backend_version)
+
+    @property
+    def container_environment(self) -> tuple[tuple[str, str], ...]:
+        """What the vendor's container runtime reads from the image's environment (NVIDIA_VISIBLE_DEVICES…)."""
+        return self.vendor_record.environment(self.backend_version)
 
     @property
     def local_tag(self) -> str:
@@ -241,7 +251,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
             )
             images = _family_archs(matrix, stack, version, stack.archs.get(backend, facts.archs), layout is not None, notes)
             for flavor in stack.flavors:
-                if flavor == SOURCE_FLAVOR and backend != "rocm":
+                if flavor == SOURCE_FLAVOR and not of_backend(backend).builds_from_source:
                     notes.append(Note(f"{stack.torch} {flavor}", "the source flavor compiles ROCm torch only; "
                                       "its CUDA twin is the runtime flavor's", (("torch", stack.torch), ("flavor", flavor))))
                     continue
@@ -367,7 +377,7 @@ def narrow_for_source(
         raise UserError(Problem("--gpu-arch", f"unknown gfx target {', '.join(unknown)}; known: {', '.join(known)}"))
     changed, notes = [], []
     for target in targets:
-        if target.backend == "rocm" and gpu_archs:
+        if target.vendor_record.narrows_arch_code and gpu_archs:
             archs = gpu_archs
             if target.family:
                 archs = tuple(arch for arch in target.archs if arch in gpu_archs)

@@ -72,7 +72,7 @@ class Trim:
 def trim_for(target: Target) -> Trim | None:
     """None unless a ROCm wheel image declares fewer archs than its backend version's wheels carry.
     The source flavor compiles only the declared archs, so it has nothing to trim."""
-    if target.backend != "rocm" or target.flavor == SOURCE_FLAVOR:
+    if not target.vendor_record.narrows_arch_code or target.flavor == SOURCE_FLAVOR:
         return None
     removed = tuple(arch for arch in target.wheel_archs if arch not in target.archs)
     if not removed:

@@ -33,10 +33,53 @@ class Vendor:
     # Kubernetes: the device plugin's extended resource, and the DRA DeviceClass the vendor's DRA driver creates.
     k8s_resource: str
     dra_device_class: str
+    # PyTorch's wheel index names a backend version's folder with this prefix and the version, its dots kept
+    # or dropped: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2.
+    index_prefix: str
+    index_keeps_dots: bool
+    torch_version_field: str  # the attribute of torch.version naming this backend's build: cuda | hip
+    # How the arch lists of labels (8.0, gfx942) read where torch reports them (torch.cuda.get_arch_list():
+    # sm_80, gfx942), and whether a GPU arch name is this vendor's.
+    arch_prefix: str  # sm_ | gfx
+    # Its wheels carry GPU code per arch that an image may leave out (ROCm's per-arch library files and
+    # device packages; a CUDA wheel's fat binaries cannot be split), and torch builds from source through
+    # hipify for it: the source flavor.
+    narrows_arch_code: bool
+    builds_from_source: bool
+    # A container's environment the vendor's container runtime reads ({major}: the backend's major version).
+    container_env: tuple[tuple[str, str], ...]
+    # The kernel driver whose presence says the host's GPUs of this vendor can run kernels: its version field
+    # in host facts (nvidia_driver, amdgpu_driver).
+    host_driver_field: str
+    host_driver_loaded_field: str  # the host fact that says the driver is loaded (a built-in amdgpu has no version)
+    driver_module: str  # the kernel module, as a GPU test's record names the driver: nvidia, amdgpu
+    # CUDA versions have driver minimums (compat driver_min); ROCm needs its kernel driver's /dev/kfd
+    driver_minimums: bool
+    # where a GPU's arch is read: AMD's kfd topology names its gfx target; NVIDIA's comes from nvidia-smi or
+    # the compatibility data's PCI ids, and may stay unknown
+    arch_from_kfd: bool
+    jit_arch_prefix: str  # a build's JIT-compiled arch (PTX: compute_120) serves newer GPUs; "" when there is none
+    k8s_affinity: str  # whose node labels place its workloads: gfd (GPU Feature Discovery) | amd-labeller
+    routing_rank: int  # a host with as many GPUs of each vendor goes to the higher rank
+
+    @property
+    def names_gfx_targets(self) -> bool:
+        """Its GPUs' archs are AMD gfx targets, described by the compatibility data's [gfx] table."""
+        return self.arch_prefix == "gfx"
 
     def index_tag(self, version: str) -> str:
         """The wheel index folder of a backend version: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2."""
-        return "cu" + version.replace(".", "") if self.backend == "cuda" else "rocm" + version
+        return self.index_prefix + (version if self.index_keeps_dots else version.replace(".", ""))
+
+    def compiled_arch_names(self, label_archs: tuple[str, ...]) -> tuple[str, ...]:
+        """A label's arch list as torch reports its build: 8.0, 12.0+PTX -> sm_80, sm_120; gfx942 stays."""
+        if self.arch_prefix == "gfx":
+            return label_archs
+        return tuple(self.arch_prefix + arch.removesuffix("+PTX").replace(".", "") for arch in label_archs)
+
+    def environment(self, backend_version: str) -> tuple[tuple[str, str], ...]:
+        major = backend_version.split(".")[0]
+        return tuple((name, value.format(major=major)) for name, value in self.container_env)
 
     def backend_label(self, version: str) -> str:
         """CUDA 13.0, ROCm 7.2: how messages name a backend version."""
@@ -63,6 +106,25 @@ NVIDIA = Vendor(
     # NVIDIA/k8s-device-plugin (resource nvidia.com/gpu); NVIDIA/k8s-dra-driver-gpu (DeviceClass gpu.nvidia.com)
     k8s_resource="nvidia.com/gpu",
     dra_device_class="gpu.nvidia.com",
+    index_prefix="cu",
+    index_keeps_dots=False,
+    torch_version_field="cuda",
+    arch_prefix="sm_",
+    narrows_arch_code=False,
+    builds_from_source=False,
+    # What the NVIDIA container runtime reads, as in the official CUDA images. REQUIRE_CUDA names the major
+    # only: torch's wheels carry their CUDA runtime and run on any driver of that major (minor version
+    # compatibility), so a stricter check would refuse hosts that work.
+    container_env=(("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+                   ("NVIDIA_REQUIRE_CUDA", '"cuda>={major}.0"')),
+    host_driver_field="nvidia_driver",
+    host_driver_loaded_field="nvidia_driver",
+    driver_module="nvidia",
+    driver_minimums=True,
+    arch_from_kfd=False,
+    jit_arch_prefix="compute_",
+    k8s_affinity="gfd",
+    routing_rank=1,  # a host with as many GPUs of each vendor is routed to NVIDIA, as the README says
 )
 AMD = Vendor(
     name="amd",
@@ -85,6 +147,21 @@ AMD = Vendor(
     # ROCm/k8s-device-plugin (resource amd.com/gpu); ROCm/k8s-gpu-dra-driver (DeviceClass gpu.amd.com)
     k8s_resource="amd.com/gpu",
     dra_device_class="gpu.amd.com",
+    index_prefix="rocm",
+    index_keeps_dots=True,
+    torch_version_field="hip",
+    arch_prefix="gfx",
+    narrows_arch_code=True,
+    builds_from_source=True,
+    container_env=(),
+    host_driver_field="amdgpu_driver",
+    host_driver_loaded_field="amdgpu_loaded",
+    driver_module="amdgpu",
+    driver_minimums=False,
+    arch_from_kfd=True,
+    jit_arch_prefix="",
+    k8s_affinity="amd-labeller",
+    routing_rank=0,
 )
 
 VENDORS = (NVIDIA, AMD)
@@ -94,6 +171,7 @@ BY_PCI_ID = {vendor.pci_vendor: vendor for vendor in VENDORS}
 BY_CDI_KIND = {vendor.cdi_kind: vendor for vendor in VENDORS}
 BACKENDS = tuple(vendor.backend for vendor in VENDORS)
 VENDOR_NAMES = tuple(vendor.name for vendor in VENDORS)
+GFX_BACKENDS = tuple(vendor.backend for vendor in VENDORS if vendor.names_gfx_targets)  # whose archs the [gfx] table describes
 # Shared memory for DataLoader workers and NCCL/RCCL: Docker's default 64 MB makes both fail.
 SHM_SIZE = "8g"
 

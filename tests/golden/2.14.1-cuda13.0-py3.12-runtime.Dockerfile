@@ -175,9 +175,8 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
 ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt \
     UV_CONSTRAINT=/opt/venv/torch-constraint.txt
 
-# What the NVIDIA container runtime reads, as in the official CUDA images. REQUIRE_CUDA names the major
-# only: torch's wheels carry their CUDA runtime and run on any driver of that major (minor version
-# compatibility), so a stricter check would refuse hosts that work.
+# What the NVIDIA container runtime reads, as in the vendor's own images (buildkit/core/vendors.py
+# says why each value).
 ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0"

@@ -73,8 +73,8 @@ def test_cpu_torch_in_a_gpu_image_fails_with_that_sentence():
 
 
 @pytest.mark.parametrize("labels,probe,expected", [
-    (ROCM_LABELS, CUDA_OK, "torch is a CUDA build (13.0) in a ROCm image"),
-    (CUDA_LABELS, ROCM_OK, "torch is a ROCm build (hip 7.2.26015) in a CUDA image"),
+    (ROCM_LABELS, CUDA_OK, "torch is a CUDA build (cuda 13.0) in a ROCm image: it cannot use an AMD GPU and would run on the CPU"),
+    (CUDA_LABELS, ROCM_OK, "torch is a ROCm build (hip 7.2.26015) in a CUDA image: it cannot use an NVIDIA GPU"),
     (CUDA_LABELS, report(cuda="12.6", local="cu126", archs=["sm_80", "sm_90", "sm_120"]), "torch.version.cuda is 12.6, the image is labelled CUDA 13.0"),
     (ROCM_LABELS, report(hip="7.1.0", local="rocm7.1"), "torch.version.hip is 7.1.0, the image is labelled ROCm 7.2"),
 ])
