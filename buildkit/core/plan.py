@@ -121,6 +121,11 @@ class Target:
         return f"{self.builder_image}@{self.builder_digest}" if self.builder_digest else self.builder_image
 
     @property
+    def package_requirements(self) -> tuple[str, ...]:
+        """The stack's packages as the image installs them: each range, then the pins matrix.lock resolved them to."""
+        return (*self.packages, *self.locked_packages)
+
+    @property
     def vendor_record(self) -> Vendor:
         """What buildkit knows about the vendor whose GPUs the image is for."""
         return of_backend(self.backend)
