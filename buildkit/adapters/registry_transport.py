@@ -47,6 +47,13 @@ class RegistryError(UserError):
     which request, and what to do."""
 
 
+class RegistryUnreachable(RegistryError):
+    """No answer from the registry (refused, unresolvable, stalled, cut short): a failure of the
+    environment (exit 1), not of the input."""
+
+    exit_code = 1
+
+
 # --- URLs: one parse, by the library that connects -------------------------------------------------------
 
 # Hosts as a registry, token service or API names them: DNS names and IPv4 (letters, digits, . _ -), or an
@@ -372,11 +379,11 @@ class Transport:
         self.requests = 0  # every HTTP exchange: retries, redirects and token fetches included
         self.spent = 0.0  # seconds spent in requests, against the budget
 
-    def error(self, call: str, why: str) -> RegistryError:
+    def error(self, call: str, why: str, kind: type[RegistryError] = RegistryError) -> RegistryError:
         message = f"{call}: {why}"
         for secret in sorted(self.secrets, key=len, reverse=True):
             message = message.replace(secret, "****")
-        return RegistryError(Problem(self.name, message))
+        return kind(Problem(self.name, message))
 
     def url(self, text: str, call: str) -> Url:
         """A URL to request, parsed once (parse_url); one that is refused is a RegistryError saying why."""
@@ -420,12 +427,12 @@ class Transport:
                     hopeless = _hopeless(error)
                     if hopeless:
                         raise self.error(call, f"cannot connect to {target.origin}: {hopeless}; check that the registry "
-                                               "is up and the address is right") from None
+                                               "is up and the address is right", RegistryUnreachable) from None
                     what = "the answer was cut short" if isinstance(error, _CutShort) else "cannot reach the registry"
                     if attempt == self.retries:
                         attempts = f"{self.retries + 1} attempts" if self.retries else "1 attempt"
                         raise self.error(call, f"{what} ({type(error).__name__}) after {attempts}; "
-                                               "check that it is up and the address is right") from None
+                                               "check that it is up and the address is right", RegistryUnreachable) from None
                     self._pause(self.delay(attempt, None), call, what, attempt)
                     continue
                 if (reply.status == 429 or reply.status >= 500) and attempt < self.retries:
@@ -452,7 +459,7 @@ class Transport:
         left = self.budget - self.spent
         if left <= 0:
             raise self.error(call, f"the run's budget of {self.budget:g} s for registry requests is spent; "
-                                   "the registry is too slow or keeps stalling")
+                                   "the registry is too slow or keeps stalling", RegistryUnreachable)
         seconds = min(self.timeout, left)
         deadline = time.monotonic() + seconds
         within = f"{seconds:g} s" if seconds == self.timeout else f"the {seconds:.1f} s left of the run's budget of {self.budget:g} s"
@@ -463,7 +470,7 @@ class Transport:
                 reply = self._exchange(method, url, headers, data, deadline, limit, grant if grant and url.origin == grant.origin else None)
             except _Expired:
                 raise self.error(call, f"no complete answer within {within} (the server stalls or sends too slowly); "
-                                       "try again later, or check the registry") from None
+                                       "try again later, or check the registry", RegistryUnreachable) from None
             except _TooLarge:
                 raise self.error(call, f"the answer is larger than {limit // 1024} KiB, far beyond what this request "
                                        "returns by spec; refusing to read it") from None

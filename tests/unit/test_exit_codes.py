@@ -8,6 +8,7 @@ engine is never touched), and every case runs the real command in-process throug
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,16 @@ def test_the_readme_table_is_the_codes_the_cli_returns():
     user_error = 2  # UserError.exit_code, and argparse's for a usage error
     returned = {value for name, value in vars(buildkit_cli).items() if name.startswith("EXIT_")} | {user_error}
     assert documented == returned
+
+
+def test_an_unreachable_registry_is_an_environment_failure(cli, tmp_path):
+    """`lock` asks the base images' registry for digests; nothing listens there: exit 1 at once, one message."""
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text(f'extends = "default"\nruntime_base = "127.0.0.1:{port}/python:{{python}}-slim-bookworm"\n')
+    result = cli("lock", "--matrix", matrix, "--insecure-registry")
+    assert result.code == 1, result.err
+    assert result.err.count("error:") == 1 and f"cannot connect to http://127.0.0.1:{port}: the connection was refused" in result.err
+    assert not (tmp_path / "matrix.lock").exists()
