@@ -270,7 +270,13 @@ def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | 
     target = compat.gfx_targets.get(gpu.arch)
     if target is None:
         return f"{gpu.arch} is not a gfx target buildkit knows; add it to [compat.gfx] to build for it from source"
-    if target.rocm_versions:
+    release = compat.backend(identity.backend, identity.backend_version)
+    families = [name for name, family in compat.families.items() if gpu.arch in family.gfx]
+    if families and release is not None and compat.layout_of(release) is not None:
+        # thin wheels: the image is one family's; another family's image of the same stack carries the arch
+        fix = (f"use the {' or '.join(families)} image of ROCm {identity.backend_version}, which carries {gpu.arch}: "
+               f"add \"{families[0]}\" to the stack's rocm_families to build it")
+    elif target.rocm_versions:
         fix = f"use a ROCm {' or '.join(target.rocm_versions)} image: their wheels carry {gpu.arch} (see `buildkit detect`)"
     else:
         fix = (f"no ROCm wheel carries {gpu.arch}: build torch for it from source (a stack with the `source` flavor, "

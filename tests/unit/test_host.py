@@ -451,3 +451,13 @@ def test_run_on_a_host_without_gpus_warns_and_runs_on_the_cpu(cli, tmp_path):
     assert result.code == 0
     assert "warning: this host has no GPU: ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime runs on the CPU" in result.err
     assert result.out == "docker run --rm --shm-size 8g ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime\n"
+
+
+def test_a_host_of_a_family_the_stack_does_not_build_is_told_which_family_to_add(tmp_path):
+    """Thin ROCm 7.14 images are one family's each: the fix names the family image that would carry the GPU."""
+    host = facts(hosts.rx7900xtx, tmp_path)
+    mi300_only = select(PLAN, rule=parse_selectors(["backend_version=7.14", "id=*-mi300-*"]))
+    routing = route(host, mi300_only, COMPAT)
+    assert routing.target is None and codes(routing.findings) == [("no-fitting-image", True)]
+    assert routing.findings[0].fix == ('use the rdna3 image of ROCm 7.14, which carries gfx1100: add "rdna3" to the stack\'s '
+                                       "rocm_families to build it")
