@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,13 +61,15 @@ class HostRunner:
 
     def run(self, argv: Sequence[str], environment: dict[str, str], timeout: int, read_only: Sequence[Path] = (),
             writable: Sequence[Path] = ()) -> Ran:
-        try:
-            result = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                    env={**os.environ, **environment}, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return Ran(None, "")
-        except OSError as error:
-            return Ran(127, f"{argv[0]}: {error.strerror}")
+        # hipcc's clang leaves a folder per input (gemm-1a2b3c) in TMPDIR: a scratch one goes away with them
+        with tempfile.TemporaryDirectory(prefix="buildkit-hipcc-") as scratch:
+            try:
+                result = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                                        env={**os.environ, **environment, "TMPDIR": scratch}, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return Ran(None, "")
+            except OSError as error:
+                return Ran(127, f"{argv[0]}: {error.strerror}")
         return Ran(result.returncode, result.stdout)
 
     def locate_hipcc(self) -> tuple[str, str] | None:
