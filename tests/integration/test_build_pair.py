@@ -158,7 +158,8 @@ def test_efficiency_ratio_is_measured(built):
     assert ratio is not None and 1.0 <= ratio <= 1.02
 
 
-def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(double_index, base_image, docker_env, tmp_path, client, repository):
+def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(double_index, base_image, docker_env, tmp_path, client, repository,
+                                                                            cleanup_images):
     """`buildkit bake` exports a pair; `docker buildx bake` (no buildkit involved, run from / rather than the
     export's folder) builds it: the same layers and labels (the build's date aside) as `buildkit build`'s
     images of the same matrix. buildx 0.13's bake has no
