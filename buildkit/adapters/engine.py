@@ -5,6 +5,7 @@ Builds go through BuildKit (buildkit.adapters.buildx): the SDK cannot drive it (
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -18,6 +19,7 @@ import docker.types
 import requests.exceptions
 
 from buildkit.core.host import EngineFacts, GpuAccess
+from buildkit.core.labels import STAMP_LABELS
 from buildkit.errors import Problem, UserError, printable
 
 # Reaching the engine is quick or it is not happening: a socket that is missing or refuses answers at
@@ -107,17 +109,28 @@ class ImageFacts:
     layers: tuple[str, ...]  # diff ids, base first
     history: tuple[tuple[str, int], ...]  # (created_by, size), oldest first
     labels: dict[str, str]
+    # What a smoke test and a byte count depend on: the layers and the run configuration (environment, user,
+    # entrypoint, labels), without the build's date and revision. Every build stamps a new date, so the image
+    # id of an unchanged rebuild is new; its content id is the one its test was recorded under.
+    content_id: str
 
 
 def image_facts(client: docker.DockerClient, reference: str) -> ImageFacts:
     image = client.images.get(reference)
     history = client.api.history(image.id)
+    config = dict(image.attrs.get("Config") or {})
+    labels = dict(config.get("Labels") or {})
+    layers = tuple(image.attrs.get("RootFS", {}).get("Layers", []))
+    unstamped = {**config, "Labels": {k: v for k, v in labels.items() if k not in STAMP_LABELS}}
+    content = json.dumps({"layers": layers, "config": unstamped, "platform": [image.attrs.get("Os"), image.attrs.get("Architecture")]},
+                         sort_keys=True)
     return ImageFacts(
         image_id=image.id,
         size=int(image.attrs.get("Size", 0)),
-        layers=tuple(image.attrs.get("RootFS", {}).get("Layers", [])),
+        layers=layers,
         history=tuple((entry.get("CreatedBy", ""), int(entry.get("Size", 0))) for entry in reversed(history)),
-        labels=dict(image.attrs.get("Config", {}).get("Labels") or {}),
+        labels=labels,
+        content_id="sha256:" + hashlib.sha256(content.encode()).hexdigest(),
     )
 
 

@@ -1,8 +1,9 @@
-"""Images this machine has already proven: their probe reports and byte counts, by image id.
+"""Images this machine has already proven: their probe reports and byte counts, by content id.
 
-An image id is the digest of its content, so a rebuild whose build cache handed every layer back produced the
-very image that was tested before: proving it again (a smoke test with torch.compile, reading 6 GB back for
-its efficiency) would spend a minute or more to learn nothing. `build` and `publish` reuse what is recorded
+A content id (engine.ImageFacts.content_id) digests an image's layers and run configuration without the
+build's date and revision, so a rebuild whose build cache handed every layer back has the content id of the
+image that was tested before (its image id is new: the date label changed): proving it again (a smoke test
+with torch.compile, reading 6 GB back for its efficiency) would spend a minute or more to learn nothing. `build` and `publish` reuse what is recorded
 here; `--retest` proves the image again. A report is kept, not a verdict: the judgment is pure and cheap,
 so it is made again each time and follows buildkit's current rules. A report counts only for the same
 probe (its source), GPU mode, platform and, where kernels ran, the same GPUs and driver.
@@ -35,16 +36,16 @@ class ProvenImages:
         self.folder = (folder or cache_dir()) / "proven"
 
     @staticmethod
-    def probe_key(image_id: str, probe: str, mode: str, platform: str, host: HostFacts | None) -> str:
+    def probe_key(content_id: str, probe: str, mode: str, platform: str, host: HostFacts | None) -> str:
         """What a probe report depends on beyond the image: the probe, the GPU mode and platform, and the
         GPUs and drivers it ran on (None: it ran no kernels)."""
         gpus = "no kernels" if host is None else repr((host.gpus, host.nvidia_driver, host.amdgpu_driver))
-        text = "\n".join((image_id, hashlib.sha256(probe.encode()).hexdigest(), mode, platform, gpus))
+        text = "\n".join((content_id, hashlib.sha256(probe.encode()).hexdigest(), mode, platform, gpus))
         return "probe-" + hashlib.sha256(text.encode()).hexdigest()
 
     @staticmethod
-    def bytes_key(image_id: str) -> str:
-        return "bytes-" + hashlib.sha256(image_id.encode()).hexdigest()
+    def bytes_key(content_id: str) -> str:
+        return "bytes-" + hashlib.sha256(content_id.encode()).hexdigest()
 
     def get(self, key: str) -> dict | None:
         try:

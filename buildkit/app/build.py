@@ -339,7 +339,7 @@ class BuildRunner:
             engine.tag_image(self.client, facts.image_id, target.tags[0])  # a twin's floating tags wait for its pair
             result.status = BuildStatus.BUILT
         if self.options.efficiency and target.platforms == (native,):
-            key = ProvenImages.bytes_key(facts.image_id)
+            key = ProvenImages.bytes_key(facts.content_id)
             recorded = None if self.options.retest else self.proven.get(key)
             if recorded is None:
                 self.display.step(target.id, "reading its layers and filesystem (docker save) for its efficiency")

@@ -10,7 +10,7 @@ import docker
 import docker.errors
 
 from buildkit.adapters import engine
-from buildkit.adapters.engine import image_facts
+from buildkit.adapters.engine import ImageFacts, image_facts
 from buildkit.adapters.host import read_host
 from buildkit.adapters.probe_runner import DEFAULT_TIMEOUT, probe_source, run_probe
 from buildkit.adapters.proven import ProvenImages
@@ -24,9 +24,9 @@ from buildkit.errors import Problem, UserError
 __all__ = ["DEFAULT_TIMEOUT", "GPU_MODES", "parity", "probe_report", "smoke_test", "test_images"]
 
 
-def _require_image(client: docker.DockerClient, image: str) -> dict[str, str]:
+def _require_image(client: docker.DockerClient, image: str) -> ImageFacts:
     try:
-        return image_facts(client, image).labels
+        return image_facts(client, image)
     except docker.errors.ImageNotFound:
         raise UserError(Problem(image, "no such image in the engine; build it or pull it first")) from None
 
@@ -38,12 +38,13 @@ def smoke_test(
     """The smoke test of one image (of one platform of it; an emulated platform runs with --gpu skip). With
     `proven`, the recorded probe report of this very image (same probe, mode, platform and GPUs) is judged
     instead of running the probe again, and a new report is recorded."""
-    identity = ImageIdentity.read(_require_image(client, image), platform or "linux/amd64")
+    facts = _require_image(client, image)
+    identity = ImageIdentity.read(facts.labels, platform or "linux/amd64")
     if identity is None:
         return judge(image, None, None, mode, False)
     host_has_gpu = identity.vendor.name in host.vendors()
     kernels = mode != "skip" and host_has_gpu
-    key = ProvenImages.probe_key(image, probe_source(), mode, platform or "", host if kernels else None) if proven else ""
+    key = ProvenImages.probe_key(facts.content_id, probe_source(), mode, platform or "", host if kernels else None) if proven else ""
     recorded = proven.get(key) if proven else None
     if recorded is not None:
         return replace(judge(image, identity, recorded, mode, host_has_gpu), reused=True)

@@ -93,11 +93,16 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
     return labels
 
 
+CREATED, REVISION = f"{OCI}created", f"{OCI}revision"
+STAMP_LABELS = (CREATED, REVISION)
+
+
 def build_stamp_labels(created: str, revision: str) -> dict[str, str]:
-    """Labels that vary per build; kept out of the fingerprint so an unchanged image is not rebuilt."""
-    stamp = {f"{OCI}created": created}
+    """Labels that vary per build; kept out of the fingerprint so an unchanged image is not rebuilt, and out
+    of an image's content id (ImageFacts.content_id) so a rebuild of it is known as the image tested before."""
+    stamp = {CREATED: created}
     if revision:
-        stamp[f"{OCI}revision"] = revision
+        stamp[REVISION] = revision
     return stamp
 
 

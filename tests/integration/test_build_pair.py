@@ -133,7 +133,7 @@ def test_index_password_is_used_but_appears_nowhere(built, client, buildkit_cli,
     assert INDEX_PASSWORD not in result.stdout + result.stderr
 
 
-def test_serial_build_gives_the_same_images(built, pair_setup, docker_env, tmp_path, client):
+def test_serial_build_gives_the_same_images_and_reuses_their_tests(built, pair_setup, docker_env, tmp_path, client):
     _, _, _, parallel = built
     matrix, pip_conf = pair_setup
     out = tmp_path / "serial"
@@ -150,6 +150,15 @@ def test_serial_build_gives_the_same_images(built, pair_setup, docker_env, tmp_p
         drop = "org.opencontainers.image.created"
         assert {k: v for k, v in a["Config"]["Labels"].items() if k != drop} == {k: v for k, v in b["Config"]["Labels"].items() if k != drop}
         assert parallel[target_id]["tags"] == serial[target_id]["tags"]
+        # a new image id (its build date), the same content: its recorded probe report is judged again
+        assert serial[target_id]["image_id"] != parallel[target_id]["image_id"]
+        assert serial[target_id]["smoke"]["reused"] and serial[target_id]["smoke"]["passed"]
+        assert f"[{target_id}] smoke test (linux/amd64): the same image passed before here" in result.stderr
+    retested = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--out", tmp_path / "retest",
+                            "--select", f"id={CUDA}", "--retest", env=docker_env)
+    assert retested.returncode == 0, retested.stderr
+    (again,) = json.loads((tmp_path / "retest" / "report.json").read_text())["targets"]
+    assert not again["smoke"]["reused"] and again["smoke"]["passed"]
 
 
 def test_efficiency_ratio_is_measured(built):
