@@ -15,6 +15,8 @@ import zipfile
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from buildkit.adapters.wheel_index import default_package_index
+
 _HREF_RE = re.compile(r'href="([^"#]+)')
 
 
@@ -85,11 +87,7 @@ def _info_like(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
 def default_index() -> str:
     """The index this machine's pip uses when none is configured: pip's own default, never written here."""
     configured = _pip_config().get("index-url", "").split()
-    if configured:
-        return configured[0]
-    from pip._internal.models.index import PyPI
-
-    return PyPI.simple_url
+    return configured[0] if configured else default_package_index()
 
 
 def cuda_index(host: str = "127.0.0.1"):

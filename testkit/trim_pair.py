@@ -123,9 +123,11 @@ def build_trim_pair(folder: Path, repository: str, env: dict | None, client: doc
     try:
         include = f'[{{ id = "{TARGET}" }}]'
         pip_conf = index_pip_conf(folder, index.url)
-        for name, stacks in (("untrimmed", ""), ("trimmed", NARROWED)):
+        # repositories of one length: each image records its own (the GPU guard names the twins' references),
+        # so the two filesystems differ by exactly the trimmed bytes
+        for name, stacks, suffix in (("untrimmed", "", "full"), ("trimmed", NARROWED, "trim")):
             (folder / name).mkdir()
-            matrix = team_matrix(folder / name, index.url, f"{repository}-{name}", include, stacks)
+            matrix = team_matrix(folder / name, index.url, f"{repository}-{suffix}", include, stacks)
             built[name] = build(matrix, pip_conf, folder / name / "out", env, "--efficiency")
             image_id = built[name].targets[TARGET]["image_id"]
             if image_id:

@@ -120,18 +120,22 @@ class WheelIndex:
                                                     "network, or pass --index URL")) from None
 
 
+# pip's own default index, asked of pip in a child process: importing pip here would switch off setuptools'
+# distutils shim for the rest of this process (Python < 3.12), and torch.utils.cpp_extension then fails to import
+_PIP_DEFAULT_INDEX = "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"
+
+
 def default_package_index() -> str:
     """The index pip installs from on this machine: $PIP_INDEX_URL, pip's configured index-url, else pip's
     own default (read from pip, so no index is written into buildkit)."""
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"].split()[0]
-    try:
-        configured = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
-                                    capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        configured = None
-    if configured is not None and configured.returncode == 0 and configured.stdout.strip():
-        return configured.stdout.split()[0]
-    from pip._internal.models.index import PyPI
-
-    return PyPI.simple_url
+    for ask in (["-m", "pip", "config", "get", "global.index-url"], ["-c", _PIP_DEFAULT_INDEX]):
+        try:
+            answer = subprocess.run([sys.executable, *ask], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if answer.returncode == 0 and answer.stdout.strip():
+            return answer.stdout.split()[0]
+    raise WheelIndexError(Problem("pip", "cannot tell which package index pip uses here (pip did not answer); "
+                                         "set PIP_INDEX_URL or pass the index explicitly"))

@@ -72,6 +72,8 @@ def test_fail_fast_stops_at_the_first_failure(double_index, pair_setup, base_ima
     )
     run = build(matrix, pip_conf, tmp_path / "out", docker_env, "-j", "1", "--fail-fast")
     assert run.result.returncode == 1
-    assert [(t["id"], t["status"]) for t in run.report["targets"]] == [
-        ("2.14.1-rocm7.14-py3.11-runtime", "failed"), ("2.14.1-rocm7.2-py3.11-runtime", "not-started"),
-    ]
+    # ROCm 7.14 is one image per GPU family: the first family's build fails, and nothing after it starts
+    first, *rest = [(t["id"], t["status"]) for t in run.report["targets"]]
+    assert first[0].startswith("2.14.1-rocm7.14-") and first[1] == "failed"
+    assert rest and all(status == "not-started" for _, status in rest)
+    assert ("2.14.1-rocm7.2-py3.11-runtime", "not-started") in rest

@@ -59,3 +59,19 @@ def test_a_locked_base_reaches_from_the_label_and_the_fingerprint(team_matrix, t
     (tmp_path / "matrix.lock").write_text(lock_text(Lock({"python:3.12-slim-bookworm": OTHER}, {"timm>=1.0": "1.0.15"}), "now"))
     (moved,) = select_targets(Choices(matrix=path)).render()
     assert moved.fingerprint not in (locked.fingerprint, unlocked.fingerprint)
+
+
+def test_finding_pips_default_index_leaves_setuptools_importable(tmp_path):
+    """lock asks pip for its default index; importing pip in-process would switch off setuptools' distutils shim
+    (Python < 3.12), and a later hipify --compile-check in the same process could not import cpp_extension."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import sys; from buildkit.adapters.wheel_index import default_package_index as find; index = find(); "
+              "import setuptools; print(index, 'pip' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    index, pip_imported = found.stdout.split()
+    assert index.startswith("https://") and pip_imported == "False"
