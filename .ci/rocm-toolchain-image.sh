@@ -22,9 +22,6 @@ if [ "$("$docker" image inspect --format "{{ index .Config.Labels \"$marker\" }}
   echo "ROCm toolchain image $tag already present (recipe $recipe)"
   exit 0
 fi
-sources=/etc/apt/sources.list.d/debian.sources
-[ -f "$sources" ] || sources=/etc/apt/sources.list
-mirror=$(awk '/^URIs:/ { print $2; exit } /^deb / { print $2; exit }' "$sources")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # hipcc pulls clang, lld, the device libraries and the HIP runtime headers; g++ is the host compiler torch
@@ -32,18 +29,47 @@ trap 'rm -rf "$work"' EXIT
 # stage installs (python3.X-venv/-dev, git, cmake, ninja-build, ccache, patchelf), so its apt step finds it.
 include=hipcc,g++,binutils,python3,python3-venv,python3-dev,git,cmake,ninja-build,ccache,patchelf,ca-certificates
 include+=,libhipblas-common-dev,librocthrust-dev,librocprim-dev,libhipcub-dev,libhiprand-dev,librocrand-dev
-headers_only="libhipblas-dev libhipblaslt-dev libhipsparse-dev libhipsolver-dev librocblas-dev librocsparse-dev librocsolver-dev"
-mmdebstrap --quiet --variant=minbase --include="$include" \
-  --aptopt='Acquire::Check-Valid-Until "false"' --aptopt='APT::Install-Recommends "false"' \
-  --customize-hook="chroot \"\$1\" sh -c 'cd /tmp && apt-get download -q $headers_only >/dev/null \
-    && for deb in *.deb; do dpkg-deb --fsys-tarfile \$deb | tar -x -C / --wildcards ./usr/include/*; done && rm -f ./*.deb'" \
-  --customize-hook='chroot "$1" sh -c "python3 -c \"import sys; print(\\\"%d.%d\\\" % sys.version_info[:2])\" > /os-python \
-    && HIP_PLATFORM=amd hipcc --version 2>/dev/null | sed -n \"s/^HIP version: \\([0-9]*\\.[0-9]*\\).*/\\1/p\" > /hip-version"' \
-  --customize-hook='copy-out /os-python /hip-version '"$work" \
-  --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/os-python "$1"/hip-version' \
-  sid "$work/rootfs.tar" "deb $mirror sid main"
-"$docker" import \
-  --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8' \
-  --change "LABEL $marker=$recipe dev.buildkit.os-python=$(cat "$work/os-python") dev.buildkit.hip-version=$(cat "$work/hip-version")" \
-  "$work/rootfs.tar" "$tag" >/dev/null
+# What runs inside the new root once its packages are in, whichever way it was made: the math libraries'
+# headers only, and the facts the labels record (/os-python, /hip-version, read back out and removed).
+cat > "$work/setup.sh" <<'EOF'
+set -eu
+cd /tmp
+apt-get download -q libhipblas-dev libhipblaslt-dev libhipsparse-dev libhipsolver-dev librocblas-dev librocsparse-dev \
+  librocsolver-dev >/dev/null
+for deb in ./*.deb; do dpkg-deb --fsys-tarfile "$deb" | tar -x -C / --wildcards './usr/include/*'; done
+rm -f ./*.deb /tmp/setup.sh
+python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' > /os-python
+HIP_PLATFORM=amd hipcc --version 2>/dev/null | sed -n 's/^HIP version: \([0-9]*\.[0-9]*\).*/\1/p' > /hip-version
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*
+EOF
+if [ -n "${BASE_IMAGE_PULL:-}" ]; then
+  # A runner that reaches Docker Hub and has no Debian mirror (GitHub's ubuntu-24.04: its archive has no
+  # unstable suite): the same packages on Debian unstable's own image.
+  cat > "$work/Dockerfile" <<EOF
+FROM debian:sid
+COPY setup.sh /tmp/setup.sh
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends ${include//,/ } >/dev/null \\
+ && sh /tmp/setup.sh
+EOF
+  "$docker" build --quiet -t "$tag-unlabelled" "$work" >/dev/null
+  for fact in os-python hip-version; do "$docker" run --rm "$tag-unlabelled" cat "/$fact" > "$work/$fact"; done
+  printf 'FROM %s\nRUN rm /os-python /hip-version\nLABEL %s=%s dev.buildkit.os-python=%s dev.buildkit.hip-version=%s\n' \
+    "$tag-unlabelled" "$marker" "$recipe" "$(cat "$work/os-python")" "$(cat "$work/hip-version")" \
+    | "$docker" build --quiet -t "$tag" - >/dev/null
+  "$docker" image rm "$tag-unlabelled" >/dev/null
+else
+  sources=/etc/apt/sources.list.d/debian.sources
+  [ -f "$sources" ] || sources=/etc/apt/sources.list
+  mirror=$(awk '/^URIs:/ { print $2; exit } /^deb / { print $2; exit }' "$sources")
+  mmdebstrap --quiet --variant=minbase --include="$include" \
+    --aptopt='Acquire::Check-Valid-Until "false"' --aptopt='APT::Install-Recommends "false"' \
+    --customize-hook="copy-in $work/setup.sh /tmp" --customize-hook='chroot "$1" sh /tmp/setup.sh' \
+    --customize-hook='copy-out /os-python /hip-version '"$work" \
+    --customize-hook='rm -f "$1"/os-python "$1"/hip-version' \
+    sid "$work/rootfs.tar" "deb $mirror sid main"
+  "$docker" import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8' \
+    --change "LABEL $marker=$recipe dev.buildkit.os-python=$(cat "$work/os-python") dev.buildkit.hip-version=$(cat "$work/hip-version")" \
+    "$work/rootfs.tar" "$tag" >/dev/null
+fi
 echo "built ROCm toolchain image $tag: HIP $(cat "$work/hip-version"), Python $(cat "$work/os-python") (recipe $recipe)"

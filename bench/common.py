@@ -25,7 +25,11 @@ def timed_build(matrix: Path, pip_conf: Path, out: Path, *extra: str, env: dict 
                           env=env, timeout=timeout)
     seconds = time.perf_counter() - started
     if result.returncode != 0:
-        sys.exit(f"build failed:\n{result.stderr[-3000:]}")
+        # each failed target's own reason when the build got as far as its report, else what it printed last
+        report = out / "report.json"
+        failed = [f"{t['id']}: {t['error']}" for t in json.loads(report.read_text())["targets"] if t["status"] != "built"] \
+            if report.exists() else []
+        sys.exit("build failed:\n" + ("\n".join(failed) or result.stderr[-3000:]))
     return seconds, json.loads((out / "report.json").read_text())
 
 

@@ -26,12 +26,12 @@ def report(out) -> dict[str, dict]:
 
 
 def test_a_context_builder_with_an_empty_cache_reuses_the_registry_cache(tmp_path, double_index, pair_setup, base_image,
-                                                                        buildkit_cli, docker_env, cleanup_images):
+                                                                        buildkit_cli, docker_env, repository, cleanup_images):
     _, pip_conf = pair_setup
     registry = RegistryProcess(tmp_path / "registry").start()
     spare = SpareEngine(buildkit_cli.docker, tmp_path / "spare.log")
     try:
-        matrix = team_matrix(tmp_path, double_index.url, "fleet/pytorch", PAIR_ONLY, STACK, registry=registry.address)
+        matrix = team_matrix(tmp_path, double_index.url, repository, PAIR_ONLY, STACK, registry=registry.address)
         common = ["build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--registry-cache"]
         first = run_buildkit(*common, "--out", tmp_path / "first", env=docker_env)
         assert first.returncode == 0, first.stderr[-3000:]
@@ -41,7 +41,7 @@ def test_a_context_builder_with_an_empty_cache_reuses_the_registry_cache(tmp_pat
         built = report(tmp_path / "second")
         for target_id in (CUDA, ROCM):
             log = (tmp_path / "second" / "logs" / f"{target_id}.log").read_text()
-            assert "importing cache manifest from" in log and f"{registry.address}/fleet/pytorch/buildcache" in log
+            assert "importing cache manifest from" in log and f"{registry.address}/{repository}/buildcache" in log
             # the resolve step and every layer that installs its share of it (torch's among them)
             installs = {line.split()[0] for line in log.splitlines()
                         if line.startswith("#") and ("/buildkit/install.py resolve" in line or "/buildkit/install.py layer" in line)}
@@ -52,7 +52,7 @@ def test_a_context_builder_with_an_empty_cache_reuses_the_registry_cache(tmp_pat
         # the images live in the engine that built them, not in the default one
         images = subprocess.run([buildkit_cli.docker, "images", "--format", "{{.Repository}}:{{.Tag}}"], env=spare.env,
                                 capture_output=True, text=True).stdout
-        assert f"{registry.address}/fleet/pytorch:{CUDA}" in images
+        assert f"{registry.address}/{repository}:{CUDA}" in images
     finally:
         spare.stop()
         registry.stop()
