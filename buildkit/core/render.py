@@ -199,6 +199,10 @@ def _template_problem(name: str, error: BaseException, target: Target) -> Proble
         message = f"template uses an undefined value: {error.message}"
     elif isinstance(error, jinja2.sandbox.SecurityError):
         message = f"template tried something the sandbox forbids: {error}"
+    elif isinstance(error, RecursionError):
+        # most often a team file named like a built-in template that extends that name: it extends itself
+        message = ("template recurses without end (does it extend or include itself? A team template of a built-in "
+                   "name shadows it: give yours a flavor's name, <flavor>.Dockerfile.j2, to extend the built-in one)")
     else:
         message = f"template failed: {type(error).__name__}: {error}"
     return Problem(where, f"{_one_line(message)} (target {target.id})", line=line)

@@ -176,6 +176,19 @@ def test_validate_renders_team_templates_and_locates_their_errors(cli, team_fold
     assert says in github.out and github.out.count("\n") == 1
 
 
+def test_a_team_template_that_shadows_the_builtin_it_extends_is_told_why_it_recurses(cli, team_folder):
+    """The newcomer's likely first template: runtime.Dockerfile.j2 in template_dir, extending runtime.Dockerfile.j2,
+    which is now itself."""
+    (team_folder / "templates").mkdir()
+    (team_folder / "templates" / "runtime.Dockerfile.j2").write_text(
+        '{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}\nRUN true\n{% endblock %}\n')
+    (team_folder / "matrix.toml").write_text(TEAM + 'template_dir = "templates"\n')
+    result = cli("matrix", "validate")
+    assert result.code == 2 and result.err.count("\n") == 1, result.err
+    assert "templates/runtime.Dockerfile.j2:1: template recurses without end" in result.err
+    assert "<flavor>.Dockerfile.j2" in result.err and "Traceback" not in result.err
+
+
 def test_github_annotations_point_at_the_matrix_lines(cli, team_folder):
     (team_folder / "matrix.toml").write_text(TEAM + 'registry2 = "x"\ntag_prefix = "a,b"\n')
     result = cli("matrix", "validate", "--format", "github")
