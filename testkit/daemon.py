@@ -1,10 +1,13 @@
 """A second, throwaway dockerd for tests: its own socket, data and exec folders, and a bridge of its own (a
 daemon started with `--bridge none` takes the host's docker0 with it when it stops). The local base image is
 loaded into it, so it starts with an empty build cache and nothing else, as a fresh CI runner or a remote
-builder does. A docker context names it, so buildkit can build there with `--builder CONTEXT`."""
+builder does. A docker context names it, so buildkit can build there with `--builder CONTEXT`. It takes the
+host engine's configuration (/etc/docker/daemon.json); `classic` turns the containerd image store off in it,
+as on an engine before Docker 29 that never turned it on."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -23,6 +26,7 @@ class SpareEngine:
     bridge: str = ""
     context: str = ""
     daemon: subprocess.Popen | None = None
+    classic: bool = False  # the classic image store (graph drivers), not containerd's
 
     @property
     def socket(self) -> Path:
@@ -39,10 +43,15 @@ class SpareEngine:
         self.root.mkdir()
         self.bridge = f"bk{tag}"  # interface names have at most 15 characters
         subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
+        host_config = Path("/etc/docker/daemon.json")
+        config = json.loads(host_config.read_text()) if host_config.is_file() else {}
+        if self.classic:
+            config["features"] = {**config.get("features", {}), "containerd-snapshotter": False}
+        (self.root / "daemon.json").write_text(json.dumps(config))
         self.daemon = subprocess.Popen(
-            ["dockerd", "--host", f"unix://{self.socket}", "--data-root", str(self.root / "data"),
-             "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "docker.pid"), "--bridge", self.bridge,
-             "--iptables=false", "--ip-masq=false"],
+            ["dockerd", "--config-file", str(self.root / "daemon.json"), "--host", f"unix://{self.socket}",
+             "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
+             "--pidfile", str(self.root / "docker.pid"), "--bridge", self.bridge, "--iptables=false", "--ip-masq=false"],
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
