@@ -96,7 +96,17 @@ def template_variables(planned: PlannedImage) -> dict[str, Any]:
         "support_file": lambda name: support_mount(target, name),
         "gb_per_job": GB_PER_JOB,
         "gpu_guard": guard_config(target),  # the GPU guard's config (core/guard.py), one shell-quoted argument
+        "labels": planned.labels,  # what describes the image, the fingerprint included; not the build stamp
     }
+
+
+def dockerfile_string(value: str) -> str:
+    """`value` as one double-quoted Dockerfile word (a LABEL value): its backslashes, quotes and `$` escaped, so
+    the builder neither ends the word nor expands a variable in it. Matrix values never hold a line break
+    (validation refuses control characters); one here would start a new instruction, so it is refused."""
+    if any(ord(character) < 32 for character in value):
+        raise ValueError(f"a control character in a Dockerfile string: {value!r}")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
 def template_name(flavor: str) -> str:
@@ -181,6 +191,7 @@ def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     environment.filters["shell_quote"] = shlex.quote
+    environment.filters["dockerfile_string"] = dockerfile_string
     return environment
 
 

@@ -189,4 +189,25 @@ RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guar
 # Numeric, so a runtime that enforces non-root (Kubernetes runAsNonRoot) can verify it.
 USER 1000
 WORKDIR /home/buildkit
+
+# What describes the image to `buildkit test`, `doctor` and the GPU guard (buildkit/core/labels.py), written here
+# so that any builder of this file (`docker build`, the bake export) makes a self-describing image; buildkit's
+# own builds pass the same labels, and the build date and revision, on the command line too.
+LABEL dev.buildkit.backend="cuda" \
+      dev.buildkit.backend-version="13.0" \
+      dev.buildkit.base-image="python:3.12-slim-bookworm" \
+      dev.buildkit.compression="zstd" \
+      dev.buildkit.fingerprint="f65c790120abc25a041e46f0adcf222410d1a331d3acd649532282b3514b2f22" \
+      dev.buildkit.flavor="runtime" \
+      dev.buildkit.gpu-archs="7.5;8.0;8.6;9.0;10.0;12.0" \
+      dev.buildkit.installer="uv" \
+      dev.buildkit.max-layer-size="10000000000" \
+      dev.buildkit.pair="2.14.1-py3.12-runtime" \
+      dev.buildkit.python="3.12" \
+      dev.buildkit.target="2.14.1-cuda13.0-py3.12-runtime" \
+      dev.buildkit.torch="2.14.1" \
+      dev.buildkit.vendor="nvidia" \
+      org.opencontainers.image.source="https://github.com/buildkit-images/buildkit" \
+      org.opencontainers.image.title="PyTorch 2.14.1 for CUDA 13.0, Python 3.12 (runtime)" \
+      org.opencontainers.image.version="2.14.1-cuda13.0-py3.12-runtime"
 CMD ["python"]

@@ -106,4 +106,25 @@ RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guar
 # Numeric, so a runtime that enforces non-root (Kubernetes runAsNonRoot) can verify it.
 USER 1000
 WORKDIR /home/buildkit
+
+# What describes the image to `buildkit test`, `doctor` and the GPU guard (buildkit/core/labels.py), written here
+# so that any builder of this file (`docker build`, the bake export) makes a self-describing image; buildkit's
+# own builds pass the same labels, and the build date and revision, on the command line too.
+LABEL dev.buildkit.backend="rocm" \
+      dev.buildkit.backend-version="7.2" \
+      dev.buildkit.base-image="python:3.12-slim-bookworm" \
+      dev.buildkit.compression="zstd" \
+      dev.buildkit.fingerprint="1b67487c5fb4e903078949a4b71fe2356b40b5aa1544db7cb83052d248443cf2" \
+      dev.buildkit.flavor="runtime" \
+      dev.buildkit.gpu-archs="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1150;gfx1151;gfx1200;gfx1201" \
+      dev.buildkit.installer="uv" \
+      dev.buildkit.max-layer-size="10000000000" \
+      dev.buildkit.pair="" \
+      dev.buildkit.python="3.12" \
+      dev.buildkit.target="2.14.1-rocm7.2-py3.12-runtime" \
+      dev.buildkit.torch="2.14.1" \
+      dev.buildkit.vendor="amd" \
+      org.opencontainers.image.source="https://github.com/buildkit-images/buildkit" \
+      org.opencontainers.image.title="PyTorch 2.14.1 for ROCm 7.2, Python 3.12 (runtime)" \
+      org.opencontainers.image.version="2.14.1-rocm7.2-py3.12-runtime"
 CMD ["python"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,8 +14,9 @@ import pytest
 from buildkit.adapters.bundled import builtin_templates_dir, image_support_files
 from buildkit.adapters.matrix_files import load_matrix
 from buildkit.app.targets import Choices, select_targets
+from buildkit.core import labels
 from buildkit.core.plan import expand
-from buildkit.core.render import Renderer, fingerprint
+from buildkit.core.render import Renderer, dockerfile_string, fingerprint
 from buildkit.errors import UserError
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -79,6 +81,36 @@ def test_templates_keep_their_invariants(default):
         for name, value in item.build_args.items():
             assert f"ARG {name}={value}\n" in text
         assert "ca-bundle" not in "".join(item.build_args.values())
+
+
+def label_instruction(dockerfile: str) -> dict[str, str]:
+    """The final stage's LABEL instruction read as BuildKit's Dockerfile parser reads it: lines joined at their
+    trailing backslash, then KEY="VALUE" words, a backslash in the quotes taking the next character literally
+    (the integration test's bake build reads the same labels back from a real engine)."""
+    (instruction,) = [line for line in dockerfile.replace("\\\n", " ").splitlines() if line.startswith("LABEL ")]
+    words = re.fullmatch(r'LABEL((?: +[A-Za-z0-9._-]+="(?:[^"\\]|\\.)*")+) *', instruction)
+    assert words, instruction
+    return {key: re.sub(r"\\(.)", r"\1", value) for key, value in re.findall(r'([A-Za-z0-9._-]+)="((?:[^"\\]|\\.)*)"', words.group(1))}
+
+
+def test_rendered_dockerfiles_carry_the_images_labels(default):
+    """Self-describing: a plain `docker build` of a rendered Dockerfile labels the image as `build` does, all
+    but the build's date and revision, which only the build knows."""
+    for item in default.values():
+        assert label_instruction(item.dockerfile) == dict(item.labels), item.target.id
+        assert labels.CREATED not in item.labels and labels.REVISION not in item.labels
+        assert item.dockerfile.rstrip().endswith('CMD ["python"]')  # metadata last: no layer's cache depends on it
+
+
+@pytest.mark.parametrize("value", ['a "quoted" word', "costs $HOME and ${PATH}", "back\\slash\\", "tab-free, plain"])
+def test_a_label_value_reads_back_exactly(value):
+    word = dockerfile_string(value)
+    assert label_instruction(f"LABEL k={word}\n") == {"k": value}
+
+
+def test_a_line_break_never_reaches_a_dockerfile_string():
+    with pytest.raises(ValueError):
+        dockerfile_string("x\nRUN curl evil")
 
 
 def test_root_option_leaves_no_user_switch(team_matrix):
