@@ -1,15 +1,20 @@
 """How torch goes into an image: what to resolve, and which layers the resolved packages are installed in.
 
 The image-side installer (buildkit/image/install.py) carries it out. A `resolve` stage resolves torch and
-its companions on the backend's wheel index once; then every layer of the image installs its share of that
-resolution, in this order:
+its companions on the backend's wheel index once; then every layer is downloaded and installed in a stage of
+its own, all at once, into a folder laid out as the venv holds it, and the image copies them in as layers of
+their own (`COPY --link`), in this order:
 
 1. each of the backend version's large dependencies (compat `layers`: cuDNN, cuBLAS, NCCL…; rocm-sdk-core and
    rocm-sdk-libraries), a layer each, so a pull fetches them in parallel and a registry's layer limit holds;
 2. `dependencies`: everything else torch and its companions need, in one layer;
-3. `torch` itself, whose RUN also proves the backend (check-backend), applies a fat wheel's arch trim, and
-   freezes torch as the constraint of every later install;
+3. `torch` itself, whose stage also narrows a thin wheel's requirement on device code, applies a fat wheel's
+   arch trim, and writes torch's exact build as the constraint of every later install;
 4. for thin ROCm wheels, the device code of each gfx target the image carries, a layer per target.
+
+The image proves the backend (check-backend) as soon as the layers are in, before anything is installed on
+torch. Stages run side by side (a cold build's downloads and installs overlap), and a copied layer does not
+depend on the ones below it, so a change in one stage rebuilds that layer alone.
 
 Everything above the device layers is the same for every family image of a ROCm stack, so BuildKit builds
 those layers once and the family images share them. Every layer's wheels are measured against
@@ -94,11 +99,12 @@ def torch_install(target: Target, compat: Compat) -> TorchInstall:
     )
 
 
-_PLAN_FILE = re.compile(r"/plan/([A-Za-z0-9._-]+)\.json")
+_LAYER_ROOT = re.compile(r"/layers/([A-Za-z0-9._-]+)/")
 
 
 def layer_name(step: str) -> str:
     """What an image layer holds, from the build step that made it (its history's created_by): the torch
-    install layer it is (torch, nvidia-cudnn-cu13, device-gfx942), else the step, shortened."""
-    found = _PLAN_FILE.search(step) if "install.py layer" in step else None
+    install layer it is (torch, nvidia-cudnn-cu13, device-gfx942: `COPY /layers/<name>/ /`), else the step,
+    shortened."""
+    found = _LAYER_ROOT.search(step) if step.lstrip().startswith("COPY") else None
     return found.group(1) if found else " ".join(step.split())[:80]

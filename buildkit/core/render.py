@@ -45,6 +45,9 @@ from buildkit.errors import Problem, UserError, printable
 FINGERPRINT_SCHEMA = 4
 # The stage that ends where a pair's twins diverge (everything below the torch install).
 SHARED_STAGE = "shared"
+# The base with the venv and its installer, below SHARED_STAGE: torch's resolve and layer stages start from it,
+# so they run while the image's OS packages install.
+TOOLS_STAGE = "tools"
 # The build context carries the image-side scripts (buildkit/image: the installer) in this folder, next to
 # the Dockerfile; RUN steps bind-mount it, so no layer holds them. A source build sends a PyTorch checkout
 # as its context, so there the folder travels as a named build context instead.
@@ -91,6 +94,7 @@ def template_variables(planned: PlannedImage) -> dict[str, Any]:
         "build_args": planned.build_args,
         "template": planned.template,
         "shared_stage": SHARED_STAGE,
+        "tools_stage": TOOLS_STAGE,
         "install": planned.install,
         "support": support_mount(target),
         "support_file": lambda name: support_mount(target, name),

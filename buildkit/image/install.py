@@ -1,24 +1,29 @@
-"""torch's install inside an image build. It runs INSIDE the build: standard library and pip only.
+"""torch's install inside an image build. It runs INSIDE the build: standard library, pip and uv only.
 
 The rendered Dockerfile mounts this file from the build context (it never reaches a layer). The plan it
 carries out is buildkit/core/install_plan.py's, written next to it as torch-install.json:
 
     python /buildkit/install.py resolve PLAN OUT
-        resolves torch and its companions once, on the backend's wheel index only (pip's resolver, metadata
-        only), and writes OUT/<layer>.json: each layer's share of the resolution, exact versions.
-    python /buildkit/install.py layer OUT/<layer>.json
+        resolves torch and its companions once, on the backend's wheel index only, from metadata (uv's
+        resolver, which fetches metadata in parallel, when the installer is uv; else pip's), and writes
+        OUT/<layer>.json: each layer's share of the resolution, exact versions. What the image's venv already
+        holds (pip, uv) is pinned as it is and left out: a layer never replaces a file of another.
+    python /buildkit/install.py layer OUT/<layer>.json ROOT
         downloads that layer's wheels from the same index, refuses any wheel or layer larger than
-        max_layer_size (before anything is installed, let alone pushed), installs them without
-        resolving again, and, for torch's layer, proves the backend, trims a fat wheel's unused archs and
-        freezes torch as the constraint of every later install.
+        max_layer_size (before anything is installed, let alone pushed), and installs them without resolving
+        again under ROOT, as the venv's own prefix would hold them (ROOT/opt/venv/...): each layer is built in
+        a stage of its own, all of them at once, and the image copies each ROOT in as one layer. torch's
+        layer also narrows a thin wheel's requirement on device code, trims a fat wheel's unused archs and
+        writes torch's exact build as the constraint of every later install.
+    python /buildkit/install.py check-backend cuda|rocm VERSION
+        the backend check: the image runs it as soon as torch's layers are in place, before anything else is
+        installed on them.
     python /buildkit/install.py packages uv|pip REQUIREMENT...
         the stack's own packages, from the build's package index (pip.conf's, which uv is given too), under
         torch's constraint.
-    python /buildkit/install.py check-backend cuda|rocm VERSION
-        the backend check on its own.
 
-The installer is uv (the image's own, pinned) or pip: a plan's `installer`. pip always resolves and downloads
-torch's layers (uv has no download command, and a wheel's size must be known before it is installed); uv then
+The installer is uv (the image's own, pinned) or pip: a plan's `installer`. pip always downloads torch's
+layers (uv has no download command, and a wheel's size must be known before it is installed); uv then
 installs the files, compiling their bytecode in parallel.
 
 Sizes are the wheels' own: a registry stores a layer compressed, about the size of the wheels it came
@@ -36,13 +41,14 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 
-CONSTRAINT = os.path.join(sys.prefix, "torch-constraint.txt")  # the venv: /opt/venv/torch-constraint.txt
+CONSTRAINT = "torch-constraint.txt"  # in the venv: /opt/venv/torch-constraint.txt
 TORCH_LAYER = "torch"
 DEPENDENCIES = "dependencies"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-USAGE = ("usage: install.py resolve PLAN OUT | install.py layer LAYER.json | install.py packages uv|pip REQUIREMENT... | "
+USAGE = ("usage: install.py resolve PLAN OUT | install.py layer LAYER.json ROOT | install.py packages uv|pip REQUIREMENT... | "
          "install.py check-backend cuda|rocm VERSION")
 # uv's downloads and built wheels go in the build's pip cache mount: no layer holds them
 UV_CACHE = "/root/.cache/pip/uv"
@@ -65,11 +71,11 @@ def pip(arguments, what):
     return run([sys.executable, "-m", "pip", "--disable-pip-version-check", *arguments], what)
 
 
-def uv(arguments, what, environment=None):
-    """Run the venv's uv on this venv's Python."""
-    command = [os.path.join(os.path.dirname(sys.executable), "uv"), "pip", "install", "--python", sys.executable, *arguments]
-    return run(command, what, {**os.environ, "UV_CACHE_DIR": UV_CACHE, "UV_LINK_MODE": "copy", "UV_COMPILE_BYTECODE": "1",
-                               "UV_NO_PROGRESS": "1", **(environment or {})})
+def uv(command, arguments, what, environment=None):
+    """Run the venv's uv (`uv pip COMMAND`) on this venv's Python."""
+    argv = [os.path.join(os.path.dirname(sys.executable), "uv"), "pip", command, "--python", sys.executable, *arguments]
+    return run(argv, what, {**os.environ, "UV_CACHE_DIR": UV_CACHE, "UV_LINK_MODE": "copy", "UV_COMPILE_BYTECODE": "1",
+                            "UV_NO_PROGRESS": "1", **(environment or {})})
 
 
 def run(command, what, environment=None):
@@ -83,24 +89,86 @@ def run(command, what, environment=None):
     return result.stdout
 
 
-def index_arguments(index_url, pre):
+def torch_index(index_url):
     # the backend's index only: a missing wheel fails instead of pip falling back to PyPI's other backend
-    return ["--index-url", os.environ.get("TORCH_INDEX_URL") or index_url, *(["--pre"] if pre else [])]
+    return os.environ.get("TORCH_INDEX_URL") or index_url
+
+
+def index_arguments(index_url, pre):
+    return ["--index-url", torch_index(index_url), *(["--pre"] if pre else [])]
+
+
+def uv_index_arguments(config_path, cert):
+    """pip's configuration as uv's options: uv reads no pip.conf, and a private index (its credentials in its
+    URL) and a CA bundle arrive as the build's pip.conf secret. pip looks in every index at once; so does uv's
+    unsafe-best-match strategy."""
+    import configparser
+
+    parser = configparser.RawConfigParser()
+    if config_path:
+        parser.read(config_path)
+    value = {}
+    for section in ("global", "install"):
+        if parser.has_section(section):
+            value.update(parser.items(section))
+    arguments = ["--index-strategy", "unsafe-best-match"]
+    for url in value.get("index-url", "").split()[:1]:
+        arguments += ["--index-url", url]
+    for url in value.get("extra-index-url", "").split():
+        arguments += ["--extra-index-url", url]
+    for location in value.get("find-links", "").split():
+        arguments += ["--find-links", location]
+    for host in value.get("trusted-host", "").split():
+        arguments += ["--allow-insecure-host", host]
+    bundle = cert or value.get("cert", "")
+    return arguments, ({"SSL_CERT_FILE": bundle} if bundle else {})
+
+
+def site_packages(root=""):
+    """The venv's site-packages folder as it lies under `root` ("": the venv itself)."""
+    return root + sysconfig.get_path("purelib")
 
 
 # --- resolve ----------------------------------------------------------------------------------------------
 
 
-def report(requirements, index, no_deps=False):
+def venv_distributions():
+    """What the image's venv holds before torch (pip, uv): canonical name -> version."""
+    return {canonical(d.metadata["Name"]): d.version for d in importlib.metadata.distributions(path=[site_packages()])}
+
+
+def report(requirements, index, constraints, no_deps=False):
     """pip's resolution of `requirements` as [(name, version, requires_dist)], from metadata only."""
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "report.json")
-        pip(["install", "--dry-run", "--ignore-installed", "--quiet", "--report", path, *index,
+        pip(["install", "--dry-run", "--ignore-installed", "--quiet", "--report", path, "--constraint", constraints, *index,
              *(["--no-deps"] if no_deps else []), *requirements], "resolving " + " ".join(requirements))
         with open(path, encoding="utf-8") as handle:
             installs = json.load(handle)["install"]
     return [(item["metadata"]["name"], item["metadata"]["version"], item["metadata"].get("requires_dist") or [])
             for item in installs]
+
+
+_PIN_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)")
+
+
+def uv_compile(requirements, index_url, pre, constraints):
+    """uv's resolution of `requirements` as [(name, version)]: the backend's index first, pip.conf's other
+    sources after it as pip would look in them, metadata fetched in parallel."""
+    sources, environment = uv_index_arguments(os.environ.get("PIP_CONFIG_FILE"), os.environ.get("PIP_CERT"))
+    sources = [argument for pair in zip(sources[::2], sources[1::2]) if pair[0] != "--index-url" for argument in pair]
+    with tempfile.TemporaryDirectory() as folder:
+        listed, out = os.path.join(folder, "requirements.in"), os.path.join(folder, "requirements.txt")
+        with open(listed, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(requirements) + "\n")
+        uv("compile", [*sources, "--index-url", torch_index(index_url), *(["--prerelease", "allow"] if pre else []),
+                       "--constraint", constraints, "--no-header", "--no-annotate", "--quiet", "--output-file", out, listed],
+           "resolving " + " ".join(requirements), environment)
+        with open(out, encoding="utf-8") as handle:
+            pins = [_PIN_RE.match(line.strip()) for line in handle if line.strip() and not line.startswith(("#", " "))]
+    if not all(pins):
+        sys.exit("resolving: uv wrote a requirement that is not an exact pin")
+    return [(found.group(1), found.group(2)) for found in pins]
 
 
 def with_extras(requirement, name, drop, add):
@@ -114,14 +182,21 @@ def with_extras(requirement, name, drop, add):
     return f"{found.group(1)}[{','.join(extras)}]{found.group(3)}"
 
 
-def resolution(plan, index):
+def resolution(plan, constraints):
     """Every distribution the install needs, exact. A narrowed thin torch is resolved without its own
     requirement on every device package: its companions and it are read with --no-deps, and what they
     require is resolved with that requirement's device-all extra replaced by the image's archs' extras."""
+    index = index_arguments(plan["index_url"], plan["pre"])
+
+    def closure(requirements):
+        if plan["installer"] == "uv":
+            return uv_compile(requirements, plan["index_url"], plan["pre"], constraints)
+        return [(name, version) for name, version, _ in report(requirements, index, constraints)]
+
     narrowing = plan["narrowing"]
     if narrowing is None:
-        return [(name, version) for name, version, _ in report(plan["requirements"], index)]
-    direct = report(plan["requirements"], index, no_deps=True)
+        return closure(plan["requirements"])
+    direct = report(plan["requirements"], index, constraints, no_deps=True)
     names = {canonical(name) for name, _, _ in direct}
     wanted = []
     for _, _, requires in direct:
@@ -130,18 +205,24 @@ def resolution(plan, index):
             if found is None or canonical(found.group()) in names:  # torchvision's own requirement on torch
                 continue
             wanted.append(with_extras(requirement, narrowing["requirement"], narrowing["drop"], narrowing["add"]))
-    closure = report(wanted, index) if wanted else []
-    return [(name, version) for name, version, _ in direct] + [(name, version) for name, version, _ in closure]
+    return [(name, version) for name, version, _ in direct] + (closure(wanted) if wanted else [])
 
 
 def resolve(plan_path, out):
     with open(plan_path, encoding="utf-8") as handle:
         plan = json.load(handle)
-    index = index_arguments(plan["index_url"], plan["pre"])
+    installed = venv_distributions()
     owner = {canonical(package): layer["name"] for layer in plan["layers"] for package in layer["packages"]}
     shares = {layer["name"]: [] for layer in plan["layers"]}
-    for name, version in sorted(set(resolution(plan, index))):
-        shares[owner.get(canonical(name), DEPENDENCIES)].append(f"{name}=={version}")
+    with tempfile.TemporaryDirectory() as folder:
+        # what the venv holds stays as it is: a layer that installed another pip would leave two of it
+        constraints = os.path.join(folder, "venv-constraints.txt")
+        with open(constraints, "w", encoding="utf-8") as handle:
+            handle.write("".join(f"{name}=={version}\n" for name, version in sorted(installed.items())))
+        resolved = resolution(plan, constraints)
+    for name, version in sorted(set(resolved)):
+        if installed.get(canonical(name)) != version:
+            shares[owner.get(canonical(name), DEPENDENCIES)].append(f"{name}=={version}")
     os.makedirs(out, exist_ok=True)
     for name, pins in shares.items():
         layer = {"name": name, "packages": pins, "index_url": plan["index_url"], "pre": plan["pre"],
@@ -150,8 +231,7 @@ def resolve(plan_path, out):
             # what the torch layer does is the same for every family image of a stack (their device code comes
             # after it), so its share of the plan names no arch: the layer is built once and shared
             narrowing = plan["narrowing"] and {key: plan["narrowing"][key] for key in ("requirement", "drop")}
-            layer |= {"backend": plan["backend"], "backend_version": plan["backend_version"],
-                      "narrowing": narrowing, "trim": plan["trim"]}
+            layer |= {"narrowing": narrowing, "trim": plan["trim"]}
         with open(os.path.join(out, f"{name}.json"), "w", encoding="utf-8") as handle:
             json.dump(layer, handle, indent=1, sort_keys=True)
         print(f"resolve: {name}: {', '.join(pins) or 'nothing'}")
@@ -177,12 +257,19 @@ def check_sizes(layer, files):
     return total
 
 
-def narrow_metadata(narrowing):
+def installed_torch(root):
+    """The torch distribution installed under `root`."""
+    found = list(importlib.metadata.distributions(name="torch", path=[site_packages(root)]))
+    if not found:
+        sys.exit(f"torch's layer holds no torch under {site_packages(root)}")
+    return found[0]
+
+
+def narrow_metadata(narrowing, torch):
     """Drop the device-all extra from the installed torch's requirement on the device code: pip and uv walk
     an installed package's requirements whenever they resolve against it, and would otherwise install
     every gfx target's device package at the next `pip install`."""
-    distribution = importlib.metadata.distribution("torch")
-    metadata = next(str(f.locate()) for f in distribution.files or () if f.name == "METADATA" and f.parent.name.endswith(".dist-info"))
+    metadata = next(str(f.locate()) for f in torch.files or () if f.name == "METADATA" and f.parent.name.endswith(".dist-info"))
     with open(metadata, encoding="utf-8") as handle:
         lines = handle.read().split("\n")
     changed = [with_extras(line[len("Requires-Dist: "):], narrowing["requirement"], narrowing["drop"], ())
@@ -215,77 +302,62 @@ def trim_archs(trim, root):
           f"(kept {' '.join(trim['kept_archs'])})")
 
 
-def freeze_torch():
-    with open(CONSTRAINT, "w", encoding="utf-8") as handle:
-        handle.write(f"torch=={importlib.metadata.version('torch')}\n")
+def install_files(layer, files, root):
+    """Install downloaded wheels (and sdists) under `root` as the venv's prefix holds them, without resolving
+    again: --no-deps, the resolution is exact. uv takes the wheels (unpacked once, hard-linked into place); an
+    sdist (the rocm meta package on a real index) is pip's, which builds it with a build backend from the index."""
+    prefix = root + sys.prefix
+    wheels = [path for path in files if path.endswith(".whl")]
+    if layer["installer"] == "uv" and wheels:
+        # no cache: the files are hard-linked from uv's scratch copy on this filesystem, not copied out of a cache mount
+        uv("install", ["--no-deps", "--no-index", "--no-cache", "--prefix", prefix, *wheels], f"installing {layer['name']}",
+           {"UV_LINK_MODE": "hardlink"})
+        files = [path for path in files if path not in wheels]
+    if files:
+        pip(["install", "--no-deps", "--ignore-installed", "--quiet", "--prefix", prefix,
+             *index_arguments(layer["index_url"], layer["pre"]), *files], f"installing {layer['name']}")
+    lock = os.path.join(prefix, ".lock")  # uv's lock on the environment it installed into, not part of it
+    if os.path.exists(lock):
+        os.remove(lock)
 
 
-def install_layer(path):
+def install_layer(path, root):
     with open(path, encoding="utf-8") as handle:
         layer = json.load(handle)
+    os.makedirs(root, exist_ok=True)  # the image copies ROOT in: an empty one is an empty layer
     if not layer["packages"]:
         print(f"layer {layer['name']}: nothing to install")
         return
-    index = index_arguments(layer["index_url"], layer["pre"])
     folder = tempfile.mkdtemp(prefix="buildkit-wheels-")
     try:
-        pip(["download", "--no-deps", "--quiet", "--dest", folder, *index, *layer["packages"]], f"downloading {layer['name']}")
+        # no pip cache: the layer's stage is built once and BuildKit keeps it, so a cache would only copy the wheels
+        pip(["download", "--no-deps", "--no-cache-dir", "--quiet", "--dest", folder, *index_arguments(layer["index_url"], layer["pre"]),
+             *layer["packages"]],
+            f"downloading {layer['name']}")
         files = sorted(os.path.join(folder, name) for name in os.listdir(folder))
         total = check_sizes(layer, files)
-        # --no-deps: the resolution is already exact. uv takes the wheels; an sdist (the rocm meta package on a
-        # real index) is pip's, which builds it with a build backend from the same index
-        wheels = [path for path in files if path.endswith(".whl")]
-        if layer["installer"] == "uv" and wheels:
-            uv(["--no-deps", "--no-index", *wheels], f"installing {layer['name']}")
-            files = [path for path in files if path not in wheels]
-        if files:
-            pip(["install", "--no-deps", "--quiet", *index, *files], f"installing {layer['name']}")
+        install_files(layer, files, root)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"layer {layer['name']}: {', '.join(layer['packages'])} ({size_text(total)} of wheels)")
     if layer["name"] == TORCH_LAYER:
+        torch = installed_torch(root)
         if layer["narrowing"]:
-            narrow_metadata(layer["narrowing"])
-        check_backend(layer["backend"], layer["backend_version"])
+            narrow_metadata(layer["narrowing"], torch)
         if layer["trim"]:
-            trim_archs(layer["trim"], os.path.dirname(importlib.util.find_spec("torch").origin))
-        freeze_torch()
+            trim_archs(layer["trim"], os.path.join(site_packages(root), "torch"))
+        with open(root + os.path.join(sys.prefix, CONSTRAINT), "w", encoding="utf-8") as handle:
+            handle.write(f"torch=={torch.version}\n")
 
 
 # --- the stack's packages -------------------------------------------------------------------------------
-
-
-def uv_index_arguments(config_path, cert):
-    """pip's configuration as uv's options: uv reads no pip.conf, and a private index (its credentials in its
-    URL) and a CA bundle arrive as the build's pip.conf secret. pip looks in every index at once; so does uv's
-    unsafe-best-match strategy."""
-    import configparser
-
-    parser = configparser.RawConfigParser()
-    if config_path:
-        parser.read(config_path)
-    value = {}
-    for section in ("global", "install"):
-        if parser.has_section(section):
-            value.update(parser.items(section))
-    arguments = ["--index-strategy", "unsafe-best-match"]
-    for url in value.get("index-url", "").split()[:1]:
-        arguments += ["--index-url", url]
-    for url in value.get("extra-index-url", "").split():
-        arguments += ["--extra-index-url", url]
-    for location in value.get("find-links", "").split():
-        arguments += ["--find-links", location]
-    for host in value.get("trusted-host", "").split():
-        arguments += ["--allow-insecure-host", host]
-    bundle = cert or value.get("cert", "")
-    return arguments, ({"SSL_CERT_FILE": bundle} if bundle else {})
 
 
 def install_packages(installer, requirements):
     """The stack's packages from the default index, under torch's constraint (PIP_CONSTRAINT, UV_CONSTRAINT)."""
     if installer == "uv":
         arguments, environment = uv_index_arguments(os.environ.get("PIP_CONFIG_FILE"), os.environ.get("PIP_CERT"))
-        uv([*arguments, *requirements], "installing " + " ".join(requirements), environment)
+        uv("install", [*arguments, *requirements], "installing " + " ".join(requirements), environment)
     else:
         pip(["install", "--quiet", *requirements], "installing " + " ".join(requirements))
     print(f"packages: {' '.join(requirements)} ({installer})")
@@ -312,8 +384,8 @@ def check_backend(backend, version):
 def main(argv):
     if len(argv) == 3 and argv[0] == "resolve":
         resolve(argv[1], argv[2])
-    elif len(argv) == 2 and argv[0] == "layer":
-        install_layer(argv[1])
+    elif len(argv) == 3 and argv[0] == "layer":
+        install_layer(argv[1], argv[2])
     elif len(argv) >= 3 and argv[0] == "packages" and argv[1] in ("uv", "pip"):
         install_packages(argv[1], argv[2:])
     elif len(argv) == 3 and argv[0] == "check-backend" and argv[1] in ("cuda", "rocm"):

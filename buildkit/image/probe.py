@@ -267,11 +267,23 @@ def compile_check(torch, device, seed):
     torch._dynamo.reset()  # a new compile per device, never a cache-size fallback to eager
     suppress = torch._dynamo.config.suppress_errors
     torch._dynamo.config.suppress_errors = False  # an image setting it would hide failures behind eager
+    # One kernel, compiled once: inductor would first build a precompiled header of its C++ prelude for later
+    # compiles (about a quarter of this check's time), which none will use. The same compiler still compiles
+    # the same code against the same headers.
+    try:
+        import torch._inductor.config as inductor
+    except ImportError:  # a torch without inductor fails in torch.compile below, with its own error
+        inductor = None
+    precompile = getattr(inductor, "cpp_cache_precompile_headers", None)
+    if precompile is not None:
+        inductor.cpp_cache_precompile_headers = False
     try:
         value = torch.compile(function, fullgraph=True)(x.float().to(device), y.float().to(device))
         _synchronize(torch, device)
     finally:
         torch._dynamo.config.suppress_errors = suppress
+        if precompile is not None:
+            inductor.cpp_cache_precompile_headers = precompile
     error = relative_error(torch, value, reference)
     threshold = THRESHOLDS["compile_fp32"]
     if not error <= threshold:

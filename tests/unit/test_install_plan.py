@@ -10,6 +10,7 @@ import pytest
 from buildkit.app.targets import Choices, SourceOptions, select_targets
 from buildkit.core.install_plan import DEPENDENCIES, TORCH
 from buildkit.image.install import with_extras
+from testkit.dockerfiles import stages
 
 PAIR = "2.14.1-py3.12-runtime"
 DEFAULT_FAMILIES = ("mi200", "mi300", "mi350", "rdna3", "rdna4", "strix-halo")
@@ -65,19 +66,24 @@ def test_layers_come_in_order_host_packages_then_the_rest_then_torch_then_device
 
 
 def test_family_images_render_the_same_dockerfile_up_to_their_device_code(pair):
-    """BuildKit builds the layers they share once: same text, same mounts (each layer mounts only the
-    installer and its own share of the resolution, so a family's other files do not change its cache key)."""
+    """BuildKit builds the layers they share once: the same stages, the same text, the same mounts (each layer's
+    stage mounts only the installer and its own share of the resolution, so a family's other files do not
+    change its cache key), copied into each image in the same order before its own device code."""
     family_images = [item for item in pair.values() if item.target.family]
-    heads = {item.dockerfile.split("# The device code of")[0].split("\n", 1)[1] for item in family_images}  # line 0 names the target
-    assert len(heads) == 1
-    for item in family_images:
-        layer_runs = [run for run in item.dockerfile.split("\nRUN ") if "install.py layer" in run]
-        assert len(layer_runs) == len(plan_of(item)["layers"])
-        for run in layer_runs:
-            layer = re.search(r"install\.py layer /plan/(\S+)\.json", run).group(1)
-            binds = re.findall(r"--mount=type=bind,([^ ]+)", run)
+    named = [stages(item.dockerfile) for item in family_images]
+    shared = {name for name in named[0] if not name.startswith("layer-device-") and name != "image"}
+    assert "layer-torch" in shared and "layer-rocm-sdk-libraries" in shared
+    for name in shared:
+        assert len({stages_of[name] for stages_of in named}) == 1, name
+    for item, stages_of in zip(family_images, named):
+        layers = [layer["name"] for layer in plan_of(item)["layers"]]
+        assert [name for name in stages_of if name.startswith("layer-")] == [f"layer-{name}" for name in layers]
+        copies = re.findall(r"^COPY --link --from=layer-(\S+) ", stages_of["image"], flags=re.M)
+        assert copies == layers and all(name.startswith("device-") for name in layers[layers.index(TORCH) + 1:])
+        for name in layers:
+            binds = re.findall(r"--mount=type=bind,([^ ]+)", stages_of[f"layer-{name}"])
             assert binds == ["source=buildkit/install.py,target=/buildkit/install.py",
-                             f"from=resolve,source=/plan/{layer}.json,target=/plan/{layer}.json"], layer
+                             f"from=resolve,source=/plan/{name}.json,target=/plan/{name}.json"], name
 
 
 def test_every_layer_keeps_the_budget_and_the_label_records_it(team_matrix):

@@ -52,7 +52,7 @@ def test_a_locked_base_reaches_from_the_label_and_the_fingerprint(team_matrix, t
     (unlocked,) = select_targets(Choices(matrix=path)).render()
     (tmp_path / "matrix.lock").write_text(lock_text(Lock({"python:3.12-slim-bookworm": DIGEST}, {"timm>=1.0": "1.0.15"}), "now"))
     (locked,) = select_targets(Choices(matrix=path)).render()
-    assert f"FROM python:3.12-slim-bookworm@{DIGEST} AS shared\n" in locked.dockerfile
+    assert f"FROM python:3.12-slim-bookworm@{DIGEST} AS tools\n" in locked.dockerfile
     assert "install.py packages uv 'timm>=1.0' timm==1.0.15" in locked.dockerfile
     assert locked.labels["dev.buildkit.base-digest"] == DIGEST
     assert locked.fingerprint != unlocked.fingerprint

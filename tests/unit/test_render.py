@@ -18,6 +18,7 @@ from buildkit.core import labels
 from buildkit.core.plan import expand
 from buildkit.core.render import Renderer, dockerfile_string, fingerprint
 from buildkit.errors import UserError
+from testkit.dockerfiles import stages
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 GOLDEN_IDS = ["2.14.1-cuda13.0-py3.12-runtime", "2.14.1-rocm7.2-py3.12-runtime", "2.14.1-rocm7.2-py3.12-devel"]
@@ -64,14 +65,25 @@ def test_templates_keep_their_invariants(default):
         text = item.dockerfile
         target = item.target
         assert "# syntax=" not in text  # a syntax line makes BuildKit pull a frontend image
-        # one base; where the twins diverge, the resolve stage and the image
-        assert text.count("FROM ") == 3 and f"FROM {target.base_image} AS shared\n" in text and "FROM shared AS image\n" in text
-        assert text.index("FROM shared AS resolve\n") < text.index("FROM shared AS image\n")
+        # one base with the venv and uv (tools); the shared stage on it; torch's resolve stage and a stage per
+        # layer on the tools alone (they run while the OS packages install); then the image
+        named = stages(text)
+        install = [layer.name for layer in item.install.layers]
+        assert list(named) == ["tools", "shared", "resolve", *(f"layer-{name}" for name in install), "image"]
+        assert named["tools"].startswith(f"FROM {target.base_image} AS tools\n") and named["shared"].startswith("FROM tools AS shared\n")
+        assert all(named[name].startswith(f"FROM tools AS {name}\n") for name in named if name == "resolve" or name.startswith("layer-"))
+        assert named["image"].startswith("FROM shared AS image\n")
         assert "--mount=type=cache,target=/var/lib/apt/lists" in text  # apt lists never land in a layer
         assert "--no-cache-dir" not in text and "--mount=type=cache,target=/root/.cache/pip" in text
-        assert "ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt" in text
-        # torch's layer writes the constraint (install.py), before any team package is installed
-        assert text.index("install.py layer /plan/torch.json") < text.index("ENV PIP_CONSTRAINT")
+        # each layer's stage installs its share into /layers/<name>; the image copies them in, in the plan's
+        # order, proves the backend, and only then makes torch (frozen by its stage) every install's constraint
+        for name in install:
+            assert f"install.py layer /plan/{name}.json /layers/{name}\n" in named[f"layer-{name}"]
+        image = named["image"]
+        copies = re.findall(r"^COPY --link --from=layer-(\S+) /layers/(\S+)/ /$", image, flags=re.M)
+        assert copies == [(name, name) for name in install]
+        check = image.index(f"install.py check-backend {target.backend} {target.backend_version}\n")
+        assert image.rindex("COPY --link") < check < image.index("ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt")
         # before it, pip installs nothing but the pinned uv
         assert [line for line in text.split("ENV PIP_CONSTRAINT")[0].splitlines() if "pip install" in line] == [
             f' && pip install "uv=={target.uv}"']

@@ -10,6 +10,7 @@ import pytest
 
 from buildkit.app.targets import Choices, SourceOptions, select_targets
 from buildkit.core.source import GB_PER_JOB, max_jobs
+from testkit.dockerfiles import stages
 from testkit.runner import tool
 
 GIB = 1024**3
@@ -28,16 +29,6 @@ def render(path, **options):
     return item
 
 
-def stages(text: str) -> dict[str, str]:
-    """Each stage's text by its name (the unnamed last stage is "runtime")."""
-    parts = re.split(r"^FROM ", text, flags=re.M)[1:]
-    named = {}
-    for part in parts:
-        header = part.splitlines()[0]
-        named[header.split(" AS ")[1] if " AS " in header else "runtime"] = "FROM " + part
-    return named
-
-
 def test_only_rocm_targets_and_on_the_devel_python(source_matrix, cli):
     selection = select_targets(Choices(matrix=source_matrix))
     assert [t.id for t in selection.targets] == ["2.14.1-rocm7.2-py3.12-source"]
@@ -47,7 +38,7 @@ def test_only_rocm_targets_and_on_the_devel_python(source_matrix, cli):
 def test_stages_and_their_order(source_matrix):
     item = render(source_matrix)
     named = stages(item.dockerfile)
-    assert list(named) == ["builder", "torchvision", "rocm-libs", "torch-wheel", "wheels", "shared", "image"]
+    assert list(named) == ["builder", "torchvision", "rocm-libs", "torch-wheel", "wheels", "tools", "shared", "image"]
     assert named["builder"].startswith("FROM rocm/dev-ubuntu-24.04:7.2.1-complete AS builder")
     builder = named["builder"]
     # hipify runs before anything compiles, and the wheel build gets the arch list and the job count
@@ -62,13 +53,13 @@ def test_stages_and_their_order(source_matrix):
 
 def test_runtime_stage_has_no_build_toolchain_no_source_and_only_the_built_wheels(source_matrix):
     named = stages(render(source_matrix).dockerfile)
-    runtime = named["shared"] + named["image"]
-    assert runtime.startswith("FROM python:3.12-slim-trixie AS shared\n")
+    runtime = named["tools"] + named["shared"] + named["image"]
+    assert runtime.startswith("FROM python:3.12-slim-trixie AS tools\n") and named["shared"].startswith("FROM tools AS shared\n")
     instructions = "\n".join(line for line in runtime.splitlines() if not line.lstrip().startswith("#"))
     assert not BUILD_TOOLCHAIN.search(instructions), BUILD_TOOLCHAIN.search(instructions)
     assert "--mount=type=bind,from=wheels,target=/wheels" in runtime
     installs = [line for line in runtime.splitlines() if "pip install" in line]
-    # uv (the image's installer, pinned) in the shared stage, then only the built wheels
+    # uv (the image's installer, pinned) in the tools stage, then only the built wheels
     assert installs == [' && pip install "uv==0.13.9"', " && pip install /wheels/torch-*.whl /wheels/torchvision-*.whl \\"]
     assert "TORCH_INDEX_URL" not in runtime and "COPY --from=rocm-libs /rocm-runtime /opt/rocm" in runtime
 
