@@ -135,6 +135,6 @@ def build_trim_pair(folder: Path, repository: str, env: dict | None, client: doc
     finally:
         index.stop()
     dockerfile = (built["untrimmed"].out / "contexts" / TARGET / "Dockerfile").read_text()
-    base_image = re.search(r"^FROM (\S+) AS shared$", dockerfile, re.MULTILINE).group(1)
+    base_image = re.search(r"^FROM (\S+) AS tools$", dockerfile, re.MULTILINE).group(1)
     base_bytes = image_bytes(client, client.images.get(base_image).id).filesystem
     return TrimPair(built["untrimmed"], built["trimmed"], base_bytes, torch.stat().st_size, read)

@@ -7,7 +7,7 @@ carries out is buildkit/core/install_plan.py's, written next to it as torch-inst
         resolves torch and its companions once, on the backend's wheel index only, from metadata (uv's
         resolver, which fetches metadata in parallel, when the installer is uv; else pip's), and writes
         OUT/<layer>.json: each layer's share of the resolution, exact versions. What the image's venv already
-        holds (pip, uv) is pinned as it is and left out: a layer never replaces a file of another.
+        holds (pip, uv) at the resolved version is left out: a layer never holds a second copy of it.
     python /buildkit/install.py layer OUT/<layer>.json ROOT
         downloads that layer's wheels from the same index, refuses any wheel or layer larger than
         max_layer_size (before anything is installed, let alone pushed), and installs them without resolving
@@ -137,11 +137,11 @@ def venv_distributions():
     return {canonical(d.metadata["Name"]): d.version for d in importlib.metadata.distributions(path=[site_packages()])}
 
 
-def report(requirements, index, constraints, no_deps=False):
+def report(requirements, index, no_deps=False):
     """pip's resolution of `requirements` as [(name, version, requires_dist)], from metadata only."""
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "report.json")
-        pip(["install", "--dry-run", "--ignore-installed", "--quiet", "--report", path, "--constraint", constraints, *index,
+        pip(["install", "--dry-run", "--ignore-installed", "--quiet", "--report", path, *index,
              *(["--no-deps"] if no_deps else []), *requirements], "resolving " + " ".join(requirements))
         with open(path, encoding="utf-8") as handle:
             installs = json.load(handle)["install"]
@@ -152,7 +152,7 @@ def report(requirements, index, constraints, no_deps=False):
 _PIN_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)")
 
 
-def uv_compile(requirements, index_url, pre, constraints):
+def uv_compile(requirements, index_url, pre):
     """uv's resolution of `requirements` as [(name, version)]: the backend's index first, pip.conf's other
     sources after it as pip would look in them, metadata fetched in parallel."""
     sources, environment = uv_index_arguments(os.environ.get("PIP_CONFIG_FILE"), os.environ.get("PIP_CERT"))
@@ -162,7 +162,7 @@ def uv_compile(requirements, index_url, pre, constraints):
         with open(listed, "w", encoding="utf-8") as handle:
             handle.write("\n".join(requirements) + "\n")
         uv("compile", [*sources, "--index-url", torch_index(index_url), *(["--prerelease", "allow"] if pre else []),
-                       "--constraint", constraints, "--no-header", "--no-annotate", "--quiet", "--output-file", out, listed],
+                       "--no-header", "--no-annotate", "--quiet", "--output-file", out, listed],
            "resolving " + " ".join(requirements), environment)
         with open(out, encoding="utf-8") as handle:
             pins = [_PIN_RE.match(line.strip()) for line in handle if line.strip() and not line.startswith(("#", " "))]
@@ -182,7 +182,7 @@ def with_extras(requirement, name, drop, add):
     return f"{found.group(1)}[{','.join(extras)}]{found.group(3)}"
 
 
-def resolution(plan, constraints):
+def resolution(plan):
     """Every distribution the install needs, exact. A narrowed thin torch is resolved without its own
     requirement on every device package: its companions and it are read with --no-deps, and what they
     require is resolved with that requirement's device-all extra replaced by the image's archs' extras."""
@@ -190,13 +190,13 @@ def resolution(plan, constraints):
 
     def closure(requirements):
         if plan["installer"] == "uv":
-            return uv_compile(requirements, plan["index_url"], plan["pre"], constraints)
-        return [(name, version) for name, version, _ in report(requirements, index, constraints)]
+            return uv_compile(requirements, plan["index_url"], plan["pre"])
+        return [(name, version) for name, version, _ in report(requirements, index)]
 
     narrowing = plan["narrowing"]
     if narrowing is None:
         return closure(plan["requirements"])
-    direct = report(plan["requirements"], index, constraints, no_deps=True)
+    direct = report(plan["requirements"], index, no_deps=True)
     names = {canonical(name) for name, _, _ in direct}
     wanted = []
     for _, _, requires in direct:
@@ -214,15 +214,14 @@ def resolve(plan_path, out):
     installed = venv_distributions()
     owner = {canonical(package): layer["name"] for layer in plan["layers"] for package in layer["packages"]}
     shares = {layer["name"]: [] for layer in plan["layers"]}
-    with tempfile.TemporaryDirectory() as folder:
-        # what the venv holds stays as it is: a layer that installed another pip would leave two of it
-        constraints = os.path.join(folder, "venv-constraints.txt")
-        with open(constraints, "w", encoding="utf-8") as handle:
-            handle.write("".join(f"{name}=={version}\n" for name, version in sorted(installed.items())))
-        resolved = resolution(plan, constraints)
-    for name, version in sorted(set(resolved)):
-        if installed.get(canonical(name)) != version:
-            shares[owner.get(canonical(name), DEPENDENCIES)].append(f"{name}=={version}")
+    for name, version in sorted(set(resolution(plan))):
+        held = installed.get(canonical(name))
+        if held == version:
+            continue  # the venv has it already: a layer holding it again would put a second copy over it
+        if held is not None:
+            sys.exit(f"resolving: torch's install needs {name}=={version}, and the image's venv holds {name} {held}, which "
+                     "its layers cannot replace (each is copied over the venv): pin the venv's tools to match")
+        shares[owner.get(canonical(name), DEPENDENCIES)].append(f"{name}=={version}")
     os.makedirs(out, exist_ok=True)
     for name, pins in shares.items():
         layer = {"name": name, "packages": pins, "index_url": plan["index_url"], "pre": plan["pre"],

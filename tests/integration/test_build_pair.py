@@ -49,7 +49,8 @@ def test_failure_is_reported_with_its_log_tail(built):
     broken = targets[BROKEN]
     assert broken["tags"] == [] and broken["image_id"] is None
     assert any("torch==2.14.1" in line or "torch==2.13.0" in line for line in broken["log_tail"])
-    assert any("No matching distribution" in line for line in broken["log_tail"])
+    # what is missing, in the resolver's words (uv's here; pip says "No matching distribution found for")
+    assert any("there is no version of torch==2.13.0+rocm7.2" in line for line in broken["log_tail"])
     markdown = (out / "report.md").read_text()
     assert f"{BROKEN}: last lines of" in markdown
 
