@@ -23,32 +23,12 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
  && pip install "uv==0.13.9"
 
-# ---- shared: the tools, the image's OS packages and its user. torch's stages start from the tools alone, so
-# they resolve and download while the OS packages install. ----
-FROM tools AS shared
-
-# Libraries the wheels load at run time that a slim base lacks (libnuma1: ROCm's HSA runtime), and
-# what torch.compile needs at run time: a C++ compiler for inductor's CPU kernels and Triton's launcher
-# stubs, and the Python headers (python:*-slim images carry them; a distribution's Python needs its -dev
-# package). Installed for both twins so their layers stay shared.
-# hadolint ignore=DL3008
-RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
-    --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libnuma1 g++ \
- && if [ ! -e "$(python3.12 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3.12-dev; fi
-
-# The image runs as buildkit (UID 1000) by default; a base image's own user with that UID
-# (ubuntu in Ubuntu 24.04 images) gives way. Set run_as_root = true in the matrix to keep root.
-RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \
- && if [ -n "$existing" ] && [ "$existing" != buildkit ]; then userdel "$existing"; fi \
- && useradd --uid 1000 --user-group --create-home --shell /bin/bash buildkit
-
-# ---- The twins diverge here: everything above is the same for the CUDA and the ROCm image of a pair. ----
-# It is a stage of its own, so the pair's shared prefix can be built once, before both twins.
-
 # ---- resolve: torch and its companions from the CUDA 13.0 wheel index, resolved once; each
-# layer below installs its share of that resolution (buildkit/image/install.py) ----
+# layer's stage below installs its share of that resolution (buildkit/image/install.py). They start from the
+# tools alone, so they run while the shared stage installs the OS packages. They come before the shared stage
+# in this file: BuildKit 0.13's Dockerfile frontend appends each stage's history to its base's, and a stage
+# written after the shared stage on the same base overwrote the shared stage's history entries (the image's
+# history then named the wrong steps, and its layer sizes the wrong layers). ----
 FROM tools AS resolve
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
 
@@ -191,6 +171,28 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
  && python /buildkit/install.py layer /plan/torch.json /layers/torch
 
+# ---- shared: the tools, the image's OS packages and its user ----
+FROM tools AS shared
+
+# Libraries the wheels load at run time that a slim base lacks (libnuma1: ROCm's HSA runtime), and
+# what torch.compile needs at run time: a C++ compiler for inductor's CPU kernels and Triton's launcher
+# stubs, and the Python headers (python:*-slim images carry them; a distribution's Python needs its -dev
+# package). Installed for both twins so their layers stay shared.
+# hadolint ignore=DL3008
+RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libnuma1 g++ \
+ && if [ ! -e "$(python3.12 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3.12-dev; fi
+
+# The image runs as buildkit (UID 1000) by default; a base image's own user with that UID
+# (ubuntu in Ubuntu 24.04 images) gives way. Set run_as_root = true in the matrix to keep root.
+RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \
+ && if [ -n "$existing" ] && [ "$existing" != buildkit ]; then userdel "$existing"; fi \
+ && useradd --uid 1000 --user-group --create-home --shell /bin/bash buildkit
+
+# ---- The twins diverge here: the tools and shared stages are the same for the CUDA and the ROCm image of a
+# pair. The shared stage is a stage of its own, so the pair's shared prefix can be built once, before both twins.
 FROM shared AS image
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
@@ -238,7 +240,7 @@ LABEL dev.buildkit.backend="cuda" \
       dev.buildkit.backend-version="13.0" \
       dev.buildkit.base-image="python:3.12-slim-bookworm" \
       dev.buildkit.compression="zstd" \
-      dev.buildkit.fingerprint="3c72b7a25fcbd05a171f41daa80adaa73cf1f40fdca6d58307b34f3c3a35d0c2" \
+      dev.buildkit.fingerprint="1b97f8c3ac743e5a9efa90730e7ccd97174719f283001a3e50c12766f2a5e2d2" \
       dev.buildkit.flavor="runtime" \
       dev.buildkit.gpu-archs="7.5;8.0;8.6;9.0;10.0;12.0" \
       dev.buildkit.installer="uv" \

@@ -30,21 +30,12 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
  && pip install "uv==0.13.9"
 
-# ---- shared: the tools, the image's OS packages and its user. torch's stages start from the tools alone, so
-# they resolve and download while the OS packages install. ----
-FROM tools AS shared
-
-# The image runs as buildkit (UID 1000) by default; a base image's own user with that UID
-# (ubuntu in Ubuntu 24.04 images) gives way. Set run_as_root = true in the matrix to keep root.
-RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \
- && if [ -n "$existing" ] && [ "$existing" != buildkit ]; then userdel "$existing"; fi \
- && useradd --uid 1000 --user-group --create-home --shell /bin/bash buildkit
-
-# ---- The twins diverge here: everything above is the same for the CUDA and the ROCm image of a pair. ----
-# It is a stage of its own, so the pair's shared prefix can be built once, before both twins.
-
 # ---- resolve: torch and its companions from the ROCm 7.2 wheel index, resolved once; each
-# layer below installs its share of that resolution (buildkit/image/install.py) ----
+# layer's stage below installs its share of that resolution (buildkit/image/install.py). They start from the
+# tools alone, so they run while the shared stage installs the OS packages. They come before the shared stage
+# in this file: BuildKit 0.13's Dockerfile frontend appends each stage's history to its base's, and a stage
+# written after the shared stage on the same base overwrote the shared stage's history entries (the image's
+# history then named the wrong steps, and its layer sizes the wrong layers). ----
 FROM tools AS resolve
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/rocm7.2/
 
@@ -96,6 +87,17 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
  && python /buildkit/install.py layer /plan/torch.json /layers/torch
 
+# ---- shared: the tools, the image's OS packages and its user ----
+FROM tools AS shared
+
+# The image runs as buildkit (UID 1000) by default; a base image's own user with that UID
+# (ubuntu in Ubuntu 24.04 images) gives way. Set run_as_root = true in the matrix to keep root.
+RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \
+ && if [ -n "$existing" ] && [ "$existing" != buildkit ]; then userdel "$existing"; fi \
+ && useradd --uid 1000 --user-group --create-home --shell /bin/bash buildkit
+
+# ---- The twins diverge here: the tools and shared stages are the same for the CUDA and the ROCm image of a
+# pair. The shared stage is a stage of its own, so the pair's shared prefix can be built once, before both twins.
 FROM shared AS image
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/rocm7.2/
@@ -130,7 +132,7 @@ LABEL dev.buildkit.backend="rocm" \
       dev.buildkit.backend-version="7.2" \
       dev.buildkit.base-image="rocm/dev-ubuntu-24.04:7.2.1-complete" \
       dev.buildkit.compression="zstd" \
-      dev.buildkit.fingerprint="5f3f393451e531af2dbb253da85eb10fdec0c475d3265701f7171550b2ee4dc5" \
+      dev.buildkit.fingerprint="d35180acc4235067cd05c823fdab165e66b47848cf4944f3d1d3c8e6488bb7de" \
       dev.buildkit.flavor="devel" \
       dev.buildkit.gpu-archs="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1150;gfx1151;gfx1200;gfx1201" \
       dev.buildkit.installer="uv" \

@@ -58,3 +58,20 @@ def test_torch_in_the_image_is_the_cuda_13_0_build(real_cuda_build, client):
 def test_real_image_is_lean(real_cuda_build):
     target = real_cuda_build.report["targets"][0]
     assert target["efficiency"] <= 1.02, target
+
+
+def test_the_image_history_names_each_layer_it_holds(real_cuda_build, client):
+    """torch's layers by name, in the plan's order, right after the shared stage's own steps (BuildKit 0.13 once
+    gave the shared stage the history of a stage written after it on the same base: the report then named every
+    layer's size after the step below it)."""
+    target = real_cuda_build.report["targets"][0]
+    plan = json.loads((real_cuda_build.out / "contexts" / target["id"] / "buildkit" / "torch-install.json").read_text())
+    names = [layer["layer"] for layer in target["layer_sizes"]]
+    layers = [layer["name"] for layer in plan["layers"]]
+    first = names.index(layers[0])
+    assert names[first:first + len(layers)] == layers
+    assert "apt-get update" in names[first - 2] and "$3 == 1000" in names[first - 1]  # the OS packages, the user
+    sizes = dict(zip(names, (layer["bytes"] for layer in target["layer_sizes"])))
+    assert sizes["torch"] == max(sizes.values())  # the largest layer is torch's own (1.2 GB here)
+    steps = [entry["CreatedBy"] for entry in client.api.history(target["image_id"])]
+    assert any("apt-get install" in step for step in steps) and any(step.startswith("COPY /layers/torch/ /") for step in steps)
