@@ -281,8 +281,12 @@ def failure_summary(lines: list[str]) -> str:
             output = [found.group(1) for found in map(own.match, lines[:index]) if found and found.group(1).strip()]
             if output:
                 return output[-1][:300]
-    rulers = [index for index, line in enumerate(lines) if line.strip() == "------"]
-    for start, end in zip(rulers[::2], rulers[1::2]):
+    # a block opens with a ruler and the step's `> [...]` line and ends at the next ruler; steps that ran side by
+    # side and were cancelled leave empty blocks around the one that failed
+    for start, line in enumerate(lines[:-1]):
+        if line.strip() != "------" or not lines[start + 1].lstrip().startswith(">"):
+            continue
+        end = next((index for index in range(start + 1, len(lines)) if lines[index].strip() == "------"), len(lines))
         block = [line for line in lines[start + 1:end] if line.strip() and not line.lstrip().startswith(">")]
         if block:
             found = _STEP_OUTPUT_RE.match(block[-1].strip())

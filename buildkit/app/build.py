@@ -147,9 +147,10 @@ class Display:
         pushing it): said as it starts, so a long one is never silence."""
 
 
-def _tail(log: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+def _tail(log: Path, lines: int | None = LOG_TAIL_LINES) -> list[str]:
+    """The log's last `lines` lines (None: all of them)."""
     try:
-        return log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        return log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines if lines else 0:]
     except OSError:
         return []
 
@@ -301,7 +302,8 @@ class BuildRunner:
                 self.engine_lost = True
                 result.error = "the Docker engine stopped during the build; restart it and run the build again"
             else:
-                why = buildx.failure_summary(_tail(log, 80))
+                # the whole log: steps that ran side by side and were cancelled fill its last lines
+                why = buildx.failure_summary(_tail(log, None))
                 result.error = f"the build failed: {why}" if why else f"the build exited with {outcome.returncode}; see the log"
         result.log_tail = _tail(log) if result.status is not BuildStatus.BUILT else []
         if result.status is BuildStatus.FAILED and (self.options.fail_fast or self.engine_lost):
