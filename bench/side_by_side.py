@@ -4,8 +4,9 @@
     python -m bench.side_by_side
 
 - by hand: one Dockerfile, pip, the engine's default compression (gzip), `docker buildx build --load`;
-- buildkit: `buildkit build` (uv, zstd layers, torch's large dependencies in layers of their own, the smoke
-  test with torch.compile), then a warm rebuild of the unchanged image, then `--efficiency` on its own.
+- buildkit: `buildkit build` (uv, zstd layers, torch's large dependencies in layers of their own, each built in
+  a stage of its own, the smoke test with torch.compile), then a warm rebuild of the unchanged image, then
+  `--efficiency` on its own.
 
 Both build on a throwaway dockerd (its own data root: an empty build cache and image store, the local base
 image loaded, as a fresh CI runner), the build cache and cache mounts pruned before each cold build; both
