@@ -22,7 +22,7 @@ from pathlib import Path
 class SpareEngine:
     docker: str  # the docker CLI
     log: Path
-    root: Path = Path()
+    root: Path | None = None  # set by start(): the engine's own folder, which stop() removes
     bridge: str = ""
     context: str = ""
     daemon: subprocess.Popen | None = None
@@ -30,6 +30,8 @@ class SpareEngine:
 
     @property
     def socket(self) -> Path:
+        if self.root is None:
+            raise RuntimeError("the spare dockerd has not been started")
         return self.root / "docker.sock"
 
     @property
@@ -39,19 +41,19 @@ class SpareEngine:
 
     def start(self, base_image: str, context: bool = False) -> SpareEngine:
         tag = uuid.uuid4().hex[:8]
-        self.root = Path(f"/tmp/bk-engine-{tag}")  # short: unix socket paths are limited to 108 bytes
-        self.root.mkdir()
+        self.root = root = Path(f"/tmp/bk-engine-{tag}")  # short: unix socket paths are limited to 108 bytes
+        root.mkdir()
         self.bridge = f"bk{tag}"  # interface names have at most 15 characters
         subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
         host_config = Path("/etc/docker/daemon.json")
         config = json.loads(host_config.read_text()) if host_config.is_file() else {}
         if self.classic:
             config["features"] = {**config.get("features", {}), "containerd-snapshotter": False}
-        (self.root / "daemon.json").write_text(json.dumps(config))
+        (root / "daemon.json").write_text(json.dumps(config))
         self.daemon = subprocess.Popen(
-            ["dockerd", "--config-file", str(self.root / "daemon.json"), "--host", f"unix://{self.socket}",
-             "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
-             "--pidfile", str(self.root / "docker.pid"), "--bridge", self.bridge, "--iptables=false", "--ip-masq=false"],
+            ["dockerd", "--config-file", str(root / "daemon.json"), "--host", f"unix://{self.socket}",
+             "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+             "--pidfile", str(root / "docker.pid"), "--bridge", self.bridge, "--iptables=false", "--ip-masq=false"],
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
@@ -70,6 +72,10 @@ class SpareEngine:
         return self
 
     def stop(self) -> None:
+        """Stops the daemon and removes its folder. An engine that never started has nothing to stop: a test that
+        fails before start() still calls stop() from its `finally`, and umount and rmtree must not get a path."""
+        if self.root is None:
+            return
         if self.daemon is not None and self.daemon.poll() is None:
             self.daemon.send_signal(signal.SIGTERM)
             self.daemon.wait(timeout=60)
@@ -78,3 +84,4 @@ class SpareEngine:
         subprocess.run(["umount", "-R", str(self.root)], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
+        self.root = None
