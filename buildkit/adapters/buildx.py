@@ -29,7 +29,8 @@ from pathlib import Path
 
 from buildkit.adapters.registry_auth import Credentials
 from buildkit.adapters.secrets import Redactor
-from buildkit.core.cache import CacheRefs
+from buildkit.core.cache import CacheRefs, cache_export
+from buildkit.core.compression import exporter_options
 from buildkit.errors import Problem, UserError
 
 DOCKER_ENV = "BUILDKIT_DOCKER"
@@ -178,18 +179,9 @@ class BuildOutcome:
     cancelled: bool = False
 
 
-# zstd's level 3 compresses torch's layers at several times gzip's speed to about gzip's size; higher levels
-# cost far more time for a few percent (bench/zstd_levels.py, docs/benchmarks.md). force-compression
-# recompresses the base image's gzip layers too, so an image's layers are all pulled alike; oci-mediatypes
-# because Docker's v2 manifests have no zstd layer type (podman refuses zstd there).
-ZSTD_LEVEL = 3
-COMPRESSION_OPTIONS = {"zstd": f"compression=zstd,compression-level={ZSTD_LEVEL},force-compression=true,oci-mediatypes=true",
-                       "gzip": "compression=gzip,oci-mediatypes=true"}
-
-
 def _output(request: BuildRequest) -> list[str]:
     """Where the image goes: pushed by digest, into the engine's store, or loaded as a tarball."""
-    compression = [COMPRESSION_OPTIONS[request.compression]] if request.compression else []
+    compression = exporter_options(request.compression)
     if request.push_to:
         return ["--output", ",".join([f"type=image,name={request.push_to},push-by-digest=true,name-canonical=true,push=true",
                                       *compression])]
@@ -225,7 +217,7 @@ def build_arguments(request: BuildRequest, metadata: Path) -> list[str]:
     for source in request.cache.sources:
         arguments += ["--cache-from", f"type=registry,ref={source}"]
     if request.cache.target:
-        arguments += ["--cache-to", f"type=registry,ref={request.cache.target},mode=max,ignore-error=true"]
+        arguments += ["--cache-to", cache_export(request.cache.target, request.compression)]
     return [*arguments, str(request.context)]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from buildkit.core.compression import exporter_options
 from buildkit.core.plan import Target
 
 # The cache lives beside the images, in REPOSITORY/buildcache, so the image repository's tags stay images.
@@ -40,3 +41,10 @@ def prefix_cache(target: Target) -> CacheRefs:
 def target_cache(target: Target) -> CacheRefs:
     own = own_ref(target)
     return CacheRefs((shared_ref(target), own) if target.pair else (own,), own)
+
+
+def cache_export(ref: str, compression: str) -> str:
+    """`--cache-to` for `ref`: every stage's layers (mode=max), a registry that refuses the cache does not fail
+    the build, and the layers compressed as the image's are, so BuildKit hands the cache the blobs it made for
+    the image instead of compressing each layer again (the cache exporter's default is gzip)."""
+    return ",".join([f"type=registry,ref={ref},mode=max,ignore-error=true", *exporter_options(compression)])

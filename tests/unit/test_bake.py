@@ -44,3 +44,13 @@ def test_buildx_resolves_the_contexts_from_another_folder_and_from_a_moved_copy(
     moved = tmp_path / "elsewhere"
     shutil.copytree(exported, moved)
     assert printed(moved / "docker-bake.json", BUILDKIT_BAKE_DIR=str(moved)) == str(moved / "contexts" / TARGET)
+
+
+def test_the_bake_file_s_registry_cache_is_compressed_as_build_s_images_are(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("bake", "--out", "bake", "--select", f"id={TARGET}", "--registry-cache")
+    assert result.code == 0, result.err
+    (entry,) = json.loads((tmp_path / "bake" / "docker-bake.json").read_text())["target"].values()
+    (cache_to,) = entry["cache-to"]
+    options = dict(part.split("=", 1) for part in cache_to.split(","))
+    assert options["compression"] == "zstd" and options["force-compression"] == "true" and options["mode"] == "max"
