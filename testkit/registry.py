@@ -250,6 +250,28 @@ class FaultProxy:
         return handler.rfile.read(length) if length else None
 
 
+MANIFEST_TYPES = ("application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
+                  "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
+
+
+def layer_media_types(address: str, repository: str, reference: str) -> set[str]:
+    """The media types of the layers a reference holds: an image's, every image's of an index (attestation
+    manifests aside), or a BuildKit registry cache's (whose index lists the layers themselves)."""
+    def manifest(ref: str) -> dict:
+        response = requests.get(f"http://{address}/v2/{repository}/manifests/{ref}", headers={"Accept": MANIFEST_TYPES}, timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    document = manifest(reference)
+    types = {layer["mediaType"] for layer in document.get("layers", [])}
+    for entry in document.get("manifests", []):
+        if ".layer." in entry["mediaType"]:
+            types.add(entry["mediaType"])
+        elif "manifest" in entry["mediaType"] and entry.get("platform", {}).get("os") != "unknown":
+            types |= {layer["mediaType"] for layer in manifest(entry["digest"]).get("layers", [])}
+    return types
+
+
 class Seeder:
     """Pushes small images and indexes straight through the distribution API (no engine): a config that
     carries labels and a platform, no layers; an index of such images by platform, with a buildx-style

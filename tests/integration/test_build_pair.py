@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from testkit.builds import team_matrix
+from testkit.registry import RegistryProcess, layer_media_types
 from testkit.runner import INDEX_PASSWORD, INDEX_USER, docker_output, run_buildkit
 from testkit.wheel_index import WheelIndex
 
@@ -208,6 +209,21 @@ def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(dou
                    {k: v for k, v in mine["Config"]["Labels"].items() if k not in stamp}
         for tag in tags.values():
             client.images.remove(tag, force=True)
+        # pushed, the images' layers are zstd, as their dev.buildkit.compression label says
+        registry = RegistryProcess(tmp_path / "registry").start()
+        try:
+            pushed = {CUDA: f"{registry.address}/bake-cuda:1", ROCM: f"{registry.address}/bake-rocm:1"}
+            baked = subprocess.run([docker_env["BUILDKIT_DOCKER"], "buildx", "bake", "-f", str(out / "docker-bake.json"), "--push",
+                                    f"--set=2_14_1-cuda13_0-py3_11-runtime.tags={pushed[CUDA]}",
+                                    f"--set=2_14_1-rocm7_2-py3_11-runtime.tags={pushed[ROCM]}", "pair-2_14_1-py3_11-runtime"],
+                                   cwd="/", env=docker_env, capture_output=True, text=True)
+            assert baked.returncode == 0, baked.stderr[-3000:]
+            for target_id, reference in pushed.items():
+                repository_path, tag = reference.removeprefix(f"{registry.address}/").split(":")
+                assert layer_media_types(registry.address, repository_path, tag) == {"application/vnd.oci.image.layer.v1.tar+zstd"}
+                assert ours[target_id]["compression"] == "zstd"
+        finally:
+            registry.stop()
     finally:
         index.stop()
 

@@ -9,31 +9,21 @@ import json
 import subprocess
 
 import pytest
-import requests
 
 from testkit.builds import team_matrix
 from testkit.daemon import SpareEngine
-from testkit.registry import RegistryProcess
+from testkit.registry import RegistryProcess, layer_media_types
 from testkit.runner import run_buildkit
 
 pytestmark = pytest.mark.engine
 CUDA, ROCM = "2.14.1-cuda13.0-py3.11-runtime", "2.14.1-rocm7.2-py3.11-runtime"
 PAIR_ONLY = '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]'
+ZSTD_LAYER = "application/vnd.oci.image.layer.v1.tar+zstd"
 STACK = '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n'
 
 
 def report(out) -> dict[str, dict]:
     return {t["id"]: t for t in json.loads((out / "report.json").read_text())["targets"]}
-
-
-def cache_layer_types(registry: RegistryProcess, repository: str, tag: str) -> set[str]:
-    """The media types of a registry cache's layers (BuildKit lists them in the cache's index)."""
-    response = requests.get(f"http://{registry.address}/v2/{repository}/manifests/{tag}", timeout=30, headers={
-        "Accept": "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json"})
-    response.raise_for_status()
-    document = response.json()
-    return {entry["mediaType"] for entry in document.get("manifests", []) + document.get("layers", [])
-            if ".layer." in entry["mediaType"]}
 
 
 def test_a_context_builder_with_an_empty_cache_reuses_the_registry_cache(tmp_path, double_index, pair_setup, base_image,
@@ -48,7 +38,7 @@ def test_a_context_builder_with_an_empty_cache_reuses_the_registry_cache(tmp_pat
         assert first.returncode == 0, first.stderr[-3000:]
         # the cache's layers compressed as the images' are (zstd): the blobs BuildKit made for the images
         for tag in (CUDA, ROCM, "2.14.1-py3.11-runtime-shared"):
-            assert cache_layer_types(registry, f"{repository}/buildcache", tag) == {"application/vnd.oci.image.layer.v1.tar+zstd"}
+            assert layer_media_types(registry.address, f"{repository}/buildcache", tag) == {ZSTD_LAYER}
         spare.start(base_image, context=True)
         second = run_buildkit(*common, "--builder", spare.context, "--out", tmp_path / "second", env=docker_env)
         assert second.returncode == 0, second.stderr[-3000:]

@@ -54,3 +54,13 @@ def test_the_bake_file_s_registry_cache_is_compressed_as_build_s_images_are(cli,
     (cache_to,) = entry["cache-to"]
     options = dict(part.split("=", 1) for part in cache_to.split(","))
     assert options["compression"] == "zstd" and options["force-compression"] == "true" and options["mode"] == "max"
+
+
+def test_the_bake_file_pushes_the_compression_its_labels_name(exported):
+    """`--push` keeps a target's output options, so bake pushes zstd layers as build does."""
+    (entry,) = json.loads((exported / "docker-bake.json").read_text())["target"].values()
+    (output,) = entry["output"]
+    options = dict(part.split("=", 1) for part in output.split(","))
+    assert options["type"] == "image" and "push" not in options
+    assert options["compression"] == entry["labels"]["dev.buildkit.compression"] == "zstd"
+    assert options["force-compression"] == "true" and options["oci-mediatypes"] == "true"
