@@ -7,11 +7,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
 from buildkit.adapters.bundled import shipped_compat
-from buildkit.adapters.compile_check import compile_check
-from buildkit.adapters.hipcc import HOST, ImageRunner, default_offload_arch, find_hipcc
-from buildkit.adapters.hipify import HipifyReport, run_hipify
+from buildkit.adapters.hipify.compile_check import compile_check
+from buildkit.adapters.hipify.convert import run_hipify
+from buildkit.adapters.hipify.hipcc import HOST, ImageRunner, default_offload_arch, find_hipcc
 from buildkit.adapters.safe_files import check_writable_file, write_atomic
 from buildkit.core import grammar
+from buildkit.core.hipify_report import HipifyReport
 from buildkit.errors import Problem, UserError
 
 

@@ -15,6 +15,7 @@ from rich.text import Text
 from buildkit.app.targets import target_json
 from buildkit.core import porting
 from buildkit.core.attestation import gpu_test_summary
+from buildkit.core.hipify_report import HipifyReport
 from buildkit.core.host import Finding, HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core.kube import Manifests
@@ -24,7 +25,6 @@ from buildkit.core.vendors import VENDOR_NAMES
 from buildkit.errors import Problem, printable
 
 if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need not import them to print
-    from buildkit.adapters.hipify import HipifyReport
     from buildkit.app.build import PlannedBuild
     from buildkit.app.matrix_show import ResolvedMatrix
     from buildkit.app.routing import Detection, DoctorReport

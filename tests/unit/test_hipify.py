@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from buildkit.adapters.bundled import shipped_compat
-from buildkit.adapters.compile_check import compile_check
-from buildkit.adapters.hipcc import Hipcc, default_offload_arch, find_hipcc, is_data_center
-from buildkit.adapters.hipify import run_hipify
+from buildkit.adapters.hipify.compile_check import compile_check
+from buildkit.adapters.hipify.convert import run_hipify
+from buildkit.adapters.hipify.hipcc import Hipcc, default_offload_arch, find_hipcc, is_data_center
 from testkit.trees import assert_refused, snapshot, unprivileged
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.torch_extension import ExtensionBuild, rocm_headers
+from buildkit.adapters.hipify.torch_extension import ExtensionBuild, rocm_headers
 from buildkit.core.porting import DEFECT, ELSEWHERE, MISSING, LineMap, Location, judge_compile
 
 OUT = "/tmp/out"

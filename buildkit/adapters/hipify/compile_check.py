@@ -3,9 +3,9 @@ extension build would compile it, and each result read as a defect of the code (
 a header missing here (and how to get it), a failure outside the user's code, or a toolchain limit.
 
 .hip and .cu files go to hipcc, .cpp and .cc files to the C++ compiler beside it, each with the flags and
-include folders torch.utils.cpp_extension uses (buildkit.adapters.torch_extension), the ROCm-only torch
+include folders torch.utils.cpp_extension uses (buildkit.adapters.hipify.torch_extension), the ROCm-only torch
 headers (a ROCm torch's own, or made from this torch's CUDA headers) and Python's headers. hipcc runs on
-this machine or in a toolchain image (buildkit.adapters.hipcc).
+this machine or in a toolchain image (buildkit.adapters.hipify.hipcc).
 """
 
 from __future__ import annotations
@@ -15,29 +15,18 @@ import re
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from buildkit.adapters import hipcc as toolchain
-from buildkit.adapters import torch_extension
-from buildkit.adapters.hipify import HipifyReport, torch_hipify
+from buildkit.adapters.hipify import hipcc as toolchain
+from buildkit.adapters.hipify import torch_extension
+from buildkit.adapters.hipify.convert import torch_hipify
 from buildkit.core import porting
+from buildkit.core.hipify_report import Compiled, HipifyReport
 
 _COMPILE_SECONDS = 600
 _HIPCC_UNITS = (".hip", ".cu")
 _CXX_UNITS = (".cpp", ".cc")
 _OUTPUT_KEPT = 4000  # characters of compiler output kept per file in the report
-
-
-@dataclass(frozen=True)
-class Compiled:
-    file: str  # the translation unit compiled, in --out
-    source: str  # the user's file it was made from
-    compiler: str  # hipcc | c++
-    status: str  # ok | error (the code) | missing (a header not installed) | environment | toolchain
-    summary: str  # one line: compiles, the user's file:line and error, or what is missing and how to get it
-    output: str  # the compiler's output (its tail)
-    location: str = ""  # for a defect: the user's file:line
 
 
 def compile_check(

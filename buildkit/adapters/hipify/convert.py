@@ -2,7 +2,7 @@
 
 Minutes here instead of hours into a source build: which files hipify converts, and what in them will not
 port as it is (CUDA identifiers and headers hipify has no HIP mapping for, inline PTX, warp intrinsics,
-CUDA-only libraries), at the line of the user's own file; buildkit.adapters.compile_check then compiles
+CUDA-only libraries), at the line of the user's own file; buildkit.adapters.hipify.compile_check then compiles
 the result. torch.utils.hipify ships in every torch wheel; torch is an optional dependency.
 
 The user's tree is only read. torch's hipify copies a tree with shutil.copytree, which follows every
@@ -24,16 +24,12 @@ import stat
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from buildkit.adapters.safe_files import OwnedFolder, check_output_folder, sha256_file, update_tree
-from buildkit.core.porting import DEFECT, DEVICE_SOURCES, Finding, LineMap, scan
+from buildkit.core.hipify_report import HipifyReport, Skipped
+from buildkit.core.porting import DEVICE_SOURCES, Finding, LineMap, scan
 from buildkit.errors import Problem, UserError
-
-if TYPE_CHECKING:  # compile_check builds on this module's report
-    from buildkit.adapters.compile_check import Compiled
 
 MANIFEST = ".buildkit-hipify.json"
 TOOL = "buildkit hipify"
@@ -42,36 +38,6 @@ EXTENSIONS = (".cu", ".cuh", ".c", ".cc", ".cpp", ".h", ".in", ".hpp")
 # Version-control data: large, never compiled, and not read by hipify either.
 _NOT_COPIED_AT_ROOT = frozenset({".git", ".hg", ".svn"})
 _SHOWN_PROBLEMS = 10
-@dataclass(frozen=True)
-class Skipped:
-    """A path of the source tree that was not copied, and why (a symlink leading out, a loop, a FIFO...)."""
-
-    path: str
-    reason: str
-
-
-@dataclass
-class HipifyReport:
-    source: str
-    output: str
-    converted: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    origins: dict[str, str] = field(default_factory=dict)  # each converted file (in --out) -> the user's file it was made from
-    findings: list[Finding] = field(default_factory=list)  # what will not port as it is, at the user's lines
-    skipped: list[Skipped] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)  # files of an earlier run in --out that this one no longer writes
-    seconds: float = 0.0
-    offload_arch: str = ""
-    toolchain: str = ""  # the hipcc that compiled, and where it ran
-    headers: str = ""  # where the ROCm-only torch headers came from
-    compiled: list[Compiled] = field(default_factory=list)  # one per translation unit
-    compile_seconds: float | None = None
-    compile_skipped: str = ""
-    toolchain_limit: str = ""  # hipcc cannot compile for the arch: the check did not run, the code is not blamed
-
-    @property
-    def passed(self) -> bool:
-        return not any(f.blocks for f in self.findings) and not any(c.status == DEFECT for c in self.compiled)
 
 
 def torch_hipify():
