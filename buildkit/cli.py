@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -192,6 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run --compile-check's hipcc in a container of this ROCm toolchain image, not on this machine")
     hipify.add_argument("--include-dir", action="append", default=[], metavar="DIR",
                         help="an include folder of the tree (relative to PATH) for --compile-check; repeatable")
+    hipify.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]", dest="defines",
+                        help="a macro the project's build defines (as setup.py's define_macros), for the findings and --compile-check; repeatable")
+    hipify.add_argument("--hipcc-flags", default="", metavar="FLAGS", help="more flags for --compile-check's hipcc (one string, split as a shell would)")
+    hipify.add_argument("--cxx-flags", default="", metavar="FLAGS", help="more flags for --compile-check's C++ compiler (one string)")
+    hipify.add_argument("--keep-objects", type=Path, metavar="DIR", help="keep --compile-check's objects (and dependency lists) in DIR")
     hipify.add_argument("--json", type=Path, help="write the report as JSON")
 
     doctor = _command(commands, "doctor", help="explain why GPU acceleration would or would not work here")
@@ -298,6 +304,13 @@ def _positive(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
     return number
+
+
+def _split(flags: str, option: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(flags))
+    except ValueError as error:
+        raise UserError(Problem(option, f"cannot be split into flags ({error}): quote as a shell would")) from None
 
 
 def _choices(args: argparse.Namespace, **overrides) -> Choices:
@@ -457,7 +470,8 @@ def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.hipify_preflight import PreflightOptions, preflight
 
     report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json,
-                                        args.toolchain_image, tuple(args.include_dir)))
+                                        args.toolchain_image, tuple(args.include_dir), tuple(args.defines), _split(args.hipcc_flags, "--hipcc-flags"),
+                                        _split(args.cxx_flags, "--cxx-flags"), args.keep_objects))
     for line in views.hipify_lines(report):
         views.say(out, line)
     return EXIT_OK if report.passed else EXIT_FAILED

@@ -20,6 +20,7 @@ from buildkit.core.host import Finding, HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core.kube import Manifests
 from buildkit.core.plan import Note, Target
+from buildkit.core.preprocessor import OPEN
 from buildkit.core.render import PlannedImage
 from buildkit.core.vendors import VENDOR_NAMES
 from buildkit.errors import Problem, printable
@@ -342,7 +343,15 @@ def hipify_lines(report: HipifyReport) -> list[str]:
     for finding in report.findings:
         verdict = "will not port" if finding.blocks else "review"
         where = f"{finding.file}:{finding.line}" + (f" ({finding.hipified})" if finding.hipified else "")
-        lines.append(f"  {verdict}: {where}: {finding.subject}: {finding.detail}")
+        note = f" [inside {finding.condition}, which the ROCm build's macros do not settle]" if finding.state == OPEN else ""
+        if finding.compiled_by:
+            note += f" [compiles on ROCm: {', '.join(finding.compiled_by)}]"
+        lines.append(f"  {verdict}: {where}: {finding.subject}: {finding.detail}{note}")
+    if report.inactive:
+        shown = ", ".join(f"{f.file}:{f.line}" for f in report.inactive[:5]) + (", ..." if len(report.inactive) > 5 else "")
+        lines.append(f"  inactive on ROCm, not counted: {len(report.inactive)} finding{'s' if len(report.inactive) > 1 else ''} in #if "
+                     f"branches the ROCm build does not compile ({shown}); macros: {report.macros}")
+    lines += [f"  build flags: {line}" for line in report.build_flags]
     if report.compile_skipped:
         lines.append(f"compile check skipped: {report.compile_skipped}")
     if report.toolchain_limit:
@@ -358,6 +367,10 @@ def hipify_lines(report: HipifyReport) -> list[str]:
         detail = "" if unit.status == porting.COMPILED else f": {unit.summary}"
         made_from = f" (from {unit.source})" if unit.source != unit.file else ""
         lines.append(f"  {unit.file}{made_from}, {unit.compiler}: {note}{detail}")
+        lines += [f"    error: {error.location}: {error.message}" for error in unit.errors[1:]]
+    if report.objects:
+        lines.append(f"  objects kept in {report.objects}")
+    lines += [f"NOT PASSED: {reason}" for reason in report.failures]
     return one_line_each(lines)
 
 

@@ -27,8 +27,10 @@ import warnings
 from pathlib import Path, PurePosixPath
 
 from buildkit.adapters.safe_files import OwnedFolder, check_output_folder, sha256_file, update_tree
+from buildkit.core.constants import Definitions
 from buildkit.core.hipify_report import HipifyReport, Skipped
-from buildkit.core.porting import DEVICE_SOURCES, Finding, LineMap, scan
+from buildkit.core.porting import BuildMacros, findings
+from buildkit.core.preprocessor import INACTIVE
 from buildkit.errors import Problem, UserError
 
 MANIFEST = ".buildkit-hipify.json"
@@ -52,15 +54,8 @@ def torch_hipify():
     return hipify_python
 
 
-def findings_in(out: Path, produced: str, origin: str) -> list[Finding]:
-    """What will not port in one hipified file, at the lines of the user's file it was made from."""
-    text = (out / produced).read_text(encoding="utf-8", errors="replace")
-    lines = LineMap((out / origin).read_text(encoding="utf-8", errors="replace"), text) if origin != produced else None
-    found = []
-    for line, kind, subject, detail, blocks in scan(text, origin.endswith(DEVICE_SOURCES)):
-        original = lines.original(line) if lines else line
-        found.append(Finding(origin, original, kind, subject, detail, blocks, f"{produced}:{line}" if lines else ""))
-    return found
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
 
 
 def check_folders(source: Path, out: Path) -> tuple[Path, Path]:
@@ -78,7 +73,9 @@ def check_folders(source: Path, out: Path) -> tuple[Path, Path]:
     return resolved, target
 
 
-def run_hipify(source: Path, out: Path) -> HipifyReport:
+def run_hipify(source: Path, out: Path, macros: BuildMacros) -> HipifyReport:
+    """Hipify `source` into `out`; findings are judged under `macros`, the ROCm build's (in #if branches that
+    build never compiles they are listed apart and never block)."""
     source, out = check_folders(source, out)
     hipify_python = torch_hipify()
     folder = OwnedFolder(out, MANIFEST, TOOL)
@@ -93,6 +90,7 @@ def run_hipify(source: Path, out: Path) -> HipifyReport:
             path.relative_to(staging).as_posix(): path for path in sorted(staging.rglob("*")) if path.is_file()
         })
         report = HipifyReport(str(source), str(out), skipped=skipped, removed=list(update.removed))
+        produced_files = []
         for original, result in sorted(results.items()):
             produced = Path(result.hipified_path or original)
             relative = produced.relative_to(staging).as_posix()
@@ -103,7 +101,14 @@ def run_hipify(source: Path, out: Path) -> HipifyReport:
             if changed and relative != origin:
                 report.origins[relative] = origin
             if produced.is_file():
-                report.findings += findings_in(staging, relative, report.origins.get(relative, relative))
+                produced_files.append(relative)
+        texts = {relative: _read(staging / relative) for relative in produced_files}
+        names = Definitions.of(texts.values())  # a mask or block size may be defined in any header of the tree
+        report.macros = macros.origin
+        for relative, text in texts.items():
+            origin = report.origins.get(relative, relative)
+            for finding in findings(relative, text, origin, _read(staging / origin) if origin != relative else None, names, macros):
+                (report.inactive if finding.state == INACTIVE else report.findings).append(finding)
     report.seconds = round(time.perf_counter() - started, 3)
     return report
 
