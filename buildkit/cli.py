@@ -195,7 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an include folder of the tree (relative to PATH) for --compile-check; repeatable")
     hipify.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]", dest="defines",
                         help="a macro the project's build defines (as setup.py's define_macros), for the findings and --compile-check; repeatable")
-    hipify.add_argument("--hipcc-flags", default="", metavar="FLAGS", help="more flags for --compile-check's hipcc (one string, split as a shell would)")
+    hipify.add_argument("--hipcc-flags", default="", metavar="FLAGS",
+                        help="more flags for --compile-check's hipcc, one string split as a shell would: --hipcc-flags='-O3 -DFOO'")
     hipify.add_argument("--cxx-flags", default="", metavar="FLAGS", help="more flags for --compile-check's C++ compiler (one string)")
     hipify.add_argument("--keep-objects", type=Path, metavar="DIR", help="keep --compile-check's objects (and dependency lists) in DIR")
     hipify.add_argument("--json", type=Path, help="write the report as JSON")

@@ -31,7 +31,6 @@ _CUDA_ONLY_LIBRARIES = (
     ("cutlass/", "CUTLASS (NVIDIA's GEMM templates, tensor-core PTX): no ROCm build; on AMD GPUs use composable_kernel, hipBLASLt or torch's own ops"),
     ("cute/", "CuTe (part of CUTLASS): no ROCm build; on AMD GPUs use composable_kernel"),
     ("mma.h", "WMMA (nvcuda::wmma tensor-core fragments): ROCm's rocWMMA has another header and API (rocwmma/rocwmma.hpp)"),
-    ("cuda/", "libcu++ (cuda::std, cuda::atomic, cuda::barrier, cuda::pipeline): no HIP counterpart in ROCm's headers; use std:: or HIP's own atomics"),
     ("cuda_pipeline", "asynchronous copies (cp.async, Ampere and newer): no HIP counterpart"),
     ("cuda_awbarrier", "asynchronous barriers (Ampere and newer): no HIP counterpart"),
     ("cuda_fp8.h", "CUDA's FP8 types: HIP has its own in hip/hip_fp8.h (ROCm 6.2+), and gfx942 uses the FNUZ encodings where gfx950 and NVIDIA use OCP's"),
@@ -165,7 +164,8 @@ def scan(hipified_text: str, device_source: bool, names: Definitions | None = No
         include = _INCLUDE_RE.search(code)
         if include:
             header = include.group(1)
-            library = next((about for prefix, about in _CUDA_ONLY_LIBRARIES if header.startswith(prefix)), None)
+            library = libcuxx_advice(header) if header.startswith("cuda/") else \
+                next((about for prefix, about in _CUDA_ONLY_LIBRARIES if header.startswith(prefix)), None)
             if library:
                 found.append(Found(number, "library", f"#include <{header}>", library, True))
             elif _CUDA_HEADER_RE.match(header):
@@ -355,8 +355,9 @@ def header_advice(header: str, hip_version: str = "") -> str:
     """How to get a header the compiler did not find; `hip_version` is the HIP that looked (major.minor)."""
     since = HIP_HEADERS_SINCE.get(header)
     if since and hip_version and _version(hip_version) < _version(since):
-        return (f"this HIP ({hip_version}) is too old for {header}; HIP >= {since} has it: check with a newer ROCm "
-                "(--toolchain-image IMAGE with a newer hipcc), or guard the include with #if HIP_VERSION")
+        major, minor = _version(since)
+        return (f"this HIP ({hip_version}) is too old for {header}; HIP >= {since} has it: check with a newer ROCm, or guard "
+                f"the include with #if HIP_VERSION >= {major * 10000000 + minor * 100000} if older ones must build")
     return next((advice for prefix, advice in _HEADER_SOURCES if header.startswith(prefix)),
                 "it is in none of this tree, torch's, Python's or the toolchain's include folders: add its folder "
                 "with --include-dir, or install the library that provides it")

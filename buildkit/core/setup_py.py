@@ -82,12 +82,24 @@ def _extension(call: ast.Call, literals: dict[str, object], shown: str) -> Exten
     arguments = {keyword.arg: keyword.value for keyword in call.keywords if keyword.arg}
     for index, positional in enumerate(call.args[:2]):  # CUDAExtension(name, sources, ...)
         arguments.setdefault(("name", "sources")[index], positional)
+    def literal(node: ast.expr) -> object:
+        return literals[node.id] if isinstance(node, ast.Name) and node.id in literals else ast.literal_eval(node)
+
     for key in ("name", *_READ):
         node = arguments.get(key)
         if node is None:
             continue
+        if isinstance(node, ast.Dict):  # extra_compile_args={"cxx": [...], "nvcc": flags}: each compiler's on its own
+            read = {}
+            for entry, value in zip(node.keys, node.values):
+                try:
+                    read[literal(entry)] = literal(value) if entry is not None else None
+                except ValueError:
+                    unread.append(f"{key}[{ast.unparse(entry) if entry else '**'}] ({shown}:{value.lineno})")
+            values[key] = read
+            continue
         try:
-            values[key] = literals[node.id] if isinstance(node, ast.Name) and node.id in literals else ast.literal_eval(node)
+            values[key] = literal(node)
         except ValueError:
             if key != "name":
                 unread.append(f"{key} ({shown}:{node.lineno})")

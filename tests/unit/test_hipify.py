@@ -21,7 +21,7 @@ import pytest
 from buildkit.adapters.bundled import shipped_compat
 from buildkit.adapters.hipify.compile_check import build_macros, compile_check
 from buildkit.adapters.hipify.convert import run_hipify
-from buildkit.adapters.hipify.hipcc import Hipcc, default_offload_arch, find_hipcc, is_data_center
+from buildkit.adapters.hipify.hipcc import Hipcc, default_offload_arch, is_data_center
 from buildkit.adapters.hipify.torch_extension import read_extension_build
 from buildkit.core.setup_py import ProjectFlags
 from testkit.trees import assert_refused, snapshot, unprivileged
@@ -39,16 +39,6 @@ ROCM = build_macros(None, read_extension_build("gfx942", "fixture"), ProjectFlag
 def hipified(tmp_path_factory):
     out = tmp_path_factory.mktemp("hip") / "out"
     return run_hipify(FIXTURE, out, ROCM), out
-
-
-@pytest.fixture(scope="module")
-def hipcc() -> Hipcc:
-    found = find_hipcc()
-    if found is None:
-        if os.environ.get("BUILDKIT_REQUIRE_HIPCC") == "1":
-            pytest.fail("hipcc is missing (apt-get install hipcc libamdhip64-dev; .ci/run installs it)")
-        pytest.skip("hipcc is not installed")
-    return found
 
 
 @pytest.fixture

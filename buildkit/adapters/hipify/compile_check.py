@@ -163,7 +163,7 @@ def _settle_findings(report: HipifyReport) -> None:
 
 
 class _CompilerName:
-    """The C++ compiler as a report names it ("c++ (g++ (Debian 16.2.0-4) 16.2.0)"), asked once."""
+    """The C++ compiler as a report names it (its --version line), asked once."""
 
     def __init__(self, hipcc: toolchain.Hipcc):
         self.hipcc = hipcc
@@ -173,7 +173,7 @@ class _CompilerName:
         if self.found is None:
             ran = self.hipcc.runner.run([self.hipcc.runner.cxx(), "--version"], {}, 60)
             first = ran.output.strip().splitlines()[0] if ran.returncode == 0 and ran.output.strip() else ""
-            self.found = f"{self.hipcc.runner.cxx()} ({first})" if first else self.hipcc.runner.cxx()
+            self.found = first or self.hipcc.runner.cxx()  # "c++ (Debian 16.2.0-4) 16.2.0"
         return self.found
 
 
