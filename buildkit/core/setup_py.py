@@ -93,7 +93,9 @@ def _extension(call: ast.Call, literals: dict[str, object], shown: str) -> Exten
             read = {}
             for entry, value in zip(node.keys, node.values):
                 try:
-                    read[literal(entry)] = literal(value) if entry is not None else None
+                    if entry is None:  # **others: not readable
+                        raise ValueError
+                    read[literal(entry)] = literal(value)
                 except ValueError:
                     unread.append(f"{key}[{ast.unparse(entry) if entry else '**'}] ({shown}:{value.lineno})")
             values[key] = read
