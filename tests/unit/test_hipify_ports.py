@@ -81,6 +81,8 @@ def test_setup_py_flags_reach_the_compile(cli, hipcc, tmp_path):
     assert (version["status"], version["location"]) == ("error", "csrc/version.cpp:10 (csrc/version_hip.cpp:11)")
     assert "TORCH_HIP_VERSION" in version["summary"]
     assert "-DWITH_CUDA" in version["command"] and "-O2" in version["command"] and version["command"][0] == "c++"
+    # what each unit reads of the tree: the compiled one's dependency list, the failed one's from its preprocessor
+    assert (units["csrc/kernel.cu"]["includes"], version["includes"]) == (["csrc/kernel.hip", "csrc/include/scale.h"], ["csrc/version_hip.cpp"])
     kernel = units["csrc/kernel.cu"]["command"]
     assert kernel[0] == hipcc.path and "-DHIP_KERNELS" in kernel and any(flag.endswith("/csrc/include") for flag in kernel)
 

@@ -17,6 +17,7 @@ import shlex
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from buildkit.adapters.hipify import hipcc as toolchain
@@ -64,19 +65,13 @@ def compile_check(
         objects.mkdir(parents=True, exist_ok=True)
         report.objects = str(keep_objects or "")
         shared = [*headers.include_dirs, *build.include_dirs, *build.python_include_dirs, *_rocm_include(hipcc)]
-        mounts = [out, *headers.include_dirs, *build.include_dirs, *build.python_include_dirs]
-        user = _UsersCode(report, out)
-        cxx = _CompilerName(hipcc)
+        check = _Check(report, hipcc, offload_arch, known, [out, *headers.include_dirs, *build.include_dirs, *build.python_include_dirs],
+                       objects, _UsersCode(report, out), _CompilerName(hipcc))
         for name in units:
             hip = name.endswith(_HIPCC_UNITS)
-            source = report.origins.get(name, name)
-            flags = project.for_unit(source)
+            flags = project.for_unit(report.origins.get(name, name))
             argv = _command(hipcc, build, flags, offload_arch, hip, [out, *(out / d for d in (*include_dirs, *flags.include_dirs)), *shared])
-            target = objects / f"{name}.o"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            command = [*argv, "-c", str(out / name), "-o", str(target), "-MD", "-MF", f"{target}.d"]
-            ran = hipcc.run(command, _COMPILE_SECONDS, read_only=mounts, writable=[objects])
-            report.compiled.append(_judged(report, hipcc, cxx, name, source, hip, command, ran, user, offload_arch, known, build, target))
+            report.compiled.append(check.unit(name, argv, hip))
             if report.compiled[-1].status == porting.TOOLCHAIN:
                 break  # every other unit would fail the same way
     _settle_findings(report)
@@ -98,37 +93,51 @@ def _command(hipcc: toolchain.Hipcc, build: torch_extension.ExtensionBuild, flag
     return [*argv, *(["-x", "hip"] if hip else [])]
 
 
-def _judged(report: HipifyReport, hipcc: toolchain.Hipcc, cxx: _CompilerName, name: str, source: str, hip: bool, command: list[str],
-            ran: toolchain.Ran, user: _UsersCode, arch: str, known: Sequence[str], build: torch_extension.ExtensionBuild,
-            target: Path) -> Compiled:
-    shown = "hipcc" if hip else "c++"
-    if ran.returncode is None:
-        return Compiled(name, source, shown, porting.ELSEWHERE, f"did not finish within {_COMPILE_SECONDS} s", "", command=tuple(command))
-    output = ran.output.strip()
-    if hip and ran.returncode != 0 and toolchain.is_toolchain_limit(output, arch):
-        report.toolchain_limit = toolchain.toolchain_limit_message(hipcc, arch, known)
-        return Compiled(name, source, shown, porting.TOOLCHAIN, "", output[-_OUTPUT_KEPT:], command=tuple(command))
-    if ran.returncode == 127 and not hip:
-        return Compiled(name, source, shown, porting.MISSING, f"the C++ compiler {command[0]} is not installed {hipcc.runner.where} "
-                        "(Debian/Ubuntu: apt-get install g++)", output, command=tuple(command))
-    verdict = porting.judge_compile(output, ran.returncode, user.location, hipcc.name if hip else cxx.name(), hipcc.version)
-    summary = verdict.summary
-    if verdict.status == porting.MISSING and hipcc.runner.on_host:
-        summary += "; or check in a ROCm toolchain image that has it (--toolchain-image IMAGE)"
-    includes = _dependencies(Path(f"{target}.d"), Path(report.output)) if verdict.status == porting.COMPILED else \
-        _preprocessed_dependencies(hipcc, command, target, Path(report.output), build)
-    return Compiled(name, source, shown, verdict.status, summary, output[-_OUTPUT_KEPT:],
-                    str(verdict.location) if verdict.status == porting.DEFECT else "", verdict.errors, tuple(command), includes)
+@dataclass
+class _Check:
+    """One compile check's context: where it runs, what it mounts, where objects go, how output is read."""
 
+    report: HipifyReport
+    hipcc: toolchain.Hipcc
+    arch: str
+    known: Sequence[str]
+    mounts: list[Path]
+    objects: Path
+    user: _UsersCode
+    cxx: _CompilerName
 
-def _preprocessed_dependencies(hipcc: toolchain.Hipcc, command: list[str], target: Path, out: Path,
-                               build: torch_extension.ExtensionBuild) -> tuple[str, ...] | None:
-    """What a unit that did not compile includes: its preprocessor's dependency list (-M -MG: a missing header
-    is listed, not fatal); None when even that fails."""
-    compile_flags = {"-c", "-o", str(target), "-MD", "-MF", f"{target}.d"}
-    argv = [arg for arg in command if arg not in compile_flags]
-    ran = hipcc.run([*argv, "-M", "-MG", "-MF", f"{target}.d"], _COMPILE_SECONDS, read_only=[out, *build.include_dirs], writable=[target.parent])
-    return _dependencies(Path(f"{target}.d"), out) if ran.returncode == 0 else None
+    def unit(self, name: str, argv: list[str], hip: bool) -> Compiled:
+        source, shown = self.report.origins.get(name, name), "hipcc" if hip else "c++"
+        target = self.objects / f"{name}.o"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        command = (*argv, "-c", str(Path(self.report.output) / name), "-o", str(target), "-MD", "-MF", f"{target}.d")
+        ran = self.hipcc.run(command, _COMPILE_SECONDS, read_only=self.mounts, writable=[self.objects])
+        if ran.returncode is None:
+            return Compiled(name, source, shown, porting.ELSEWHERE, f"did not finish within {_COMPILE_SECONDS} s", "", command=command)
+        output = ran.output.strip()
+        if hip and ran.returncode != 0 and toolchain.is_toolchain_limit(output, self.arch):
+            self.report.toolchain_limit = toolchain.toolchain_limit_message(self.hipcc, self.arch, self.known)
+            return Compiled(name, source, shown, porting.TOOLCHAIN, "", output[-_OUTPUT_KEPT:], command=command)
+        if ran.returncode == 127 and not hip:
+            return Compiled(name, source, shown, porting.MISSING, f"the C++ compiler {command[0]} is not installed {self.hipcc.runner.where} "
+                            "(Debian/Ubuntu: apt-get install g++)", output, command=command)
+        verdict = porting.judge_compile(output, ran.returncode, self.user.location, self.hipcc.name if hip else self.cxx.name(),
+                                        self.hipcc.version)
+        summary = verdict.summary
+        if verdict.status == porting.MISSING and self.hipcc.runner.on_host:
+            summary += "; or check in a ROCm toolchain image that has it (--toolchain-image IMAGE)"
+        out = Path(self.report.output)
+        includes = _dependencies(Path(f"{target}.d"), out) if verdict.status == porting.COMPILED else self._preprocessed(argv, target)
+        return Compiled(name, source, shown, verdict.status, summary, output[-_OUTPUT_KEPT:],
+                        str(verdict.location) if verdict.status == porting.DEFECT else "", verdict.errors, command, includes)
+
+    def _preprocessed(self, argv: list[str], target: Path) -> tuple[str, ...] | None:
+        """What a unit that did not compile includes: its preprocessor's dependency list (-M -MG: a missing header
+        is listed, not fatal); None when even that fails."""
+        source = str(Path(self.report.output) / target.relative_to(self.objects).as_posix().removesuffix(".o"))
+        ran = self.hipcc.run([*argv, source, "-M", "-MG", "-MF", f"{target}.d"], _COMPILE_SECONDS, read_only=self.mounts,
+                             writable=[self.objects])
+        return _dependencies(Path(f"{target}.d"), Path(self.report.output)) if ran.returncode == 0 else None
 
 
 def _dependencies(depfile: Path, out: Path) -> tuple[str, ...] | None:
