@@ -3,7 +3,8 @@
 with torch/extension.h), for gfx942, which this machine's Debian 12 hipcc cannot target. The image is the
 local one from Debian's packages (.ci/rocm-toolchain-image.sh); torch is the test venv's CPU build, so its
 ROCm headers are hipified from its CUDA headers. Both files must compile, and a defect planted in the .cu
-must be reported at its line of the .cu."""
+must be reported at its line of the .cu. Then the shapes real ports meet (tests/fixtures/rocm_ports) under
+the image's HIP 6.4 and GCC 16: 32-bit warp masks, the __noinline__ include-order clash, a cub alias."""
 
 from __future__ import annotations
 
