@@ -216,12 +216,20 @@ def build_parser() -> argparse.ArgumentParser:
     compat_commands = compat.add_subparsers(dest="compat_command", required=True, metavar="SUBCOMMAND")
     compat_check = _command(
         compat_commands, "check",
-        help=f"compare the compatibility data with PyTorch's wheel index; exit {EXIT_DIFFERS} when they differ, "
-             f"{EXIT_FAILED} when the index cannot be read",
+        help=f"compare the compatibility data with what PyPI and the wheel indexes publish; exit {EXIT_DIFFERS} when they differ, "
+             f"{EXIT_FAILED} when an index cannot be read",
     )
-    compat_check.add_argument("--index", metavar="URL", help="wheel index (default: the data's [wheel_index] url)")
+    compat_check.add_argument("--index", metavar="URL|none", help="PyTorch's wheel index (default: the data's [wheel_index] url); none leaves it out")
+    compat_check.add_argument("--pypi", metavar="URL|none",
+                              help="the package index for torch's, torchvision's and torchaudio's releases (default: the one pip uses); none leaves it out")
+    compat_check.add_argument("--layout-index", action="append", default=[], metavar="LAYOUT=URL|none",
+                              help="the index of a thin-ROCm layout with one of its own (default: the data's, for the layouts in use)")
+    compat_check.add_argument("--deep", action="store_true",
+                              help="also read the newest releases' GPU libraries for the archs their code carries (downloads them)")
     compat_check.add_argument("--data", type=Path, metavar="PATH", help="compatibility data file (default: the one shipped with buildkit)")
-    compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file (exit 0 once it agrees)")
+    compat_check.add_argument("--default-matrix", type=Path, metavar="PATH",
+                              help="the matrix to keep in step (default: the shipped default matrix, when --data is the shipped data)")
+    compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file and the matrix (exit 0 once it agrees)")
     compat_check.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
 
     verify = _command(commands, "verify", help="check a published image: signature, provenance, SBOM and a signed passing GPU test")
@@ -539,7 +547,14 @@ def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> in
     from buildkit.app.compat_check import check_compat
     from buildkit.ui.compat import compat_json, compat_markdown
 
-    outcome = check_compat(args.index, args.data, args.write)
+    layouts = {}
+    for value in args.layout_index:
+        name, separator, url = value.partition("=")
+        if not separator or not name or not url:
+            raise UserError(Problem("--layout-index", f"{value!r}: expected LAYOUT=URL or LAYOUT=none, e.g. amd-multi-arch=none"))
+        layouts[name] = url
+    outcome = check_compat(args.index, args.data, args.write, pypi_url=args.pypi, layout_indexes=layouts, deep=args.deep,
+                           matrix_path=args.default_matrix)
     if args.json:
         views.print_json(compat_json(outcome))
     else:

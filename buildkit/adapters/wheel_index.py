@@ -63,8 +63,10 @@ def file_name(href: str) -> str:
 
 
 class WheelIndex:
-    def __init__(self, url: str, timeout: float = 30.0, max_bytes: int = MAX_PAGE_BYTES, workers: int = 8, retries: int = 3):
+    def __init__(self, url: str, timeout: float = 30.0, max_bytes: int = MAX_PAGE_BYTES, workers: int = 8, retries: int = 3,
+                 option: str = "--index URL"):
         self.url = url.rstrip("/")
+        self.option = option  # how the command names this index, for the hint in its errors
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.workers = workers
@@ -103,21 +105,26 @@ class WheelIndex:
 
     def _get(self, url: str) -> str | None:
         """The page's text, or None when it does not exist."""
+        answer = self.fetch(url)
+        return None if answer is None else answer[1]
+
+    def fetch(self, url: str, accept: str = "text/html") -> tuple[str, str] | None:
+        """(Content-Type, text) of a page, or None when it does not exist."""
         try:
-            with self.session.get(url, timeout=self.timeout, stream=True) as response:
+            with self.session.get(url, timeout=self.timeout, stream=True, headers={"Accept": accept}) as response:
                 if response.status_code in MISSING:
                     return None
                 if response.status_code != 200:
-                    raise WheelIndexError(Problem(self.url, f"GET {url}: the index answered {response.status_code}; try again later, or pass --index URL"))
+                    raise WheelIndexError(Problem(self.url, f"GET {url}: the index answered {response.status_code}; try again later, or pass {self.option}"))
                 body = bytearray()
                 for chunk in response.iter_content(1 << 16):
                     body += chunk
                     if len(body) > self.max_bytes:
                         raise WheelIndexError(Problem(self.url, f"GET {url}: the page is over {self.max_bytes >> 20} MiB; is this a wheel index?"))
-                return body.decode("utf-8", errors="replace")
+                return response.headers.get("Content-Type", ""), body.decode("utf-8", errors="replace")
         except requests.RequestException as error:
             raise WheelIndexError(Problem(self.url, f"cannot read the wheel index ({type(error).__name__}); check the address and the "
-                                                    "network, or pass --index URL")) from None
+                                                    f"network, or pass {self.option}")) from None
 
 
 # pip's own default index, asked of pip in a child process: importing pip here would switch off setuptools'
