@@ -68,9 +68,9 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
     folders = candidate_tags(compat, index.root_folders())
     pages = index.torch_pages(folders)
     if not pages:
-        raise WheelIndexError(Problem(index.url, f"none of {len(folders)} variant folders (cu126/torch/, rocm7.2/torch/, ...) "
+        raise WheelIndexError(Problem(index.shown, f"none of {len(folders)} variant folders (cu126/torch/, rocm7.2/torch/, ...) "
                                                  "has a torch page; is this a PyTorch wheel index?"))
-    facts = index_facts(index.url, folders, pages)
+    facts = index_facts(index.shown, folders, pages)
     differences = compare(compat, facts)
     proposed = propose(text, compat, facts) if any(d.writable for d in differences) else text
     # The shipped file's diff applies with `git apply` at the repository root; a --data file's names it as given.

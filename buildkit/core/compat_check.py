@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import tomlkit
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from buildkit.core.compat import AMD64, ARM64, BACKENDS, Compat
@@ -25,8 +25,9 @@ PROJECT = "torch"
 WHEEL_INDEX_SOURCE = "wheel-index"
 WHEEL_INDEX_SOURCE_TEXT = "PyTorch's wheel index, per-variant simple pages <index>/<cu130|rocm7.2>/torch/, read by `buildkit compat check`"
 AHEAD = 4  # minor versions probed past the newest one the data knows, per major
-_CUDA_TAG = re.compile(r"^cu(\d+)(\d)$")  # cu130 -> 13.0, cu118 -> 11.8
-_ROCM_TAG = re.compile(r"^rocm(\d+(?:\.\d+)+)$")  # rocm7.2, rocm6.2.4
+# ASCII digits, a few of them: a folder named cu + 5,000 digits is no variant (and int() refuses it)
+_CUDA_TAG = re.compile(r"^cu([0-9]{1,3})([0-9])$")  # cu130 -> 13.0, cu118 -> 11.8
+_ROCM_TAG = re.compile(r"^rocm([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})$")  # rocm7.2, rocm6.2.4
 _PLATFORM = {"x86_64": AMD64, "aarch64": ARM64}
 _CPYTHON = re.compile(r"^cp(\d)(\d+)$")
 
@@ -63,7 +64,7 @@ def read_wheel_name(filename: str, tag: str) -> list[IndexWheel]:
     variant = variant_of(tag)
     try:
         name, version, _build, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
+    except ValueError:  # InvalidWheelFilename, or a version of more digits than int() takes
         return []
     if variant is None or name != PROJECT or version.local != tag or version.is_prerelease or version.is_devrelease:
         return []

@@ -110,6 +110,16 @@ def test_retry_after_beyond_the_budget_fails_now_instead_of_sleeping(registry):
     assert slept == [] and reg.requests == 1
 
 
+@pytest.mark.parametrize("value", ["²", "¹²", "1e9", "Fri, 31 Dec 99999 23:59:59 GMT"])
+def test_an_unreadable_retry_after_is_backoff_not_an_internal_error(registry, value):
+    """'²'.isdigit() is true and float('²') raises: only ASCII digits or an HTTP-date are a Retry-After."""
+    slept, answers = [], [Answer(503, {"Retry-After": value}), json_answer({})]
+    registry.on("GET", r"/v2/", lambda request: answers.pop(0))
+    reg = client(registry, retries=2, sleep=slept.append)
+    reg.ping()
+    assert reg.requests == 2 and len(slept) == 1 and slept[0] < 1
+
+
 def test_retries_through_429_and_500_keep_working(registry):
     slept, answers = [], [Answer(500), Answer(429, {"Retry-After": "1"}), json_answer({})]
     registry.on("GET", r"/v2/", lambda request: answers.pop(0))
