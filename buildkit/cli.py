@@ -424,7 +424,8 @@ def cmd_bake(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     export = export_bake(_choices(args), args.out, args.pip_conf, args.ca_bundle, args.network, args.registry_cache)
     views.say(out, f"wrote {export.file} with {len(export.targets)} targets; groups: {', '.join(export.groups)}")
-    views.say(out, f"build with: docker buildx bake -f {export.file} [GROUP] --load   (or --push, on any builder, from any folder)")
+    build = views.command_line("docker", "buildx", "bake", "-f", str(export.file))
+    views.say(out, f"build with: {build} [GROUP] --load   (or --push, on any builder, from any folder)")
     return EXIT_OK
 
 
@@ -497,15 +498,13 @@ def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    import shlex
-
     from buildkit.app import routing
 
     command = routing.run_command(_choices(args), args.image, _host_choice(args), args.container_command)
     for finding in command.warnings:
         views.say(err, f"warning: {finding.title} (fix: {finding.fix})")
     if args.print:
-        sys.stdout.write(shlex.join(command.argv) + "\n")
+        sys.stdout.write(views.command_line(*command.argv) + "\n")
         return EXIT_OK
     return subprocess.call(command.argv)
 

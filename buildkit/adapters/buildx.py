@@ -31,6 +31,7 @@ from buildkit.adapters.registry_auth import Credentials
 from buildkit.adapters.secrets import Redactor
 from buildkit.core.cache import CacheRefs, cache_export
 from buildkit.core.compression import exporter_options
+from buildkit.core.shell import command_line
 from buildkit.errors import Problem, UserError
 
 DOCKER_ENV = "BUILDKIT_DOCKER"
@@ -236,7 +237,7 @@ def run_build(
     argv = builder.buildx("build", *build_arguments(request, metadata))
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a" if request.stage else "w", encoding="utf-8", buffering=1) as handle:  # line-buffered: users tail it
-        handle.write(redact("$ " + " ".join(argv)) + "\n")
+        handle.write(redact("$ " + command_line(*argv)) + "\n")
         process = subprocess.Popen(
             argv, env=environment or dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             errors="replace", start_new_session=True,  # Ctrl-C reaches us, and we stop the build's whole group

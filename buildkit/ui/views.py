@@ -20,6 +20,7 @@ from buildkit.core.judge import Verdict
 from buildkit.core.kube import Manifests
 from buildkit.core.plan import Note, Target
 from buildkit.core.render import PlannedImage
+from buildkit.core.shell import command_line
 from buildkit.core.vendors import VENDOR_NAMES
 from buildkit.errors import Problem, printable
 
@@ -298,8 +299,8 @@ def show_detection(console: Console, detection: Detection) -> None:
     for vendor, choice in routing.choices.items():
         mark = " (this host's vendor)" if vendor == routing.vendor and len(routing.choices) > 1 else ""
         if choice.target:
-            flags = " ".join(routing.access[vendor].docker_flags())
-            say(console, f"{vendor}{mark}: {choice.target.tags[0]}\n  docker run {flags} {choice.target.tags[0]}")
+            command = command_line("docker", "run", *routing.access[vendor].docker_flags(), choice.target.tags[0])
+            say(console, f"{vendor}{mark}: {choice.target.tags[0]}\n  {command}")
         else:
             say(console, f"{vendor}{mark}: no target fits: {'; '.join(choice.reasons)}")
     if routing.findings:
