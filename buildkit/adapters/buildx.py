@@ -27,7 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from buildkit.adapters.registry_auth import Credentials
+from buildkit.adapters.registry_auth import MAX_CREDENTIALS_BYTES, Credentials
+from buildkit.adapters.regular_files import NotReadable, read_regular
 from buildkit.adapters.secrets import Redactor
 from buildkit.core.cache import CacheRefs, cache_export
 from buildkit.core.compression import exporter_options
@@ -312,9 +313,9 @@ def registry_login(registry: str, credentials: Credentials | None) -> Iterator[d
         os.chmod(folder, 0o700)
         config: dict = {}
         try:
-            config = json.loads((home / "config.json").read_text())
-        except (OSError, ValueError):
-            pass
+            config = json.loads(read_regular(home / "config.json", MAX_CREDENTIALS_BYTES))
+        except (NotReadable, ValueError, RecursionError):
+            pass  # no usable config of the user's: the credentials alone
         config = {key: value for key, value in config.items() if key in ("currentContext", "auths")}
         config["auths"] = {**(config.get("auths") or {}), registry: {"auth": credentials.docker_auth}}
         with open(os.open(folder / "config.json", os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:

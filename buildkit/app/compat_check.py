@@ -6,16 +6,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildkit.adapters.bundled import COMPAT_DATA, tomllib
+from buildkit.adapters.regular_files import read_input
+from buildkit.adapters.safe_files import write_atomic
 from buildkit.adapters.wheel_index import WheelIndex, WheelIndexError
 from buildkit.core.compat import compat_from_data
 from buildkit.core.compat_check import Difference, IndexFacts, candidate_tags, compare, index_facts, propose, unified_diff
-from buildkit.errors import Problem, UserError
+from buildkit.errors import Problem, UserError, printable
 
 SHIPPED_LABEL = "buildkit/data/compat.toml"  # how the diff names the shipped file, wherever it is installed
 # The tables compatibility data is made of: each holds one table per torch minor, backend version, gfx
 # target..., which buildkit.core.compat reads by key. Anything else in their place is not compatibility data.
 _TABLES_OF_TABLES = ("torch", "cuda", "rocm", "gfx")
 _TABLES = ("wheel_index", "archs", "os_python", "parity", "gpus", "sources")
+MAX_DATA_BYTES = 16 * 1024 * 1024  # the shipped data is tens of kilobytes
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,12 @@ def _shape_problem(data: dict) -> str:
 
 def check_compat(index_url: str | None = None, data_path: Path | None = None, write: bool = False) -> CheckOutcome:
     path = data_path or COMPAT_DATA
+    raw = read_input(path, "--data", MAX_DATA_BYTES, f"--data takes compatibility data, a file shaped like {SHIPPED_LABEL}")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
         data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise UserError(Problem("--data", f"cannot read {path} as compatibility data: {error}")) from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:  # ValueError: TOMLDecodeError, 5,000-digit integers
+        raise UserError(Problem("--data", f"cannot read {path} as compatibility data: {printable(str(error))}")) from None
     shape = _shape_problem(data)
     if shape:
         raise UserError(Problem(str(path), f"{shape}: --data takes compatibility data, a file shaped like {SHIPPED_LABEL} "
@@ -77,5 +81,5 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
     labels = (f"a/{SHIPPED_LABEL}", f"b/{SHIPPED_LABEL}") if data_path is None else (str(path), str(path))
     diff = unified_diff(text, proposed, *labels)
     if write and diff:
-        path.write_text(proposed, encoding="utf-8")
+        write_atomic(path, proposed.encode("utf-8"), "--data")
     return CheckOutcome(path, facts, differences, diff, written=write and bool(diff))
