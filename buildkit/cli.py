@@ -471,7 +471,7 @@ def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
     verdicts = test_images(_choices(args), list(args.images), args.gpu, args.timeout, lambda line: views.say(err, line))
     out.print(views.verdict_table(verdicts, args.gpu))
     if args.json:
-        views.write_json(args.json, verdicts_json(verdicts))
+        views.write_json(args.json, verdicts_json(verdicts), "--json")
     return EXIT_OK if all(v.passed for v in verdicts) else EXIT_FAILED
 
 
@@ -480,7 +480,7 @@ def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     result = parity(_choices(args), list(args.subjects))
     if args.json:
-        views.write_json(args.json, views.parity_json(result))
+        views.write_json(args.json, views.parity_json(result), "--json")
     for line in views.parity_lines(result):
         views.say(out, line)
     return EXIT_OK if result.parity.passed else EXIT_FAILED
@@ -565,7 +565,7 @@ def cmd_sbom(args: argparse.Namespace, out: Console, err: Console) -> int:
     trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog, required=False)
     result = image_sbom(args.image, trust, args.local, RegistryAccess(args.registry_auth_file, args.insecure_registry))
     if args.out:
-        views.write_json(args.out, result.document)
+        views.write_json(args.out, result.document, "--out")
     else:
         views.print_json(result.document)
     views.say(err, f"sbom: {result.source}")

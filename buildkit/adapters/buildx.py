@@ -29,6 +29,7 @@ from pathlib import Path
 
 from buildkit.adapters.registry_auth import MAX_CREDENTIALS_BYTES, Credentials
 from buildkit.adapters.regular_files import NotReadable, read_regular
+from buildkit.adapters.safe_files import open_below
 from buildkit.adapters.secrets import Redactor
 from buildkit.core.cache import CacheRefs, cache_export
 from buildkit.core.compression import exporter_options
@@ -231,13 +232,16 @@ def run_build(
     redact: Redactor,
     cancel: threading.Event,
     environment: dict[str, str] | None = None,
+    within: Path | None = None,
 ) -> BuildOutcome:
-    """One build; every output line goes (redacted) to the log file and to on_line."""
+    """One build; every output line goes (redacted) to the log file and to on_line. The log is reached from
+    `within` (the run's --out, default its own folder) without following a symlink planted on the way."""
     metadata = request.dockerfile.parent / f".metadata-{os.getpid()}-{threading.get_ident()}.json"
     metadata.unlink(missing_ok=True)
     argv = builder.buildx("build", *build_arguments(request, metadata))
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a" if request.stage else "w", encoding="utf-8", buffering=1) as handle:  # line-buffered: users tail it
+    root = within or log.parent
+    descriptor = open_below(root, log.relative_to(root).as_posix(), append=bool(request.stage), option="--out")
+    with open(descriptor, "w", encoding="utf-8", buffering=1) as handle:  # line-buffered: users tail it
         handle.write(redact("$ " + command_line(*argv)) + "\n")
         process = subprocess.Popen(
             argv, env=environment or dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -76,11 +76,11 @@ def read_regular(path: Path, limit: int) -> bytes:
 
 def read_input(path: Path, where: str, limit: int, fix: str) -> bytes:
     """read_regular for a file an option names or buildkit looks up ($DOCKER_CONFIG/config.json): what is
-    not a regular file of at most `limit` bytes is one UserError, `where: PATH what it is instead; fix`."""
+    not a regular file of at most `limit` bytes is one UserError, `where: cannot read PATH: what it is instead; fix`."""
     try:
         return read_regular(path, limit)
     except NotReadable as error:
-        raise UserError(Problem(where, f"{path}: {error.reason}; {fix}")) from None
+        raise UserError(Problem(where, f"cannot read {path}: {error.reason}; {fix}")) from None
 
 
 def describe_path(path: Path) -> str | None:

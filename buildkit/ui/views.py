@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from buildkit.adapters.safe_files import write_atomic
 from buildkit.app.targets import target_json
 from buildkit.core import porting
 from buildkit.core.attestation import gpu_test_summary
@@ -82,8 +83,9 @@ def print_json(document: Any, compact: bool = False) -> None:
     sys.stdout.write((json.dumps(document, separators=(",", ":")) if compact else json.dumps(document, indent=2)) + "\n")
 
 
-def write_json(path: Path, document: Any) -> None:
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+def write_json(path: Path, document: Any, option: str) -> None:
+    """A JSON file an option names: written whole, never through a symlink (safe_files.write_atomic)."""
+    write_atomic(path, (json.dumps(document, indent=2) + "\n").encode("utf-8"), option)
 
 
 def write_json_array(stream: TextIO, items: Iterable[Mapping]) -> None:

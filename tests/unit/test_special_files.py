@@ -58,7 +58,7 @@ def assert_refused(result, *expected: str) -> None:
 def test_registry_auth_file(cli, tmp_path, kind):
     path, reason = special(tmp_path, kind)
     result = run_bounded(cli, "verify", "127.0.0.1:1/team/app:1", "--key", "cosign.pub", "--registry-auth-file", path)
-    assert_refused(result, f"--registry-auth-file: {path}: {reason}")
+    assert_refused(result, f"--registry-auth-file: cannot read {path}: {reason}")
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero", "huge"])
@@ -68,13 +68,13 @@ def test_docker_config_json(cli, tmp_path, monkeypatch, kind):
     os.rename(path, tmp_path / "docker" / "config.json") if kind != "dev_zero" else os.symlink("/dev/zero", tmp_path / "docker" / "config.json")
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
     result = run_bounded(cli, "verify", "127.0.0.1:1/team/app:1", "--key", "cosign.pub")
-    assert_refused(result, f"$DOCKER_CONFIG/config.json: {tmp_path / 'docker' / 'config.json'}: {reason}")
+    assert_refused(result, f"$DOCKER_CONFIG/config.json: cannot read {tmp_path / 'docker' / 'config.json'}: {reason}")
 
 
 @pytest.mark.parametrize("kind", SPECIAL)
 def test_compat_check_data(cli, tmp_path, kind):
     path, reason = special(tmp_path, kind)
-    assert_refused(run_bounded(cli, "compat", "check", "--index", "http://127.0.0.1:1/whl", "--data", path), f"--data: {path}: {reason}")
+    assert_refused(run_bounded(cli, "compat", "check", "--index", "http://127.0.0.1:1/whl", "--data", path), f"--data: cannot read {path}: {reason}")
 
 
 @pytest.mark.parametrize("option", ["--pip-conf", "--ca-bundle"])
@@ -82,7 +82,7 @@ def test_compat_check_data(cli, tmp_path, kind):
 def test_build_settings_files(cli, tmp_path, option, kind):
     """Read before any engine is asked: the refusal is the same with or without one."""
     path, reason = special(tmp_path, kind)
-    assert_refused(run_bounded(cli, "build", *SELECT, option, path), f"{option}: {path}: {reason}")
+    assert_refused(run_bounded(cli, "build", *SELECT, option, path), f"{option}: cannot read {path}: {reason}")
 
 
 def test_a_cdi_spec_nested_thousands_deep_is_a_note(cli, tmp_path):
