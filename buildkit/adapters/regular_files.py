@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from buildkit.errors import Problem, UserError
@@ -81,6 +82,24 @@ def read_input(path: Path, where: str, limit: int, fix: str) -> bytes:
         return read_regular(path, limit)
     except NotReadable as error:
         raise UserError(Problem(where, f"cannot read {path}: {error.reason}; {fix}")) from None
+
+
+def walk(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk(root) top-down, never following links to folders, without recursion: os.walk before Python
+    3.12 recurses once per folder, so a tree 1,200 folders deep raised RecursionError. As with os.walk, the
+    caller may prune the folder list it is given; unreadable folders are skipped."""
+    stack = [str(root)]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        folders = [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
+        files = [entry.name for entry in entries if not entry.is_dir(follow_symlinks=False)]
+        yield top, folders, files
+        stack.extend(os.path.join(top, name) for name in reversed(folders))
 
 
 def describe_path(path: Path) -> str | None:

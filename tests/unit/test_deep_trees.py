@@ -1,6 +1,7 @@
-"""Trees deeper than any recursion can go: a CUDA source tree 1,200 folders deep is one message from
-`buildkit hipify`, not a RecursionError (its copy is a loop over a stack of folders), and a tree as deep as
-hipify allows is hipified for real (torch's own walk, which recurses, still fits)."""
+"""Trees deeper than any recursion can go: a team template folder 1,200 folders deep is walked
+(regular_files.walk), and a CUDA source tree that deep is one message from `buildkit hipify`, not a
+RecursionError (its copy is a loop over a stack of folders); a tree as deep as hipify allows is hipified for
+real (torch's own walk, which recurses, still fits)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,14 @@ def test_a_tree_as_deep_as_allowed_is_hipified(cli, tmp_path):
     result = cli("hipify", tree, "--out", tmp_path / "out")
     assert result.code == 0, result.err[-2000:]
     assert "1 files converted" in result.out
+
+
+def test_a_template_folder_1200_folders_deep_is_walked(cli, tmp_path):
+    """template_dir's walk (os.walk recursed once per folder before Python 3.12): the deep template is found."""
+    templates = deep_tree(tmp_path / "t", 1200)
+    bottom = templates.joinpath(*["d"] * 1200)
+    (bottom / "kernel.cu").rename(bottom / "deep.j2")
+    (tmp_path / "matrix.toml").write_text('extends = "default"\ntemplate_dir = "t"\n')
+    result = cli("matrix", "validate", "--matrix", tmp_path / "matrix.toml")
+    assert "Traceback" not in result.err and "internal error" not in result.err, result.err[-2000:]
+    assert result.code == 0, result.err[-2000:]
