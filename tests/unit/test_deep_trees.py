@@ -11,8 +11,23 @@ from pathlib import Path
 import pytest
 
 from buildkit.adapters.hipify import MAX_DEPTH
+from buildkit.adapters.regular_files import walk
 
 KERNEL = "__global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }\n"
+
+
+@pytest.fixture(autouse=True)
+def removed_after(tmp_path):
+    """Each test's trees removed without recursion: pytest's own cleanup (shutil.rmtree) recurses once per
+    folder and fails on them, for this run and every later one on the machine."""
+    yield
+    folders = []
+    for top, _, files in walk(tmp_path):
+        for name in files:
+            os.unlink(os.path.join(top, name))
+        folders.append(top)
+    for top in reversed(folders[1:]):
+        os.rmdir(top)
 
 
 def deep_tree(root: Path, depth: int) -> Path:
