@@ -432,7 +432,8 @@ def cmd_bake(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     export = export_bake(_choices(args), args.out, args.pip_conf, args.ca_bundle, args.network, args.registry_cache)
     views.say(out, f"wrote {export.file} with {len(export.targets)} targets; groups: {', '.join(export.groups)}")
-    views.say(out, f"build with: docker buildx bake -f {export.file} [GROUP] --load   (or --push, on any builder, from any folder)")
+    build = views.command_line("docker", "buildx", "bake", "-f", str(export.file))
+    views.say(out, f"build with: {build} [GROUP] --load   (or --push, on any builder, from any folder)")
     return EXIT_OK
 
 
@@ -478,7 +479,7 @@ def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
     verdicts = test_images(_choices(args), list(args.images), args.gpu, args.timeout, lambda line: views.say(err, line))
     out.print(views.verdict_table(verdicts, args.gpu))
     if args.json:
-        views.write_json(args.json, verdicts_json(verdicts))
+        views.write_json(args.json, verdicts_json(verdicts), "--json")
     return EXIT_OK if all(v.passed for v in verdicts) else EXIT_FAILED
 
 
@@ -487,7 +488,7 @@ def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     result = parity(_choices(args), list(args.subjects))
     if args.json:
-        views.write_json(args.json, views.parity_json(result))
+        views.write_json(args.json, views.parity_json(result), "--json")
     for line in views.parity_lines(result):
         views.say(out, line)
     return EXIT_OK if result.parity.passed else EXIT_FAILED
@@ -505,15 +506,13 @@ def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    import shlex
-
     from buildkit.app import routing
 
     command = routing.run_command(_choices(args), args.image, _host_choice(args), args.container_command)
     for finding in command.warnings:
         views.say(err, f"warning: {finding.title} (fix: {finding.fix})")
     if args.print:
-        sys.stdout.write(shlex.join(command.argv) + "\n")
+        sys.stdout.write(views.command_line(*command.argv) + "\n")
         return EXIT_OK
     return subprocess.call(command.argv)
 
@@ -581,7 +580,7 @@ def cmd_sbom(args: argparse.Namespace, out: Console, err: Console) -> int:
     trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog, required=False)
     result = image_sbom(args.image, trust, args.local, RegistryAccess(args.registry_auth_file, args.insecure_registry))
     if args.out:
-        views.write_json(args.out, result.document)
+        views.write_json(args.out, result.document, "--out")
     else:
         views.print_json(result.document)
     views.say(err, f"sbom: {result.source}")

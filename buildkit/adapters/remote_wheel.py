@@ -19,8 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-import requests
-
 from buildkit.adapters.wheel_index import WheelIndex, WheelIndexError
 from buildkit.errors import Problem
 
@@ -42,7 +40,7 @@ class RangeFile(io.RawIOBase):
         self.position = 0
         self._block = _BLOCK
         self._cache_start, self._cache = 0, b""
-        tail = self._ranged(f"bytes=-{_BLOCK}")
+        tail = self._ranged(f"bytes=-{_BLOCK}", _BLOCK)
         self.size = tail[2]
         self._cache_start, self._cache = tail[0], tail[1]
 
@@ -69,37 +67,26 @@ class RangeFile(io.RawIOBase):
             # reading on where the last block ended (a large member) doubles the block; a jump (a header) resets it
             self._block = min(self._block * 2, _MAX_BLOCK) if cached == len(self._cache) else _BLOCK
             end = min(self.position + max(wanted, self._block), self.size) - 1
-            start, data, _total = self._ranged(f"bytes={self.position}-{end}")
+            start, data, _total = self._ranged(f"bytes={self.position}-{end}", end - self.position + 1)
             self._cache_start, self._cache, cached = start, data, self.position - start
         chunk = self._cache[cached:cached + wanted]
         buffer[:len(chunk)] = chunk
         self.position += len(chunk)
         return len(chunk)
 
-    def _ranged(self, byte_range: str) -> tuple[int, bytes, int]:
-        """(first byte, bytes, the file's size) of one range request."""
+    def _ranged(self, byte_range: str, length: int) -> tuple[int, bytes, int]:
+        """(first byte, bytes, the file's size) of one range request for at most `length` bytes."""
         self.requests += 1
-        try:
-            with self.reader.session.get(self.url, headers={"Range": byte_range}, timeout=self.reader.timeout, stream=True) as response:
-                found = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
-                if response.status_code != 206 or not found:
-                    raise WheelIndexError(Problem(self.reader.url, f"GET {self.name} with Range: {byte_range}: the server answered "
-                                                                   f"{response.status_code} without a byte range; buildkit reads wheels "
-                                                                   "by ranges only"))
-                length = int(found.group(2)) - int(found.group(1)) + 1
-                if self.fetched + length > self.budget:
-                    raise WheelIndexError(Problem(self.reader.url, f"reading {self.name} needs more than {self.budget >> 20} MiB "
-                                                                   "of it; is it a wheel?"))
-                data = bytearray()
-                for chunk in response.iter_content(1 << 16):
-                    data += chunk
-                    if len(data) > length:
-                        break
-                self.fetched += len(data)
-                return int(found.group(1)), bytes(data[:length]), int(found.group(3))
-        except requests.RequestException as error:
-            raise WheelIndexError(Problem(self.reader.url, f"cannot read {self.name} ({type(error).__name__}); check the "
-                                                           "network, or leave this index out")) from None
+        if self.fetched + length > self.budget:
+            raise WheelIndexError(Problem(self.reader.shown, f"reading {self.name} needs more than {self.budget >> 20} MiB of it; "
+                                                             "is it a wheel?"))
+        answer = self.reader.session.get(self.url, limit=length, headers={"Range": byte_range})
+        found = _CONTENT_RANGE.match(answer.headers.get("Content-Range", ""))
+        if answer.status != 206 or not found:
+            raise WheelIndexError(Problem(self.reader.shown, f"GET {self.name} with Range: {byte_range}: the server answered "
+                                                             f"{answer.status} without a byte range; buildkit reads wheels by ranges only"))
+        self.fetched += len(answer.body)
+        return int(found.group(1)), answer.body, int(found.group(3))
 
 
 def read_members(reader: WheelIndex, url: str, wanted: Callable[[str], bool], budget: int = SMALL_BUDGET) -> dict[str, bytes]:
@@ -109,7 +96,7 @@ def read_members(reader: WheelIndex, url: str, wanted: Callable[[str], bool], bu
         with zipfile.ZipFile(remote) as wheel:
             return {info.filename: wheel.read(info) for info in wheel.infolist() if wanted(info.filename)}
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as error:
-        raise WheelIndexError(Problem(reader.url, f"{remote.name} is not a readable wheel: {error}")) from None
+        raise WheelIndexError(Problem(reader.shown, f"{remote.name} is not a readable wheel: {error}")) from None
 
 
 def extract_member(reader: WheelIndex, url: str, member: str, folder: Path) -> Path | None:
@@ -126,4 +113,4 @@ def extract_member(reader: WheelIndex, url: str, member: str, folder: Path) -> P
                 shutil.copyfileobj(source, copy, 8 << 20)
             return target
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as error:
-        raise WheelIndexError(Problem(reader.url, f"{remote.name} is not a readable wheel: {error}")) from None
+        raise WheelIndexError(Problem(reader.shown, f"{remote.name} is not a readable wheel: {error}")) from None

@@ -20,8 +20,10 @@ from packaging.version import Version
 
 from buildkit.adapters.bundled import COMPAT_DATA, default_matrix_path, tomllib
 from buildkit.adapters.package_index import IndexFile, PackageIndex
+from buildkit.adapters.regular_files import read_input
 from buildkit.adapters.remote_wheel import extract_member, read_members
-from buildkit.adapters.wheel_index import WheelIndex, WheelIndexError, default_package_index
+from buildkit.adapters.safe_files import write_atomic
+from buildkit.adapters.wheel_index import MAX_FOLDERS, WheelIndex, WheelIndexError, default_package_index
 from buildkit.core import fields
 from buildkit.core.code_objects import CodeObjectError, cuda_code, rocm_code
 from buildkit.core.compat import COMPANION_PACKAGES, Compat, compat_from_data
@@ -39,7 +41,7 @@ from buildkit.core.matrix_proposal import propose_matrix
 from buildkit.core.published import PypiFacts, minor_of
 from buildkit.core.release_facts import PublishedFile, Release, backend_pins, read_metadata, read_version_module, releases, variant_of
 from buildkit.core.vendors import of_backend
-from buildkit.errors import Problem, UserError
+from buildkit.errors import Problem, UserError, printable, redact_urls
 
 SHIPPED_LABEL = "buildkit/data/compat.toml"  # how the diff names the shipped file, wherever it is installed
 MATRIX_LABEL = "matrix.toml"
@@ -51,6 +53,8 @@ _TABLES = ("wheel_index", "archs", "os_python", "parity", "gpus", "sources")
 MAX_WHEELS_READ = 96  # METADATA reads per run (each a few range requests); the first run over the shipped data reads about 40
 DEEP_MINORS = 2  # --deep reads the GPU libraries of the newest release of this many newest minors
 _GPU_LIBRARY = {"cuda": "torch/lib/libtorch_cuda.so", "rocm": "torch/lib/libtorch_hip.so"}
+MAX_DATA_BYTES = 16 * 1024 * 1024  # the shipped data is tens of kilobytes
+DEEP_DEADLINE = 3600.0  # seconds for --deep's downloads of whole GPU libraries (hundreds of MB each)
 
 
 @dataclass(frozen=True)
@@ -91,11 +95,12 @@ def _shape_problem(data: dict) -> str:
 
 
 def _read_data(path: Path) -> tuple[str, Compat]:
+    raw = read_input(path, "--data", MAX_DATA_BYTES, f"--data takes compatibility data, a file shaped like {SHIPPED_LABEL}")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
         data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise UserError(Problem("--data", f"cannot read {path} as compatibility data: {error}")) from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:  # ValueError: TOMLDecodeError, 5,000-digit integers
+        raise UserError(Problem("--data", f"cannot read {path} as compatibility data: {printable(str(error))}")) from None
     shape = _shape_problem(data)
     if shape:
         raise UserError(Problem(str(path), f"{shape}: --data takes compatibility data, a file shaped like {SHIPPED_LABEL} "
@@ -108,9 +113,10 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
     path = data_path or COMPAT_DATA
     text, compat = _read_data(path)
     layouts = _layouts_to_read(compat, layout_indexes or {})
-    pytorch = None if index_url == NONE else WheelIndex(index_url or compat.wheel_index, option="--index URL (or none)")
-    pypi = None if pypi_url == NONE else WheelIndex(pypi_url or default_package_index(), option="--pypi URL (or none)")
-    read = [reader.url for reader in (pytorch, pypi) if reader] + list(layouts.values())
+    deadline = DEEP_DEADLINE if deep else None
+    pytorch = None if index_url == NONE else WheelIndex(index_url or compat.wheel_index, option="--index URL (or none)", deadline=deadline)
+    pypi = None if pypi_url == NONE else WheelIndex(pypi_url or default_package_index(), option="--pypi URL (or none)", deadline=deadline)
+    read = [reader.shown for reader in (pytorch, pypi) if reader] + [redact_urls(url) for url in layouts.values()]
     if not read:
         raise UserError(Problem("--index", "every index is left out (none): name at least one of --index, --pypi, --layout-index"))
     index, files = _read_wheel_indexes(compat, pytorch, layouts) if pytorch or layouts else (None, {})
@@ -124,7 +130,8 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
     labels = (f"a/{SHIPPED_LABEL}", f"b/{SHIPPED_LABEL}") if data_path is None else (str(path), str(path))
     diff = unified_diff(text, proposed, *labels)
     matrix = matrix_path or (default_matrix_path() if data_path is None else None)
-    matrix_text = matrix.read_text(encoding="utf-8") if matrix and matrix.is_file() else None
+    matrix_text = (read_input(matrix, "--default-matrix", MAX_DATA_BYTES, "the default matrix kept in step with the data").decode("utf-8", "replace")
+                   if matrix and matrix.exists() else None)
     matrix_proposed = matrix_text
     if matrix_text is not None and matrix is not None:
         after = compat_from_data(tomllib.loads(proposed))
@@ -133,9 +140,9 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
         matrix_labels = (f"a/{MATRIX_LABEL}", f"b/{MATRIX_LABEL}") if shipped else (str(matrix), str(matrix))
         diff += unified_diff(matrix_text, matrix_proposed, *matrix_labels)
     if write and diff:
-        path.write_text(proposed, encoding="utf-8")
-        if matrix is not None and matrix_proposed != matrix_text:
-            matrix.write_text(matrix_proposed or "", encoding="utf-8")
+        write_atomic(path, proposed.encode("utf-8"), "--data")
+        if matrix is not None and matrix_proposed is not None and matrix_proposed != matrix_text:
+            write_atomic(matrix, matrix_proposed.encode("utf-8"), "--default-matrix")
     unpaired = {name: pairing.unpaired for name, pairing in pypi_facts.pairings().items()} if pypi_facts else {}
     return CheckOutcome(path, facts, differences, diff, written=write and bool(diff), read=tuple(read), unpaired=unpaired,
                         matrix_path=matrix)
@@ -162,11 +169,15 @@ def _read_wheel_indexes(compat: Compat, pytorch: WheelIndex | None, layouts: Map
     folders: tuple[str, ...] = ()
     if pytorch is not None:
         folders = candidate_tags(compat, pytorch.root_folders())
+        if len(folders) > MAX_FOLDERS:
+            raise WheelIndexError(Problem(pytorch.shown, f"{len(folders)} variant folders to read, more than the {MAX_FOLDERS} a "
+                                                         "wheel index can have (its root page lists them); is this a PyTorch "
+                                                         "wheel index? Pass --index URL"))
         with ThreadPoolExecutor(pytorch.workers) as pool:
             pages = dict(zip(folders, pool.map(lambda folder: PackageIndex(f"{pytorch.url}/{folder}", pytorch).files("torch"), folders)))
         files = {folder: found for folder, found in pages.items() if found is not None}
         if not files:
-            raise WheelIndexError(Problem(pytorch.url, f"none of {len(folders)} variant folders (cu126/torch/, rocm7.2/torch/, ...) "
+            raise WheelIndexError(Problem(pytorch.shown, f"none of {len(folders)} variant folders (cu126/torch/, rocm7.2/torch/, ...) "
                                                        "has a torch page; is this a PyTorch wheel index?"))
     layout_pages = {}
     for name, url in layouts.items():
@@ -174,7 +185,7 @@ def _read_wheel_indexes(compat: Compat, pytorch: WheelIndex | None, layouts: Map
         found = PackageIndex(url, reader).files("torch") or []  # a layout index without torch has no wheels of it
         layout_pages[name] = _layout_wheels(compat, name, found)
     names = {folder: [f.filename for f in found] for folder, found in files.items()}
-    facts = index_facts(pytorch.url if pytorch else next(iter(layouts.values())), folders, names, layout_pages, read_pytorch=pytorch is not None)
+    facts = index_facts(pytorch.shown if pytorch else redact_urls(next(iter(layouts.values()))), folders, names, layout_pages, read_pytorch=pytorch is not None)
     return facts, files
 
 
@@ -261,7 +272,7 @@ def _read_pypi(compat: Compat, reader: WheelIndex) -> tuple[PypiFacts, dict[str,
         read = {(r.project, r.version): r for r in pool.map(contents, wanted[:MAX_WHEELS_READ])}
     torch = {v: read.get(("torch", v), r) for v, r in torch.items()}
     companions = {name: {v: read.get((name, v), r) for v, r in found.items()} for name, found in companions.items()}
-    return PypiFacts(index.url, torch, companions), by_name
+    return PypiFacts(reader.shown, torch, companions), by_name
 
 
 def _releases(project: str, files: list[IndexFile]) -> dict[str, Release]:

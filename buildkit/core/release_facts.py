@@ -26,8 +26,9 @@ from buildkit.core.compat import AMD64, ARM64
 TORCH = "torch"
 _PLATFORM = {"x86_64": AMD64, "aarch64": ARM64}
 _CPYTHON = re.compile(r"^cp(\d)(\d+)$")
-_CUDA_TAG = re.compile(r"^cu(\d+)(\d)$")  # cu130 -> 13.0, cu118 -> 11.8
-_ROCM_TAG = re.compile(r"^rocm(\d+(?:\.\d+)+)$")  # rocm7.2, rocm6.2.4
+# ASCII digits, a few of them: a folder named cu + 5,000 digits is no variant (and int() refuses it)
+_CUDA_TAG = re.compile(r"^cu([0-9]{1,3})([0-9])$")  # cu130 -> 13.0, cu118 -> 11.8
+_ROCM_TAG = re.compile(r"^rocm([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})$")  # rocm7.2, rocm6.2.4
 # The distributions a torch wheel pins that carry a backend's libraries, and triton, which is built per backend
 _BACKEND_LIBRARIES = re.compile(r"^(cuda-toolkit|cuda-bindings|nvidia-.+|triton|pytorch-triton-rocm|rocm|rocm-sdk-.+|amd-torch-device-.+)$")
 # What the markers of a pinned requirement are evaluated against: the Linux images buildkit builds

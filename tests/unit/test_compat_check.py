@@ -201,7 +201,7 @@ def test_an_unreachable_index_is_one_message_and_exit_1(cli):
         port = probe.getsockname()[1]
     result = cli("compat", "check", "--pypi", "none", "--layout-index", "amd-whl-next=none", "--index", f"http://127.0.0.1:{port}/whl")
     assert result.code == 1 and result.out == ""
-    assert result.err.count("error:") == 1 and "cannot read the wheel index" in result.err and "Traceback" not in result.err
+    assert result.err.count("error:") == 1 and "cannot connect: the connection was refused" in result.err and "Traceback" not in result.err
 
 
 def test_a_site_that_is_no_wheel_index_is_one_message_and_exit_1(cli):
@@ -216,7 +216,7 @@ def test_a_site_that_is_no_wheel_index_is_one_message_and_exit_1(cli):
 def test_pages_over_the_size_cap_are_refused():
     server = serve(wheels_from_compat(COMPAT))
     try:
-        with pytest.raises(WheelIndexError, match="over 0 MiB"):
+        with pytest.raises(WheelIndexError, match="larger than 1000 bytes"):
             WheelIndex(server.url, max_bytes=1000).torch_pages(("cu130",))
     finally:
         server.stop()
