@@ -19,6 +19,7 @@ import zipfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 from testkit.local_http import QuietHandler, serve, stop_serving
 
@@ -87,25 +88,31 @@ def companion_wheel(filename: str, torch_requirement: str, requires_python: str 
                        {f"{name}/version.py": f"__version__ = '{version}+cu132'\ngit_version = 'test-double'\n"})
 
 
-def send_ranged(handler: BaseHTTPRequestHandler, data: bytes) -> None:
-    """200 with the whole body, or 206 with the bytes of one `Range: bytes=a-b` / `bytes=-n`."""
+def send_ranged(handler: BaseHTTPRequestHandler, data: bytes | Path) -> None:
+    """200 with the whole body, or 206 with the bytes of one `Range: bytes=a-b` / `bytes=-n`; a Path is read
+    for the range asked only (a real wheel is hundreds of MB)."""
+    size = data.stat().st_size if isinstance(data, Path) else len(data)
     asked = _RANGE.match(handler.headers.get("Range", ""))
     if asked is None:
-        handler.send_response(200)
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
-        return
-    first, last = asked.groups()
-    if first == "":
-        start, end = max(len(data) - int(last), 0), len(data) - 1
+        start, end, status = 0, size - 1, 200
+    elif asked.group(1) == "":
+        start, end, status = max(size - int(asked.group(2)), 0), size - 1, 206
     else:
-        start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
-    handler.send_response(206)
-    handler.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        start, end, status = int(asked.group(1)), min(int(asked.group(2)) if asked.group(2) else size - 1, size - 1), 206
+    handler.send_response(status)
+    if status == 206:
+        handler.send_header("Content-Range", f"bytes {start}-{end}/{size}")
     handler.send_header("Content-Length", str(end - start + 1))
     handler.end_headers()
-    handler.wfile.write(data[start:end + 1])
+    if isinstance(data, Path):
+        with open(data, "rb") as source:
+            source.seek(start)
+            left = end - start + 1
+            while left > 0 and (chunk := source.read(min(left, 1 << 20))):
+                handler.wfile.write(chunk)
+                left -= len(chunk)
+    else:
+        handler.wfile.write(data[start:end + 1])
 
 
 @dataclass

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import quote, unquote
 
 from buildkit.core.compat import Compat
@@ -53,6 +54,7 @@ class PyTorchIndex:
     root_files: list[str] = field(default_factory=list)  # files at the index root, listed on every page
     root_lists_variants: bool = False  # list the variant folders on the root page instead of the projects
     requests: list[str] = field(default_factory=list)
+    real: dict[str, Path] = field(default_factory=dict)  # file name -> a real wheel served under it (else a double)
 
     def __post_init__(self) -> None:
         index = self
@@ -61,8 +63,9 @@ class PyTorchIndex:
             def do_GET(self):
                 index.requests.append(self.path)
                 path = unquote(self.path.split("?")[0])
-                if path.endswith(".whl"):  # a wheel double whose METADATA pins what its variant pins
-                    return send_ranged(self, torch_wheel(path.rsplit("/", 1)[-1]))
+                if path.endswith(".whl"):  # a real wheel, or a double whose METADATA pins what its variant pins
+                    name = path.rsplit("/", 1)[-1]
+                    return send_ranged(self, index.real.get(name) or torch_wheel(name))
                 status, body = index._page(self.path.split("?")[0])
                 data = body.encode()
                 self.send_response(status)

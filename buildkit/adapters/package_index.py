@@ -16,7 +16,7 @@ from urllib.parse import urljoin
 from packaging.utils import canonicalize_name
 
 from buildkit.adapters.wheel_index import WheelIndex, WheelIndexError, file_name
-from buildkit.errors import Problem
+from buildkit.errors import Problem, redact_urls
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{JSON_TYPE}, text/html;q=0.1"
@@ -79,5 +79,5 @@ class PackageIndex:
         try:
             return parse_project_page(page_url, content_type, body)
         except ValueError as error:  # json.JSONDecodeError
-            raise WheelIndexError(Problem(self.url, f"GET {page_url}: the answer is not a PEP 691 project page ({error}); "
+            raise WheelIndexError(Problem(self.reader.shown, f"GET {redact_urls(page_url)}: the answer is not a PEP 691 project page ({error}); "
                                                     "is this a package index?")) from None

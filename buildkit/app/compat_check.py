@@ -323,7 +323,7 @@ def _code_of(reader: WheelIndex, release: str, backend: str, version: str, wheel
             found = rocm_code(data)
             archs, partial = found.archs(), ()
     except CodeObjectError as error:
-        raise WheelIndexError(Problem(reader.url, f"{wheel.filename}: {_GPU_LIBRARY[backend]}: {error}")) from None
+        raise WheelIndexError(Problem(reader.shown, f"{wheel.filename}: {_GPU_LIBRARY[backend]}: {error}")) from None
     finally:
         library.unlink()
     return CodeFinding(release, backend, version, wheel.filename, archs, partial)

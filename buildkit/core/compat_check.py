@@ -179,11 +179,11 @@ class _Facts:
     current: frozenset[tuple[str, str]] = frozenset()
 
 
-def _from_index(wheels: Sequence[IndexWheel]) -> _Facts:
+def _from_index(wheels: Sequence[IndexWheel], known: Iterable[str] = ()) -> _Facts:
     """The facts of every wheel; `current`: the backend versions of the newest release, the one a stack pins
     (AMD's index has torch 2.14.0 for ROCm 10.1, not 2.14.1): only those are added to the data, while a
     version any release has is kept (a patch release reaches the variant folders one after another)."""
-    newest = max((w.release for w in wheels), key=Version, default="")
+    newest = max([w.release for w in wheels] + list(known), key=Version, default="")  # `known`: the data's releases
     platforms: dict[tuple[str, str], set[str]] = {}
     for wheel in wheels:
         platforms.setdefault((wheel.backend, wheel.version), set()).add(wheel.platform)
@@ -230,14 +230,18 @@ def _compare_index(compat: Compat, facts: IndexFacts) -> list[Difference]:
     differences: list[Difference] = []
     for minor in _minors(compat, facts):
         wheels = facts.of(minor)
+        if minor not in compat.torch and not facts.read_pytorch:
+            continue  # a new torch release is PyTorch's index's (or PyPI's) to describe
         if minor in compat.torch and not wheels:
-            differences.append(Difference(minor, f"torch {minor}", False, writable=False,
-                                          note="no wheel on the index; remove the entry by hand if it was withdrawn"))
+            if facts.read_pytorch:  # a layout index (AMD's) carries a few releases only
+                differences.append(Difference(minor, f"torch {minor}", False, writable=False,
+                                              note="no wheel on the index; remove the entry by hand if it was withdrawn"))
             continue
-        index = _from_index(wheels)
+        index = _from_index(wheels, compat.torch[minor].releases if minor in compat.torch else ())
         data = _from_data(compat, minor) if minor in compat.torch else _Facts(frozenset(), frozenset(), frozenset(), {})
-        differences += _set_differences(minor, "release", index.releases, data.releases)
-        differences += _set_differences(minor, "python", index.python, data.python)
+        if facts.read_pytorch:
+            differences += _set_differences(minor, "release", index.releases, data.releases)
+            differences += _set_differences(minor, "python", index.python, data.python)
         for backend, version in sorted(index.variants ^ data.variants, key=_variant_key):
             on_index = (backend, version) in index.variants
             if (not on_index and not facts.judges(compat, backend, version)) or (on_index and (backend, version) not in index.current):
@@ -347,14 +351,17 @@ def _propose_index(document, torch_tables, compat: Compat, facts: IndexFacts) ->
         wheels = facts.of(minor)
         if not wheels:
             continue
-        index = _from_index(wheels)
+        index = _from_index(wheels, compat.torch[minor].releases if minor in compat.torch else ())
         entry = torch_tables.get(minor)
+        if entry is None and not facts.read_pytorch:
+            continue
         if entry is None:
             entry = tomlkit.table()
             entry["unconfirmed"] = ["torchvision"]
             torch_tables[minor] = entry
-        _set_list(entry, "releases", index.releases, "release")
-        _set_list(entry, "python", index.python, "python")
+        if facts.read_pytorch:
+            _set_list(entry, "releases", index.releases, "release")
+            _set_list(entry, "python", index.python, "python")
         for backend in BACKENDS:
             current = [str(v) for v in entry.get(backend, [])]
             kept = {v for v in current if not facts.judges(compat, backend, v)}  # what no index read here can tell

@@ -314,3 +314,70 @@ def test_a_server_without_byte_ranges_is_one_message_and_exit_1(cli):
         assert result.code == 1 and "without a byte range" in result.err and "Traceback" not in result.err
     finally:
         stop_serving(server)
+
+
+@pytest.mark.skipif(_real_torch_wheel() is None, reason="the machine's wheel folders hold no torch 2.14.1 x86_64 wheel")
+def test_deep_reads_the_real_wheels_gpu_code_over_byte_ranges_and_corrects_an_arch_list(cli, tmp_path):
+    """The real torch 2.14.1 CUDA 13.0 wheel, served on 127.0.0.1 as PyTorch's index names it: --deep reads its
+    libtorch_cuda.so by ranges and finds the data's CUDA 13.0 list; a planted wrong list is corrected by --write."""
+    data = tmp_path / "compat.toml"
+    document = tomlkit.parse((ROOT / "buildkit/data/compat.toml").read_text())
+    document["cuda"]["13.0"]["archs"] = ["7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX"]
+    data.write_text(tomlkit.dumps(document))
+    real = torch_wheel_name("2.14.1", "cu130", "3.11")
+    folders = wheels_from_compat(COMPAT)  # doubles carry no GPU library: deep passes them over
+    # the real wheel is the newest CPython's x86_64 one of 2.14.1 on cu130, the one deep reads
+    # (2.15.0 is left off cu130 so that 2.14.1 is the variant's newest release, the one deep reads)
+    folders["cu130"] = [n for n in folders["cu130"] if not n.startswith("torch-2.15.0+")
+                        and (not (n.startswith("torch-2.14.1+") and n.endswith("x86_64.whl")) or n == real)]
+    index = PyTorchIndex(folders, real={real: _real_torch_wheel()}).start()
+    try:
+        result = cli("compat", "check", "--json", "--deep", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none",
+                     "--data", str(data))
+        report = json.loads(result.out)
+        (finding,) = [f for f in report["code"] if f["backend_version"] == "13.0"]
+        assert finding["archs"] == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and set(finding["partial"]) == {"8.9", "10.3", "12.1"}
+        assert {(d["torch"], d["subject"]) for d in report["differences"]} == {("2.14", "cuda 13.0 archs"), ("2.15", "cuda 13.0")}
+        written = cli("compat", "check", "--deep", "--write", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none",
+                      "--data", str(data))
+        assert written.code == 0, written.out + written.err
+        table = tomlkit.parse(data.read_text())["cuda"]["13.0"]
+        assert list(table["archs"]) == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and "wheel-code-objects" in table["sources"]
+    finally:
+        index.stop()
+
+
+def test_a_layout_index_adds_a_rocm_version_only_to_the_release_whose_newest_patch_it_carries(cli, tmp_path):
+    """AMD's whl-next double: torch 2.14.0 and 2.15.0 as +rocm10.1.0. ROCm 10.1 joins torch 2.15 (its newest
+    release is there) and not 2.14, whose newest, 2.14.1, is not; nothing else is judged by that index."""
+    from testkit.local_http import QuietHandler, serve, stop_serving
+
+    names = [f"torch-{release}+rocm10.1.0-cp312-cp312-manylinux_2_28_x86_64.whl" for release in ("2.14.0", "2.15.0")]
+
+    class WhlNext(QuietHandler):
+        def do_GET(self):
+            if self.path.rstrip("/").endswith("/torch"):
+                body = "".join(f'<a href="/files/{n.replace("+", "%2B")}">{n}</a>\n' for n in names).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+    server = serve(WhlNext)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/rocm/whl-next/"
+        data = tmp_path / "compat.toml"
+        data.write_text((ROOT / "buildkit/data/compat.toml").read_text())
+        result = cli("compat", "check", "--json", "--index", "none", "--pypi", "none", "--layout-index", f"amd-whl-next={url}", "--data", str(data))
+        report = json.loads(result.out)
+        assert result.code == 3 and [(d["torch"], d["subject"], d["on"]) for d in report["differences"]] == [("2.15", "rocm 10.1", "index")]
+        assert cli("compat", "check", "--index", "none", "--pypi", "none", "--layout-index", f"amd-whl-next={url}", "--data", str(data),
+                   "--write").code == 0
+        assert list(tomlkit.parse(data.read_text())["torch"]["2.15"]["rocm"]) == ["7.14", "10.1"]
+    finally:
+        stop_serving(server)
