@@ -223,12 +223,20 @@ def build_parser() -> argparse.ArgumentParser:
     compat_commands = compat.add_subparsers(dest="compat_command", required=True, metavar="SUBCOMMAND")
     compat_check = _command(
         compat_commands, "check",
-        help=f"compare the compatibility data with PyTorch's wheel index; exit {EXIT_DIFFERS} when they differ, "
-             f"{EXIT_FAILED} when the index cannot be read",
+        help=f"compare the compatibility data with what PyPI and the wheel indexes publish; exit {EXIT_DIFFERS} when they differ, "
+             f"{EXIT_FAILED} when an index cannot be read",
     )
-    compat_check.add_argument("--index", metavar="URL", help="wheel index (default: the data's [wheel_index] url)")
+    compat_check.add_argument("--index", metavar="URL|none", help="PyTorch's wheel index (default: the data's [wheel_index] url); none leaves it out")
+    compat_check.add_argument("--pypi", metavar="URL|none",
+                              help="the package index for torch's, torchvision's and torchaudio's releases (default: the one pip uses); none leaves it out")
+    compat_check.add_argument("--layout-index", action="append", default=[], metavar="LAYOUT=URL|none",
+                              help="the index of a thin-ROCm layout with one of its own (default: the data's, for the layouts in use)")
+    compat_check.add_argument("--deep", action="store_true",
+                              help="also read the newest releases' GPU libraries for the archs their code carries (downloads them)")
     compat_check.add_argument("--data", type=Path, metavar="PATH", help="compatibility data file (default: the one shipped with buildkit)")
-    compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file (exit 0 once it agrees)")
+    compat_check.add_argument("--default-matrix", type=Path, metavar="PATH",
+                              help="the matrix to keep in step (default: the shipped default matrix, when --data is the shipped data)")
+    compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file and the matrix (exit 0 once it agrees)")
     compat_check.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
 
     verify = _command(commands, "verify", help="check a published image: signature, provenance, SBOM and a signed passing GPU test")
@@ -438,7 +446,8 @@ def cmd_bake(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     export = export_bake(_choices(args), args.out, args.pip_conf, args.ca_bundle, args.network, args.registry_cache)
     views.say(out, f"wrote {export.file} with {len(export.targets)} targets; groups: {', '.join(export.groups)}")
-    views.say(out, f"build with: docker buildx bake -f {export.file} [GROUP] --load   (or --push, on any builder, from any folder)")
+    build = views.command_line("docker", "buildx", "bake", "-f", str(export.file))
+    views.say(out, f"build with: {build} [GROUP] --load   (or --push, on any builder, from any folder)")
     return EXIT_OK
 
 
@@ -485,7 +494,7 @@ def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
     verdicts = test_images(_choices(args), list(args.images), args.gpu, args.timeout, lambda line: views.say(err, line))
     out.print(views.verdict_table(verdicts, args.gpu))
     if args.json:
-        views.write_json(args.json, verdicts_json(verdicts))
+        views.write_json(args.json, verdicts_json(verdicts), "--json")
     return EXIT_OK if all(v.passed for v in verdicts) else EXIT_FAILED
 
 
@@ -494,7 +503,7 @@ def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     result = parity(_choices(args), list(args.subjects))
     if args.json:
-        views.write_json(args.json, views.parity_json(result))
+        views.write_json(args.json, views.parity_json(result), "--json")
     for line in views.parity_lines(result):
         views.say(out, line)
     return EXIT_OK if result.parity.passed else EXIT_FAILED
@@ -512,15 +521,13 @@ def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    import shlex
-
     from buildkit.app import routing
 
     command = routing.run_command(_choices(args), args.image, _host_choice(args), args.container_command)
     for finding in command.warnings:
         views.say(err, f"warning: {finding.title} (fix: {finding.fix})")
     if args.print:
-        sys.stdout.write(shlex.join(command.argv) + "\n")
+        sys.stdout.write(views.command_line(*command.argv) + "\n")
         return EXIT_OK
     return subprocess.call(command.argv)
 
@@ -554,7 +561,14 @@ def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> in
     from buildkit.app.compat_check import check_compat
     from buildkit.ui.compat import compat_json, compat_markdown
 
-    outcome = check_compat(args.index, args.data, args.write)
+    layouts = {}
+    for value in args.layout_index:
+        name, separator, url = value.partition("=")
+        if not separator or not name or not url:
+            raise UserError(Problem("--layout-index", f"{value!r}: expected LAYOUT=URL or LAYOUT=none, e.g. amd-multi-arch=none"))
+        layouts[name] = url
+    outcome = check_compat(args.index, args.data, args.write, pypi_url=args.pypi, layout_indexes=layouts, deep=args.deep,
+                           matrix_path=args.default_matrix)
     if args.json:
         views.print_json(compat_json(outcome))
     else:
@@ -581,7 +595,7 @@ def cmd_sbom(args: argparse.Namespace, out: Console, err: Console) -> int:
     trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog, required=False)
     result = image_sbom(args.image, trust, args.local, RegistryAccess(args.registry_auth_file, args.insecure_registry))
     if args.out:
-        views.write_json(args.out, result.document)
+        views.write_json(args.out, result.document, "--out")
     else:
         views.print_json(result.document)
     views.say(err, f"sbom: {result.source}")

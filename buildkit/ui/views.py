@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from buildkit.adapters.safe_files import write_atomic
 from buildkit.app.targets import target_json
 from buildkit.core import porting
 from buildkit.core.attestation import gpu_test_summary
@@ -22,6 +23,7 @@ from buildkit.core.kube import Manifests
 from buildkit.core.plan import Note, Target
 from buildkit.core.preprocessor import OPEN
 from buildkit.core.render import PlannedImage
+from buildkit.core.shell import command_line
 from buildkit.core.vendors import VENDOR_NAMES
 from buildkit.errors import Problem, printable
 
@@ -82,8 +84,9 @@ def print_json(document: Any, compact: bool = False) -> None:
     sys.stdout.write((json.dumps(document, separators=(",", ":")) if compact else json.dumps(document, indent=2)) + "\n")
 
 
-def write_json(path: Path, document: Any) -> None:
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+def write_json(path: Path, document: Any, option: str) -> None:
+    """A JSON file an option names: written whole, never through a symlink (safe_files.write_atomic)."""
+    write_atomic(path, (json.dumps(document, indent=2) + "\n").encode("utf-8"), option)
 
 
 def write_json_array(stream: TextIO, items: Iterable[Mapping]) -> None:
@@ -299,8 +302,8 @@ def show_detection(console: Console, detection: Detection) -> None:
     for vendor, choice in routing.choices.items():
         mark = " (this host's vendor)" if vendor == routing.vendor and len(routing.choices) > 1 else ""
         if choice.target:
-            flags = " ".join(routing.access[vendor].docker_flags())
-            say(console, f"{vendor}{mark}: {choice.target.tags[0]}\n  docker run {flags} {choice.target.tags[0]}")
+            command = command_line("docker", "run", *routing.access[vendor].docker_flags(), choice.target.tags[0])
+            say(console, f"{vendor}{mark}: {choice.target.tags[0]}\n  {command}")
         else:
             say(console, f"{vendor}{mark}: no target fits: {'; '.join(choice.reasons)}")
     if routing.findings:

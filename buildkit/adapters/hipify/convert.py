@@ -24,6 +24,7 @@ import stat
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from buildkit.adapters.safe_files import OwnedFolder, check_output_folder, sha256_file, update_tree
@@ -40,6 +41,9 @@ EXTENSIONS = (".cu", ".cuh", ".c", ".cc", ".cpp", ".h", ".in", ".hpp")
 # Version-control data: large, never compiled, and not read by hipify either.
 _NOT_COPIED_AT_ROOT = frozenset({".git", ".hg", ".svn"})
 _SHOWN_PROBLEMS = 10
+# Folders below the tree's top: torch's hipify walks with os.walk, one frame per folder (before Python 3.12),
+# under Python's limit of 1,000 frames. A PyTorch checkout goes about a dozen deep.
+MAX_DEPTH = 400
 
 
 def torch_hipify():
@@ -121,30 +125,41 @@ def copy_tree(source: Path, staging: Path) -> tuple[dict[str, str], list[Skipped
     originals: dict[str, str] = {}
     skipped: list[Skipped] = []
 
-    def visit(folder: Path, relative: PurePosixPath, target: Path, ancestors: frozenset[Path]) -> None:
-        target.mkdir()
+    def listing(folder: Path, relative: PurePosixPath) -> Iterator[os.DirEntry]:
         try:
-            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+            return iter(sorted(os.scandir(folder), key=lambda entry: entry.name))
         except OSError as error:
             raise UserError(Problem(str(source / relative), f"cannot be read: {error.strerror}; hipify needs to read the whole tree")) from None
-        for entry in entries:
-            path, shown = Path(entry.path), relative / entry.name
-            if not relative.parts and entry.name in _NOT_COPIED_AT_ROOT | {MANIFEST}:
-                continue  # version-control data, or the manifest of an earlier output hipified again
-            real = path
-            if entry.is_symlink():
-                real, reason = _inside_link(path, source, ancestors)
-                if reason:
-                    skipped.append(Skipped(shown.as_posix(), reason))
-                    continue
-            if real.is_dir():  # real is no symlink here: a plain entry, or where an inside link resolves to
-                visit(real, shown, target / entry.name, ancestors | {real})
-            elif real.is_file():
-                originals[shown.as_posix()] = _copy_file(real, target / entry.name, source / shown)
-            else:
-                skipped.append(Skipped(shown.as_posix(), "not a regular file or folder (a FIFO, socket or device): not copied"))
 
-    visit(source, PurePosixPath(), staging, frozenset({source}))
+    # A stack of open folders, not recursion: a tree 1,200 folders deep is refused with a message, not a RecursionError.
+    staging.mkdir()
+    stack = [(listing(source, PurePosixPath()), PurePosixPath(), staging, frozenset({source}))]
+    while stack:
+        entries, relative, target, ancestors = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
+        path, shown = Path(entry.path), relative / entry.name
+        if not relative.parts and entry.name in _NOT_COPIED_AT_ROOT | {MANIFEST}:
+            continue  # version-control data, or the manifest of an earlier output hipified again
+        real = path
+        if entry.is_symlink():
+            real, reason = _inside_link(path, source, ancestors)
+            if reason:
+                skipped.append(Skipped(shown.as_posix(), reason))
+                continue
+        if real.is_dir():  # real is no symlink here: a plain entry, or where an inside link resolves to
+            if len(stack) >= MAX_DEPTH:
+                raise UserError(Problem(str(source / shown), f"is more than {MAX_DEPTH} folders below the tree's top: torch's "
+                                                             "hipify walks a tree recursively and cannot go that deep; move "
+                                                             "the sources higher up"))
+            (target / entry.name).mkdir()
+            stack.append((listing(real, shown), shown, target / entry.name, ancestors | {real}))
+        elif real.is_file():
+            originals[shown.as_posix()] = _copy_file(real, target / entry.name, source / shown)
+        else:
+            skipped.append(Skipped(shown.as_posix(), "not a regular file or folder (a FIFO, socket or device): not copied"))
     return originals, skipped
 
 
