@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan = _command(commands, "plan", help="list the targets a matrix expands to")
     _selection_options(plan, source=True)
     plan.add_argument("--format", choices=views.PLAN_FORMATS, default=views.PLAN_FORMATS[0],
-                      help="table (default), json, or github (an Actions matrix)")
+                      help="table (default), json, github (an Actions matrix), or ids (one target id per line)")
 
     render = _command(commands, "render", help="write one Dockerfile per target into a folder tree")
     _selection_options(render, source=True)
@@ -372,6 +372,9 @@ def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
     selection = select_targets(_choices(args))
     if args.format == "json":
         views.write_json_array(sys.stdout, map(target_json, selection.iter_plan()))
+        return EXIT_OK
+    if args.format == "ids":
+        sys.stdout.writelines(f"{target.id}\n" for target in selection.targets)
         return EXIT_OK
     planned = selection.plan()
     if args.format == "github":

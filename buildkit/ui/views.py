@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need 
     from buildkit.app.verify import Verification
 
 # What each command can print; the first is its default.
-PLAN_FORMATS = ("table", "json", "github")
+PLAN_FORMATS = ("table", "json", "github", "ids")
 VALIDATE_FORMATS = ("text", "github")
 DRY_RUN_FORMATS = ("table", "json")
 ANNOTATION_TITLE = "buildkit matrix validate"
@@ -64,11 +64,13 @@ def one_line_each(lines: list[str]) -> list[str]:
     return [printable(line, limit=None) for line in lines]
 
 
-def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[str]]) -> Table:
-    """A table whose title and cells are terminal() text: rich reads a plain string cell as markup."""
+def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[str]], whole: Iterable[str] = ()) -> Table:
+    """A table whose title and cells are terminal() text: rich reads a plain string cell as markup. `whole`:
+    columns whose values are never folded (ids and tags a reader copies), the others fold to make room."""
     grid = Table(title=terminal(title), title_justify="left")
+    kept = set(whole)
     for column in columns:
-        grid.add_column(column, overflow="fold")
+        grid.add_column(column, overflow="fold", no_wrap=column in kept, min_width=None)
     for row in rows:
         grid.add_row(*map(terminal, row))
     return grid
@@ -214,9 +216,10 @@ def planned_build_json(build: PlannedBuild) -> dict:
 
 
 def plan_table(planned: tuple[PlannedImage, ...]) -> Table:
-    return table(f"{len(planned)} targets", ("id", "vendor", "tags", "pair", "fingerprint"), (
-        (item.target.id, item.target.vendor, "\n".join(item.target.tag_names), item.target.pair or "-", item.fingerprint[:12])
-        for item in planned))
+    """One row per target: its id (its immutable tag), the floating tag it moves with its twin, its pair."""
+    return table(f"{len(planned)} targets", ("id", "vendor", "floating tag", "pair", "fingerprint"), (
+        (item.target.id, item.target.vendor, "\n".join(item.target.tag_names[1:]) or "-", item.target.pair or "-", item.fingerprint[:12])
+        for item in planned), whole=("id",))
 
 
 def verdict_table(verdicts: list[Verdict], mode: str) -> Table:
