@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="text (default), or github: problems as ::error annotations on their file and line")
     show = _command(matrix_commands, "show", help="print the matrix as its `extends` chain resolves it, as TOML")
     _matrix_option(show)
+    schema = _command(matrix_commands, "schema", help="print the JSON Schema of matrix files (for editors), or with --markdown the key reference")
+    schema.add_argument("--markdown", action="store_true", help="the reference tables of docs/matrix-reference.md instead")
 
     plan = _command(commands, "plan", help="list the targets a matrix expands to")
     _selection_options(plan, source=True)
@@ -361,6 +363,13 @@ def cmd_matrix_validate(args: argparse.Namespace, out: Console, err: Console) ->
     return EXIT_OK
 
 
+def cmd_matrix_schema(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.core.matrix_schema import reference_markdown, schema_text
+
+    sys.stdout.write(reference_markdown() if args.markdown else schema_text())
+    return EXIT_OK
+
+
 def cmd_matrix_show(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.matrix_show import resolve
 
@@ -617,6 +626,7 @@ def cmd_completion(args: argparse.Namespace, out: Console, err: Console) -> int:
 COMMANDS = {
     ("matrix", "validate"): cmd_matrix_validate,
     ("matrix", "show"): cmd_matrix_show,
+    ("matrix", "schema"): cmd_matrix_schema,
     ("plan", None): cmd_plan,
     ("render", None): cmd_render,
     ("build", None): cmd_build,

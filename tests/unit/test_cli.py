@@ -9,7 +9,7 @@ import pytest
 
 from buildkit import __version__
 
-SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
+SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["matrix", "schema"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
                ["hipify"], ["detect"], ["run"], ["doctor"], ["kube"], ["compat", "check"], ["verify"], ["sbom"], ["completion"]]
 
 
@@ -272,7 +272,7 @@ reply buildkit plan --matrix matr
     result = subprocess.run([bash, "--norc", "-c", complete], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "complete -o bashdefault -F _shtab_buildkit buildkit", "plan", "validate show", "--format", "table json github ids",
+        "complete -o bashdefault -F _shtab_buildkit buildkit", "plan", "validate show schema", "--format", "table json github ids",
         "nvidia amd all", "--dry-run", "matrix.toml",
     ]
 

@@ -43,6 +43,8 @@ CASES = [
     _case("matrix", "validate", code=0, says="ok: 132 targets"),
     _case("matrix", "validate", "--matrix", "{tmp}/bad.toml", code=2, says="registry"),
     _case("matrix", "show", code=0),
+    _case("matrix", "schema", code=0, says='"$schema"'),
+    _case("matrix", "schema", "--markdown", code=0, says="| `registry` |"),
     _case("matrix", "show", "--matrix", "{tmp}/missing.toml", code=2, says="no such matrix file"),
     _case("plan", code=0),
     _case("plan", "--select", "nokey=x", code=2, says="expected KEY=GLOB"),
