@@ -364,7 +364,7 @@ def cmd_matrix_validate(args: argparse.Namespace, out: Console, err: Console) ->
 
 
 def cmd_matrix_schema(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from buildkit.core.matrix_schema import reference_markdown, schema_text
+    from buildkit.ui.matrix_schema import reference_markdown, schema_text
 
     sys.stdout.write(reference_markdown() if args.markdown else schema_text())
     return EXIT_OK

@@ -9,7 +9,8 @@ import pytest
 
 from buildkit import __version__
 
-SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["matrix", "schema"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
+SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["matrix", "schema"],
+               ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
                ["hipify"], ["detect"], ["run"], ["doctor"], ["kube"], ["compat", "check"], ["verify"], ["sbom"], ["completion"]]
 
 

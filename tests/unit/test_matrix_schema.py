@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from buildkit.adapters.bundled import tomllib
-from buildkit.core.matrix_schema import schema_text
+from buildkit.ui.matrix_schema import schema_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "matrix.schema.json").read_text())
