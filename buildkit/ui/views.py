@@ -137,7 +137,7 @@ def github_annotations(problems: Iterable[Problem]) -> list[str]:
         if file is None:
             text = f"{problem.where}: {text}"
         properties = ",".join(part for part in (location, f"title={_annotation_property(ANNOTATION_TITLE)}") if part)
-        lines.append(f"::error {properties}::{_annotation_data(text)}")
+        lines.append(f"::error {properties}::{_annotation_data(redact_urls(text))}")
     return lines
 
 
