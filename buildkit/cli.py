@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -99,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan = _command(commands, "plan", help="list the targets a matrix expands to")
     _selection_options(plan, source=True)
     plan.add_argument("--format", choices=views.PLAN_FORMATS, default=views.PLAN_FORMATS[0],
-                      help="table (default), json, or github (an Actions matrix)")
+                      help="table (default), json, github (an Actions matrix), or ids (one target id per line)")
 
     render = _command(commands, "render", help="write one Dockerfile per target into a folder tree")
     _selection_options(render, source=True)
@@ -195,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run --compile-check's hipcc in a container of this ROCm toolchain image, not on this machine")
     hipify.add_argument("--include-dir", action="append", default=[], metavar="DIR",
                         help="an include folder of the tree (relative to PATH) for --compile-check; repeatable")
+    hipify.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]", dest="defines",
+                        help="a macro the project's build defines (as setup.py's define_macros), for the findings and --compile-check; repeatable")
+    hipify.add_argument("--hipcc-flags", default="", metavar="FLAGS",
+                        help="more flags for --compile-check's hipcc, one string split as a shell would: --hipcc-flags='-O3 -DFOO'")
+    hipify.add_argument("--cxx-flags", default="", metavar="FLAGS", help="more flags for --compile-check's C++ compiler (one string)")
+    hipify.add_argument("--keep-objects", type=Path, metavar="DIR", help="keep --compile-check's objects (and dependency lists) in DIR")
     hipify.add_argument("--json", type=Path, help="write the report as JSON")
 
     doctor = _command(commands, "doctor", help="explain why GPU acceleration would or would not work here")
@@ -219,12 +226,20 @@ def build_parser() -> argparse.ArgumentParser:
     compat_commands = compat.add_subparsers(dest="compat_command", required=True, metavar="SUBCOMMAND")
     compat_check = _command(
         compat_commands, "check",
-        help=f"compare the compatibility data with PyTorch's wheel index; exit {EXIT_DIFFERS} when they differ, "
-             f"{EXIT_FAILED} when the index cannot be read",
+        help=f"compare the compatibility data with what PyPI and the wheel indexes publish; exit {EXIT_DIFFERS} when they differ, "
+             f"{EXIT_FAILED} when an index cannot be read",
     )
-    compat_check.add_argument("--index", metavar="URL", help="wheel index (default: the data's [wheel_index] url)")
+    compat_check.add_argument("--index", metavar="URL|none", help="PyTorch's wheel index (default: the data's [wheel_index] url); none leaves it out")
+    compat_check.add_argument("--pypi", metavar="URL|none",
+                              help="the package index for torch's, torchvision's and torchaudio's releases (default: the one pip uses); none leaves it out")
+    compat_check.add_argument("--layout-index", action="append", default=[], metavar="LAYOUT=URL|none",
+                              help="the index of a thin-ROCm layout with one of its own (default: the data's, for the layouts in use)")
+    compat_check.add_argument("--deep", action="store_true",
+                              help="also read the newest releases' GPU libraries for the archs their code carries (downloads them)")
     compat_check.add_argument("--data", type=Path, metavar="PATH", help="compatibility data file (default: the one shipped with buildkit)")
-    compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file (exit 0 once it agrees)")
+    compat_check.add_argument("--default-matrix", type=Path, metavar="PATH",
+                              help="the matrix to keep in step (default: the shipped default matrix, when --data is the shipped data)")
+    compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file and the matrix (exit 0 once it agrees)")
     compat_check.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
 
     verify = _command(commands, "verify", help="check a published image: signature, provenance, SBOM and a signed passing GPU test")
@@ -303,6 +318,13 @@ def _positive(value: str) -> int:
     return number
 
 
+def _split(flags: str, option: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(flags))
+    except ValueError as error:
+        raise UserError(Problem(option, f"cannot be split into flags ({error}): quote as a shell would")) from None
+
+
 def _choices(args: argparse.Namespace, **overrides) -> Choices:
     source = SourceOptions(tuple(getattr(args, "gpu_arch", ())), getattr(args, "pytorch_src", None), getattr(args, "max_jobs", None) or 0)
     return Choices(
@@ -353,6 +375,9 @@ def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
     selection = select_targets(_choices(args))
     if args.format == "json":
         views.write_json_array(sys.stdout, map(target_json, selection.iter_plan()))
+        return EXIT_OK
+    if args.format == "ids":
+        sys.stdout.writelines(f"{target.id}\n" for target in selection.targets)
         return EXIT_OK
     planned = selection.plan()
     if args.format == "github":
@@ -461,7 +486,8 @@ def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.hipify_preflight import PreflightOptions, preflight
 
     report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json,
-                                        args.toolchain_image, tuple(args.include_dir)))
+                                        args.toolchain_image, tuple(args.include_dir), tuple(args.defines), _split(args.hipcc_flags, "--hipcc-flags"),
+                                        _split(args.cxx_flags, "--cxx-flags"), args.keep_objects))
     for line in views.hipify_lines(report):
         views.say(out, line)
     return EXIT_OK if report.passed else EXIT_FAILED
@@ -541,7 +567,14 @@ def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> in
     from buildkit.app.compat_check import check_compat
     from buildkit.ui.compat import compat_json, compat_markdown
 
-    outcome = check_compat(args.index, args.data, args.write)
+    layouts = {}
+    for value in args.layout_index:
+        name, separator, url = value.partition("=")
+        if not separator or not name or not url:
+            raise UserError(Problem("--layout-index", f"{value!r}: expected LAYOUT=URL or LAYOUT=none, e.g. amd-multi-arch=none"))
+        layouts[name] = url
+    outcome = check_compat(args.index, args.data, args.write, pypi_url=args.pypi, layout_indexes=layouts, deep=args.deep,
+                           matrix_path=args.default_matrix)
     if args.json:
         views.print_json(compat_json(outcome))
     else:

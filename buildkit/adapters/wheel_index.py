@@ -58,10 +58,12 @@ def file_name(href: str) -> str:
 
 class WheelIndex:
     def __init__(self, url: str, timeout: float | None = None, max_bytes: int = MAX_PAGE_BYTES, workers: int = 8,
-                 retries: int = 3, deadline: float | None = None):
-        """`timeout`, `deadline`: bounded_http's DEFAULT_TIMEOUT and DEFAULT_DEADLINE unless given."""
+                 retries: int = 3, deadline: float | None = None, option: str = "--index URL"):
+        """`timeout`, `deadline`: bounded_http's DEFAULT_TIMEOUT and DEFAULT_DEADLINE unless given; `option`: how
+        the command names this index, for the hint in its errors."""
         self.url = url.rstrip("/")
         self.shown = redact_urls(self.url)  # how messages and reports name it
+        self.option = option
         self.max_bytes = max_bytes
         self.workers = workers
         self.session = BoundedSession(self.url, timeout=timeout, deadline=deadline, retries=retries, pool_size=workers,
@@ -102,13 +104,18 @@ class WheelIndex:
 
     def _get(self, url: str) -> str | None:
         """The page's text, or None when it does not exist."""
-        answer = self.session.get(url, limit=self.max_bytes)
+        answer = self.fetch(url)
+        return None if answer is None else answer[1]
+
+    def fetch(self, url: str, accept: str = "text/html") -> tuple[str, str] | None:
+        """(Content-Type, text) of a page, or None when it does not exist."""
+        answer = self.session.get(url, limit=self.max_bytes, headers={"Accept": accept})
         if answer.status in MISSING:
             return None
         if answer.status != 200:
             raise WheelIndexError(Problem(self.shown, f"GET {redact_urls(url)}: the index answered {answer.status}; "
-                                                      "try again later, or pass --index URL"))
-        return answer.text
+                                                      f"try again later, or pass {self.option}"))
+        return answer.headers.get("Content-Type", ""), answer.text
 
 
 # pip's own default index, asked of pip in a child process: importing pip here would switch off setuptools'

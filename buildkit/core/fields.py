@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any
 
 from buildkit.core import grammar
+from buildkit.core.compat import COMPANION_PACKAGES
 from buildkit.errors import Problem, printable
 
 SELECTOR_KEYS = ("torch", "python", "backend", "backend_version", "flavor", "vendor", "family", "id")
@@ -427,6 +428,14 @@ COMPAT = Table({
         "rocm": VERSIONS,
         "torchvision": Text(grammar.release_version),
         "releases": VERSIONS,
+        # what each release's artifacts say (compat check writes it from the indexes)
+        "published": Table(names=grammar.release_version, each=Table({
+            "date": Text(grammar.note), "requires_python": Text(grammar.note), "pypi": Text(grammar.note),
+            **{package: Text(grammar.release_version) for package in COMPANION_PACKAGES},
+            "pins": Table(names=grammar.note, each=Texts(grammar.requirement)),
+            "wheel": Text(grammar.note),
+            "sources": _NOTES,
+        })),
         "amd64_only": _NOTES,
         "unconfirmed": _NOTES,
         "sources": _NOTES,

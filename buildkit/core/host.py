@@ -274,7 +274,7 @@ def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | 
         return f"{gpu.arch} is not a gfx target buildkit knows; add it to [compat.gfx] to build for it from source"
     release = compat.backend(identity.backend, identity.backend_version)
     families = [name for name, family in compat.families.items() if gpu.arch in family.gfx]
-    if families and release is not None and compat.layout_of(release) is not None:
+    if families and release is not None and compat.layout_of(release) is not None and gpu.arch in release.archs:
         # thin wheels: the image is one family's; another family's image of the same stack carries the arch
         fix = (f"use the {' or '.join(families)} image of ROCm {identity.backend_version}, which carries {gpu.arch}: "
                f"add \"{families[0]}\" to the stack's rocm_families to build it")

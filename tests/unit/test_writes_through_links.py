@@ -88,7 +88,7 @@ def test_compat_check_write_refuses_a_data_link(cli, tmp_path):
     link = tmp_path / "linked.toml"
     link.symlink_to(data)
     try:
-        result = cli("compat", "check", "--index", server.url, "--data", link, "--write")
+        result = cli("compat", "check", "--index", server.url, "--pypi", "none", "--layout-index", "amd-whl-next=none", "--data", link, "--write")
     finally:
         server.stop()
     assert_link_refused(result, link)
