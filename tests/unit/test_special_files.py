@@ -17,6 +17,9 @@ import pytest
 
 from testkit import hosts
 
+# compat check reads only the index under test: PyPI and the layout indexes of the data are left out
+OFFLINE = ("--pypi", "none", "--layout-index", "amd-whl-next=none")
+
 SPECIAL = {
     "fifo": ("is a FIFO (named pipe), not a regular file", lambda path: os.mkfifo(path)),
     "dev_zero": ("is a device, not a regular file", lambda path: os.symlink("/dev/zero", path)),
@@ -72,7 +75,7 @@ def test_docker_config_json(cli, tmp_path, monkeypatch, kind):
 @pytest.mark.parametrize("kind", SPECIAL)
 def test_compat_check_data(cli, tmp_path, kind):
     path, reason = special(tmp_path, kind)
-    assert_refused(run_bounded(cli, "compat", "check", "--index", "http://127.0.0.1:1/whl", "--data", path), f"--data: cannot read {path}: {reason}")
+    assert_refused(run_bounded(cli, "compat", "check", *OFFLINE, "--index", "http://127.0.0.1:1/whl", "--data", path), f"--data: cannot read {path}: {reason}")
 
 
 @pytest.mark.parametrize("option", ["--pip-conf", "--ca-bundle"])

@@ -17,6 +17,9 @@ from buildkit.core.compat import compat_from_data
 from testkit.fake_registry import Answer, FakeOrigin, FakeRegistry
 from testkit.pytorch_index import PyTorchIndex, torch_wheel_name, wheels_from_compat
 
+# compat check reads only the index under test: PyPI and the layout indexes of the data are left out
+OFFLINE = ("--pypi", "none", "--layout-index", "amd-whl-next=none")
+
 TOKEN = "tok-5ec7e7-planted"
 USERINFO = f"robot:{TOKEN}"
 DIGEST = "sha256:" + "c" * 64
@@ -61,7 +64,7 @@ def test_compat_check_index_option(cli, tmp_path):
     try:
         url = server.url.replace("http://", f"http://{USERINFO}@")
         for options in (("--json",), (), ("--write", "--data", data)):
-            result = cli("compat", "check", "--index", url, *options)
+            result = cli("compat", "check", *OFFLINE, "--index", url, *options)
             assert result.code in (0, 3), result.err
             assert "http://****@127.0.0.1" in result.out
             assert_no_token(result, tmp_path)
@@ -72,7 +75,7 @@ def test_compat_check_index_option(cli, tmp_path):
 def test_compat_check_index_that_fails(cli, tmp_path):
     with FakeOrigin() as origin:
         origin.on("GET", r"/whl/", Answer(500, {}, f"upstream said {USERINFO}".encode()))
-        result = cli("compat", "check", "--index", f"http://{USERINFO}@{origin.address}/whl")
+        result = cli("compat", "check", *OFFLINE, "--index", f"http://{USERINFO}@{origin.address}/whl")
     assert result.code == 1 and f"http://****@{origin.address}/whl" in result.err
     assert_no_token(result, tmp_path)
 
@@ -110,7 +113,7 @@ def test_lock_package_index_from_each_source(cli, tmp_path, monkeypatch, simple_
 def test_a_proxy_variable_with_credentials(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", f"http://{USERINFO}@127.0.0.1:9")
     monkeypatch.setenv("NO_PROXY", "")
-    result = cli("compat", "check", "--index", "http://127.0.0.1:9/whl")
+    result = cli("compat", "check", *OFFLINE, "--index", "http://127.0.0.1:9/whl")
     assert result.code == 1
     assert_no_token(result, tmp_path)
 
