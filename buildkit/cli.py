@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +47,7 @@ EXIT_FAILED = 1  # the work failed (a build, a smoke test, a check), or the envi
 # 2: bad input, one message per problem (UserError.exit_code, and argparse's for a usage error)
 EXIT_DIFFERS = 3  # compat check: the data and the index differ (a proposed change, not an outage)
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM (a CI job cancelled, `timeout`, `docker stop`)
 EXIT_READER_GONE = 141  # 128 + SIGPIPE, what a shell reports for a command its reader closed on
 
 GPU_HELP = "auto: run kernels when the host has the image's GPU vendor (default); require: fail without one; skip: never"
@@ -647,6 +650,15 @@ COMMANDS = {
 }
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, as Ctrl-C is: every writer removes its temporary files on the
+    way out and running builds are stopped, instead of the process vanishing mid-write."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # everything after `--` is the container's command (buildkit run), never buildkit's options
@@ -658,6 +670,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(width=width, soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
     handler = COMMANDS[(args.command, getattr(args, f"{args.command}_command", None))]
+    if threading.current_thread() is threading.main_thread():  # tests call main() from threads too
+        signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         if hasattr(args, "matrix"):  # every command that reads a matrix has --matrix: the file comes from one rule
             found = find_matrix(args.matrix)
@@ -669,9 +683,9 @@ def main(argv: list[str] | None = None) -> int:
         for problem in error.problems:
             views.say(err, f"error: {problem}")
         return error.exit_code
-    except KeyboardInterrupt:
-        views.say(err, "interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as interrupt:
+        views.say(err, "terminated" if isinstance(interrupt, Terminated) else "interrupted")
+        return EXIT_TERMINATED if isinstance(interrupt, Terminated) else EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`buildkit plan --format json | head`): not an error of ours to report; point
         # stdout at /dev/null so the interpreter's final flush does not raise again on the way out

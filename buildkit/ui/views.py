@@ -25,7 +25,7 @@ from buildkit.core.preprocessor import OPEN
 from buildkit.core.render import PlannedImage
 from buildkit.core.shell import command_line
 from buildkit.core.vendors import VENDOR_NAMES
-from buildkit.errors import Problem, printable
+from buildkit.errors import Problem, printable, redact_urls
 
 if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need not import them to print
     from buildkit.app.build import PlannedBuild
@@ -44,8 +44,9 @@ ANNOTATION_TITLE = "buildkit matrix validate"
 def escaped_lines(text: str) -> str:
     """Text whatever its source (a host tree, a registry, a template, a matrix, the engine) with every control
     character escaped by errors.printable, line by line: the line breaks are this output's own (a value that
-    could hold one of its own is escaped whole before it is composed in, see one_line_each)."""
-    return "\n".join(printable(line, limit=None) for line in text.split("\n"))
+    could hold one of its own is escaped whole before it is composed in, see one_line_each), and the user-info
+    of every URL in it redacted (errors.redact_urls)."""
+    return "\n".join(printable(line, limit=None) for line in redact_urls(text).split("\n"))
 
 
 def terminal(text: str) -> Text:
@@ -83,12 +84,13 @@ def notes(console: Console, items: Iterable[Note]) -> None:
 
 def print_json(document: Any, compact: bool = False) -> None:
     """JSON on standard output: indented for people, or one line (an Actions output, `$GITHUB_OUTPUT`)."""
-    sys.stdout.write((json.dumps(document, separators=(",", ":")) if compact else json.dumps(document, indent=2)) + "\n")
+    text = json.dumps(document, separators=(",", ":")) if compact else json.dumps(document, indent=2)
+    sys.stdout.write(redact_urls(text) + "\n")
 
 
 def write_json(path: Path, document: Any, option: str) -> None:
     """A JSON file an option names: written whole, never through a symlink (safe_files.write_atomic)."""
-    write_atomic(path, (json.dumps(document, indent=2) + "\n").encode("utf-8"), option)
+    write_atomic(path, (redact_urls(json.dumps(document, indent=2)) + "\n").encode("utf-8"), option)
 
 
 def write_json_array(stream: TextIO, items: Iterable[Mapping]) -> None:
@@ -97,7 +99,7 @@ def write_json_array(stream: TextIO, items: Iterable[Mapping]) -> None:
     made three fifths of `plan --format json`'s time on large plans)."""
     stream.write("[")
     for index, item in enumerate(items):
-        stream.write(("\n" if index == 0 else ",\n") + json.dumps(item))
+        stream.write(("\n" if index == 0 else ",\n") + redact_urls(json.dumps(item)))
     stream.write("\n]\n")
 
 
@@ -138,7 +140,7 @@ def github_annotations(problems: Iterable[Problem]) -> list[str]:
         if file is None:
             text = f"{problem.where}: {text}"
         properties = ",".join(part for part in (location, f"title={_annotation_property(ANNOTATION_TITLE)}") if part)
-        lines.append(f"::error {properties}::{_annotation_data(text)}")
+        lines.append(f"::error {properties}::{_annotation_data(redact_urls(text))}")
     return lines
 
 
