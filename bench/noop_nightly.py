@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from buildkit.adapters.registry import DOCKER_MANIFEST
+from buildkit.adapters.registry.client import DOCKER_MANIFEST
 from buildkit.app.targets import Choices, select_targets
 from testkit.registry import RegistryProcess, Seeder
 from testkit.runner import run_buildkit

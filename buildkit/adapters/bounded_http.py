@@ -13,7 +13,7 @@ and `float` refuses). Here:
 - a BoundedSession (the wheel index, PyPI's pages) has a total deadline for the whole command, besides the
   timeout of each exchange: a slow index fails the command in minutes, it never hangs a nightly.
 
-The registry client (registry_transport) builds on the same pieces and adds its own rules (credentials
+The registry client (registry/transport.py) builds on the same pieces and adds its own rules (credentials
 bound to an origin, redirects one hop at a time). Every URL a message names goes through errors.redact_urls:
 an index URL often carries a CI token as its user-info.
 """

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from buildkit.adapters.registry_auth import MAX_CREDENTIALS_BYTES, Credentials
+from buildkit.adapters.registry.credentials import MAX_CREDENTIALS_BYTES, Credentials
 from buildkit.adapters.regular_files import NotReadable, read_regular
 from buildkit.adapters.safe_files import open_below
 from buildkit.adapters.secrets import Redactor

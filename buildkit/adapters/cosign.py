@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from buildkit.adapters.registry import Credentials
-from buildkit.adapters.registry_transport import registry_is_loopback
+from buildkit.adapters.registry.client import Credentials
+from buildkit.adapters.registry.transport import registry_is_loopback
 from buildkit.adapters.regular_files import describe_path
 from buildkit.adapters.secrets import Redactor
 from buildkit.errors import Problem, UserError

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from buildkit.adapters.registry import INDEX_TYPES, Registry
+from buildkit.adapters.registry.client import INDEX_TYPES, Registry
 
 REFERENCE_TYPE = "vnd.docker.reference.type"
 ATTESTATION_MANIFEST = "attestation-manifest"

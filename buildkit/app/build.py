@@ -21,7 +21,7 @@ from buildkit.adapters import buildx, engine
 from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.adapters.host import read_host
 from buildkit.adapters.proven import ProvenImages
-from buildkit.adapters.registry_auth import Credentials
+from buildkit.adapters.registry.credentials import Credentials
 from buildkit.adapters.safe_files import write_below
 from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets
 from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test

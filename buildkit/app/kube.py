@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildkit.adapters.registry import Registry
-from buildkit.adapters.registry_auth import load_credentials
+from buildkit.adapters.registry.client import Registry
+from buildkit.adapters.registry.credentials import load_credentials
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.kube import KubeOptions, Manifests, manifests
 from buildkit.core.plan import Target

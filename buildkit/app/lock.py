@@ -10,7 +10,7 @@ from packaging.requirements import Requirement
 
 from buildkit.adapters.build_stamp import created_now
 from buildkit.adapters.matrix_files import load_matrix, lock_path, read_matrix_lock
-from buildkit.adapters.registry import Registry, load_credentials
+from buildkit.adapters.registry.client import Registry, load_credentials
 from buildkit.adapters.safe_files import write_atomic
 from buildkit.adapters.wheel_index import WheelIndex, default_package_index
 from buildkit.core.lock import Lock, is_range, lock_text, newest_matching

@@ -17,8 +17,8 @@ from pathlib import Path
 from buildkit.adapters import engine
 from buildkit.adapters.build_stamp import created_now, matrix_revision, today_utc
 from buildkit.adapters.cosign import Cosign, Signer, Trust
-from buildkit.adapters.registry import Credentials, Registry, annotated, load_credentials
-from buildkit.adapters.registry_deletion import Deletion, deletion_for
+from buildkit.adapters.registry.client import Credentials, Registry, annotated, load_credentials
+from buildkit.adapters.registry.deletion import Deletion, deletion_for
 from buildkit.adapters.secrets import IndexSettings
 from buildkit.app.build import BuildOptions, BuildStatus, Display, build_targets
 from buildkit.app.lock import lock_matrix

@@ -28,7 +28,7 @@ from buildkit.adapters import engine
 from buildkit.adapters.build_stamp import created_now
 from buildkit.adapters.cosign import Attestations, Checked, Cosign, Signer, Trust
 from buildkit.adapters.provenance import buildkit_statements
-from buildkit.adapters.registry import Credentials, Registry, load_credentials
+from buildkit.adapters.registry.client import Credentials, Registry, load_credentials
 from buildkit.adapters.sbom import CYCLONEDX_TYPE, local_sbom
 from buildkit.core.attestation import GPU_TEST_TYPE, SmokeRun, gpu_predicate, host_driver, passing_gpu_test
 from buildkit.core.host import HostFacts

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from buildkit.adapters.registry import Credentials, Registry
+from buildkit.adapters.registry.client import Credentials, Registry
 from testkit.builds import CUDA_13_ARCHS, index_pip_conf, pair_doubles, team_matrix
 from testkit.registry import FaultProxy, RegistryProcess
 from testkit.runner import run_buildkit

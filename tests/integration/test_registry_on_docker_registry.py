@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from buildkit.adapters.registry import Credentials, Registry, Resolved
-from buildkit.adapters.registry_deletion import RetentionUnsupported, deletion_for
+from buildkit.adapters.registry.client import Credentials, Registry, Resolved
+from buildkit.adapters.registry.deletion import RetentionUnsupported, deletion_for
 from testkit.registry import RegistryProcess, Seeder
 
 pytestmark = pytest.mark.skipif(not (shutil.which("docker-registry") or shutil.which("registry")),

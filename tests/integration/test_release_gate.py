@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from buildkit.adapters.cosign import Cosign, Signer
-from buildkit.adapters.registry import Registry
+from buildkit.adapters.registry.client import Registry
 from buildkit.app.verify import attest_gpu
 from buildkit.core.host import Gpu, HostFacts
 from buildkit.core.judge import judge

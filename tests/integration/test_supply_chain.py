@@ -21,7 +21,7 @@ import pytest
 
 from buildkit.adapters import buildx, engine
 from buildkit.adapters.cosign import Cosign, CosignError, Signer, Trust
-from buildkit.adapters.registry import Registry, load_credentials
+from buildkit.adapters.registry.client import Registry, load_credentials
 from buildkit.app.smoke import smoke_test
 from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, published_facts, sign
 from buildkit.core.attestation import GPU_TEST_TYPE

@@ -10,7 +10,7 @@ import tracemalloc
 
 import pytest
 
-from buildkit.adapters.registry import Registry, RegistryError
+from buildkit.adapters.registry.client import Registry, RegistryError
 from testkit.fake_registry import Answer, FakeRegistry, endless, json_answer, trickle
 
 DEADLINE = 1.0

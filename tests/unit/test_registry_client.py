@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 import json
 
-from buildkit.adapters.registry import DOCKER_MANIFEST, Credentials, Manifest, Registry, annotated, load_credentials
-from buildkit.adapters.registry_transport import MAX_RETRY_AFTER
+from buildkit.adapters.registry.client import DOCKER_MANIFEST, Credentials, Manifest, Registry, annotated, load_credentials
+from buildkit.adapters.registry.transport import MAX_RETRY_AFTER
 
 
 def test_credentials_from_docker_config(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildkit.adapters.registry import Credentials, load_credentials
+from buildkit.adapters.registry.client import Credentials, load_credentials
 from buildkit.errors import UserError
 
 REGISTRY = "registry.example.com"

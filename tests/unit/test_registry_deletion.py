@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from buildkit.adapters.registry import Credentials, Registry, RegistryError
-from buildkit.adapters.registry_deletion import GITHUB_API, RetentionUnsupported, deletion_for
+from buildkit.adapters.registry.client import Credentials, Registry, RegistryError
+from buildkit.adapters.registry.deletion import GITHUB_API, RetentionUnsupported, deletion_for
 from testkit.fake_registry import FakeGitHubApi, FakeRegistry, Journal
 
 TOKEN = "ghp_" + "x" * 36

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildkit.adapters.registry import MANIFEST_TYPES, Credentials, Manifest, Registry
-from buildkit.adapters.registry_deletion import deletion_for
+from buildkit.adapters.registry.client import MANIFEST_TYPES, Credentials, Manifest, Registry
+from buildkit.adapters.registry.deletion import deletion_for
 from buildkit.errors import UserError
 from testkit.fake_registry import Answer, FakeOrigin, Request
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from buildkit.adapters.registry import Registry, RegistryError
+from buildkit.adapters.registry.client import Registry, RegistryError
 from testkit.fake_registry import OCI_INDEX, OCI_MANIFEST, Answer, FakeRegistry, FakeTokenService, digest_of, json_answer
 
 MANIFEST = "/v2/team/app/manifests/1.0"

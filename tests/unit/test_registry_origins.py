@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from buildkit.adapters import registry_transport
-from buildkit.adapters.registry import Credentials, Registry, RegistryError
-from buildkit.adapters.registry_auth import may_receive_credentials
-from buildkit.adapters.registry_transport import Origin, UnsafeUrl, parse_url
+from buildkit.adapters.registry import transport
+from buildkit.adapters.registry.client import Credentials, Registry, RegistryError
+from buildkit.adapters.registry.credentials import may_receive_credentials
+from buildkit.adapters.registry.transport import Origin, UnsafeUrl, parse_url
 from testkit.fake_registry import Answer, FakeOrigin, FakeRegistry, FakeTokenService, Journal, SelfSignedCert, json_answer
 
 CREDENTIALS = Credentials("robot", "pa:ss@w0rd")
@@ -185,7 +185,7 @@ def test_two_pages_pointing_at_each_other_stop(journal):
 
 
 def test_endless_distinct_pages_stop_at_the_page_cap(journal, monkeypatch):
-    monkeypatch.setattr(registry_transport, "MAX_PAGES", 25)
+    monkeypatch.setattr(transport, "MAX_PAGES", 25)
     with FakeRegistry(journal) as registry:
         registry.on("GET", r"/v2/team/app/tags/list", lambda request: json_answer(
             {"tags": ["t"]}, Link=f'</v2/team/app/tags/list?last={int(request.query.get("last", 0)) + 1}>; rel="next"'))

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from buildkit.adapters.registry import DOCKER_LIST, DOCKER_MANIFEST, Registry, RegistryError, Resolved
-from buildkit.adapters.registry_platforms import Platform, pick
+from buildkit.adapters.registry.client import DOCKER_LIST, DOCKER_MANIFEST, Registry, RegistryError, Resolved
+from buildkit.adapters.registry.platforms import Platform, pick
 from buildkit.errors import UserError
 from testkit.fake_registry import FakeRegistry, digest_of
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from buildkit.adapters.registry import Credentials, Registry, RegistryError
+from buildkit.adapters.registry.client import Credentials, Registry, RegistryError
 from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets, credentials_in
 from buildkit.errors import UserError
 from testkit.fake_registry import Answer, FakeRegistry, FakeTokenService

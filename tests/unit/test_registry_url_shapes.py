@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildkit.adapters.registry import Credentials, Registry, RegistryError
-from buildkit.adapters.registry_transport import Origin, Transport, UnsafeUrl, Url, parse_url
+from buildkit.adapters.registry.client import Credentials, Registry, RegistryError
+from buildkit.adapters.registry.transport import Origin, Transport, UnsafeUrl, Url, parse_url
 from testkit.fake_registry import Answer, FakeOrigin, Journal, json_answer
 
 SECRET = "Bearer s3cret-for-the-registry-only"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.adapters.cosign import Cosign, CosignError, Signer, Trust
-from buildkit.adapters.registry import Registry
+from buildkit.adapters.registry.client import Registry
 from buildkit.app.verify import trust_of
 from buildkit.core.provenance import read_provenance
 from buildkit.core.reference import ImageReference

@@ -14,7 +14,7 @@ API version 2022-11-28):
 
 A package name with slashes (team/pytorch) is URL-encoded (team%2Fpytorch). The token is the registry
 password (GITHUB_TOKEN with `packages: write`, or a classic token with read:packages and delete:packages),
-sent as a Bearer token to the API's origin only, under registry_auth's rules.
+sent as a Bearer token to the API's origin only, under credentials.py's rules.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
-from buildkit.adapters.registry import DeletionUnsupported, Registry
-from buildkit.adapters.registry_auth import may_receive_credentials
-from buildkit.adapters.registry_transport import RegistryError, Reply, UnsafeUrl, parse_url
+from buildkit.adapters.registry.client import DeletionUnsupported, Registry
+from buildkit.adapters.registry.credentials import may_receive_credentials
+from buildkit.adapters.registry.transport import RegistryError, Reply, UnsafeUrl, parse_url
 from buildkit.errors import Problem, printable
 
 GITHUB_API = "https://api.github.com"

@@ -7,7 +7,7 @@ manifest (no layer is pushed again), DELETE by digest.
 
 Every answer is treated as hostile until checked: bodies are capped (a manifest is at most 4 MiB by the
 distribution spec's guidance), each request has a total deadline and the run a budget
-(registry_transport), credentials go only where registry_auth allows, every digest is checked against
+(transport.py), credentials go only where credentials.py allows, every digest is checked against
 the bytes it names, and anything malformed is one RegistryError naming the registry and the request.
 Connection errors, 429 and 5xx are retried with exponential backoff and jitter, honouring Retry-After.
 """
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
-from buildkit.adapters.registry_auth import Credentials, load_credentials, may_receive_credentials
-from buildkit.adapters.registry_platforms import Platform, image_entries, pick, platform_of
-from buildkit.adapters.registry_transport import RegistryError, Reply, Transport, UnsafeUrl, parse_url
+from buildkit.adapters.registry.credentials import Credentials, load_credentials, may_receive_credentials
+from buildkit.adapters.registry.platforms import Platform, image_entries, pick, platform_of
+from buildkit.adapters.registry.transport import RegistryError, Reply, Transport, UnsafeUrl, parse_url
 from buildkit.errors import Problem, printable
 
 __all__ = [

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from buildkit.adapters.registry_transport import Origin
+from buildkit.adapters.registry.transport import Origin
 from buildkit.adapters.regular_files import read_input
 from buildkit.errors import Problem, UserError
 
