@@ -11,8 +11,8 @@ from importlib import resources
 
 import docker
 import docker.errors
-import requests.exceptions
 
+from buildkit.adapters.containers import run_once
 from buildkit.adapters.engine import sdk_gpu_options
 from buildkit.core import labels
 from buildkit.core.host import GpuAccess
@@ -48,23 +48,14 @@ def run_probe(
     """The probe in a container of `image` (its `platform` image of an index, under emulation where it is not
     the engine's own)."""
     command = ["python", "-c", probe_source(), *(["--kernels"] if kernels else [])]
-    container = client.containers.create(image, command=command, labels={labels.PROBE_CONTAINER: "1"}, platform=platform,
-                                         **sdk_gpu_options(access))
     try:
-        container.start()
-        try:
-            status = container.wait(timeout=timeout)
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            container.kill()
-            stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
-            return ProbeRun(None, stderr[-2000:], f"the probe did not finish within {timeout} s (a hanging `import torch` or GPU call)")
-        stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-        stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
-        report = _parse(stdout)
-        if report is None:
-            return ProbeRun(None, (stderr or stdout)[-2000:], f"the probe exited with {status.get('StatusCode')} without a report")
-        return ProbeRun(report, stderr[-2000:])
+        ran = run_once(client, image, timeout, command=command, labels={labels.PROBE_CONTAINER: "1"}, platform=platform,
+                       **sdk_gpu_options(access))
     except docker.errors.APIError as error:
         return ProbeRun(None, "", f"the container could not run: {error.explanation or error}")
-    finally:
-        container.remove(force=True)
+    if ran.timed_out:
+        return ProbeRun(None, ran.stderr[-2000:], f"the probe did not finish within {timeout} s (a hanging `import torch` or GPU call)")
+    report = _parse(ran.stdout)
+    if report is None:
+        return ProbeRun(None, (ran.stderr or ran.stdout)[-2000:], f"the probe exited with {ran.status} without a report")
+    return ProbeRun(report, ran.stderr[-2000:])

@@ -18,9 +18,9 @@ from importlib import resources
 
 import docker
 import docker.errors
-import requests.exceptions
 
 from buildkit import __version__
+from buildkit.adapters.containers import run_once
 from buildkit.core import labels as label_keys
 from buildkit.core.reference import ImageReference
 from buildkit.core.sbom import Contents, image_contents
@@ -37,31 +37,19 @@ def inventory_source() -> str:
 def image_inventory(client: docker.DockerClient, image: str, timeout: int = INVENTORY_TIMEOUT) -> dict:
     """The inventory JSON of a local image, or a UserError saying why it could not be read."""
     try:
-        container = client.containers.create(
-            image, entrypoint=["python3", "-c", inventory_source()], command=[], network_disabled=True,
-            labels={label_keys.PROBE_CONTAINER: "1"},
-        )
+        ran = run_once(client, image, timeout, entrypoint=["python3", "-c", inventory_source()], command=[], network_disabled=True,
+                       labels={label_keys.PROBE_CONTAINER: "1"})
     except docker.errors.ImageNotFound:
         raise UserError(Problem(image, "no such image in the engine; build it or pull it first")) from None
     except docker.errors.APIError as error:
-        raise UserError(Problem(image, f"cannot create a container to read its packages: {error.explanation or error}")) from None
-    try:
-        container.start()
-        try:
-            status = container.wait(timeout=timeout)
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            raise UserError(Problem(image, f"reading its packages took longer than {timeout} s")) from None
-        stdout = container.logs(stdout=True, stderr=False).decode(errors="replace").strip()
-        try:
-            return json.loads(stdout.splitlines()[-1])
-        except (ValueError, IndexError):
-            stderr = container.logs(stdout=False, stderr=True).decode(errors="replace").strip()
-            raise UserError(Problem(image, f"its package inventory failed (exit {status.get('StatusCode')}): "
-                                           f"{stderr[-300:] or 'no output'}; the image needs python3 on its PATH")) from None
-    except docker.errors.APIError as error:
         raise UserError(Problem(image, f"cannot run a container to read its packages: {error.explanation or error}")) from None
-    finally:
-        container.remove(force=True)
+    if ran.timed_out:
+        raise UserError(Problem(image, f"reading its packages took longer than {timeout} s"))
+    try:
+        return json.loads(ran.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise UserError(Problem(image, f"its package inventory failed (exit {ran.status}): "
+                                       f"{ran.stderr.strip()[-300:] or 'no output'}; the image needs python3 on its PATH")) from None
 
 
 def cyclonedx(contents: Contents, name: str, version: str, image_labels: Mapping[str, str]) -> dict:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import docker
 import docker.errors
-import requests.exceptions
 
 from buildkit.adapters import engine
+from buildkit.adapters.containers import run_once
 from buildkit.errors import Problem, UserError
 
 _VERSION_RE = re.compile(r"HIP version:\s*(\d+)\.(\d+)")
@@ -111,22 +111,13 @@ class ImageRunner:
             writable: Sequence[Path] = ()) -> Ran:
         volumes = {str(path): {"bind": str(path), "mode": "ro"} for path in _outermost(read_only)}
         volumes.update({str(path): {"bind": str(path), "mode": "rw"} for path in writable})
-        container = self.client.containers.create(
-            self.image, command=list(argv), environment={"HOME": "/tmp", **environment}, volumes=volumes,
-            network_disabled=True, user=f"{os.getuid()}:{os.getgid()}", labels={"dev.buildkit.toolchain-run": "1"},
-        )
         try:
-            container.start()
-            try:
-                status = container.wait(timeout=timeout)
-            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-                container.kill()
-                return Ran(None, "")
-            return Ran(status.get("StatusCode", 1), container.logs().decode(errors="replace"))
+            ran = run_once(self.client, self.image, timeout, command=list(argv), environment={"HOME": "/tmp", **environment},
+                           volumes=volumes, network_disabled=True, user=f"{os.getuid()}:{os.getgid()}",
+                           labels={"dev.buildkit.toolchain-run": "1"})
         except docker.errors.APIError as error:
             return Ran(127, f"the container could not run: {error.explanation or error}")
-        finally:
-            container.remove(force=True)
+        return Ran(ran.status, "" if ran.timed_out else ran.output)  # HostRunner's answer to a timeout: nothing was read
 
     def locate_hipcc(self) -> tuple[str, str] | None:
         found = self.run(["sh", "-c", f'p=$(command -v hipcc || echo {_ROCM_HIPCC}); [ -x "$p" ] && echo "$p" && readlink -f "$p"'],
