@@ -40,7 +40,7 @@ from buildkit.core.compat_check import (
 from buildkit.core.matrix_proposal import propose_matrix
 from buildkit.core.published import PypiFacts, minor_of
 from buildkit.core.release_facts import PublishedFile, Release, backend_pins, read_metadata, read_version_module, releases, variant_of
-from buildkit.core.vendors import of_backend
+from buildkit.core.vendors import AMD, BACKENDS, Vendor, of_backend
 from buildkit.errors import Problem, UserError, printable, redact_urls
 
 SHIPPED_LABEL = "buildkit/data/compat.toml"  # how the diff names the shipped file, wherever it is installed
@@ -48,11 +48,10 @@ MATRIX_LABEL = "matrix.toml"
 NONE = "none"  # an index option's value that leaves that index out
 # The tables compatibility data is made of: each holds one table per torch minor, backend version, gfx
 # target..., which buildkit.core.compat reads by key. Anything else in their place is not compatibility data.
-_TABLES_OF_TABLES = ("torch", "cuda", "rocm", "gfx")
+_TABLES_OF_TABLES = ("torch", *BACKENDS, "gfx")
 _TABLES = ("wheel_index", "archs", "os_python", "parity", "gpus", "sources")
 MAX_WHEELS_READ = 96  # METADATA reads per run (each a few range requests); the first run over the shipped data reads about 40
 DEEP_MINORS = 2  # --deep reads the GPU libraries of the newest release of this many newest minors
-_GPU_LIBRARY = {"cuda": "torch/lib/libtorch_cuda.so", "rocm": "torch/lib/libtorch_hip.so"}
 MAX_DATA_BYTES = 16 * 1024 * 1024  # the shipped data is tens of kilobytes
 DEEP_DEADLINE = 3600.0  # seconds for --deep's downloads of whole GPU libraries (hundreds of MB each)
 
@@ -198,7 +197,7 @@ def _layout_wheels(compat: Compat, layout: str, files: Iterable[IndexFile]) -> l
         local = found.filename.split("-")[1].partition("+")[2] if found.filename.count("-") >= 4 else ""
         match = re.fullmatch(pattern, local)
         if match:
-            wheels.append((found.filename, of_backend("rocm").index_tag(match.group(1)), local))
+            wheels.append((found.filename, AMD.index_tag(match.group(1)), local))  # layout indexes are AMD's
     return wheels
 
 
@@ -309,28 +308,31 @@ def _read_code(compat: Compat, pytorch: WheelIndex | None, files: Mapping[str, l
 
 
 def _code_of(reader: WheelIndex, release: str, backend: str, version: str, wheel: IndexFile, scratch: Path) -> CodeFinding | None:
-    library = extract_member(reader, wheel.url, _GPU_LIBRARY[backend], scratch)
+    vendor = of_backend(backend)
+    library = extract_member(reader, wheel.url, vendor.gpu_library, scratch)
     if library is None:
         return None
     try:
-        data = library.read_bytes()
-        if backend == "cuda":
-            code = cuda_code(data)
-            ptx = set(code.ptx_archs())
-            archs = tuple(_cuda_notation(a) + ("+PTX" if a in ptx else "") for a in code.sass_archs())
-            partial = tuple(_cuda_notation(a) for a in code.partial_sass_archs())
-        else:
-            found = rocm_code(data)
-            archs, partial = found.archs(), ()
+        archs, partial = _CODE_READERS[vendor.gpu_code_format](library.read_bytes(), vendor)
     except CodeObjectError as error:
-        raise WheelIndexError(Problem(reader.shown, f"{wheel.filename}: {_GPU_LIBRARY[backend]}: {error}")) from None
+        raise WheelIndexError(Problem(reader.shown, f"{wheel.filename}: {vendor.gpu_library}: {error}")) from None
     finally:
         library.unlink()
     return CodeFinding(release, backend, version, wheel.filename, archs, partial)
 
 
-def _cuda_notation(arch: str) -> str:
-    """sm_120 -> 12.0, sm_75 -> 7.5."""
-    number = arch.removeprefix("sm_")
-    return f"{number[:-1]}.{number[-1]}"
+def _fatbin_archs(data: bytes, vendor: Vendor) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(archs with SASS, +PTX where PTX is there too; archs only some kernels have SASS for), as labels write them."""
+    code = cuda_code(data)
+    ptx = set(code.ptx_archs())
+    archs = tuple(vendor.label_arch(a) + ("+PTX" if a in ptx else "") for a in code.sass_archs())
+    return archs, tuple(vendor.label_arch(a) for a in code.partial_sass_archs())
+
+
+def _offload_bundle_archs(data: bytes, vendor: Vendor) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(every gfx target a bundle carries code for, no partial list: only fat binaries are counted per kernel)."""
+    return rocm_code(data).archs(), ()
+
+
+_CODE_READERS = {"fatbin": _fatbin_archs, "offload-bundle": _offload_bundle_archs}  # by Vendor.gpu_code_format
 

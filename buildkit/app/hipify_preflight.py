@@ -17,6 +17,7 @@ from buildkit.adapters.safe_files import check_writable_file, write_atomic
 from buildkit.core import grammar
 from buildkit.core.hipify_report import HipifyReport
 from buildkit.core.setup_py import ExtensionFlags, ProjectFlags, read_setup_py
+from buildkit.core.vendors import AMD
 from buildkit.errors import Problem, UserError
 
 
@@ -36,7 +37,7 @@ class PreflightOptions:
 
 
 def preflight(options: PreflightOptions) -> HipifyReport:
-    known = shipped_compat().known_archs["rocm"]
+    known = shipped_compat().known_archs[AMD.backend]  # hipify ports to AMD's GPUs
     arch = options.offload_arch
     if arch is not None:
         if options.compile_check and arch not in known:

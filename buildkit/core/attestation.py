@@ -134,7 +134,7 @@ def gpu_test_summary(predicate: Mapping[str, Any]) -> str:
     gpus = ", ".join(f"{count} x {model}" if count > 1 else model for model, count in counts.items()) or "no GPU"
     host = predicate.get("host") or {}
     torch = predicate.get("torch") or {}
-    build = f"HIP {torch['hip']}" if torch.get("hip") else f"CUDA {torch['cuda']}" if torch.get("cuda") else "CPU"
+    build = next((f"{v.torch_version_display} {torch[v.torch_version_field]}" for v in VENDORS if torch.get(v.torch_version_field)), "CPU")
     driver = host.get("driver") or "driver unknown"
     return (f"{gpus}; {driver}; torch {torch.get('version', '?')} ({build}); "
             f"{predicate.get('tested_at') or 'date unknown'} on {host.get('runner') or 'an unnamed runner'}")

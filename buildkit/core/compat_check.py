@@ -21,7 +21,7 @@ from packaging.version import Version
 from buildkit.core.compat import AMD64, ARM64, BACKENDS, Compat
 from buildkit.core.published import PYPI_SOURCE, PYPI_SOURCE_TEXT, PypiFacts, changed_fields, minor_of, published_table
 from buildkit.core.release_facts import linux_platform, parse_wheel, variant_of
-from buildkit.core.vendors import of_backend
+from buildkit.core.vendors import VENDORS
 
 PROJECT = "torch"
 WHEEL_INDEX_SOURCE = "wheel-index"
@@ -134,17 +134,15 @@ def candidate_tags(compat: Compat, listed: Iterable[str] = ()) -> tuple[str, ...
     download.pytorch.org/whl/ lists projects, not variant folders, so probing is what finds new ones."""
     tags = {b.index_tag for b in compat.backends.values()}
     tags.update(tag for tag in listed if variant_of(tag))
-    # CUDA minors are one digit in a tag (cu129); ROCm majors have jumped (7.2 -> 7.14), so look further ahead.
-    for backend, next_majors, top_minor in (("cuda", 1, 9), ("rocm", 3, 99)):
-        vendor = of_backend(backend)
-        known = [_major_minor(v) for (b, v) in compat.backends if b == backend]
+    for vendor in VENDORS:
+        known = [_major_minor(v) for (b, v) in compat.backends if b == vendor.backend]
         if not known:
             continue
         oldest, newest_major = min(known), max(known)[0]
         for major in range(oldest[0], newest_major + 1):
-            last = min(max((m for j, m in known if j == major), default=-1) + AHEAD, top_minor)
+            last = min(max((m for j, m in known if j == major), default=-1) + AHEAD, vendor.index_top_minor)
             tags.update(vendor.index_tag(f"{major}.{minor}") for minor in range(last + 1) if (major, minor) >= oldest)
-        for major in range(newest_major + 1, newest_major + 1 + next_majors):
+        for major in range(newest_major + 1, newest_major + 1 + vendor.index_majors_ahead):
             tags.update(vendor.index_tag(f"{major}.{minor}") for minor in range(3))
     return tuple(sorted(tags))
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from buildkit.core.compat import AMD64, Compat
 from buildkit.core.guard import GUARD_ENV
 from buildkit.core.plan import Target
-from buildkit.core.vendors import of_vendor
+from buildkit.core.vendors import AMD, of_vendor
 
 DRA_API = "resource.k8s.io/v1"  # DRA's stable API (Kubernetes 1.34)
 NVIDIA_MAJOR, NVIDIA_MINOR = "nvidia.com/gpu.compute.major", "nvidia.com/gpu.compute.minor"
@@ -95,7 +95,7 @@ def amd_terms(archs: tuple[str, ...], compat: Compat) -> tuple[list[list[dict]],
             members.setdefault(target.amdgpu_family, set()).add(name)
     families = sorted(family for family, names in members.items() if names <= set(archs))
     rest = [arch for arch in archs if (compat.gfx_targets.get(arch) is None or compat.gfx_targets[arch].amdgpu_family not in families)]
-    ids = {arch: sorted(pci.removeprefix("0x") for pci, facts in compat.gpu_names.get("amd", {}).items() if facts.get("arch") == arch)
+    ids = {arch: sorted(pci.removeprefix("0x") for pci, facts in compat.gpu_names.get(AMD.name, {}).items() if facts.get("arch") == arch)
            for arch in rest}
     device_ids = sorted({pci for found in ids.values() for pci in found})
     terms = []

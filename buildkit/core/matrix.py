@@ -24,7 +24,7 @@ from buildkit.core.fields import INVALID, REQUIRED, Checker, Rule
 from buildkit.core.lock import Lock, read_lock
 from buildkit.core.matrix_text import TextFile, line_of
 from buildkit.core.templates import TemplateSet
-from buildkit.core.vendors import BACKENDS, of_backend
+from buildkit.core.vendors import AMD, BACKENDS, of_backend
 from buildkit.errors import Problem, UserError, printable
 
 
@@ -365,13 +365,14 @@ class _StackReader:
             if name not in self.compat.families:
                 self.fail(where, f"{key}[{index}]", f"unknown ROCm family {name!r}; known: {', '.join(sorted(self.compat.families))} "
                                                     "(or describe it in [compat.families])")
-        releases = [self.compat.backend("rocm", v) for v in backends.get("rocm", ())]
+        # families are AMD's (its thin wheels' gfx targets by product line), as the rocm_families key says
+        releases = [self.compat.backend(AMD.backend, v) for v in backends.get(AMD.backend, ())]
         thin = [release for release in releases if release is not None and release.thin_wheels]
         if families and not thin and "rocm_families" in self.entry:  # set for this stack, not inherited
             self.fail(where, key, "rocm_families builds thin-wheel ROCm images per family, and this stack has no thin-wheel "
-                                  f"ROCm version ({', '.join(backends.get('rocm', ())) or 'none'})")
+                                  f"ROCm version ({', '.join(backends.get(AMD.backend, ())) or 'none'})")
         for release in thin:
-            wheel_archs = archs.get("rocm", release.archs)
+            wheel_archs = archs.get(AMD.backend, release.archs)
             declared = [(f"{key}[{i}]", name, [g for g in self.compat.families[name].gfx if g in wheel_archs])
                         for i, name in enumerate(families) if name in self.compat.families]
             for path, name, kept in declared:

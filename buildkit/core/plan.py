@@ -16,7 +16,7 @@ from buildkit.core.compat import AMD64, ARM64, Compat
 from buildkit.core.fields import Rule, apply_rules
 from buildkit.core.matrix import Matrix, Stack, User, first_problems
 from buildkit.core.source import SOURCE_FLAVOR
-from buildkit.core.vendors import BACKENDS, Vendor, of_backend
+from buildkit.core.vendors import BACKENDS, VENDORS, Vendor, of_backend
 from buildkit.errors import Problem, UserError
 
 ALL_VENDORS = "all"  # --vendor all: no vendor criterion
@@ -202,7 +202,7 @@ def _python_for_flavor(matrix: Matrix, flavor: str, backend: str, version: str) 
     return matrix.compat.os_python.get(release.devel_os, "") if release else ""
 
 
-def _family_archs(matrix: Matrix, stack: Stack, version: str, archs: tuple[str, ...], thin: bool,
+def _family_archs(matrix: Matrix, stack: Stack, vendor: Vendor, version: str, archs: tuple[str, ...], thin: bool,
                   notes: list[Note]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """(family, its archs) per image of a ROCm version: one per declared family for thin wheels (the
     family's gfx targets among the stack's archs), else one image with every arch ("" family). A family
@@ -215,8 +215,8 @@ def _family_archs(matrix: Matrix, stack: Stack, version: str, archs: tuple[str, 
         if kept:
             images.append((name, kept))
         else:
-            notes.append(Note(f"{stack.torch} rocm{version}-{name}", f"left out: the stack's ROCm archs ({' '.join(archs)}) "
-                              f"hold none of family {name}'s", (("torch", stack.torch), ("backend", "rocm"), ("family", name))))
+            notes.append(Note(f"{stack.torch} {vendor.index_tag(version)}-{name}", f"left out: the stack's {vendor.backend_display} archs "
+                              f"({' '.join(archs)}) hold none of family {name}'s", (("torch", stack.torch), ("backend", vendor.backend), ("family", name))))
     return tuple(images)
 
 
@@ -259,7 +259,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                 layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
                 local_version=local,
             )
-            images = _family_archs(matrix, stack, version, stack.archs.get(backend, facts.archs), layout is not None, notes)
+            images = _family_archs(matrix, stack, vendor, version, stack.archs.get(backend, facts.archs), layout is not None, notes)
             for flavor in stack.flavors:
                 if flavor == SOURCE_FLAVOR and not of_backend(backend).builds_from_source:
                     notes.append(Note(f"{stack.torch} {flavor}", "the source flavor compiles ROCm torch only; "
@@ -381,7 +381,7 @@ def narrow_for_source(
     """--gpu-arch narrows ROCm targets (a wheel's list can only shrink; the source flavor compiles what it is
     given; a family image keeps the requested archs it has, and is left out without any); --pytorch-src and
     --max-jobs configure source builds."""
-    known = compat.known_archs["rocm"]
+    known = tuple(arch for vendor in VENDORS if vendor.narrows_arch_code for arch in compat.known_archs[vendor.backend])
     unknown = [arch for arch in gpu_archs if arch not in known]
     if unknown:
         raise UserError(Problem("--gpu-arch", f"unknown gfx target {', '.join(unknown)}; known: {', '.join(known)}"))

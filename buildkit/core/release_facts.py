@@ -22,13 +22,12 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from buildkit.core.compat import AMD64, ARM64
+from buildkit.core.vendors import VENDORS
 
 TORCH = "torch"
 _PLATFORM = {"x86_64": AMD64, "aarch64": ARM64}
 _CPYTHON = re.compile(r"^cp(\d)(\d+)$")
 # ASCII digits, a few of them: a folder named cu + 5,000 digits is no variant (and int() refuses it)
-_CUDA_TAG = re.compile(r"^cu([0-9]{1,3})([0-9])$")  # cu130 -> 13.0, cu118 -> 11.8
-_ROCM_TAG = re.compile(r"^rocm([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})$")  # rocm7.2, rocm6.2.4
 # The distributions a torch wheel pins that carry a backend's libraries, and triton, which is built per backend
 _BACKEND_LIBRARIES = re.compile(r"^(cuda-toolkit|cuda-bindings|nvidia-.+|triton|pytorch-triton-rocm|rocm|rocm-sdk-.+|amd-torch-device-.+)$")
 # What the markers of a pinned requirement are evaluated against: the Linux images buildkit builds
@@ -78,11 +77,7 @@ def read_version_module(text: str) -> dict[str, str]:
 
 def variant_of(tag: str) -> tuple[str, str] | None:
     """(backend, version) of an index folder or local version: cu129 -> (cuda, 12.9), rocm6.2.4 -> (rocm, 6.2.4); else None."""
-    if found := _CUDA_TAG.match(tag):
-        return "cuda", f"{int(found.group(1))}.{found.group(2)}"
-    if found := _ROCM_TAG.match(tag):
-        return "rocm", found.group(1)
-    return None
+    return next(((vendor.backend, version) for vendor in VENDORS if (version := vendor.index_version(tag))), None)
 
 
 def build_of(release: Release) -> str:

@@ -7,7 +7,11 @@ the docker SDK arguments of the smoke test and `doctor`'s advice are all derived
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+_DOTTED_VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}")  # rocm7.2, rocm6.2.4
+_UNDOTTED_VERSION = re.compile(r"([0-9]{1,3})([0-9])")  # cu130 -> 13.0, cu118 -> 11.8: the minor is one digit
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,17 @@ class Vendor:
     # or dropped: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2.
     index_prefix: str
     index_keeps_dots: bool
+    # How far `compat check` probes past the newest backend version the data knows (the index root lists no
+    # variant folders): every minor up to index_top_minor of each known major, and the first minors of the
+    # next index_majors_ahead majors.
+    index_top_minor: int
+    index_majors_ahead: int
     torch_version_field: str  # the attribute of torch.version naming this backend's build: cuda | hip
+    torch_version_display: str  # how messages name that field's version: CUDA 13.0 | HIP 7.2.53211
+    # The torch wheel's library that holds its GPU code, and how the code is packed in it: CUDA fat binaries
+    # (fatbin) or clang offload bundles of code objects (offload-bundle); `compat check --deep` reads it.
+    gpu_library: str
+    gpu_code_format: str
     # How the arch lists of labels (8.0, gfx942) read where torch reports them (torch.cuda.get_arch_list():
     # sm_80, gfx942), and whether a GPU arch name is this vendor's.
     arch_prefix: str  # sm_ | gfx
@@ -71,11 +85,30 @@ class Vendor:
         """The wheel index folder of a backend version: cu130 for CUDA 13.0, rocm7.2 for ROCm 7.2."""
         return self.index_prefix + (version if self.index_keeps_dots else version.replace(".", ""))
 
+    def index_version(self, tag: str) -> str | None:
+        """The backend version an index folder or local version names (cu130 -> 13.0, rocm6.2.4 -> 6.2.4);
+        None when it is not this vendor's."""
+        if not tag.startswith(self.index_prefix):
+            return None
+        digits = tag.removeprefix(self.index_prefix)
+        if self.index_keeps_dots:
+            return digits if _DOTTED_VERSION.fullmatch(digits) else None
+        found = _UNDOTTED_VERSION.fullmatch(digits)
+        return f"{int(found.group(1))}.{found.group(2)}" if found else None
+
     def compiled_arch_names(self, label_archs: tuple[str, ...]) -> tuple[str, ...]:
         """A label's arch list as torch reports its build: 8.0, 12.0+PTX -> sm_80, sm_120; gfx942 stays."""
-        if self.arch_prefix == "gfx":
+        if self.names_gfx_targets:
             return label_archs
         return tuple(self.arch_prefix + arch.removesuffix("+PTX").replace(".", "") for arch in label_archs)
+
+    def label_arch(self, compiled: str) -> str:
+        """An arch as torch's build names it, written as labels and compat data write it: sm_120 -> 12.0, sm_75 ->
+        7.5; gfx942 stays."""
+        if self.names_gfx_targets:
+            return compiled
+        number = compiled.removeprefix(self.arch_prefix)
+        return f"{number[:-1]}.{number[-1]}"
 
     def environment(self, backend_version: str) -> tuple[tuple[str, str], ...]:
         major = backend_version.split(".")[0]
@@ -108,7 +141,12 @@ NVIDIA = Vendor(
     dra_device_class="gpu.nvidia.com",
     index_prefix="cu",
     index_keeps_dots=False,
+    index_top_minor=9,  # a CUDA minor is one digit in a tag (cu129)
+    index_majors_ahead=1,
     torch_version_field="cuda",
+    torch_version_display="CUDA",
+    gpu_library="torch/lib/libtorch_cuda.so",
+    gpu_code_format="fatbin",
     arch_prefix="sm_",
     narrows_arch_code=False,
     builds_from_source=False,
@@ -149,7 +187,12 @@ AMD = Vendor(
     dra_device_class="gpu.amd.com",
     index_prefix="rocm",
     index_keeps_dots=True,
+    index_top_minor=99,  # ROCm's versions have jumped (7.2 -> 7.14), so look further ahead
+    index_majors_ahead=3,
     torch_version_field="hip",
+    torch_version_display="HIP",
+    gpu_library="torch/lib/libtorch_hip.so",
+    gpu_code_format="offload-bundle",
     arch_prefix="gfx",
     narrows_arch_code=True,
     builds_from_source=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 from buildkit.adapters.bundled import compat_data
 from buildkit.core.compat import compat_from_data
 from buildkit.core.grammar import image_reference
-from buildkit.core.vendors import BACKENDS
+from buildkit.core.vendors import AMD, BACKENDS, NVIDIA, VENDORS, of_backend
 
 DATA = compat_data()
 COMPAT = compat_from_data(DATA)
@@ -33,6 +33,21 @@ def test_arch_lists_use_known_names_and_devel_bases_parse():
         assert all(arch.removesuffix("+PTX") in COMPAT.known_archs[backend] for arch in facts.archs)
         assert image_reference(facts.devel_base) is None
         assert facts.devel_os in COMPAT.os_python
+
+
+def test_index_folders_and_arch_names_read_back_as_the_data_writes_them():
+    """Vendor.index_version undoes index_tag and label_arch undoes compiled_arch_names, for every version and
+    arch the data knows; another vendor's folder, or a name that is no version, is no one's."""
+    for backend, version in COMPAT.backends:
+        tags = {vendor.name: vendor.index_version(of_backend(backend).index_tag(version)) for vendor in VENDORS}
+        assert tags == {vendor.name: version if vendor.backend == backend else None for vendor in VENDORS}
+    for backend in BACKENDS:
+        vendor = of_backend(backend)
+        assert [vendor.label_arch(vendor.compiled_arch_names((arch,))[0]) for arch in COMPAT.known_archs[backend]] == \
+            list(COMPAT.known_archs[backend])
+    assert NVIDIA.label_arch("sm_120") == "12.0" and AMD.label_arch("gfx942") == "gfx942"
+    assert [NVIDIA.index_version(tag) for tag in ("cu", "cu1", "cu13.0", "cuda130")] == [None] * 4
+    assert [AMD.index_version(tag) for tag in ("rocm", "rocm7", "rocm7.", "rocm7.2.1.0.1", "rocm7.2-beta")] == [None] * 5
 
 
 def test_documented_facts():
