@@ -59,6 +59,17 @@ _COMMON = argparse.ArgumentParser(add_help=False)
 _COMMON.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an internal error")
 
 
+class _Renamed(argparse.Action):
+    """An option's old spelling: one usage error (exit 2) naming the new one, and hidden from --help."""
+
+    def __init__(self, option_strings: list[str], dest: str, renamed_to: str, why: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)
+        self.renamed_to, self.why = renamed_to, why
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values, option_string: str | None = None) -> None:
+        parser.error(f"{option_string} is now {self.renamed_to} ({self.why}); write {self.renamed_to} {values or 'ARCH'}")
+
+
 def _command(commands: argparse._SubParsersAction, name: str, **kwargs) -> argparse.ArgumentParser:
     return commands.add_parser(name, parents=[_COMMON], **kwargs)
 
@@ -247,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify = _command(commands, "verify", help="check a published image: signature, provenance, SBOM and a signed passing GPU test")
     verify.add_argument("image", help="REGISTRY/REPOSITORY:TAG or @sha256:DIGEST")
     _supply_chain_options(verify)
-    verify.add_argument("--gpu-arch", help="also require that the GPU test ran on this arch (gfx942, sm_90)")
+    verify.add_argument("--tested-arch", metavar="ARCH", help="also require that the GPU test ran on this arch (gfx942, sm_90 or 9.0)")
+    verify.add_argument("--gpu-arch", action=_Renamed, renamed_to="--tested-arch", dest="renamed_gpu_arch",
+                        why="build's --gpu-arch narrows what an image compiles for; verify's names the arch a GPU test ran on")
     verify.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
     sbom = _command(commands, "sbom", help="print an image's CycloneDX SBOM: its registry attestation, or generated from a local image")
@@ -595,7 +608,7 @@ def cmd_verify(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.verify import RegistryAccess, trust_of, verify_image
 
     trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog)
-    verification = verify_image(args.image, trust, args.gpu_arch, RegistryAccess(args.registry_auth_file, args.insecure_registry))
+    verification = verify_image(args.image, trust, args.tested_arch, RegistryAccess(args.registry_auth_file, args.insecure_registry))
     if args.json:
         views.print_json(views.verification_json(verification))
     else:

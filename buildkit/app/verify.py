@@ -165,16 +165,16 @@ def attest_gpu(cosign: Cosign, pushed: str, verdict: Verdict, identity: ImageIde
     return predicate
 
 
-def gpu_attestation(cosign: Cosign, pushed: str, trust: Trust, vendor: str, gpu_arch: str | None = None) -> Mapping[str, Any] | None:
+def gpu_attestation(cosign: Cosign, pushed: str, trust: Trust, vendor: str, tested_arch: str | None = None) -> Mapping[str, Any] | None:
     """A passing GPU test predicate for the vendor (and arch) signed under the trust, or None: what a
     floating tag must wait for."""
-    return next(iter(_gpu_tests(cosign.attestations(pushed, GPU_TEST_TYPE, trust), vendor, gpu_arch)[0]), None)
+    return next(iter(_gpu_tests(cosign.attestations(pushed, GPU_TEST_TYPE, trust), vendor, tested_arch)[0]), None)
 
 
-def _gpu_tests(found: Attestations, vendor: str, gpu_arch: str | None) -> tuple[list[Mapping[str, Any]], list[str]]:
+def _gpu_tests(found: Attestations, vendor: str, tested_arch: str | None) -> tuple[list[Mapping[str, Any]], list[str]]:
     passing, reasons = [], []
     for predicate in found.predicates:
-        ok, why = passing_gpu_test(predicate, vendor, gpu_arch)
+        ok, why = passing_gpu_test(predicate, vendor, tested_arch)
         if ok:
             passing.append(predicate)
         else:
@@ -185,7 +185,7 @@ def _gpu_tests(found: Attestations, vendor: str, gpu_arch: str | None) -> tuple[
 # --- verify ------------------------------------------------------------------------------------------------
 
 
-def verify_image(image: str, trust: Trust | None, gpu_arch: str | None = None, access: RegistryAccess = RegistryAccess()) -> Verification:
+def verify_image(image: str, trust: Trust | None, tested_arch: str | None = None, access: RegistryAccess = RegistryAccess()) -> Verification:
     """`buildkit verify`: signature, provenance, SBOM and a passing GPU test, each a Fact. Without a trust
     (doctor's view) the same facts are read without checking signatures, and the result says so."""
     reference = _registry_reference(image)
@@ -210,8 +210,8 @@ def verify_image(image: str, trust: Trust | None, gpu_arch: str | None = None, a
         facts.append(Fact("gpu test", False, "the image has no dev.buildkit backend labels, so its GPU vendor is unknown"))
     else:
         gpu = attached(GPU_TEST_TYPE, "GPU test")
-        passing, reasons = _gpu_tests(gpu, identity.vendor.name, gpu_arch)
-        scope = f"an {identity.vendor.display} GPU" + (f" of arch {gpu_arch}" if gpu_arch else "")
+        passing, reasons = _gpu_tests(gpu, identity.vendor.name, tested_arch)
+        scope = f"an {identity.vendor.display} GPU" + (f" of arch {tested_arch}" if tested_arch else "")
         if passing:
             facts.append(Fact("gpu test", True, f"passed on {scope} ({len(passing)} run(s))"))
         elif gpu.missing:

@@ -86,7 +86,7 @@ def _device_vendor(arch: str) -> str:
 
 
 def _arch_name(vendor: str, arch: str) -> str:
-    """--gpu-arch as the probe reports it: gfx942 stays, NVIDIA's 9.0 becomes sm_90."""
+    """verify --tested-arch as the probe reports it: gfx942 stays, NVIDIA's 9.0 becomes sm_90."""
     record = of_vendor(vendor)
     return arch if arch.startswith(record.arch_prefix) else record.compiled_arch_names((arch,))[0]
 
@@ -96,9 +96,9 @@ def _ran_kernels(device: Mapping[str, Any]) -> bool:
     return bool(kernels) and "failure" not in device and all(isinstance(k, Mapping) and k.get("passed") is True for k in kernels)
 
 
-def passing_gpu_test(predicate: Any, vendor: str, gpu_arch: str | None = None) -> tuple[bool, str]:
+def passing_gpu_test(predicate: Any, vendor: str, tested_arch: str | None = None) -> tuple[bool, str]:
     """(ok, why): ok only when the smoke test passed every check and its kernels ran on at least one GPU
-    of the image's vendor (with gpu_arch: on a GPU of that arch). A CPU-only run that passed is not a GPU test."""
+    of the image's vendor (with tested_arch: on a GPU of that arch). A CPU-only run that passed is not a GPU test."""
     display = BY_NAME[vendor].display if vendor in BY_NAME else vendor
     if not isinstance(predicate, Mapping) or not isinstance(predicate.get("verdict"), Mapping):
         return False, "not a buildkit GPU test predicate"
@@ -116,8 +116,8 @@ def passing_gpu_test(predicate: Any, vendor: str, gpu_arch: str | None = None) -
     ran = [d for d in devices if _ran_kernels(d) and _device_vendor(str(d.get("arch", ""))) == vendor]
     if not ran:
         return False, f"kernels did not run on any {display} GPU (kernels: {predicate['verdict'].get('kernels', 'unknown')})"
-    if gpu_arch:
-        wanted = _arch_name(vendor, gpu_arch)
+    if tested_arch:
+        wanted = _arch_name(vendor, tested_arch)
         if not any(d.get("arch") == wanted for d in ran):
             seen = ", ".join(sorted({str(d.get("arch")) for d in ran}))
             return False, f"kernels ran on {seen}, not on {wanted}"

@@ -164,9 +164,9 @@ def test_supply_chain_end_to_end(cli, client, setup):
     assert found == predicate
 
     # an arch the test did not cover
-    result = verify(cli, setup, "--gpu-arch", "gfx90a")
+    result = verify(cli, setup, "--tested-arch", "gfx90a")
     assert result.code == 1 and "kernels ran on gfx942, not on gfx90a" in result.out
-    assert verify(cli, setup, "--gpu-arch", "gfx942").code == 0
+    assert verify(cli, setup, "--tested-arch", "gfx942").code == 0
 
     # another key: nothing verifies
     result = verify(cli, setup, key=setup.pub("stranger"))

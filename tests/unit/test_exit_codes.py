@@ -69,6 +69,7 @@ CASES = [
     _case("hipify", str(REPO / "tests/fixtures/rocm_ports/cub_alias"), "-D", "1BAD", code=2, says="expected NAME or NAME=VALUE"),
     _case("hipify", str(REPO / "tests/fixtures/rocm_ports/cub_alias"), "--keep-objects", "{tmp}/o", code=2, says="only applies to --compile-check"),
     _case("verify", CUDA_IMAGE, code=2, says="say whose signature counts"),
+    _case("verify", CUDA_IMAGE, "--gpu-arch", "gfx942", code=2, says="--gpu-arch is now --tested-arch"),
     _case("compat", "check", "--index", "none", "--pypi", "none", "--layout-index", "amd-whl-next=none", code=2,
           says="every index is left out"),
     _case("compat", "check", "--layout-index", "amd-whl-next", code=2, says="expected LAYOUT=URL"),
