@@ -143,7 +143,7 @@ class _Watched:
         watchdog = getattr(_current, "watchdog", None)
         if watchdog is not None:
             watchdog.attach(self)
-        return super().request(*args, **kwargs)
+        return super().request(*args, **kwargs)  # type: ignore[misc]
 
 
 class _WatchedHTTPConnection(_Watched, urllib3.connection.HTTPConnection):

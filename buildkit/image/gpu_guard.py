@@ -84,7 +84,7 @@ def device_evidence(root="/"):
 
 def hardware_evidence(root="/"):
     """vendor -> the host's GPUs of that vendor (PCI addresses, or NVIDIA driver entries)."""
-    found = {}
+    found: dict[str, list[str]] = {}  # a local annotation: never evaluated, so Python 3.9 images read it too
     pci = os.path.join(root, "sys/bus/pci/devices")
     for address in _entries(pci):
         if not _read(os.path.join(pci, address, "class")).lower().startswith(GPU_CLASSES):

@@ -151,8 +151,8 @@ def kernel_checks(torch, device, seed, timeout=CHECK_TIMEOUT):
             _alarm(timeout)
             value = run()
             _synchronize(torch, device)
-            entry["error"] = relative_error(torch, value, reference())
-            entry["passed"] = entry["error"] <= THRESHOLDS[name]
+            measured = relative_error(torch, value, reference())
+            entry["error"], entry["passed"] = measured, measured <= THRESHOLDS[name]
         except Exception as error:
             entry["passed"] = False
             entry["failure"] = f"{type(error).__name__}: {error}"
@@ -204,8 +204,9 @@ def _python_h_missing():
 def explain_compile_failure(error):
     """The cause a user of torch.compile would see, in one line, for the failures images really have."""
     text = f"{type(error).__name__}: {error}"
-    if "did not finish within" in text:
-        return re.search(r"did not finish within \d+ s", text).group(0)
+    timed_out = re.search(r"did not finish within \d+ s", text)  # CheckTimeout's words, wherever torch wrapped them
+    if timed_out:
+        return timed_out.group(0)
     if "InvalidCxxCompiler" in text:
         try:
             from torch._inductor import config
@@ -273,8 +274,9 @@ def compile_check(torch, device, seed):
     try:
         import torch._inductor.config as inductor
     except ImportError:  # a torch without inductor fails in torch.compile below, with its own error
-        inductor = None
-    precompile = getattr(inductor, "cpp_cache_precompile_headers", None)
+        precompile = None
+    else:
+        precompile = getattr(inductor, "cpp_cache_precompile_headers", None)
     if precompile is not None:
         inductor.cpp_cache_precompile_headers = False
     try:
@@ -533,7 +535,7 @@ def _probe(run_kernels, check_timeout, compile_timeout):
     if result.get("available"):
         compiled = result.get("compiled_archs") or []
         for index in range(torch.cuda.device_count()):
-            entry = {"index": index}
+            entry: dict = {"index": index}  # of the JSON report: ints, names, flags, lists of checks
             try:
                 entry["name"], entry["arch"] = _device_arch(torch, index)
                 entry["arch_in_build"] = _arch_in_build(entry["arch"], compiled)

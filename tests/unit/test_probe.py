@@ -175,6 +175,8 @@ def test_missing_python_headers_fail_torch_compile_naming_python_h(tmp_path):
     (RuntimeError("/usr/bin/ld: cannot find -lcuda: No such file or directory"), "the linker cannot find libcuda.so"),
     (RuntimeError("/usr/bin/ld: cannot find -l:libcuda.so.1: No such file or directory"), "the linker cannot find libcuda.so.1"),
     (RuntimeError("InductorError: CheckTimeout: did not finish within 240 s"), "did not finish within 240 s"),
+    # the same words from someone else, without a time in seconds: explained as any other error, never a crash
+    (RuntimeError("a compile worker did not finish within its time limit"), "RuntimeError: a compile worker did not finish within its time limit"),
     (ValueError("something new\nwith detail"), "ValueError: something new"),
 ])
 def test_compile_failures_are_explained(error, explained):
