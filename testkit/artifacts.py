@@ -74,7 +74,7 @@ def torch_wheel(filename: str, requires_python: str = ">=3.11", build: str = "cu
     release, _, local = version.partition("+")
     local = local or build
     pins = (TORCH_2_15_CUDA_PINS if local.startswith("cu")
-            else tuple(p.format(version=local[4:]) for p in ROCM_THIN_PINS) if local.startswith("rocm7.14") or local.startswith("rocm10")
+            else tuple(p.format(version=local[4:]) for p in ROCM_THIN_PINS) if local.startswith(("rocm7.14", "rocm10"))
             else ())
     metadata = metadata_text("torch", release, requires_python, (*TORCH_COMMON[:7], *pins, TORCH_COMMON[7]))
     return wheel_bytes(filename, metadata, {"torch/version.py": torch_version_module(release, local)})
@@ -167,7 +167,7 @@ class PypiDouble:
             handler.send_header("Content-Length", str(len(body)))
             handler.end_headers()
             handler.wfile.write(body)
-            return
+            return None
         if len(parts) == 3 and parts[0] == "files" and parts[1] in self.projects:
             found = next((f for f in self.projects[parts[1]] if f.filename == parts[2]), None)
             if found is not None:
@@ -175,6 +175,7 @@ class PypiDouble:
         handler.send_response(404)
         handler.send_header("Content-Length", "0")
         handler.end_headers()
+        return None
 
 
 def torch_release_files(release: str, day: str, pythons: tuple[str, ...], requires_python: str, build: str = "cu132") -> list[PublishedFile]:

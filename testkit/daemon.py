@@ -50,12 +50,13 @@ class SpareEngine:
         if self.classic:
             config["features"] = {**config.get("features", {}), "containerd-snapshotter": False}
         (root / "daemon.json").write_text(json.dumps(config))
-        self.daemon = subprocess.Popen(
-            ["dockerd", "--config-file", str(root / "daemon.json"), "--host", f"unix://{self.socket}",
-             "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
-             "--pidfile", str(root / "docker.pid"), "--bridge", self.bridge, "--iptables=false", "--ip-masq=false"],
-            stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
-        )
+        with open(self.log, "w") as log:  # the child keeps its own copy of the descriptor
+            self.daemon = subprocess.Popen(
+                ["dockerd", "--config-file", str(root / "daemon.json"), "--host", f"unix://{self.socket}",
+                 "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+                 "--pidfile", str(root / "docker.pid"), "--bridge", self.bridge, "--iptables=false", "--ip-masq=false"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 60
         while subprocess.run([self.docker, "info"], env=self.env, capture_output=True).returncode != 0:
             if time.monotonic() > deadline:

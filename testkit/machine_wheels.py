@@ -100,7 +100,7 @@ def cuda_index(host: str = "127.0.0.1"):
     from testkit.builds import machine_ca_bundle
     from testkit.wheel_index import WheelIndex
 
-    wheels = local_wheels() + [uv_wheel(shipped_compat().uv)]
+    wheels = [*local_wheels(), uv_wheel(shipped_compat().uv)]
     builds = [w for w in wheels if w.name.startswith(("torch-2.14.1-cp311", "torchvision-0.29.1-cp311"))]
     if len(builds) != 2:
         return None

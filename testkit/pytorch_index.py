@@ -73,6 +73,7 @@ class PyTorchIndex:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+                return None
 
         self._handler = Handler
 

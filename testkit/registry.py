@@ -136,8 +136,8 @@ class RegistryProcess:
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
             f"    rootdirectory: {storage}\n  delete:\n    enabled: {str(self.delete).lower()}\nhttp:\n  addr: {self.address}\n{auth}"
         )
-        self.log = open(self.folder / "registry.log", "w")
-        self.process = subprocess.Popen([binary, "serve", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
+        with open(self.folder / "registry.log", "w") as log:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -150,7 +150,6 @@ class RegistryProcess:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
-        self.log.close()
         if self.token:
             self.token.stop()
 

@@ -54,7 +54,7 @@ def get_arch_list():
 
 
 def _blob(size: int, seed: str) -> bytes:
-    return random.Random(seed).randbytes(max(1, round(size)))
+    return random.Random(seed).randbytes(max(1, size))
 
 
 def _package(folder: Path, name: str, version: str, megabytes: float, requires: list[str] = (),

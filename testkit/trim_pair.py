@@ -13,6 +13,7 @@ buildkit images they did not make.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -96,10 +97,8 @@ class TrimPair:
     def remove_images(self, client: docker.DockerClient) -> None:
         """Removes the two images (by id: untagged rebuilds of other runs are not ours to remove)."""
         for which in (self.untrimmed, self.trimmed):
-            try:
+            with contextlib.suppress(docker.errors.ImageNotFound, docker.errors.NullResource):
                 client.images.remove(self.target(which)["image_id"], force=True)
-            except (docker.errors.ImageNotFound, docker.errors.NullResource):
-                pass
 
 
 def read_image(client: docker.DockerClient, image_id: str) -> ImageRead:

@@ -103,7 +103,7 @@ class WheelIndex:
                 handler.send_response(401)
                 handler.send_header("WWW-Authenticate", 'Basic realm="wheels"')
                 handler.end_headers()
-                return
+                return None
         if len(parts) == 3 and parts[0] == "files" and (parts[1], parts[2]) in self._files:
             return self._send_file(handler, self._files[(parts[1], parts[2])])
         if len(parts) == 3 and parts[0] == "files" and parts[2].endswith(".metadata") and (parts[1], parts[2][:-9]) in self._files:
@@ -130,6 +130,7 @@ class WheelIndex:
                     return self._send_upstream(handler, f"{self.upstream[parts[0]].rstrip('/')}/{parts[1]}/", self.upstream_ca)
         handler.send_response(404)
         handler.end_headers()
+        return None
 
     def _metadata_attributes(self, key: tuple[str, str]) -> str:
         if not key[1].endswith(".whl"):

@@ -20,6 +20,7 @@ an index URL often carries a CI token as its user-info.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import socket
@@ -123,10 +124,8 @@ class Watchdog:
 
 
 def _shut(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):  # closed already, or never connected: nothing to stop
         socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under a TLS wrapper
-    except OSError:
-        pass
 
 
 class _Watched:

@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -296,10 +296,8 @@ def failure_summary(lines: list[str]) -> str:
 def _stop_on_cancel(process: subprocess.Popen, cancel: threading.Event) -> None:
     while process.poll() is None:
         if cancel.wait(0.2):
-            try:
+            with suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
             return
 
 
@@ -316,10 +314,8 @@ def registry_login(registry: str, credentials: Credentials | None) -> Iterator[d
     try:
         os.chmod(folder, 0o700)
         config: dict = {}
-        try:
+        with suppress(NotReadable, ValueError, RecursionError):  # no usable config of the user's: the credentials alone
             config = json.loads(read_regular(home / "config.json", MAX_CREDENTIALS_BYTES))
-        except (NotReadable, ValueError, RecursionError):
-            pass  # no usable config of the user's: the credentials alone
         config = {key: value for key, value in config.items() if key in ("currentContext", "auths")}
         config["auths"] = {**(config.get("auths") or {}), registry: {"auth": credentials.docker_auth}}
         with open(os.open(folder / "config.json", os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:

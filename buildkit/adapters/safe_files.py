@@ -20,7 +20,7 @@ import re
 import secrets
 import stat
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
@@ -498,10 +498,8 @@ def _replace_file(folder: int, name: str, data: bytes | None, source: Path | Non
             os.close(descriptor)
         os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(temporary, dir_fd=folder)
-        except FileNotFoundError:
-            pass
         raise
 
 
@@ -509,10 +507,8 @@ def _remove_file(root: int, path: str) -> None:
     *parents, name = path.split("/")
     with _folder(root, parents, create=False) as parent:
         if parent is not None:
-            try:
+            with suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=parent)
-            except FileNotFoundError:
-                pass
 
 
 def _remove_empty_folders(root: int, folders: frozenset[str] | set[str]) -> frozenset[str]:

@@ -333,7 +333,7 @@ class BuildRunner:
                                   f"smoke test ({platform}): the same image failed before here (--retest runs the probe again)")
             verdicts.append(verdict)
         result.smoke = verdicts[0]
-        result.platform_smoke = {platform: verdict for platform, verdict in zip(target.platforms, verdicts)}
+        result.platform_smoke = dict(zip(target.platforms, verdicts))
         failed = [f"{platform}: " + "; ".join(v.failures) for platform, v in zip(target.platforms, verdicts) if not v.passed]
         if failed:
             result.status = BuildStatus.FAILED

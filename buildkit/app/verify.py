@@ -284,10 +284,7 @@ def image_sbom(image: str, trust: Trust | None, local: bool, access: RegistryAcc
         return SbomResult(local_sbom(engine.connect(), image), f"generated from {image} in the engine")
     registry, cosign = _clients(reference, access)
     pinned = _pinned(registry, reference)
-    if trust is None:
-        found = cosign.unverified_attestations(pinned, CYCLONEDX_TYPE, "SBOM")
-    else:
-        found = cosign.attestations(pinned, CYCLONEDX_TYPE, trust, "SBOM")
+    found = cosign.unverified_attestations(pinned, CYCLONEDX_TYPE, "SBOM") if trust is None else cosign.attestations(pinned, CYCLONEDX_TYPE, trust, "SBOM")
     documents = [p for p in found.predicates if isinstance(p, Mapping) and p.get("bomFormat") == "CycloneDX"]
     if not documents:
         raise SbomMissing(Problem(pinned, f"{found.missing or 'no CycloneDX SBOM attached'}; generate one from a local copy with --local"))

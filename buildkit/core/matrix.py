@@ -43,7 +43,7 @@ class MatrixSources:
     """Everything a matrix is made of, as the file loader read it."""
 
     layers: tuple[Layer, ...]  # the `extends` chain, base first
-    templates: TemplateSet = TemplateSet(())
+    templates: TemplateSet = field(default_factory=lambda: TemplateSet(()))
     lock: TextFile | None = None  # matrix.lock, parsed; None when there is none (or it is not used)
 
 
@@ -377,7 +377,7 @@ class _StackReader:
                         for i, name in enumerate(families) if name in self.compat.families]
             for path, name, kept in declared:
                 # an inherited family that the stack's own arch list leaves empty is left out (plan notes it)
-                if not kept and "rocm_families" in self.entry or not kept and self.is_default("archs"):
+                if (not kept and "rocm_families" in self.entry) or (not kept and self.is_default("archs")):
                     self.fail(where, path, f"family {name} ({', '.join(self.compat.families[name].gfx)}) has no gfx target "
                                            f"in the ROCm {release.version} wheels' arch list ({', '.join(wheel_archs)})")
             carried = {gfx for _, _, kept in declared for gfx in kept} if declared else set(wheel_archs)

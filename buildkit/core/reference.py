@@ -24,7 +24,7 @@ class ImageReference:
         # docker's rule: the first component is a registry when it has a dot or a port, or is localhost
         registry = first if slash and ("." in first or ":" in first or first == "localhost") else ""
         path = remainder if registry else rest
-        repository, colon, tag = path.rpartition(":") if ":" in path else (path, "", "")
+        repository, _colon, tag = path.rpartition(":") if ":" in path else (path, "", "")
         return cls(registry, repository, tag, digest)
 
     @property

@@ -37,7 +37,7 @@ def _markdown(outcome: CheckOutcome) -> str:
     if facts.code:
         lines.append("")
     if not outcome.differences:
-        return "\n".join(lines + [f"No differences: {outcome.data_path} agrees with the indexes.", ""])
+        return "\n".join([*lines, f"No differences: {outcome.data_path} agrees with the indexes.", ""])
     lines += ["| torch | on the indexes, not in the data | in the data, not on the index |", "|---|---|---|"]
     for minor in sorted({d.torch for d in outcome.differences}, key=Version):
         ours = [d for d in outcome.differences if d.torch == minor]
@@ -48,7 +48,7 @@ def _markdown(outcome: CheckOutcome) -> str:
         verb = "Applied" if outcome.written else "Proposed change"
         hint = "" if outcome.written else " (apply it with `buildkit compat check --write`)"
         lines += ["", f"{verb}{hint}:", "", "```diff", outcome.diff.rstrip("\n"), "```"]
-    return "\n".join(lines + [""])
+    return "\n".join([*lines, ""])
 
 
 def _cell(differences) -> str:

@@ -6,6 +6,7 @@ Without an engine these tests skip on a laptop; under CI (BUILDKIT_REQUIRE_DOCKE
 from __future__ import annotations
 
 import calendar
+import contextlib
 import os
 import time
 
@@ -88,10 +89,8 @@ def cleanup_images(client):
         created = calendar.timegm(time.strptime(image.attrs["Created"][:19], "%Y-%m-%dT%H:%M:%S"))
         if any(SESSION in tag for tag in image.tags) or (not image.tags and created >= SESSION_START - 5):
             for reference in image.tags or [image.id]:
-                try:
+                with contextlib.suppress(docker.errors.APIError):
                     client.images.remove(reference, force=True)
-                except docker.errors.APIError:
-                    pass
 
 
 @pytest.fixture(scope="session")

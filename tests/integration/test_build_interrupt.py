@@ -53,7 +53,7 @@ def test_interrupt_stops_builds_and_reports(double_index, pair_setup, base_image
         process.kill()
         pytest.fail("the build never reached its waiting step")
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
+    _stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     report = json.loads((out / "report.json").read_text())

@@ -43,7 +43,7 @@ def test_engine_stopping_mid_build_is_reported(spare_engine, pair_setup, tmp_pat
         time.sleep(0.2)
     daemon.send_signal(signal.SIGTERM)  # the engine goes away mid-build
     daemon.wait(timeout=60)
-    stdout, stderr = build.communicate(timeout=300)
+    _stdout, stderr = build.communicate(timeout=300)
     assert build.returncode == 1, stderr
     assert "the Docker engine stopped during the build; restart it and run the build again" in stderr
     assert "Traceback" not in stderr

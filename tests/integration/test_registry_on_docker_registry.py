@@ -75,7 +75,7 @@ def test_a_registry_with_deletion_disabled_is_a_clear_refusal(tmp_path, reposito
     process = RegistryProcess(tmp_path / "no-delete", delete=False).start()
     try:
         digest = Seeder(process.address).image(repository, "old", {})
-        with pytest.raises(RetentionUnsupported, match="supports no deletion.*without --keep"):
+        with pytest.raises(RetentionUnsupported, match=r"supports no deletion.*without --keep"):
             deletion_for(Registry(process.address)).delete(repository, digest)
     finally:
         process.stop()

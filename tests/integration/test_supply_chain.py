@@ -8,6 +8,7 @@ it is real; GPU runs come from TEST DOUBLE reports (testkit.gpu_reports) since n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -98,10 +99,8 @@ def setup(client, base_image, docker_env, tmp_path_factory):
 
 def _remove(client, reference: str) -> None:
     """Best effort, as the shared engine's other users may be removing images too."""
-    try:
+    with contextlib.suppress(docker.errors.APIError):
         client.images.remove(reference, force=True)
-    except docker.errors.APIError:
-        pass
 
 
 def verify(cli, setup: Setup, *extra: str, key: str | None = None):

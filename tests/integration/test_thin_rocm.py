@@ -54,7 +54,7 @@ def index(tmp_path_factory):
                 if wheel.name.startswith(("torch-", "torchvision-"))]
     amd = thin_rocm_index(folder / "amd", "amd-multi-arch", TORCH_ARCHS, DEVICE_ARCHS).wheels
     plugin = build_wheel(folder / "plugin", "team-plugin", "1.0", {"team_plugin/__init__.py": ""}, requires=["torch"])
-    server = WheelIndex({"rocm7.14": pytorch + [plugin], "amd": amd, "simple": []}).start()
+    server = WheelIndex({"rocm7.14": [*pytorch, plugin], "amd": amd, "simple": []}).start()
     yield server
     server.stop()
 

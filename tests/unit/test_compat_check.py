@@ -157,7 +157,7 @@ def test_a_backend_version_the_data_does_not_describe_is_reported_not_written(cl
     try:
         data = tmp_path / "compat.toml"
         data.write_text(SHIPPED.read_text())
-        code, document, result = check(cli, "--index", server.url, "--data", data, "--write")
+        code, document, _result = check(cli, "--index", server.url, "--data", data, "--write")
     finally:
         server.stop()
     assert code == 3 and document["diff"] == "" and not document["written"]

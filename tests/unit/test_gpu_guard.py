@@ -143,7 +143,8 @@ def test_a_broken_config_never_breaks_python(guarded_python):
     site = subprocess.run([guarded_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True).stdout.strip()
     path = os.path.join(site, gpu_guard.CONFIG + ".py")
-    saved = open(path).read()
+    with open(path) as handle:
+        saved = handle.read()
     try:
         for broken in ("CONFIG = {not python", "CONFIG = 3\n", ""):
             with open(path, "w") as handle:

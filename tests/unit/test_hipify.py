@@ -265,7 +265,7 @@ def test_symlinks_out_of_the_tree_loops_and_fifos_are_reported_not_copied(cli, s
     for path in skipped:
         assert f"not copied: {path}: " in result.out
     out = tmp_path / "out"
-    written = [p for p in out.rglob("*")]
+    written = list(out.rglob("*"))
     assert not any(p.is_symlink() for p in written)
     assert not any(b"s3cr3t" in p.read_bytes() for p in written if p.is_file())
     assert (out / "alias.cuh").read_text() == (source / "include" / "scale.cuh").read_text()

@@ -54,7 +54,7 @@ def render_in_a_process(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, Pa
 @pytest.mark.parametrize("signum, code, said", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
 def test_a_render_stopped_mid_write_removes_its_temporary_file(tmp_path, signum, code, said):
     out = tmp_path / "dist"
-    process, marker = render_in_a_process(tmp_path, out)
+    process, _marker = render_in_a_process(tmp_path, out)
     assert temporaries(out), "the write is under way"
     process.send_signal(signum)
     _, err = process.communicate(timeout=30)

@@ -117,7 +117,7 @@ ARCH_LISTS = [
 @pytest.mark.parametrize("archs", ARCH_LISTS)
 def test_nvidia_affinity_selects_exactly_the_gpus_the_archs_run_on(archs):
     terms = nvidia_terms(archs, 13)
-    for major, minor in itertools.product(range(3, 14), range(0, 10)):
+    for major, minor in itertools.product(range(3, 14), range(10)):
         node = {NVIDIA_MAJOR: str(major), NVIDIA_MINOR: str(minor), NVIDIA_CUDA_MAJOR: "13"}
         assert selected(terms, node) is arch_covered(f"sm_{major}{minor}", archs), (major, minor)
         assert not selected(terms, {**node, NVIDIA_CUDA_MAJOR: "12"})  # a driver too old for CUDA 13

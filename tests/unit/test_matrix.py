@@ -34,7 +34,7 @@ def test_every_pair_has_one_cuda_twin_and_one_rocm_twin_or_one_per_family():
         assert [t.backend for t in members].count("cuda") == 1
         rocm = [t for t in members if t.backend == "rocm"]
         families = [t.family for t in rocm]
-        assert len(rocm) == 1 and families == [""] or len(rocm) > 1 and "" not in families and len(set(families)) == len(rocm)
+        assert (len(rocm) == 1 and families == [""]) or (len(rocm) > 1 and "" not in families and len(set(families)) == len(rocm))
     assert any(len(members) == 7 for members in pairs.values())  # 2.14.1 and 2.15.0: six ROCm 7.14 families
 
 

@@ -162,7 +162,7 @@ def valid_matrices(draw) -> dict:
 def benign(matrix: dict) -> dict:
     """The same matrix with every free-text value replaced by a plain placeholder of the same kind (the
     structure, versions, flavors and lists' lengths kept), so it renders the same instructions."""
-    plain = {key: value for key, value in matrix.items()}
+    plain = dict(matrix.items())
     placeholders = {"registry": "registry.example", "repository": "team/images", "source": "https://example.com/src",
                     "wheel_index": "https://index.example/whl", "runtime_base": "python:{python}-slim",
                     "source_runtime_base": "python:3.12-slim"}
@@ -236,7 +236,7 @@ def assert_renders_like_placeholders(folder: Path, matrix: dict) -> None:
     rendered = renderings(path)
     assert rendered == renderings(reference)
     for subject, (keywords, _) in rendered.items():
-        assert subject == ("refused",) or keywords[0] == "FROM" and keywords[-1] == "CMD", keywords
+        assert subject == ("refused",) or (keywords[0] == "FROM" and keywords[-1] == "CMD"), keywords
 
 
 # --- the properties ------------------------------------------------------------------------------------------------

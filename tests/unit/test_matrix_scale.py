@@ -38,7 +38,7 @@ def test_forty_thousand_exclude_rules_validate_within_seconds(cli, tmp_path, sha
     # no flavor x1 and no id with "-x" exist: nothing is removed; the matching shape has two distinct rules
     targets = expand(load_matrix(None)).targets
     kept = len(targets) if shape != "matching" else sum(1 for t in targets if not (
-        t.python == "3.10" and t.backend.startswith("cuda") or t.python == "3.11" and t.backend.startswith("rocm")))
+        (t.python == "3.10" and t.backend.startswith("cuda")) or (t.python == "3.11" and t.backend.startswith("rocm"))))
     assert kept < len(targets) or shape != "matching"
     assert result.out.startswith(f"ok: {kept} targets"), result.out
 
@@ -55,7 +55,7 @@ def test_forty_thousand_include_rules_that_match_nothing_are_one_short_report(cl
 
 values = st.sampled_from(["2.14.1", "2.13.0", "3.12", "3.1", "cuda", "rocm", "13.0", "a-b", "a*b", "[x]", ""])
 patterns = st.text(st.sampled_from("23.14*?[]!abcdr-"), max_size=6) | values
-facts = st.fixed_dictionaries({key: values for key in ("torch", "python", "backend")})
+facts = st.fixed_dictionaries(dict.fromkeys(("torch", "python", "backend"), values))
 rules = st.lists(st.tuples(st.sampled_from(["torch", "python", "backend"]), patterns), max_size=3).map(lambda c: Rule(tuple(c)))
 
 

@@ -171,6 +171,6 @@ def test_tags_null_is_an_empty_list(registry):
 @pytest.mark.parametrize("repository, reference", [("Team/App", "1.0"), ("team/../x", "1.0"), ("team/app", "../x"),
                                                    ("team/app", "1.0?x=1"), ("team/app", "sha256:short")])
 def test_names_that_are_not_names_never_reach_a_url(registry, repository, reference):
-    with pytest.raises(RegistryError, match="is not a repository name|is neither a tag nor a digest"):
+    with pytest.raises(RegistryError, match=r"is not a repository name|is neither a tag nor a digest"):
         client(registry).find_manifest(repository, reference)
     assert registry.journal.seen == []

@@ -40,9 +40,8 @@ def test_token_in_the_user_name_and_host_and_path_stay():
 def test_a_broken_pip_conf_is_reported_without_its_lines(tmp_path, content, expected):
     path = tmp_path / "pip.conf"
     path.write_text(content)
-    with pytest.raises(UserError) as caught:
-        with build_secrets(IndexSettings(pip_conf=path)):
-            pass
+    with pytest.raises(UserError) as caught, build_secrets(IndexSettings(pip_conf=path)):
+        pass
     message = str(caught.value)
     assert expected in message and str(path) in message
     assert "tok3n-s3cret" not in message and "robot" not in message

@@ -138,7 +138,7 @@ def test_hostile_manifest_cannot_direct_a_removal(render, tmp_path, paths):
     victim.write_text("keep me")
     assert render(out).code == 0
     manifest = json.loads((out / MANIFEST).read_text())
-    manifest["files"].update({path: "0" * 64 for path in paths})
+    manifest["files"].update(dict.fromkeys(paths, "0" * 64))
     (out / MANIFEST).write_text(json.dumps(manifest))
     before = snapshot(tmp_path)
     refused(render(out, *WIDE), "not a valid list of files buildkit render wrote", "not a plain relative path")

@@ -57,5 +57,5 @@ def test_write_atomic_replaces_the_named_file_whole(tmp_path):
     target.write_text("old")
     write_atomic(target, b"new", "--json")
     assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
-    with pytest.raises(UserError, match="--json: .* is a folder"):
+    with pytest.raises(UserError, match=r"--json: .* is a folder"):
         write_atomic(tmp_path, b"x", "--json")

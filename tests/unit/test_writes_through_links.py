@@ -153,6 +153,6 @@ def test_sbom_and_test_reports_are_written_whole(cli, tmp_path):
     assert json.loads(target.read_text()) == {"a": 1}
     link = tmp_path / "link.json"
     link.symlink_to(target)
-    with pytest.raises(UserError, match="--out: .*link.json is a symlink"):
+    with pytest.raises(UserError, match=r"--out: .*link\.json is a symlink"):
         write_json(link, {"b": 2}, "--out")
     assert json.loads(target.read_text()) == {"a": 1}
