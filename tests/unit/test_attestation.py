@@ -74,6 +74,7 @@ def test_the_predicate_records_what_was_gpu_test_summary():
                                        "2026-11-30T02:00:00Z on gpu-runner-7")
 
 
+@pytest.mark.slow
 def test_the_real_cpu_only_smoke_report_is_not_a_gpu_test(cpu_report):
     assert cpu_report["devices"] == [] and cpu_report["kernels_requested"]
     for vendor in ("amd", "nvidia"):

@@ -6,6 +6,8 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 from testkit.runner import run_buildkit
 
 # A STAND-IN for a docker CLI, for the cases the real one cannot show on demand: a client without the
@@ -27,6 +29,7 @@ def stand_in_docker(folder: Path, version: str, buildx: bool = False) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_client_without_buildkit_is_refused_with_the_fix(tmp_path):
     docker = stand_in_docker(tmp_path, "28.2.2")
     result = run_buildkit(
@@ -38,6 +41,7 @@ def test_client_without_buildkit_is_refused_with_the_fix(tmp_path):
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_unreachable_engine_is_one_clear_message(tmp_path):
     docker = stand_in_docker(tmp_path, "26.1.5+dfsg1", buildx=True)
     result = run_buildkit(
@@ -49,11 +53,13 @@ def test_unreachable_engine_is_one_clear_message(tmp_path):
     assert "start it" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_empty_selection_builds_nothing(tmp_path):
     result = run_buildkit("build", "--select", "torch=9.9.9", "--out", tmp_path / "out")
     assert result.returncode == 2 and "--select: torch=9.9.9 leaves no target of the matrix's" in result.stderr
 
 
+@pytest.mark.slow
 def test_unreadable_pip_conf_is_a_user_error(tmp_path):
     docker = stand_in_docker(tmp_path, "26.1.5+dfsg1", buildx=True)
     result = run_buildkit(

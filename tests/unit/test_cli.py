@@ -161,6 +161,7 @@ def test_lock_never_writes_into_the_installed_package(cli, tmp_path, monkeypatch
     ("RUN echo {{ target.id }\n", 3, "template syntax error"),
     ("RUN echo {{ target.no_such_field }}\n", 3, "undefined value"),
 ])
+@pytest.mark.slow
 def test_validate_renders_team_templates_and_locates_their_errors(cli, team_folder, body, line, says):
     (team_folder / "templates").mkdir()
     template = team_folder / "templates" / "vision.Dockerfile.j2"
@@ -177,6 +178,7 @@ def test_validate_renders_team_templates_and_locates_their_errors(cli, team_fold
     assert says in github.out and github.out.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_a_team_template_that_shadows_the_builtin_it_extends_is_told_why_it_recurses(cli, team_folder):
     """The newcomer's likely first template: runtime.Dockerfile.j2 in template_dir, extending runtime.Dockerfile.j2,
     which is now itself."""

@@ -73,6 +73,7 @@ def test_probes_every_known_variant_its_neighbours_and_what_the_root_lists():
     assert not {"torch", "cu1310", "cu1210", "cu117", "rocm7.19"} & set(tags)
 
 
+@pytest.mark.slow
 def test_shipped_data_agrees_with_an_index_built_from_it(cli, index):
     code, document, _ = check(cli, "--index", index.url)
     assert code == 0 and document["differences"] == [] and document["diff"] == "" and document["agrees"]
@@ -102,6 +103,7 @@ def planted_index():
     server.stop()
 
 
+@pytest.mark.slow
 def test_planted_differences_are_reported_and_write_fixes_them(cli, tmp_path, planted_index):
     data = planted(tmp_path)
     before = data.read_text()
@@ -135,6 +137,7 @@ def test_planted_differences_are_reported_and_write_fixes_them(cli, tmp_path, pl
     assert code == 0 and document["differences"] == []
 
 
+@pytest.mark.slow
 def test_people_get_a_table_and_the_proposed_diff(cli, tmp_path, planted_index):
     result = cli("compat", "check", "--pypi", "none", "--layout-index", "amd-whl-next=none", "--index", planted_index.url, "--data", planted(tmp_path))
     assert result.code == 3 and result.err == ""
@@ -143,6 +146,7 @@ def test_people_get_a_table_and_the_proposed_diff(cli, tmp_path, planted_index):
     assert "--write" in result.out
 
 
+@pytest.mark.slow
 def test_the_shipped_files_diff_applies_at_the_repository_root(cli, planted_index):
     before = SHIPPED.read_text()
     code, document, _ = check(cli, "--index", planted_index.url)  # no --write: the shipped file is only read
@@ -150,6 +154,7 @@ def test_the_shipped_files_diff_applies_at_the_repository_root(cli, planted_inde
     assert SHIPPED.read_text() == before
 
 
+@pytest.mark.slow
 def test_a_backend_version_the_data_does_not_describe_is_reported_not_written(cli, tmp_path):
     folders = wheels_from_compat(COMPAT)
     folders["cu136"] = [torch_wheel_name("2.14.1", "cu136", python) for python in PYTHONS]
@@ -165,6 +170,7 @@ def test_a_backend_version_the_data_does_not_describe_is_reported_not_written(cl
     assert difference["subject"] == "cuda 13.6" and not difference["writable"] and '[cuda."13.6"]' in difference["note"]
 
 
+@pytest.mark.slow
 def test_a_new_torch_minor_is_added_with_its_facts(cli, tmp_path):
     folders = wheels_from_compat(COMPAT)
     folders["cu132"] += [torch_wheel_name("2.16.0", "cu132", python, platform) for python in PYTHONS for platform in ("linux/amd64", "linux/arm64")]
@@ -183,6 +189,7 @@ def test_a_new_torch_minor_is_added_with_its_facts(cli, tmp_path):
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_root_page_that_lists_variant_folders_widens_the_probe(cli, tmp_path):
     folders = wheels_from_compat(COMPAT)
     folders["rocm11.0"] = [torch_wheel_name("2.14.1", "rocm11.0", "3.12")]
@@ -204,6 +211,7 @@ def test_an_unreachable_index_is_one_message_and_exit_1(cli):
     assert result.err.count("error:") == 1 and "cannot connect: the connection was refused" in result.err and "Traceback" not in result.err
 
 
+@pytest.mark.slow
 def test_a_site_that_is_no_wheel_index_is_one_message_and_exit_1(cli):
     server = serve({})
     try:
@@ -222,6 +230,7 @@ def test_pages_over_the_size_cap_are_refused():
         server.stop()
 
 
+@pytest.mark.slow
 def test_unreadable_data_is_a_user_error(cli, tmp_path, index):
     bad = tmp_path / "compat.toml"
     bad.write_text("[torch\n")
@@ -240,6 +249,7 @@ def test_nightly_runs_the_check_and_shows_its_diff_as_the_job_summary():
     assert "${{" not in script  # values reach scripts through env:, never by template expansion
 
 
+@pytest.mark.slow
 def test_differences_and_an_unreachable_index_end_in_different_codes(cli, tmp_path, planted_index):
     """The nightly tells stale data (3: the change is proposed) from an index it cannot read (1: try again)."""
     differs = cli("compat", "check", "--pypi", "none", "--layout-index", "amd-whl-next=none", "--index", planted_index.url, "--data", planted(tmp_path))
@@ -256,6 +266,7 @@ def test_differences_and_an_unreachable_index_end_in_different_codes(cli, tmp_pa
     ('[torch]\n"2.14" = 3\n', 'its torch."2.14" is not a table'),
     ('wheel_index = "https://example.org"\n[torch."2.14"]\n', "its wheel_index is not a table"),
 ], ids=["a matrix", "no torch tables", "a torch minor that is a number", "a wheel_index string"])
+@pytest.mark.slow
 def test_data_that_is_not_compatibility_data_is_one_user_error(cli, tmp_path, index, text, why):
     """`compat check --data matrix.toml` used to end in AttributeError; now it says what the file is and what
     --data takes, before the index is asked."""

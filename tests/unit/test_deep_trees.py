@@ -48,6 +48,7 @@ def deep_tree(root: Path, depth: int) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_a_tree_1200_folders_deep_is_one_message(cli, tmp_path):
     pytest.importorskip("torch.utils.hipify")
     tree = deep_tree(tmp_path / "src", 1200)
@@ -66,6 +67,7 @@ def test_a_tree_as_deep_as_allowed_is_hipified(cli, tmp_path):
     assert "1 files converted" in result.out
 
 
+@pytest.mark.slow
 def test_a_template_folder_1200_folders_deep_is_walked(cli, tmp_path):
     """template_dir's walk (os.walk recursed once per folder before Python 3.12): the deep template is found."""
     templates = deep_tree(tmp_path / "t", 1200)

@@ -113,6 +113,7 @@ def test_an_unreachable_engine_is_an_environment_failure(cli, tmp_path, trees, n
     assert "no such file or directory" in result.err and "start it" in result.err and "Traceback" not in result.err
 
 
+@pytest.mark.slow
 def test_a_silent_engine_fails_within_the_connect_timeout(cli, monkeypatch):
     """An address that accepts and never answers (a stopped VM, a wrong DOCKER_HOST) is given up on in
     CONNECT_TIMEOUT seconds, not after the 300 s an image operation may take."""

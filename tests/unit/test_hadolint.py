@@ -29,6 +29,7 @@ def test_hadolint_catches_a_bad_dockerfile(hadolint, tmp_path):
     assert result.returncode != 0 and "DL3006" in result.stdout
 
 
+@pytest.mark.slow
 def test_rendered_dockerfiles_pass_hadolint(hadolint, tmp_path):
     texts = {item.dockerfile for item in select_targets(Choices()).render()}
     assert len(texts) > 20

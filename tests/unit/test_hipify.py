@@ -105,6 +105,7 @@ def test_what_will_not_port_is_found_at_its_line(cli, tmp_path):
     assert "review: reduce.cu:22 (reduce.hip:23): int lane = threadIdx.x & 31;: lane arithmetic for 32-thread warps" in result.out
 
 
+@pytest.mark.slow
 def test_compile_check_with_hipcc(hipified, hipcc):
     report, _ = hipified
     result = {c.file: c for c in compile_check(report, "gfx90a", KNOWN, hipcc).compiled}
@@ -119,6 +120,7 @@ def test_compile_check_with_hipcc(hipified, hipcc):
     assert gemm.summary.endswith("or check in a ROCm toolchain image that has it (--toolchain-image IMAGE)")
 
 
+@pytest.mark.slow
 def test_host_cpp_defect_is_reported_at_its_line(hipcc, clean_source, tmp_path):
     """A .cpp goes to the C++ compiler beside hipcc (g++ here), as torch's extension build does: its error
     is the code's, at its line."""
@@ -130,6 +132,7 @@ def test_host_cpp_defect_is_reported_at_its_line(hipcc, clean_source, tmp_path):
     assert not report.passed
 
 
+@pytest.mark.slow
 def test_torch_extension_on_this_machine_names_what_is_missing(cli, hipcc, tmp_path):
     """The extension's .cu on Debian 12's hipcc: torch's headers want rocThrust, which Debian 12 lacks. The
     file is not checkable here, which says nothing against the code, and the report says how to check it; with
@@ -287,6 +290,7 @@ def test_json_into_missing_folder_fails_before_any_work(cli, source, tmp_path):
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unreadable", ["the tree", "a file in it"])
 def test_unreadable_source_is_one_clear_error(source, tmp_path, unreadable):
     locked = source if unreadable == "the tree" else source / "gemm.cu"
@@ -323,6 +327,7 @@ def test_default_arch_follows_what_the_toolchain_supports():
     assert default_offload_arch(None, KNOWN) == "gfx950"
 
 
+@pytest.mark.slow
 def test_compile_check_defaults_to_an_arch_this_hipcc_compiles(cli, hipcc, clean_source, tmp_path):
     result = cli("hipify", clean_source, "--out", tmp_path / "out", "--compile-check", "--json", tmp_path / "r.json")
     chosen = default_offload_arch(hipcc, KNOWN)

@@ -40,6 +40,7 @@ def test_code_guarded_for_rocm_is_not_reported(cli, tmp_path):
     assert "which the ROCm build's macros do not settle" in result.out
 
 
+@pytest.mark.slow
 def test_a_blocking_finding_stops_blocking_when_every_including_unit_compiles(cli, hipcc, tmp_path):
     result, report = _run(cli, tmp_path, "guarded_libcuxx", "--compile-check", "--offload-arch", "gfx90a")
     assert result.code == 0, result.out
@@ -69,6 +70,7 @@ def test_cub_macros_and_32_thread_launches_are_reported_and_the_guarded_cub_is_n
     assert _lines(report["inactive"]) == [(6, "#include <cub/warp/warp_reduce.cuh>", False)]
 
 
+@pytest.mark.slow
 def test_setup_py_flags_reach_the_compile(cli, hipcc, tmp_path):
     """define_macros' WITH_CUDA selects the branch a real build compiles (and its TORCH_HIP_VERSION error), the
     nvcc flags reach hipcc hipified as torch does (-DCUDA_KERNELS is -DHIP_KERNELS), include_dirs are searched."""
@@ -87,6 +89,7 @@ def test_setup_py_flags_reach_the_compile(cli, hipcc, tmp_path):
     assert kernel[0] == hipcc.path and "-DHIP_KERNELS" in kernel and any(flag.endswith("/csrc/include") for flag in kernel)
 
 
+@pytest.mark.slow
 def test_without_its_setup_py_the_with_cuda_branch_goes_unchecked(cli, hipcc, tmp_path):
     """The same tree with no setup.py to read compiles: what the check missed before it read the project's flags."""
     tree = tmp_path / "tree"
@@ -102,6 +105,7 @@ def test_without_its_setup_py_the_with_cuda_branch_goes_unchecked(cli, hipcc, tm
     assert again.code == 1 and "command line: -DHIP_KERNELS, -DWITH_CUDA" in again.out
 
 
+@pytest.mark.slow
 def test_every_error_of_a_file_is_listed_once_per_line(cli, hipcc, tmp_path):
     result, report = _run(cli, tmp_path, "full_mask", "--compile-check", "--offload-arch", "gfx90a")
     (unit,) = report["compiled"]
@@ -111,6 +115,7 @@ def test_every_error_of_a_file_is_listed_once_per_line(cli, hipcc, tmp_path):
     assert "    error: warp_reduce.cu:21 (warp_reduce.hip:22): use of undeclared identifier '__shfl_sync'" in result.out
 
 
+@pytest.mark.slow
 def test_a_header_newer_than_the_installed_hip_is_that_hips_age(cli, hipcc, tmp_path):
     if hipcc.version and tuple(map(int, hipcc.version.split("."))) >= (5, 6):
         pytest.skip(f"hipcc {hipcc.version} has hip/hip_bf16.h")
@@ -123,6 +128,7 @@ def test_a_header_newer_than_the_installed_hip_is_that_hips_age(cli, hipcc, tmp_
     assert result.code == 1 and "NOT PASSED: the compile check compiled nothing: no file compiled, each for a reason outside your code" in result.out
 
 
+@pytest.mark.slow
 def test_libcuxx_is_code_to_change_with_its_rocm_counterpart(cli, hipcc, tmp_path):
     result, report = _run(cli, tmp_path, "libcuxx", "--compile-check", "--offload-arch", "gfx90a")
     (unit,) = report["compiled"]
@@ -132,6 +138,7 @@ def test_libcuxx_is_code_to_change_with_its_rocm_counterpart(cli, hipcc, tmp_pat
     assert "install the library" not in unit["summary"] and result.code == 1
 
 
+@pytest.mark.slow
 def test_objects_are_kept_where_asked(cli, hipcc, tmp_path):
     objects = tmp_path / "objects"
     result, report = _run(cli, tmp_path, "guarded_libcuxx", "--compile-check", "--offload-arch", "gfx90a", "--keep-objects", str(objects))

@@ -267,6 +267,7 @@ def test_a_spec_that_cannot_be_read_is_a_note(tmp_path, text, reason):
     assert any(note.startswith("/etc/cdi/nvidia.yaml: not a CDI spec buildkit can read: ") and reason in note for note in host.notes), host.notes
 
 
+@pytest.mark.slow
 def test_yaml_aliases_cannot_multiply_the_work(tmp_path):
     """One list of 64 nodes, referenced by 5,000 devices: at most MAX_DEVICES x MAX_NODES are looked at."""
     def aliased(root):

@@ -214,6 +214,7 @@ def test_control_character_in_any_string_field_is_refused(tmp_path, key, setting
     assert wrong == {}
 
 
+@pytest.mark.slow
 def test_fields_table_values_are_valid(tmp_path):
     """The cross product above proves something only if each field's plain value is accepted."""
     refused = {}
@@ -393,6 +394,7 @@ def test_template_that_is_not_a_readable_file(cli, tmp_path, kind):
     assert_clear_errors(result, [f"runtime.Dockerfile.j2: {expected}"])
 
 
+@pytest.mark.slow
 def test_sandbox_keeps_the_host_out_of_dockerfiles(cli, tmp_path):
     """The sandbox refuses the escape; nothing of the host (`id`'s output, /etc/passwd) reaches a file."""
     path = team_folder(tmp_path)
@@ -454,6 +456,7 @@ HOSTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["detect", "doctor"])
 @pytest.mark.parametrize("name", HOSTS)
 def test_host_tree_with_garbage_is_read_with_notes(cli, tmp_path, name, command):

@@ -25,6 +25,7 @@ def install(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, INSTALL, *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_check_backend_refuses_the_cpu_torch_of_this_machine_naming_what_it_is():
     import torch
 
@@ -86,6 +87,7 @@ def prefixed(root, venv) -> Path:
     return Path(str(root) + str(venv))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("installer", ["uv", "pip"])
 def test_a_layer_lands_under_its_root_as_the_venv_would_hold_it_and_nowhere_else(venv, index, tmp_path, installer):
     root = run_layer(venv, tmp_path, index, "dependencies", ["demo==1.0"], installer)
@@ -100,16 +102,19 @@ def test_a_layer_lands_under_its_root_as_the_venv_would_hold_it_and_nowhere_else
     assert not list(Path(venv).rglob("demo-1.0.dist-info"))  # the venv itself is untouched
 
 
+@pytest.mark.slow
 def test_torch_s_layer_writes_its_constraint_beside_it(venv, index, tmp_path):
     root = run_layer(venv, tmp_path, index, "torch", ["torch==2.14.1+cu130"], "uv")
     assert (prefixed(root, venv) / "torch-constraint.txt").read_text() == "torch==2.14.1+cu130\n"
 
 
+@pytest.mark.slow
 def test_a_layer_with_nothing_to_install_is_an_empty_folder(venv, index, tmp_path):
     root = run_layer(venv, tmp_path, index, "dependencies", [], "uv")
     assert root.is_dir() and not list(root.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("installer", ["uv", "pip"])
 def test_resolve_leaves_the_venvs_own_distributions_as_they_are(venv, index, tmp_path, installer):
     """demo requires uv, which the venv holds: no layer installs a second copy over it."""

@@ -51,6 +51,7 @@ def render_in_a_process(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, Pa
     return process, marker
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, code, said", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
 def test_a_render_stopped_mid_write_removes_its_temporary_file(tmp_path, signum, code, said):
     out = tmp_path / "dist"
@@ -63,6 +64,7 @@ def test_a_render_stopped_mid_write_removes_its_temporary_file(tmp_path, signum,
     assert temporaries(out) == []
 
 
+@pytest.mark.slow
 def test_a_render_removes_what_a_killed_one_left(cli, tmp_path):
     out = tmp_path / "dist"
     process, _ = render_in_a_process(tmp_path, out)

@@ -65,6 +65,7 @@ def terms_of(pod):
     return [term["matchExpressions"] for term in required["nodeSelectorTerms"]]
 
 
+@pytest.mark.slow
 def test_dra_claims_the_vendors_device_class(cli):
     items, _ = documents(cli, PAIR, "--by-tag", "--dra", "--gpus", "2", "--", "python", "train.py")
     validate(items)
@@ -80,6 +81,7 @@ def test_dra_claims_the_vendors_device_class(cli):
         assert pod["containers"][0]["command"] == ["python", "train.py"]
 
 
+@pytest.mark.slow
 def test_json_is_a_list_the_schemas_accept(cli):
     result = cli("kube", "ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime", "--by-tag", "--json")
     document = json.loads(result.out)
@@ -167,6 +169,7 @@ def test_one_amd_workload_per_rocm_family_image():
         assert not selected(terms, {**other, "kubernetes.io/arch": "amd64"})
 
 
+@pytest.mark.slow
 def test_published_images_are_named_by_digest(cli, tmp_path, team_matrix):
     registry = RegistryProcess(tmp_path / "registry").start()
     try:

@@ -61,6 +61,7 @@ def test_a_locked_base_reaches_from_the_label_and_the_fingerprint(team_matrix, t
     assert moved.fingerprint not in (locked.fingerprint, unlocked.fingerprint)
 
 
+@pytest.mark.slow
 def test_finding_pips_default_index_leaves_setuptools_importable(tmp_path):
     """lock asks pip for its default index; importing pip in-process would switch off setuptools' distutils shim
     (Python < 3.12), and a later hipify --compile-check in the same process could not import cpp_extension."""

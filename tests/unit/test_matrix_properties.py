@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -242,6 +243,7 @@ def assert_renders_like_placeholders(folder: Path, matrix: dict) -> None:
 # --- the properties ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(valid_matrices())
 def test_valid_matrix_renders_the_instructions_of_its_placeholders(matrix):
@@ -311,6 +313,7 @@ def mutated_matrices(draw) -> dict:
     return mutate(matrix, path, kind, draw(value))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(mutated_matrices())
 def test_mutated_matrix_renders_safely_or_is_refused_with_keys(cli, matrix):

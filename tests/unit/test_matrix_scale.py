@@ -25,6 +25,7 @@ SHAPES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_forty_thousand_exclude_rules_validate_within_seconds(cli, tmp_path, shape):
     path = tmp_path / "m.toml"
@@ -43,6 +44,7 @@ def test_forty_thousand_exclude_rules_validate_within_seconds(cli, tmp_path, sha
     assert result.out.startswith(f"ok: {kept} targets"), result.out
 
 
+@pytest.mark.slow
 def test_forty_thousand_include_rules_that_match_nothing_are_one_short_report(cli, tmp_path):
     path = tmp_path / "m.toml"
     path.write_text('extends = "default"\ninclude = [\n' + ",\n".join(f'  {{ id = "nothing-{i}*" }}' for i in range(RULES)) + "\n]\n")
@@ -59,6 +61,7 @@ facts = st.fixed_dictionaries(dict.fromkeys(("torch", "python", "backend"), valu
 rules = st.lists(st.tuples(st.sampled_from(["torch", "python", "backend"]), patterns), max_size=3).map(lambda c: Rule(tuple(c)))
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, database=None)
 @given(rules=st.lists(rules, max_size=6), targets=st.lists(facts, max_size=8))
 def test_the_rule_engine_agrees_with_fnmatch(rules, targets):

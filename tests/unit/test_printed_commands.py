@@ -78,6 +78,7 @@ def amd_host_whose_group_is(root: Path, group: str) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("payload", PAYLOADS, ids=range(len(PAYLOADS)))
 def test_a_group_name_from_the_host_tree_never_runs_from_doctors_fix(cli, tmp_path, shell, monkeypatch, payload):
     """A group name that is not a portable name is named by its gid in the command (usermod takes either);
@@ -117,6 +118,7 @@ def test_a_container_command_stays_its_own_words_in_run_print(cli, tmp_path, she
     assert appeared == [] and calls[0][-3:] == ["-c", payload, payload]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("payload", PAYLOADS, ids=range(len(PAYLOADS)))
 def test_an_output_folder_stays_one_argument_of_the_bake_line(cli, tmp_path, shell, payload):
     out = tmp_path / payload.replace("/", "_")

@@ -49,6 +49,7 @@ def fresh_report():
     return run_probe()
 
 
+@pytest.mark.slow
 def test_probe_prints_one_json_report_with_the_build_facts(fresh_report):
     report = fresh_report
     assert report["probe_version"] == probe.PROBE_VERSION == 2
@@ -71,6 +72,7 @@ def cpu_checks(fresh_report):
     return {check["name"]: check for check in fresh_report["checks"]}
 
 
+@pytest.mark.slow
 def test_torch_compile_on_the_cpu_passes_and_agrees_with_eager(cpu_checks):
     check = cpu_checks["torch.compile (CPU)"]
     assert check["passed"], check
@@ -80,6 +82,7 @@ def test_torch_compile_on_the_cpu_passes_and_agrees_with_eager(cpu_checks):
     assert check["seconds"] > 0.5  # tracing, code generation and a C++ compile
 
 
+@pytest.mark.slow
 def test_openmp_numpy_and_linalg_pass(cpu_checks):
     import numpy
 
@@ -98,6 +101,7 @@ def test_numpy_not_installed_is_a_skipped_note(monkeypatch):
     assert check["detail"] == "skipped (numpy not installed): torch does not require it"
 
 
+@pytest.mark.slow
 def test_a_compiled_result_that_differs_from_eager_fails(monkeypatch):
     # TEST DOUBLE of a miscompiling torch.compile: the real one cannot be made wrong on purpose
     monkeypatch.setattr(torch, "compile", lambda function, **options: lambda x, y: function(x, y) * 1.01)
@@ -106,6 +110,7 @@ def test_a_compiled_result_that_differs_from_eager_fails(monkeypatch):
     assert check["error"].startswith("the compiled function differs from eager: relative error 1.00e-02 > 1e-04")
 
 
+@pytest.mark.slow
 def test_a_check_past_its_time_limit_fails_and_the_next_one_runs():
     started = time.perf_counter()
     slow = probe.run_check("slow", lambda: time.sleep(30), 1)
@@ -133,6 +138,7 @@ def environment(**changes):
     ({"PATH": "EMPTY"}, "g++"),  # no g++ anywhere on PATH, CXX unset: inductor's default search
     ({"CXX": "/opt/no-such-toolchain/bin/c++"}, "/opt/no-such-toolchain/bin/c++"),  # CXX names a compiler that is not there
 ])
+@pytest.mark.slow
 def test_no_cxx_compiler_fails_torch_compile_naming_the_compiler(tmp_path, changes, compiler):
     if changes.get("PATH") == "EMPTY":
         changes = {"PATH": str(tmp_path)}  # an empty folder: python itself is started by its full path
@@ -144,6 +150,7 @@ def test_no_cxx_compiler_fails_torch_compile_naming_the_compiler(tmp_path, chang
     assert all(checks[name]["passed"] for name in ("OpenMP", "numpy interop", "linalg (CPU)"))
 
 
+@pytest.mark.slow
 def test_missing_python_headers_fail_torch_compile_naming_python_h(tmp_path):
     include = probe.python_include_dir()
     # TEST DOUBLE of an image without the Python headers (no python3-dev): the real g++, run by a wrapper

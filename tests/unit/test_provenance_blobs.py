@@ -44,6 +44,7 @@ def publish_with(registry: FakeRegistry, blob: bytes) -> str:
     return registry.add_manifest("team/app", "1.0", OCI_INDEX, index)
 
 
+@pytest.mark.slow
 def test_a_mode_max_statement_of_megabytes_is_read_whole():
     blob = large_statement(20_000)
     assert len(blob) > 100 * 64 * 1024  # a hundred times the bound it was read under

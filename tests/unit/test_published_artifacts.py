@@ -98,6 +98,7 @@ def _real_torch_wheel() -> Path | None:
     return next((p for p in local_wheels() if p.name.startswith("torch-2.14.1-") and "x86_64" in p.name), None)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_real_torch_wheel() is None, reason="the machine's wheel folders hold no torch 2.14.1 x86_64 wheel")
 def test_the_real_cuda_wheels_fat_binaries_name_its_arch_list():
     import zipfile
@@ -113,6 +114,7 @@ def test_the_real_cuda_wheels_fat_binaries_name_its_arch_list():
 KERNEL = "__global__ void add(float* a) { a[threadIdx.x] += 1.0f; }\nextern \"C\" void launch(float* a) { add<<<1, 64>>>(a); }\n"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine")
 def test_nvcc_objects_sass_and_ptx_are_told_apart(tmp_path):
     (tmp_path / "k.cu").write_text(KERNEL)
@@ -126,6 +128,7 @@ def _hipcc_required() -> bool:
     return bool(os.environ.get("BUILDKIT_REQUIRE_HIPCC"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("hipcc") is None and not _hipcc_required(), reason="no hipcc on this machine")
 def test_hipcc_objects_offload_bundles_name_their_gfx_targets(tmp_path):
     (tmp_path / "k.hip").write_text("#include <hip/hip_runtime.h>\n" + KERNEL)
@@ -192,6 +195,7 @@ def _buildkit(checkout: Path, *args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(checkout)})
 
 
+@pytest.mark.slow
 def test_a_new_torch_release_becomes_a_stack_that_plans_its_pair(tmp_path, release_2_16):
     pypi, index = release_2_16
     checkout = _checkout(tmp_path)
@@ -231,6 +235,7 @@ def test_a_new_torch_release_becomes_a_stack_that_plans_its_pair(tmp_path, relea
     assert all(t["companions"] == [f"torchvision==0.30.0+{'cu132' if t['vendor'] == 'nvidia' else 'rocm7.14'}"] for t in twins)
 
 
+@pytest.mark.slow
 def test_a_release_without_rocm_wheels_plans_its_cuda_images_and_says_why(tmp_path):
     pypi = _pypi({"torch": torch_release_files("2.16.0", "2026-12-22", PYTHONS_2_15, ">=3.11"),
                   "torchvision": companion_files("torchvision", "0.30.0", "2026-12-22", "torch (==2.16.0)")})
@@ -248,6 +253,7 @@ def test_a_release_without_rocm_wheels_plans_its_cuda_images_and_says_why(tmp_pa
         pypi.stop()
 
 
+@pytest.mark.slow
 def test_pypi_alone_reports_each_releases_published_facts(cli, tmp_path):
     pypi = _pypi()
     try:
@@ -280,6 +286,7 @@ def test_the_matrix_follows_a_new_patch_release_and_unblocks_published_companion
     assert proposed["torch"][0]["version"] == "2.15.1" and "companions" not in proposed["torch"][0]
 
 
+@pytest.mark.slow
 def test_a_server_without_byte_ranges_is_one_message_and_exit_1(cli):
     from http.server import BaseHTTPRequestHandler
 
@@ -316,6 +323,7 @@ def test_a_server_without_byte_ranges_is_one_message_and_exit_1(cli):
         stop_serving(server)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_real_torch_wheel() is None, reason="the machine's wheel folders hold no torch 2.14.1 x86_64 wheel")
 def test_deep_reads_the_real_wheels_gpu_code_over_byte_ranges_and_corrects_an_arch_list(cli, tmp_path):
     """The real torch 2.14.1 CUDA 13.0 wheel, served on 127.0.0.1 as PyTorch's index names it: --deep reads its
@@ -347,6 +355,7 @@ def test_deep_reads_the_real_wheels_gpu_code_over_byte_ranges_and_corrects_an_ar
         index.stop()
 
 
+@pytest.mark.slow
 def test_a_layout_index_adds_a_rocm_version_only_to_the_release_whose_newest_patch_it_carries(cli, tmp_path):
     """AMD's whl-next double: torch 2.14.0 and 2.15.0 as +rocm10.1.0. ROCm 10.1 joins torch 2.15 (its newest
     release is there) and not 2.14, whose newest, 2.14.1, is not; nothing else is judged by that index."""

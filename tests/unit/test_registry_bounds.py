@@ -37,6 +37,7 @@ def fails_at_the_deadline(call, expected: str = "no complete answer within 1 s")
     return str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_body_trickling_a_byte_at_a_time_fails_at_the_deadline(registry):
     reg = client(registry)
     reg.ping()  # the trickle then comes on a reused keep-alive connection
@@ -46,11 +47,13 @@ def test_a_body_trickling_a_byte_at_a_time_fails_at_the_deadline(registry):
     assert message.startswith(f"{registry.address}: GET /v2/team/app/manifests/slow:")
 
 
+@pytest.mark.slow
 def test_a_trickling_status_line_and_headers_fail_at_the_deadline(registry):
     registry.on("GET", r"/v2/team/app/manifests/slow", Answer(200, {"X-Pad": "x" * 40}, b"{}", head_pause=0.5))
     fails_at_the_deadline(lambda: client(registry).find_manifest("team/app", "slow"))
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_fails_at_the_deadline_without_retrying(registry):
     registry.on("GET", r"/v2/", Answer(stall=True))
     reg = client(registry, retries=5)
@@ -90,6 +93,7 @@ def test_a_huge_error_body_is_cut_not_read_whole(registry):
     assert registry.sent_bytes < 64 << 20
 
 
+@pytest.mark.slow
 def test_the_run_budget_bounds_the_time_spent_over_all_requests(registry):
     registry.on("GET", r"/v2/", Answer(stall=True))
     reg = client(registry, budget=1.5)
@@ -190,6 +194,7 @@ def test_a_short_wait_is_not_announced(registry):
     assert notices == []
 
 
+@pytest.mark.slow
 def test_a_tag_listing_of_hundreds_of_large_pages_is_read_a_page_at_a_time(registry):
     """106 pages of 4 MiB once ended in MemoryError: tags stream page by page, so memory holds about a page
     (publish --keep keeps only this target's date tags of them)."""

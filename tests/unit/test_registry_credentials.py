@@ -115,6 +115,7 @@ documents = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(document=documents)
 def test_generated_credentials_files_never_crash(tmp_path, document):
@@ -128,6 +129,7 @@ def test_generated_credentials_files_never_crash(tmp_path, document):
     assert isinstance(found, Credentials) and isinstance(found.username, str) and isinstance(found.password, str)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=st.binary(max_size=200), password=st.text(min_size=8, max_size=20).filter(lambda p: p.strip() == p and '"' not in p))
 def test_generated_bytes_never_crash_and_never_echo_the_password(tmp_path, content, password):

@@ -30,6 +30,7 @@ def default():
     return {item.target.id: item for item in select_targets(Choices()).render()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target_id", GOLDEN_IDS)
 def test_golden_dockerfile(default, target_id):
     """Set BUILDKIT_UPDATE_GOLDEN=1 to rewrite the golden files after a deliberate template change."""
@@ -134,6 +135,7 @@ def test_root_option_leaves_no_user_switch(team_matrix):
     assert "USER" not in item.dockerfile and "useradd" not in item.dockerfile
 
 
+@pytest.mark.slow
 def test_team_template_dir_is_searched_first(team_matrix, tmp_path):
     templates = tmp_path / "templates"
     templates.mkdir()
@@ -235,6 +237,7 @@ def test_equal_fingerprints_mean_equal_dockerfiles(default):
         assert by_fingerprint.setdefault(item.fingerprint, item.dockerfile) == item.dockerfile
 
 
+@pytest.mark.slow
 def test_nightly_channel_takes_dev_builds_and_the_date_changes_the_fingerprint():
     from buildkit.app.targets import Choices, select_targets
 

@@ -65,6 +65,7 @@ def test_same_render_twice_rewrites_nothing(render, tmp_path):
     assert snapshot(out) == before  # same inodes: nothing replaced, no temporary file left
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["target folder", "intermediate folder", "Dockerfile", "plan.json"])
 def test_symlink_planted_inside_out_is_never_followed(render, tmp_path, where):
     out, elsewhere = tmp_path / "dist", tmp_path / "elsewhere"

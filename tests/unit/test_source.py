@@ -114,6 +114,7 @@ def test_dockerfile_arithmetic_matches_max_jobs(tmp_path):
         assert int(shell) == max_jobs(memory_gib * GIB, cores)
 
 
+@pytest.mark.slow
 def test_source_dockerfile_passes_hadolint(source_matrix, tmp_path):
     hadolint = tool("hadolint")
     assert hadolint, "install the test extras"

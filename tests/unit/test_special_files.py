@@ -98,6 +98,7 @@ def test_a_cdi_spec_nested_thousands_deep_is_a_note(cli, tmp_path):
     assert any(note.startswith("/etc/cdi/deep.yaml: not a CDI spec buildkit can read") for note in notes), notes
 
 
+@pytest.mark.slow
 def test_dozens_of_large_cdi_specs_are_read_up_to_the_cap(cli, tmp_path):
     """24 one-MB specs once cost 35 s of CPU in detect: at most 16 specs and 4 MB are read."""
     root = hosts.amd_cdi_spec(hosts.mi300x(tmp_path / "host"), [128])

@@ -46,6 +46,7 @@ def team(folder: Path, template: str, name: str = "runtime.Dockerfile.j2") -> Pa
     return folder / "m.toml"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bomb", sorted(BOMBS))
 def test_each_class_of_resource_bomb_is_one_error_within_10_s_and_1_gib(bomb, tmp_path):
     template, expected = BOMBS[bomb]
@@ -60,6 +61,7 @@ def test_each_class_of_resource_bomb_is_one_error_within_10_s_and_1_gib(bomb, tm
     assert "(target 2.14.1-" in errors[0] and not (tmp_path / "dist").exists()
 
 
+@pytest.mark.slow
 def test_a_render_that_stays_within_the_budget_is_untouched_and_the_worker_serves_every_target(tmp_path):
     """A team template renders as it would in process; one worker renders all of a run's team targets."""
     matrix = team(tmp_path, '{% extends "_image.Dockerfile.j2" %}{% block base %}FROM {{ target.base_image }}\n'
@@ -81,6 +83,7 @@ def test_builtin_templates_render_in_process(monkeypatch):
     assert len(select_targets(Choices()).render()) > 10
 
 
+@pytest.mark.slow
 def test_a_team_file_shadowing_a_builtin_part_sends_the_render_to_the_worker(tmp_path):
     """runtime.Dockerfile.j2 is built in, but the team's _macros.Dockerfile.j2 it imports is searched first."""
     macros = (builtin_templates_dir() / "_macros.Dockerfile.j2").read_text()
@@ -89,6 +92,7 @@ def test_a_team_file_shadowing_a_builtin_part_sends_the_render_to_the_worker(tmp
         select_targets(Choices(matrix=tmp_path / "m.toml")).render()
 
 
+@pytest.mark.slow
 def test_after_a_bomb_the_next_render_gets_a_fresh_worker(tmp_path):
     team(tmp_path, BOMBS["nested_loops"][0], "boom.Dockerfile.j2")
     team(tmp_path, '{% extends "runtime.Dockerfile.j2" %}', "calm.Dockerfile.j2")

@@ -52,6 +52,7 @@ NARROWED = '[[torch]]\nversion = "2.13.0"\narchs = { rocm = ["gfx942"] }\n'
 
 # --- when and where the trim runs -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_default_matrix_plans_no_fat_trim_and_labels_only_family_images_as_trimmed():
     for item in select_targets(Choices()).render():
         plan = item.support.get("torch-install.json")
@@ -75,6 +76,7 @@ def test_narrowed_fat_rocm_targets_trim_in_the_torch_layer_only_the_undeclared_a
         assert item.labels[labels.GPU_ARCHS] == "gfx942"
 
 
+@pytest.mark.slow
 def test_cuda_twins_of_a_narrowed_stack_render_as_before(team_matrix):
     narrowed, plain = rendered(team_matrix, NARROWED), rendered(team_matrix)
     cuda = [target_id for target_id, item in narrowed.items() if item.target.backend == "cuda"]
@@ -111,6 +113,7 @@ def test_thin_wheels_install_only_the_declared_archs_device_packages(team_matrix
         assert item.labels[labels.TRIMMED_ARCHS] == ";".join(a for a in COMPAT.backend("rocm", "7.14").archs if a not in ("gfx942", "gfx90a"))
 
 
+@pytest.mark.slow
 def test_trimmed_dockerfile_passes_hadolint(team_matrix, tmp_path):
     hadolint = tool("hadolint")
     if hadolint is None:
@@ -174,6 +177,7 @@ def double_wheel(tmp_path_factory) -> Path:
     return rocm_torch_double(tmp_path_factory.mktemp("double"), "2.14.1", "rocm7.2", "7.2.26015", list(ROCM_7_2), unit=4096, shared=8192)
 
 
+@pytest.mark.slow
 def test_the_trim_removes_exactly_the_undeclared_archs_files(team_matrix, double_wheel, tmp_path, capsys):
     item = rendered(team_matrix, NARROWED)[FAT]
     site = unpack(double_wheel, tmp_path / "site")

@@ -55,6 +55,7 @@ def simple_index():
         yield origin
 
 
+@pytest.mark.slow
 def test_compat_check_index_option(cli, tmp_path):
     folders = wheels_from_compat(compat_from_data(compat_data()))
     folders["cu126"] += [torch_wheel_name("2.12.2", "cu126", "3.12")]  # a difference: the report and --write have work
@@ -80,6 +81,7 @@ def test_compat_check_index_that_fails(cli, tmp_path):
     assert_no_token(result, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["option", "PIP_INDEX_URL", "pip.conf"])
 def test_lock_package_index_from_each_source(cli, tmp_path, monkeypatch, simple_index, source):
     url = f"http://{USERINFO}@{simple_index.address}/simple"
@@ -154,6 +156,7 @@ def test_cosign_output_with_credentials(cli, tmp_path, monkeypatch, said):
             assert_no_token(result, tmp_path, cosign)
 
 
+@pytest.mark.slow
 def test_build_index_options(tmp_path):
     """The index options become a pip.conf secret; with no engine to build on, nothing says them either."""
     from testkit.runner import run_buildkit

@@ -75,6 +75,7 @@ def test_an_http_date_retry_after_is_the_time_until_then():
     assert retry_after_seconds(email.utils.formatdate(now + 86400, usegmt=True), now=now) == MAX_RETRY_AFTER
 
 
+@pytest.mark.slow
 def test_a_page_trickling_a_byte_at_a_time_fails_at_the_timeout(cli, origin, monkeypatch):
     monkeypatch.setattr(bounded_http, "DEFAULT_TIMEOUT", 1.0)
     origin.on("GET", r"/whl/", Answer(200, {"Content-Type": "text/html"}, trickle(html("cu130/") * 10), length=None, pause=0.3))
@@ -84,6 +85,7 @@ def test_a_page_trickling_a_byte_at_a_time_fails_at_the_timeout(cli, origin, mon
     assert_one_failure(result, "GET ", "/whl/: no complete answer within 1 s")
 
 
+@pytest.mark.slow
 def test_every_request_of_a_command_fits_in_its_deadline(cli, origin, monkeypatch):
     """Each page answers within the timeout, but all of them together would take minutes: the command's
     deadline ends them."""

@@ -25,18 +25,21 @@ def checker() -> str:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
 def test_workflow_matches_the_schema(checker, workflow):
     result = subprocess.run([checker, "--builtin-schema", "vendor.github-workflows", str(workflow)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("action", ACTIONS, ids=lambda p: p.parent.name)
 def test_action_matches_the_schema(checker, action):
     result = subprocess.run([checker, "--builtin-schema", "vendor.github-actions", str(action)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_schema_check_catches_a_broken_workflow(checker, tmp_path):
     broken = tmp_path / "broken.yml"
     broken.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-24.04\n    steps: nope\n")

@@ -82,6 +82,7 @@ def test_lock_refuses_a_link_to_a_valid_lock_and_leaves_it(cli, tmp_path):
     assert elsewhere.read_text() == "schema = 1\n"
 
 
+@pytest.mark.slow
 def test_compat_check_write_refuses_a_data_link(cli, tmp_path):
     data = tmp_path / "compat.toml"
     data.write_text(COMPAT_DATA.read_text())
