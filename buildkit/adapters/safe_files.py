@@ -415,7 +415,10 @@ def _folder(root: int, parts: list[str], create: bool) -> Iterator[int | None]:
                     descriptor = -1
                     yield None
                     return
-                os.mkdir(part, 0o777, dir_fd=descriptor)
+                # another writer (`build -j`'s contexts are written side by side) may make it first; the open
+                # below still refuses whatever is not a folder
+                with suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=descriptor)
                 following = os.open(part, _DIRECTORY, dir_fd=descriptor)
             except OSError as error:
                 if error.errno not in (errno.ELOOP, errno.ENOTDIR):

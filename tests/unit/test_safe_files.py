@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.safe_files import OwnedFolder, sha256_bytes, update_tree, write_atomic
+from buildkit.adapters import safe_files
+from buildkit.adapters.safe_files import OwnedFolder, sha256_bytes, update_tree, write_atomic, write_below
 from buildkit.errors import UserError
 from testkit.trees import snapshot
 
@@ -50,6 +52,20 @@ def test_path_escaping_the_folder_is_refused_before_anything_is_written(tmp_path
         with pytest.raises(UserError, match="not a plain relative path"):
             update_tree(folder(tmp_path / "out"), {path: b"x"})
     assert snapshot(tmp_path) == before
+
+
+def test_a_folder_another_writer_made_first_is_written_into(tmp_path, monkeypatch):
+    """`build -j 2` writes two targets' contexts at once: both find contexts/ missing and one makes it first.
+    TEST DOUBLE of losing that race: mkdir makes the folder, as the other writer did, then says it exists."""
+    real_mkdir = os.mkdir
+
+    def beaten_to_it(path, mode=0o777, *, dir_fd=None):
+        real_mkdir(path, mode, dir_fd=dir_fd)
+        raise FileExistsError(17, "File exists")
+
+    monkeypatch.setattr(safe_files.os, "mkdir", beaten_to_it)
+    write_below(tmp_path / "out", "contexts/2.14.1-rocm7.2-py3.11-runtime/Dockerfile", b"FROM scratch\n", "--out")
+    assert (tmp_path / "out/contexts/2.14.1-rocm7.2-py3.11-runtime/Dockerfile").read_bytes() == b"FROM scratch\n"
 
 
 def test_write_atomic_replaces_the_named_file_whole(tmp_path):
