@@ -72,6 +72,7 @@ def test_plan_table_lists_targets(cli):
     assert "1 targets" in result.out and "2.13.0-rocm-py3.12-runtime" in result.out
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_early_gets_no_error_message():
     """`buildkit plan --format json | head`: the closed pipe ends the command quietly (exit 141, as a shell
     reports SIGPIPE), not with an "internal error". The plan is larger than a pipe's buffer, so the write

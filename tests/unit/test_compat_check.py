@@ -221,6 +221,7 @@ def test_a_site_that_is_no_wheel_index_is_one_message_and_exit_1(cli):
     assert result.code == 1 and "is this a PyTorch wheel index?" in result.err and result.err.count("error:") == 1
 
 
+@pytest.mark.slow
 def test_pages_over_the_size_cap_are_refused():
     server = serve(wheels_from_compat(COMPAT))
     try:

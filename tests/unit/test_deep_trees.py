@@ -59,6 +59,7 @@ def test_a_tree_1200_folders_deep_is_one_message(cli, tmp_path):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+@pytest.mark.slow
 def test_a_tree_as_deep_as_allowed_is_hipified(cli, tmp_path):
     pytest.importorskip("torch.utils.hipify")
     tree = deep_tree(tmp_path / "src", MAX_DEPTH - 1)
