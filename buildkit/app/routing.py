@@ -1,8 +1,8 @@
 """Routing a host to the image that uses its GPU: `detect`, `run` and `doctor`.
 
 Host facts come from /sys, /proc, /dev and the CDI specs (below --host-root) and from the engine; the
-decisions are buildkit.core.host's, one set of findings for all three commands: `detect` shows the routing
-and its findings, `doctor` the same findings (or an image's), and `run` refuses what they block. A
+decisions are buildkit.core.host.routing's, one set of findings for all three commands: `detect` shows the
+routing and its findings, `doctor` the same findings (or an image's), and `run` refuses what they block. A
 --host-root other than / describes another host (a mounted root or a test fixture): the live engine is then
 never asked anything, since its answers would be about this machine; --engine names that host's engine.
 """
@@ -18,7 +18,10 @@ import docker
 from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
 from buildkit.app.targets import Choices, Selection, select_targets
-from buildkit.core.host import EngineFacts, Finding, HostFacts, Routing, arch_covered, assess, engine_from_option, gpu_access, route, run_verdict
+from buildkit.core.host.access import gpu_access
+from buildkit.core.host.facts import EngineFacts, HostFacts, engine_from_option
+from buildkit.core.host.fit import Finding, arch_covered
+from buildkit.core.host.routing import Routing, assess, route, run_verdict
 from buildkit.core.labels import ImageIdentity, image_labels
 from buildkit.core.plan import Plan, Target
 from buildkit.errors import Problem, UserError

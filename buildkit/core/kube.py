@@ -8,7 +8,7 @@ labels the vendors' node labellers publish:
 - NVIDIA GPU Feature Discovery (NVIDIA/k8s-device-plugin internal/lm: resource.go newArchitectureLabels,
   nvml.go newVersionLabeler): `nvidia.com/gpu.compute.major` / `.minor` (the compute capability) and
   `nvidia.com/cuda.runtime-version.major` (the newest CUDA the driver runs). A term per group of archs, the
-  same rule as core/host.arch_covered: SASS for M.m runs on major M from minor m, PTX on any newer major;
+  same rule as core/host/fit.arch_covered: SASS for M.m runs on major M from minor m, PTX on any newer major;
   the driver term asks for the image's CUDA major (a driver of that major runs every minor of it).
 - the AMD node labeller (ROCm/k8s-device-plugin cmd/k8s-node-labeller/main.go createLabels): on a node whose
   GPUs share one value, `amd.com/gpu.family` (the kernel's family name: AI, NV, GC_11_0_0...) and

@@ -17,7 +17,8 @@ from buildkit.app.targets import target_json
 from buildkit.core import porting
 from buildkit.core.attestation import gpu_test_summary
 from buildkit.core.hipify_report import HipifyReport
-from buildkit.core.host import Finding, HostFacts
+from buildkit.core.host.facts import HostFacts
+from buildkit.core.host.fit import Finding
 from buildkit.core.judge import Verdict
 from buildkit.core.kube import Manifests
 from buildkit.core.plan import Note, Target

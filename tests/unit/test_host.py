@@ -1,7 +1,7 @@
 """Host detection on fixture trees, the target each host is routed to, run flags, CDI and doctor's findings.
 
 Every host tree here is read by the real adapter (testkit.hosts writes what the kernel exposes on such a
-host); the decisions are core/host.py's, and detect, doctor and run must agree on each tree.
+host); the decisions are those of core/host/, and detect, doctor and run must agree on each tree.
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ import pytest
 
 from buildkit.adapters.host import Identity, gfx_name, read_host
 from buildkit.adapters.matrix_files import load_matrix
-from buildkit.core.host import EngineFacts, Gpu, HostFacts, arch_covered, assess, best_target, engine_from_option, gpu_access, primary_vendor, route
+from buildkit.core.host.access import gpu_access
+from buildkit.core.host.facts import EngineFacts, Gpu, HostFacts, engine_from_option
+from buildkit.core.host.fit import arch_covered
+from buildkit.core.host.routing import assess, best_target, primary_vendor, route
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.matrix import parse_selectors
 from buildkit.core.plan import expand, select

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from buildkit.adapters.matrix_files import load_matrix
-from buildkit.core.host import arch_covered
+from buildkit.core.host.fit import arch_covered
 from buildkit.core.kube import AMD_DEVICE_ID, AMD_FAMILY, NVIDIA_CUDA_MAJOR, NVIDIA_MAJOR, NVIDIA_MINOR, KubeOptions, amd_terms, manifests, nvidia_terms
 from buildkit.core.plan import expand
 from testkit.registry import RegistryProcess, Seeder
