@@ -64,8 +64,14 @@ def gpu_access(vendor: Vendor, host: HostFacts) -> GpuAccess:
         else:
             groups = vendor.groups + ((str(host.amd_group_id),) if host.amd_group_id is not None else ())  # often `render`,
             # whose gid differs between distributions
-    return GpuAccess(vendor.gpu_request and not cdi, devices, groups, vendor.security_options if opened else (),
+    # --gpus goes through Docker's NVIDIA runtime; podman has none (access_findings says what it needs instead)
+    gpu_request = vendor.gpu_request and not cdi and not _podman(host)
+    return GpuAccess(gpu_request, devices, groups, vendor.security_options if opened else (),
                      cdi_devices=(f"{vendor.cdi_kind}=all",) if cdi else ())
+
+
+def _podman(host: HostFacts) -> bool:
+    return host.engine is not None and host.engine.kind == "podman"
 
 
 def access_findings(host: HostFacts, vendor: Vendor, access: GpuAccess) -> list[Finding]:
@@ -90,6 +96,11 @@ def access_findings(host: HostFacts, vendor: Vendor, access: GpuAccess) -> list[
                                     f"(owned by group {group}): torch outside containers cannot use it",
                                     f"{add_to_groups} and log in again; containers get it through "
                                     f"--group-add (buildkit run adds it)"))
+    if vendor.gpu_request and not access.cdi_devices and _podman(host):
+        # podman attaches NVIDIA GPUs through CDI (NVIDIA's AI Workbench guide, "Podman"); without a spec a container
+        # gets none: `podman run --gpus all` gave no device nodes there (NVIDIA/nvidia-container-runtime#190)
+        findings.append(Finding(True, "podman-without-cdi", f"podman hands {vendor.display} GPUs to containers through CDI only, "
+                                f"and this host has no CDI spec for {vendor.cdi_kind}", f"write one: `{vendor.cdi_generate}`"))
     engine = host.engine
     if access.gpu_request and engine is not None and engine.runtimes is not None and "nvidia" not in engine.runtimes:
         findings.append(Finding(

@@ -23,7 +23,9 @@ from buildkit.core.vendors import of_vendor
 
 
 def no_gpu_finding(subject: str) -> Finding:
-    return Finding(True, "no-gpu", f"this host has no GPU: {subject} on the CPU",
+    """A host without GPUs (a CI runner): images run on the CPU there, as expected, so nothing blocks; `detect`,
+    `doctor` and `run` all exit 0 and say so."""
+    return Finding(False, "no-gpu", f"this host has no GPU: {subject} on the CPU",
                    "nothing to fix if that is expected (CI runners); on a GPU host, check the PCI device and its driver")
 
 
@@ -68,33 +70,68 @@ def run_verdict(host: HostFacts, findings: list[Finding]) -> RunVerdict:
 
 
 @dataclass(frozen=True)
+class PassedOver:
+    """Targets passed over for one reason (the first finding that blocks each), newest first."""
+
+    finding: Finding
+    targets: tuple[Target, ...]
+
+    def describe(self, candidates: int = 0) -> str:
+        """The reason once, then which targets it kept out: "…: /dev/kfd is missing (all 30 AMD runtime targets)"."""
+        first, more = self.targets[0], len(self.targets) - 1
+        if more and len(self.targets) == candidates:
+            which = f"all {candidates} {first.vendor_record.display} runtime targets"
+        else:
+            which = first.id + (f" and {more} more" if more else "")
+        return f"{self.finding.title} ({which})"
+
+
+@dataclass(frozen=True)
 class Choice:
     vendor: str
     target: Target | None
-    reasons: tuple[str, ...]  # why other targets were passed over (newest first), or why none fits
-    first_blocker: Finding | None = None  # what kept the newest candidate off the GPU, when none fits
+    passed_over: tuple[PassedOver, ...]  # the targets preferred to the one chosen (or all, when none fits), by reason
+    candidates: int = 0  # the vendor's runtime targets (of the requested Python) that were considered
     uncarried: tuple[str, ...] = ()  # the host's GPU archs that no candidate's arch list has (no image carries gfx1103)
+
+    def newer_passed_over(self) -> tuple[PassedOver, ...]:
+        """The reasons that kept newer images (a newer torch or backend version than the chosen one's) off this
+        host; another family's image of the same release is no loss, so it is left out."""
+        if self.target is None:
+            return self.passed_over
+        chosen = _newness(self.target)
+        newer = (PassedOver(group.finding, tuple(t for t in group.targets if _newness(t) > chosen)) for group in self.passed_over)
+        return tuple(group for group in newer if group.targets)
+
+
+def _newness(target: Target) -> tuple[Version, Version]:
+    return Version(target.torch), Version(target.backend_version)
+
+
+def _runtime_candidates(plan: Plan, vendor: str, python: str | None) -> list[Target]:
+    """The vendor's runtime targets in the order routing prefers them: newest torch; the pair's twin before other
+    backend versions; the newest backend version; the requested (else newest) Python."""
+    candidates = [t for t in plan.targets if t.vendor == vendor and t.flavor == "runtime" and (python is None or t.python == python)]
+    return sorted(candidates, key=lambda t: (Version(t.torch), t.pair is not None, Version(t.backend_version), Version(t.python)),
+                  reverse=True)
 
 
 def best_target(host: HostFacts, plan: Plan, compat: Compat, vendor: str, python: str | None = None) -> Choice:
-    """Newest torch that no fit finding blocks (the driver runs its backend, its arch list covers every GPU of
-    the vendor); runtime flavor; the pair's twin before other backend versions; the requested (else newest) Python."""
-    candidates = [t for t in plan.targets if t.vendor == vendor and t.flavor == "runtime" and (python is None or t.python == python)]
-    candidates.sort(key=lambda t: (Version(t.torch), t.pair is not None, Version(t.backend_version), Version(t.python)), reverse=True)
-    reasons: list[str] = []
-    first: Finding | None = None
+    """The first runtime candidate (in routing's order) that no fit finding blocks: the driver runs its backend,
+    its arch list covers every GPU of the vendor."""
+    candidates = _runtime_candidates(plan, vendor, python)
+    groups: dict[str, tuple[Finding, list[Target]]] = {}
+    chosen: Target | None = None
     for target in candidates:
         blockers = [f for f in fit_findings(host, compat, ImageIdentity.of_target(target)) if f.blocking]
         if not blockers:
-            return Choice(vendor, target, tuple(reasons))
-        first = first or blockers[0]
-        if len(reasons) < 5:
-            reasons.append(f"{target.id}: {blockers[0].title}")
-    if not candidates:
-        reasons.append(f"the matrix has no {of_vendor(vendor).display} runtime target{f' for Python {python}' if python else ''}")
+            chosen = target
+            break
+        groups.setdefault(blockers[0].title, (blockers[0], []))[1].append(target)
+    passed_over = tuple(PassedOver(finding, tuple(targets)) for finding, targets in groups.values())
     uncarried = sorted({gpu.arch for gpu in host.gpus_of(vendor)
-                        if gpu.arch and candidates and not any(arch_covered(gpu.arch, t.archs) for t in candidates)})
-    return Choice(vendor, None, tuple(reasons), first, tuple(uncarried))
+                        if gpu.arch and chosen is None and candidates and not any(arch_covered(gpu.arch, t.archs) for t in candidates)})
+    return Choice(vendor, chosen, passed_over, len(candidates), tuple(uncarried))
 
 
 def primary_vendor(host: HostFacts) -> str | None:
@@ -113,6 +150,7 @@ class Routing:
     choices: dict[str, Choice]  # per vendor present: the fitting target, or why none fits
     access: dict[str, GpuAccess]  # per vendor present: what a container needs
     findings: tuple[Finding, ...]  # blocking first
+    cpu_target: Target | None = None  # on a host without GPUs: the image `run` starts there (on the CPU)
 
     @property
     def target(self) -> Target | None:
@@ -128,20 +166,39 @@ def route(host: HostFacts, plan: Plan, compat: Compat, python: str | None = None
     access = {vendor: gpu_access(of_vendor(vendor), host) for vendor in host.vendors()}
     vendor = primary_vendor(host)
     if vendor is None:
-        return Routing(None, choices, access, (no_gpu_finding("every image runs"),))
+        return Routing(None, choices, access, (no_gpu_finding("every image runs"),), cpu_target(plan, python))
     record, choice = of_vendor(vendor), choices[vendor]
     findings = access_findings(host, record, access[vendor])
     if choice.target is None:
-        blocker = choice.first_blocker
+        blocker = choice.passed_over[0].finding if choice.passed_over else None
         if choice.uncarried:  # every candidate lacks the same archs: say that, not the same reason per target
             why = (f"no {record.display} image of the matrix carries {', '.join(choice.uncarried)}, this host's GPU arch "
                    f"(kernels fail with {record.missing_arch_error})")
+        elif blocker is None:
+            why = f"the matrix has no {record.display} runtime target{f' for Python {python}' if python else ''}"
         else:
-            why = f"no {record.display} image of the matrix fits this host: {'; '.join(choice.reasons)}"
+            why = f"no {record.display} image of the matrix fits this host: {'; '.join(g.describe(choice.candidates) for g in choice.passed_over)}"
         findings.append(Finding(
             True, "no-fitting-image", why,
             blocker.fix if blocker else f"add a {record.backend_display} runtime target to the matrix",
         ))
     else:
         findings += [f for f in fit_findings(host, compat, ImageIdentity.of_target(choice.target)) if not f.blocking]
+        newer = choice.newer_passed_over()
+        if newer:
+            findings.append(Finding(
+                False, "newer-images-passed-over", f"{choice.target.id} is picked because newer {record.display} images do not "
+                f"fit this host: {'; '.join(group.describe() for group in newer)}",
+                "; ".join(dict.fromkeys(group.finding.fix for group in newer)),
+            ))
     return Routing(vendor, choices, access, tuple(sorted(findings, key=lambda f: not f.blocking)))
+
+
+def cpu_target(plan: Plan, python: str | None = None) -> Target | None:
+    """What `run` starts on a host without GPUs, where every image runs on the CPU: the target a CUDA host would
+    get (NVIDIA first, as on a tie: PyPI's torch for Linux is a CUDA build too), else the AMD one."""
+    for vendor in sorted({t.vendor for t in plan.targets}, key=lambda v: -of_vendor(v).routing_rank):
+        candidates = _runtime_candidates(plan, vendor, python)
+        if candidates:
+            return candidates[0]
+    return None
