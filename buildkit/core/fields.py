@@ -91,6 +91,10 @@ class Rule:
         """Whether something described only by `partial` facts may match (unknown keys do not rule it out)."""
         return all(_glob_test(pattern)(partial[key]) for key, pattern in self.criteria if key in partial)
 
+    def matches_all(self, partial: Mapping[str, str]) -> bool:
+        """Whether everything described by `partial` facts matches: the facts name every key of the rule."""
+        return all(key in partial and _glob_test(pattern)(partial[key]) for key, pattern in self.criteria)
+
     def __str__(self) -> str:
         return ",".join(f"{key}={pattern}" for key, pattern in self.criteria)
 

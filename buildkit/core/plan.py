@@ -7,6 +7,7 @@ newest confirmed of each); they share a `pair` key and the floating tags move fo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -353,6 +354,9 @@ def expand(matrix: Matrix) -> Plan:
                                        "targets of this matrix: nothing is left to build; narrow it or remove it",
                                        f"exclude[{filtered.emptied_by}]"))
     targets = [targets[index] for index in filtered.kept]
+    # a note about targets the rules removed (the devel images of a stack a team's include leaves out) is not
+    # the team's concern: only those an include rule could keep and no exclude rule removes whole are said
+    notes = [note for note in notes if _kept_by_rules(matrix, dict(note.facts))]
 
     bad_tags = [name for target in targets for name in target.tag_names if grammar.tag(name)]
     if bad_tags:
@@ -364,6 +368,11 @@ def expand(matrix: Matrix) -> Plan:
             "tag_prefix",
         ))
     return Plan(_link_twins(_settle_pairs(targets, notes)), tuple(dict.fromkeys(notes)))
+
+
+def _kept_by_rules(matrix: Matrix, facts: Mapping[str, str]) -> bool:
+    included = not matrix.include or any(rule.could_match(facts) for rule in matrix.include)
+    return included and not any(rule.matches_all(facts) for rule in matrix.exclude)
 
 
 def select(plan: Plan, vendor: str = ALL_VENDORS, rule: Rule | None = None) -> Plan:

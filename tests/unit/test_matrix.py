@@ -136,6 +136,30 @@ def test_exclude_rule_removes_targets_and_an_unpaired_twin_is_reported(team_matr
     assert "unpaired: 2.14.1-cuda13.0-py3.10-runtime has no rocm twin" in result.err
 
 
+def test_notes_are_only_about_targets_the_rules_keep(team_matrix, cli):
+    """The default matrix notes that its devel images skip Pythons; a team whose include keeps one runtime stack, or
+    whose exclude removes devel, hears nothing about them (every command printed them, for stacks it never builds)."""
+    devel_note = "devel: Python 3.10, 3.11, 3.13 skipped"
+    assert any(devel_note in str(note) for note in expand(load_matrix(None)).notes)
+    include = team_matrix("""
+        extends = "default"
+        include = [{ torch = "2.14.1", python = "3.12", flavor = "runtime" }]
+    """, "include.toml")
+    exclude = team_matrix("""
+        extends = "default"
+        exclude = [{ flavor = "devel" }]
+    """, "exclude.toml")
+    keeps_2_14_devel = team_matrix("""
+        extends = "default"
+        include = [{ torch = "2.14.1" }]
+    """, "devel.toml")
+    for path in (include, exclude):
+        assert not any("devel" in str(note) for note in expand(load_matrix(path)).notes), path
+        assert "devel" not in cli("plan", "--matrix", path).err
+    assert [str(note) for note in expand(load_matrix(keeps_2_14_devel)).notes if "devel:" in str(note)] == [
+        "2.14.1 devel: Python 3.10, 3.11, 3.13 skipped: the vendors' devel base images ship Python 3.12 only"]
+
+
 def test_compat_override_describes_a_custom_stack(team_matrix):
     path = team_matrix("""
         extends = "default"
