@@ -162,9 +162,14 @@ class Note:
     subject: str
     message: str
     facts: tuple[tuple[str, str], ...] = ()  # what the note is about, so a selection keeps only its own notes
+    warning: bool = False  # most likely not what the matrix meant (its own warnings, located in its files)
 
     def __str__(self) -> str:
         return f"{self.subject}: {self.message}"
+
+    @classmethod
+    def of_warning(cls, problem: Problem) -> Note:
+        return cls(problem.location, f"{problem.key}: {problem.message}" if problem.key else problem.message, warning=True)
 
 
 @dataclass(frozen=True)
@@ -367,7 +372,8 @@ def expand(matrix: Matrix) -> Plan:
             "shorten tag_prefix or the flavor name",
             "tag_prefix",
         ))
-    return Plan(_link_twins(_settle_pairs(targets, notes)), tuple(dict.fromkeys(notes)))
+    linked = _link_twins(_settle_pairs(targets, notes))
+    return Plan(linked, (*map(Note.of_warning, matrix.warnings), *dict.fromkeys(notes)))
 
 
 def _kept_by_rules(matrix: Matrix, facts: Mapping[str, str]) -> bool:

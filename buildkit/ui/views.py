@@ -80,7 +80,7 @@ def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[str]], who
 
 def notes(console: Console, items: Iterable[Note]) -> None:
     for note in items:
-        say(console, f"note: {note}")
+        say(console, f"{'warning' if note.warning else 'note'}: {note}")
 
 
 def print_json(document: Any, compact: bool = False) -> None:
