@@ -1,6 +1,6 @@
 """The matrix schema as data: every key, its kind and grammar, its default, and whether stacks inherit it.
 
-Validation, defaults and the README's matrix reference all follow these tables, so a key cannot be
+Validation, defaults and docs/matrix-reference.md (generated from here) all follow these tables, so a key cannot be
 checked one way and defaulted another. Each kind reads a parsed TOML value, records a problem (file, key
 path, what was expected) when the value does not fit, and returns the value it stands for.
 """

@@ -87,7 +87,7 @@ def support_mount(target: Target, name: str = "") -> str:
 
 
 def template_variables(planned: PlannedImage) -> dict[str, Any]:
-    """What every template, built-in or a team's, can read (the README's template reference lists each)."""
+    """What every template, built-in or a team's, can read (docs/templates-and-flavors.md's template reference lists each)."""
     target = planned.target
     return {
         "target": target,
