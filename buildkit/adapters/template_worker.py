@@ -28,6 +28,7 @@ import math
 import os
 import pickle
 import resource
+import secrets
 import select
 import signal
 import struct
@@ -41,6 +42,7 @@ from typing import IO, cast
 import jinja2
 
 from buildkit.core.render import PlannedImage, Renderer
+from buildkit.core.shapes import ShapeData
 from buildkit.core.templates import TemplateSet
 from buildkit.errors import Problem, UserError
 
@@ -68,8 +70,8 @@ def _receive_frame(stream: IO[bytes]) -> object | None:
 
 
 def _answer(stream: IO[bytes], text: str | None = None, **reply: object) -> None:
-    """One answer: a JSON line, then for a rendered text its UTF-8 bytes (their count in the line): encoding a
-    Dockerfile as a JSON string cost a tenth of a render."""
+    """One answer: a JSON line, then for a rendered text (or a shape's JSON) its UTF-8 bytes (their count in the
+    line): encoding a Dockerfile as a JSON string cost a tenth of a render."""
     data = text.encode("utf-8", "surrogatepass") if text is not None else b""
     stream.write(json.dumps({**reply, "bytes": len(data)} if text is not None else reply).encode() + b"\n" + data)
     stream.flush()
@@ -96,30 +98,42 @@ def _lower(limit: int, value: int) -> None:
 
 
 def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
-    """The worker: renders each planned image it is sent with the renderer it was set up with, one JSON answer
-    per render on stdout."""
+    """The worker: answers each command it is sent with the renderer it was set up with, one JSON answer per
+    render on stdout: ("shape", planned image) for the shape of its render, ("render", planned images) for
+    their texts."""
     commands, answers = sys.stdin.buffer, sys.stdout.buffer
     setup = _receive_frame(commands)
     if setup is None:
         return
     loader, source = cast(tuple[jinja2.BaseLoader, str], setup)
-    renderer = Renderer(loader, source, {}, None)  # renders planned images only: their install plans come with them
+    # renders planned images only (their install plans come with them); the marker is drawn here, so the CLI's
+    # side never sees it and no template can know it
+    renderer = Renderer(loader, source, {}, None, marker="\ue000" + secrets.token_hex(16))
     # A worker stopped by its CPU limit would otherwise dump core, into the team's folder it runs in.
     _lower(resource.RLIMIT_CORE, 0)
     if os.path.exists("/proc/self/statm"):  # elsewhere (macOS) time and output stay bounded
         _lower(resource.RLIMIT_AS, _address_space() + memory_budget)
     _answer(answers, ready=True)
-    while (batch := _receive_frame(commands)) is not None:
-        for planned in batch:  # type: ignore[attr-defined]
+    while (command := _receive_frame(commands)) is not None:
+        kind, payload = cast(tuple[str, object], command)
+        for planned in (payload,) if kind == "shape" else payload:  # type: ignore[attr-defined]
+            # the budget is per command: a shape render, its retries and the render of the target on its own
+            # that tells why it has no shape share one
             _lower(resource.RLIMIT_CPU, math.ceil(_cpu_seconds() + time_budget))
             try:
-                text = renderer.text(planned, limit=output_budget)
+                if kind == "shape":
+                    shape = renderer.shape_data(planned, limit=output_budget)
+                    if shape is None:
+                        renderer.text(planned, limit=output_budget)  # raises what fails; else it is rendered per target
+                        _answer(answers, per_target=True)
+                    else:
+                        _answer(answers, json.dumps(shape.to_json(), ensure_ascii=False), shape=True)
+                else:
+                    _answer(answers, renderer.text(planned, limit=output_budget))
             except UserError as error:
                 _answer(answers, problems=[[p.where, p.message, p.key, p.line] for p in error.problems])
             except MemoryError:
                 _answer(answers, memory=True)
-            else:
-                _answer(answers, text=text)
 
 
 # --- the CLI's side ------------------------------------------------------------------------------------------
@@ -148,31 +162,65 @@ class TemplateWorker:
             sender.join()
         return texts
 
+    def shape(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> ShapeData | None:
+        """The shape of the target's render (buildkit.core.shapes), None where its template is rendered target by
+        target; a template error or going over budget is a UserError, as for a render."""
+        process = self._worker(loader, source, planned)
+        assert process.stdin is not None
+        try:
+            _send(process.stdin, ("shape", planned))
+        except (BrokenPipeError, OSError):
+            pass  # the worker is gone: the reader says why
+        deadline = time.monotonic() + self.time_budget + _MARGIN
+        reply = self._reply(deadline)
+        if reply is not None and reply.get("per_target") is True:
+            return None
+        if reply is not None and reply.get("shape") is True:
+            data = self._answer_bytes(reply, deadline)
+            if data is not None:
+                try:
+                    return ShapeData.from_json(json.loads(data))
+                except (ValueError, TypeError, KeyError, IndexError):
+                    pass  # not a shape: a worker that answers so is stopped, as one that answers nothing
+            reply = None
+        raise self._failure(loader, planned, reply)
+
     def _send_batches(self, process: subprocess.Popen, planned: Sequence[PlannedImage]) -> None:
         assert process.stdin is not None
         try:
             for start in range(0, len(planned), BATCH):
-                _send(process.stdin, list(planned[start:start + BATCH]))
+                _send(process.stdin, ("render", list(planned[start:start + BATCH])))
         except (BrokenPipeError, OSError, ValueError):
             pass  # the worker is gone (over budget, or closed after an error): the reader says why
+
+    def _answer_bytes(self, reply: dict, deadline: float) -> bytes | None:
+        """The bytes that follow an answer line: a text of at most the output budget (4 bytes a character in
+        UTF-8), or a shape's JSON (its text, escaped, and the paths of its holes and guards)."""
+        size = reply.get("bytes")
+        if isinstance(size, int) and 0 <= size <= 8 * self.output_budget + 2**20:
+            return self._read(size, deadline)
+        return None
 
     def _text(self, loader: jinja2.BaseLoader, planned: PlannedImage) -> str:
         deadline = time.monotonic() + self.time_budget + _MARGIN
         reply = self._reply(deadline)
-        size = reply.get("bytes") if reply is not None else None
-        if isinstance(size, int) and 0 <= size <= 4 * self.output_budget:  # UTF-8: at most 4 bytes a character
-            data = self._read(size, deadline)
-            if data is not None:
+        if reply is not None and "bytes" in reply:
+            data = self._answer_bytes(reply, deadline)
+            if data is not None and len(data) <= 4 * self.output_budget:
                 return data.decode("utf-8", "surrogatepass")
             reply = None
+        raise self._failure(loader, planned, reply)
+
+    def _failure(self, loader: jinja2.BaseLoader, planned: PlannedImage, reply: dict | None) -> UserError:
+        """Why an answer is not a text or a shape: the template's problems, or the budget it went over."""
         if reply is not None and "problems" in reply:
-            raise UserError([Problem(str(where), str(message), key=str(key), line=line) for where, message, key, line in reply["problems"]])
+            return UserError([Problem(str(where), str(message), key=str(key), line=line) for where, message, key, line in reply["problems"]])
         stopped = self.close()
         if reply is not None and reply.get("memory") or stopped == -signal.SIGKILL:  # SIGKILL: the kernel's OOM killer
-            raise self._over(loader, planned, f"needs more than the {self.memory_budget // 2**20} MiB of memory")
+            return self._over(loader, planned, f"needs more than the {self.memory_budget // 2**20} MiB of memory")
         if stopped in (None, -signal.SIGXCPU):  # still running at the deadline, or stopped by its CPU limit
-            raise self._over(loader, planned, f"runs longer than the {self.time_budget:g} s")
-        raise self._over(loader, planned, f"stopped the worker (exit status {stopped}) instead of finishing in the time and memory")
+            return self._over(loader, planned, f"runs longer than the {self.time_budget:g} s")
+        return self._over(loader, planned, f"stopped the worker (exit status {stopped}) instead of finishing in the time and memory")
 
     def _over(self, loader: jinja2.BaseLoader, planned: PlannedImage, what: str) -> UserError:
         files = loader.files if isinstance(loader, TemplateSet) else {}

@@ -8,6 +8,7 @@ rendering adds its Dockerfile. Each command takes only the step it needs: `valid
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from buildkit.core import grammar
 from buildkit.core.fields import Rule, emptied_by
 from buildkit.core.matrix import Matrix, parse_selectors
 from buildkit.core.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
-from buildkit.core.render import PlannedImage, Rendered, Renderer
+from buildkit.core.render import PlannedImage, Rendered, Renderer, template_name
 from buildkit.errors import Problem, UserError
 
 MATRIX_ENV = "BUILDKIT_MATRIX"
@@ -132,25 +133,51 @@ def select_targets(choices: Choices = Choices()) -> Selection:
     if not targets:
         raise UserError(Problem("--gpu-arch", f"{', '.join(source.gpu_archs)} leaves no target: no selected family image "
                                               "carries it (see the notes of `buildkit plan`)"))
-    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat, TemplateWorker())
+    # the marker that shape renders print holes with is drawn at random, so no template or matrix value can hold it
+    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat, TemplateWorker(),
+                        marker="\ue000" + secrets.token_hex(16))
     return Selection(matrix, targets, (*plan.notes, *narrowed_out, *left_out), renderer)
 
 
 def validate_selection(choices: Choices) -> Selection:
-    """`matrix validate`: the selection, with every target rendered, so a template error (a team template's
-    syntax, an undefined value, a sandbox refusal) fails validation as it would fail `render`. Every template
-    problem is reported, each once, however many targets use that template."""
+    """`matrix validate`: the selection, with every target's render checked, so a template error (a team
+    template's syntax, an undefined value, a sandbox refusal, a render over budget) fails validation as it would
+    fail `render`. A template's shapes stand for its targets (buildkit.core.shapes), so each is rendered a few
+    times, not once per target. A template's first error stops its checks: each is reported once, with how
+    many targets use the template."""
     selection = select_targets(choices)
-    problems: dict[tuple[str, int | None], Problem] = {}
+    failed: dict[str, UserError] = {}  # template -> its error
+    using: dict[str, int] = {}  # template -> how many targets use it
+    renderer = selection.renderer
     for target in selection.targets:
+        name = template_name(target.flavor)
+        using[name] = using.get(name, 0) + 1
+        if name in failed:
+            continue
         try:
-            selection.renderer.render(selection.renderer.plan(target))
+            renderer.check(renderer.plan(target))
         except UserError as error:
+            failed[name] = error
+    if failed:
+        # one problem per place in a template, however many flavors' templates reach it
+        stopped: dict[tuple[str, int | None, str], tuple[Problem, int]] = {}
+        for name, error in failed.items():
             for problem in error.problems:
-                problems.setdefault((problem.where, problem.line), problem)
-    if problems:
-        raise UserError(list(problems.values()))
+                first, count = stopped.get((problem.where, problem.line, problem.message), (problem, 0))
+                stopped[(problem.where, problem.line, problem.message)] = (first, count + using[name])
+        raise UserError([_naming_targets(problem, count) for problem, count in stopped.values()])
     return selection
+
+
+def _naming_targets(problem: Problem, count: int) -> Problem:
+    """A template's problem, naming the target it was found in and how many others it stops: validation checks
+    no further target of a template once it has failed."""
+    if count < 2:
+        return problem
+    head, found, target = problem.message.rpartition(" (target ")
+    if found and target.endswith(")"):
+        return replace(problem, message=f"{head} (target {target[:-1]} and the {count - 1} other targets that use this template)")
+    return replace(problem, message=f"{problem.message} ({count} targets use this template)")
 
 
 def _emptied(matrix: Matrix, described: Plan, choices: Choices) -> Problem:

@@ -1,0 +1,623 @@
+"""Symbolic rendering: one render of a template stands for every target that reads the same values.
+
+From one target to the next, most of what a Dockerfile template reads it only prints: the torch version, the
+Python, the tags and labels, the base image. What steers it is a few values (the installer, the names of torch's
+layers, whether there is a user), the same for thousands of targets. So a template is rendered with every value
+it is given as a *hole*: a stand-in that can be printed, joined, quoted, stored, passed to macros and looped over
+(the loop records the sequence's length; a mapping's keys, a record's type are recorded too), but not looked
+into. Looking into one (comparing it, testing it, slicing it, a filter that reads it) stops the render; that
+value is made real and the render starts again. A render that completes is a `Shape`: its text with a slot for
+each printed hole, and the guards it observed (every real value, length, key list and type it read). Any target
+whose values meet the guards renders exactly the shape's text with its own values in the slots, since nothing
+else of it was looked at; `Shape.fill` writes that text without running the template.
+
+A hole never becomes a Python string a template can read: its `__str__` refuses, and only the environment's
+print and join hooks (buildkit.core.render) write it, as a marker (a token the caller draws at random, which no
+template can know or forge, and the slot's number). Captured output that holds a marker (a macro's result, a
+`set` block, a joined string) becomes a Fragment, opaque in turn. What the hooks do not know (a filter that is
+not listed here, a C-level string operation on a hole) fails the render, and the caller renders that template
+target by target as before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from types import FunctionType
+from typing import Any
+
+from jinja2.environment import TemplateModule
+from jinja2.runtime import Undefined
+from jinja2.utils import Namespace
+
+# A path names a value from the template's variables: the variable, then steps, each (ATTRIBUTE, name),
+# (ITEM, key) or (CALL, arguments).
+ATTRIBUTE, ITEM, CALL = ".", "[", "("
+ANY_INDEX = "*"  # in a pattern: every element of a sequence
+Path = tuple[Any, ...]
+# What a guard compares: the value's type, a sequence's length, a mapping's keys, or the value itself.
+TYPE, LENGTH, KEYS, VALUE = "type", "len", "keys", "value"
+_END = "\ue001"  # closes a marker: the slot's number sits between the token and it
+
+# Filters that read their argument only through the protocols holes support (iteration, length, a mapping's
+# items, the environment's getattr), so they take holes as they are.
+PASS_THROUGH_FILTERS = frozenset({"list", "length", "count", "first", "last", "dictsort", "map", "select", "reject",
+                                  "default", "d"})
+# Tests that depend on a value's type alone (a guard fixes it): answered from the representative's value.
+TYPE_TESTS = frozenset({"defined", "undefined", "none", "string", "mapping", "sequence", "iterable", "callable",
+                        "number", "integer", "float", "boolean", "true", "false", "escaped"})
+
+
+class NotParametric(BaseException):  # noqa: N818 - a signal, not an error
+    """The render looked into holes: the values at these patterns must be real. A BaseException, so no `except
+    Exception` in Jinja or a template's callees swallows it."""
+
+    def __init__(self, patterns: Iterable[Path]):
+        super().__init__()
+        self.patterns = frozenset(patterns)
+
+
+class Unsupported(Exception):
+    """A shape that cannot be written for this target (a slot's value is not text)."""
+
+
+def pattern(path: Path) -> Path:
+    """The path with every sequence index as ANY_INDEX: a value made real for one layer is real for each."""
+    return tuple(ANY_INDEX_STEP if type(step) is tuple and step[0] == ITEM and type(step[1]) is int else step for step in path)
+
+
+ANY_INDEX_STEP = (ITEM, ANY_INDEX)
+
+
+def _refuse(self: Symbolic, *args: object, **kwargs: object) -> Any:
+    raise NotParametric(self._patterns())
+
+
+class Symbolic:
+    """A stand-in for a value during a shape render. Every operation that reads the value refuses (NotParametric);
+    subclasses allow what does not depend on it."""
+
+    __slots__ = ("_recorder", "_path", "_real")
+
+    def __init__(self, recorder: Recorder, path: Path, real: Any):
+        self._recorder, self._path, self._real = recorder, path, real
+
+    def _patterns(self) -> set[Path]:
+        return {pattern(self._path)}
+
+    __str__ = __repr__ = __format__ = __bool__ = __len__ = __iter__ = __reversed__ = __contains__ = _refuse  # type: ignore[assignment]
+    __hash__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __getitem__ = _refuse  # type: ignore[assignment]
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __pos__ = _refuse
+    __abs__ = __invert__ = __int__ = __float__ = __index__ = __call__ = _refuse
+
+    def attribute(self, environment: Any, name: str) -> Any:
+        raise NotParametric(self._patterns())
+
+    def item(self, environment: Any, key: Any) -> Any:
+        raise NotParametric(self._patterns())
+
+
+class Hole(Symbolic):
+    """A text value, printed as a marker; `transforms` are the text filters (shell_quote…) applied to it."""
+
+    __slots__ = ("transforms",)
+
+    def __init__(self, recorder: Recorder, path: Path, real: Any, transforms: tuple[str, ...] = ()):
+        super().__init__(recorder, path, real)
+        self.transforms = transforms
+
+
+class Fragment(Symbolic):
+    """Captured output holding markers (a macro's result, a `set` block, a joined string): printable, opaque."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, recorder: Recorder, text: str):
+        super().__init__(recorder, (), None)
+        self.text = text
+
+    def _patterns(self) -> set[Path]:
+        return self._recorder.patterns_in(self.text)
+
+    def __bool__(self) -> bool:
+        if self._recorder.strip_markers(self.text):
+            return True  # text of its own: not empty whatever the holes hold
+        raise NotParametric(self._patterns())
+
+
+class Sequence(Symbolic):
+    """A tuple or list: its length is observed, its elements are holes of their own."""
+
+    __slots__ = ()
+
+    def _elements(self) -> list[Any]:
+        self._recorder.guard(self._path, LENGTH)
+        return [self._recorder.view(element, (*self._path, (ITEM, index))) for index, element in enumerate(self._real)]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._elements())
+
+    def __reversed__(self) -> Iterator[Any]:
+        return reversed(self._elements())
+
+    def __len__(self) -> int:
+        self._recorder.guard(self._path, LENGTH)
+        return len(self._real)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def item(self, environment: Any, key: Any) -> Any:
+        if type(key) is not int:
+            raise NotParametric(self._patterns())  # a slice, or a key a sequence does not take
+        self._recorder.guard(self._path, LENGTH)
+        if -len(self._real) <= key < len(self._real):
+            return self._recorder.view(self._real[key], (*self._path, (ITEM, key)))
+        return environment.getitem(self._real, key)  # the environment's Undefined, as for the real sequence
+
+
+class Record(Symbolic):
+    """A frozen dataclass (a target, its user, an install plan): its type is observed; its attributes are read
+    through the sandbox, as the real record's would be."""
+
+    __slots__ = ()
+
+    def attribute(self, environment: Any, name: str) -> Any:
+        value = environment.getattr(self._real, name)
+        return value if isinstance(value, Undefined) else self._recorder.view(value, (*self._path, (ATTRIBUTE, name)))
+
+    def item(self, environment: Any, key: Any) -> Any:
+        if type(key) is not str:
+            raise NotParametric(self._patterns())
+        return self.attribute(environment, key)  # Jinja reads a record's item as its attribute
+
+    def __bool__(self) -> bool:
+        if hasattr(type(self._real), "__bool__") or hasattr(type(self._real), "__len__"):
+            raise NotParametric(self._patterns())
+        return True  # a record without __bool__ or __len__ is always true
+
+
+class Table(Symbolic):
+    """A dict (build args, labels): its keys are observed, its values are holes of their own."""
+
+    __slots__ = ()
+    _METHODS = ("items", "keys", "values", "get")
+
+    def _keys(self) -> list[Any]:
+        self._recorder.guard(self._path, KEYS)
+        return list(self._real)
+
+    def _value(self, key: Any) -> Any:
+        return self._recorder.view(self._real[key], (*self._path, (ITEM, key)))
+
+    def items(self) -> list[tuple[Any, Any]]:
+        return [(key, self._value(key)) for key in self._keys()]
+
+    def keys(self) -> list[Any]:
+        return self._keys()
+
+    def values(self) -> list[Any]:
+        return [self._value(key) for key in self._keys()]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._value(key) if key in self._keys() else default
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def __bool__(self) -> bool:
+        return bool(self._keys())
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._keys()
+
+    def attribute(self, environment: Any, name: str) -> Any:
+        if name in self._METHODS:
+            return getattr(self, name)
+        if name in self._keys():
+            return self._value(name)
+        raise NotParametric(self._patterns())  # another dict method, or no such key: read the real dict
+
+    def item(self, environment: Any, key: Any) -> Any:
+        if isinstance(key, Symbolic):
+            raise NotParametric(key._patterns())
+        if key in self._keys():
+            return self._value(key)
+        raise NotParametric(self._patterns())
+
+
+class Function(Symbolic):
+    """A plain function among the variables (support_file): called with real arguments, its result is a hole."""
+
+    __slots__ = ()
+
+    def call(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        if kwargs or any(type(argument) not in (str, int) for argument in args):
+            self._recorder.refuse_symbolic((*args, *kwargs.values()))
+            raise NotParametric(self._patterns())  # arguments a path cannot name: the function is real
+        return self._recorder.view(self._real(*args), (*self._path, (CALL, args)))
+
+
+PROXIES = (Hole, Fragment, Sequence, Record, Table, Function)
+
+
+def _is_record(value: Any) -> bool:
+    params = getattr(type(value), "__dataclass_params__", None)
+    return params is not None and params.frozen
+
+
+class Recorder:
+    """One shape render: turns values into holes (except those at `real` patterns), numbers the holes it prints,
+    and keeps the guards it observes."""
+
+    def __init__(self, real: Iterable[Path], marker: str, transforms: Mapping[str, Callable[[str], str]]):
+        self.real = set(real)
+        self.marker = marker
+        self.transforms = transforms
+        self.guards: dict[tuple[Path, str], None] = {}  # ordered: a guard's path exists once those before it hold
+        self.slots: dict[tuple[Path, tuple[str, ...]], int] = {}  # (path, transforms) -> slot number
+        self._markers = re.compile(re.escape(marker) + r"(\d+)" + _END)
+
+    def guard(self, path: Path, kind: str) -> None:
+        self.guards[(path, kind)] = None
+
+    def view(self, value: Any, path: Path) -> Any:
+        """What the render is given for `value`: itself where it is real or a plain number, else its hole."""
+        if isinstance(value, Undefined):
+            return value  # whether it is there follows from the type, keys or length guarded before it
+        kind = type(value)
+        if value is None or kind in (bool, int, float) or pattern(path) in self.real:
+            self.guard(path, VALUE)
+            return value
+        proxy: type[Symbolic] | None = (Hole if kind is str else Sequence if kind in (tuple, list) else Table if kind is dict
+                                        else Record if _is_record(value) else Function if kind is FunctionType else None)
+        if proxy is None:
+            self.guard(path, VALUE)
+            return value
+        self.guard(path, TYPE)
+        return proxy(self, path, value)
+
+    # --- what the environment's hooks call --------------------------------------------------------------------
+
+    def print(self, value: Hole | Fragment) -> str:
+        if type(value) is Fragment:
+            return value.text
+        slot = self.slots.setdefault((value._path, value.transforms), len(self.slots))
+        return f"{self.marker}{slot}{_END}"
+
+    def captured(self, text: str) -> str | Fragment:
+        """Joined output: a Fragment where it holds markers."""
+        return Fragment(self, text) if self.marker in text else text
+
+    def patterns_in(self, text: str) -> set[Path]:
+        numbers = {int(found.group(1)) for found in self._markers.finditer(text)}
+        return {pattern(path) for (path, _), slot in self.slots.items() if slot in numbers}
+
+    def strip_markers(self, text: str) -> str:
+        return self._markers.sub("", text)
+
+    def symbolic_in(self, values: Iterable[Any]) -> set[Path]:
+        """The patterns of every hole among these values, inside lists, tuples, dicts, sets and namespaces too,
+        and of every marker in their strings (an imported template's text)."""
+        found: set[Path] = set()
+        pending = list(values)
+        while pending:
+            value = pending.pop()
+            if isinstance(value, Symbolic):
+                found |= value._patterns()
+            elif type(value) is str:
+                if self.marker in value:
+                    found |= self.patterns_in(value)
+            elif isinstance(value, (list, tuple, set, frozenset)):
+                pending.extend(value)
+            elif isinstance(value, dict):
+                pending.extend(value.keys())
+                pending.extend(value.values())
+            elif isinstance(value, Namespace):
+                pending.extend(value._Namespace__attrs.values())  # type: ignore[attr-defined]
+            elif isinstance(value, TemplateModule):
+                pending.append(str(value))
+        return found
+
+    def refuse_symbolic(self, values: Iterable[Any]) -> None:
+        found = self.symbolic_in(values)
+        if found:
+            raise NotParametric(found)
+
+    def checked(self, result: Any) -> Any:
+        """A callee's result: text holding markers becomes a Fragment."""
+        return self.captured(result) if type(result) is str else result
+
+    def filter(self, name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if name in self.transforms and args and type(args[0]) is Hole and len(args) == 1 and not kwargs:
+            hole = args[0]
+            return Hole(self, hole._path, hole._real, (*hole.transforms, name))
+        if name == "join":
+            return self._join(args, kwargs, function)
+        if name not in PASS_THROUGH_FILTERS:
+            self.refuse_symbolic((*args, *kwargs.values()))
+        return self.checked(function(*args, **kwargs))
+
+    def _join(self, args: tuple[Any, ...], kwargs: dict[str, Any], function: Callable[..., Any]) -> Any:
+        """`join` (do_join: `str(d).join(map(str, value))`) of holes and fragments: their text with the separator
+        between them."""
+        eval_context, value, *rest = args
+        separator = rest[0] if rest else kwargs.get("d", "")
+        if rest[1:] or set(kwargs) - {"d"} or isinstance(value, (str, Hole, Fragment)):
+            self.refuse_symbolic((*args, *kwargs.values()))  # by attribute, or the characters of a text
+            return self.checked(function(*args, **kwargs))
+        items = list(value)  # a Sequence's elements (its length observed), or a plain iterable's
+        if not self.symbolic_in([*items, separator]):
+            return function(eval_context, items, separator)
+        texts = []
+        for item in (separator, *items):
+            if type(item) in (Hole, Fragment):
+                texts.append(self.print(item))
+            else:
+                self.refuse_symbolic([item])
+                texts.append(str(item))
+        return self.captured(texts[0].join(texts[1:]))
+
+    def test(self, name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if name in TYPE_TESTS and args:
+            # a fragment is text; any other stand-in, its representative's value (a guard fixes its type)
+            first = "" if type(args[0]) is Fragment else args[0]._real if isinstance(args[0], Symbolic) else args[0]
+            self.refuse_symbolic((*args[1:], *kwargs.values()))
+            return function(first, *args[1:], **kwargs)
+        self.refuse_symbolic((*args, *kwargs.values()))
+        return function(*args, **kwargs)
+
+    # --- the result ---------------------------------------------------------------------------------------------
+
+    def shape(self, text: str) -> ShapeData:
+        """The finished render's text, split at its markers."""
+        literals, slots = [], []
+        start = 0
+        for found in self._markers.finditer(text):
+            literals.append(text[start:found.start()])
+            slots.append(int(found.group(1)))
+            start = found.end()
+        literals.append(text[start:])
+        values = [None] * len(self.slots)
+        for key, slot in self.slots.items():
+            values[slot] = key
+        return ShapeData(tuple(self.guards), tuple(values), tuple(literals), tuple(slots), frozenset(self.real))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ShapeData:
+    """A shape as plain data (what the template worker answers, as JSON)."""
+
+    guards: tuple[tuple[Path, str], ...]
+    values: tuple[tuple[Path, tuple[str, ...]], ...]  # each slot's value: its path and the transforms applied
+    literals: tuple[str, ...]  # the text between slots: one more than slots
+    slots: tuple[int, ...]  # for each printed hole, in order, its value's number
+    real: frozenset[Path]  # the patterns the render read as real values
+
+    def to_json(self) -> dict:
+        return {"guards": [[_path_json(path), kind] for path, kind in self.guards],
+                "values": [[_path_json(path), list(transforms)] for path, transforms in self.values],
+                "literals": list(self.literals), "slots": list(self.slots), "real": [_path_json(path) for path in self.real]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ShapeData:
+        return cls(tuple((_path_of(path), str(kind)) for path, kind in data["guards"]),
+                   tuple((_path_of(path), tuple(map(str, transforms))) for path, transforms in data["values"]),
+                   tuple(map(str, data["literals"])), tuple(map(int, data["slots"])), frozenset(map(_path_of, data["real"])))
+
+
+def _path_json(path: Path) -> list:
+    return [path[0], *([kind, list(argument) if kind == CALL else argument] for kind, argument in path[1:])] if path else []
+
+
+def _path_of(data: list) -> Path:
+    if not data:
+        return ()
+    return (str(data[0]), *((str(kind), tuple(argument) if kind == CALL else argument) for kind, argument in data[1:]))
+
+
+def frozen(value: Any) -> Any:
+    """A value as a dictionary key: containers as tuples (a dict keeps its order), anything unhashable as itself
+    by identity (never equal to another target's: a shape of its own)."""
+    if type(value) is dict:
+        return ("dict", tuple((key, frozen(item)) for key, item in value.items()))
+    if type(value) is list:
+        return ("list", tuple(frozen(item) for item in value))
+    if type(value) is tuple:
+        return tuple(frozen(item) for item in value)
+    try:
+        hash(value)
+    except TypeError:
+        return ("unhashable", id(value))
+    return value
+
+
+class _Node:
+    """One step of the paths a tree reads: what is asked of the value there, and the steps below it."""
+
+    __slots__ = ("step", "kinds", "children", "size", "memo")
+
+    def __init__(self, step: Any):
+        self.step = step
+        self.kinds: list[str] = []
+        self.children: dict[Any, _Node] = {}
+        self.size = 0  # answers in this subtree
+        self.memo: dict[int, tuple[Any, list[Any]]] = {}  # id(value) -> (value, its subtree's answers)
+
+
+_MISSING = object()
+_MEMO_SIZE = 64  # values remembered per step: targets come in runs that share their records and tuples
+
+
+class PathTree:
+    """Reads paths from a target's variables, as the render read them (attributes through the sandbox's getattr,
+    items by key, calls of the variables' own plain functions only), each asked for a kind: a guard's fact (its
+    type, length, keys or frozen value) or TEXT (the value itself). Paths that share a beginning are read once, and a
+    value that is the very object an earlier target had there (targets share their user, their tuples, their
+    install plan) gives that target's answers below it without being read again: records are frozen."""
+
+    def __init__(self, getattr_: Callable[[Any, str], Any], requests: Iterable[tuple[Path, str]]):
+        self._getattr = getattr_
+        self._roots: dict[str, _Node] = {}
+        self._order: list[int] = []  # request number, in the order answers come
+        positions: dict[tuple[Path, str], list[int]] = {}
+        for number, (path, kind) in enumerate(requests):
+            node = self._roots.setdefault(path[0], _Node(path[0]))
+            for step in path[1:]:
+                node = node.children.setdefault(step, _Node(step))
+            if kind not in node.kinds:
+                node.kinds.append(kind)
+            positions.setdefault((path, kind), []).append(number)
+        for root in self._roots.values():
+            self._size(root)
+        self._count = sum(len(numbers) for numbers in positions.values())
+        flat = [key for root in self._roots.values() for key in self._keys(root, (root.step,))]
+        self._index = [0] * self._count
+        for position, key in enumerate(flat):
+            for number in positions[key]:
+                self._index[number] = position
+
+    def _size(self, node: _Node) -> int:
+        node.size = len(node.kinds) + sum(self._size(child) for child in node.children.values())
+        return node.size
+
+    def _keys(self, node: _Node, path: Path) -> Iterator[tuple[Path, str]]:
+        for kind in node.kinds:
+            yield path, kind
+        for step, child in node.children.items():
+            yield from self._keys(child, (*path, step))
+
+    def read(self, variables: Mapping[str, Any]) -> list[Any]:
+        """The answers, in the order of the requests (_MISSING where a path does not lead to a value)."""
+        flat: list[Any] = []
+        for name, root in self._roots.items():
+            value = variables.get(name, _MISSING)
+            if value is _MISSING:
+                flat.extend([_MISSING] * root.size)
+            else:
+                self._read(root, value, flat)
+        return [flat[position] for position in self._index]
+
+    def _read(self, node: _Node, value: Any, out: list[Any]) -> None:
+        cached = node.memo.get(id(value))
+        if cached is not None and cached[0] is value:
+            out.extend(cached[1])
+            return
+        start = len(out)
+        for kind in node.kinds:
+            out.append(_answer(value, kind))
+        for step, child in node.children.items():
+            try:
+                found = self._step(value, step)
+            except (LookupError, TypeError, AttributeError, Unsupported):
+                found = _MISSING
+            if found is _MISSING or isinstance(found, Undefined):
+                out.extend([_MISSING] * child.size)
+            else:
+                self._read(child, found, out)
+        if len(node.memo) >= _MEMO_SIZE:
+            node.memo.clear()
+        node.memo[id(value)] = (value, out[start:])
+
+    def _step(self, value: Any, step: tuple[str, Any]) -> Any:
+        kind, argument = step
+        if kind == ATTRIBUTE:
+            return self._getattr(value, argument)
+        if kind == ITEM:
+            return value[argument]
+        if kind == CALL and type(value) is FunctionType:
+            return value(*argument)
+        raise Unsupported(f"cannot read {kind}{argument!r}")
+
+
+TEXT = "text"  # a PathTree request for the value itself
+
+
+def _answer(value: Any, kind: str) -> Any:
+    if kind == TEXT:
+        return value
+    if kind == TYPE:
+        return type(value)
+    try:
+        if kind == LENGTH:
+            return len(value)
+        if kind == KEYS:
+            return tuple(value)
+    except TypeError:
+        return _MISSING
+    return frozen(value)
+
+
+class Shape:
+    """A shape ready to fill: what a target's values must meet, and how its text is written from them."""
+
+    def __init__(self, data: ShapeData, transforms: Mapping[str, Callable[[str], str]], guards: PathTree,
+                 getattr_: Callable[[Any, str], Any]):
+        self.data = data
+        unknown = {name for _, names in data.values for name in names if name not in transforms}
+        if unknown or any(slot >= len(data.values) for slot in data.slots) or len(data.literals) != len(data.slots) + 1:
+            raise Unsupported(f"a shape with unknown transforms {sorted(unknown)} or slots")
+        self.guards = guards
+        self._values = PathTree(getattr_, ((path, TEXT) for path, _ in data.values))
+        self._transforms = [tuple(transforms[name] for name in names) for _, names in data.values]
+        # str.format writes the text in one call; the literals' braces are doubled to stay literal
+        pieces = [data.literals[0].replace("{", "{{").replace("}", "}}")]
+        for slot, literal in zip(data.slots, data.literals[1:]):
+            pieces.append(f"{{{slot}}}" + literal.replace("{", "{{").replace("}", "}}"))
+        self._format = "".join(pieces)
+        self._literal_size = sum(map(len, data.literals))
+        self._counts = [0] * len(data.values)
+        for slot in data.slots:
+            self._counts[slot] += 1
+
+    def _texts(self, variables: Mapping[str, Any]) -> list[str]:
+        texts = self._values.read(variables)
+        for index, transforms in enumerate(self._transforms):
+            if type(texts[index]) is not str:
+                raise Unsupported(f"slot {self.data.values[index][0]} is not text")
+            for transform in transforms:
+                texts[index] = transform(texts[index])
+        return texts
+
+    def size(self, variables: Mapping[str, Any]) -> int:
+        """How many characters the target's text has."""
+        return self._literal_size + sum(count * len(text) for count, text in zip(self._counts, self._texts(variables)))
+
+    def fill(self, variables: Mapping[str, Any], limit: int | None = None) -> str:
+        """The target's text. Raises OverflowError when it would be longer than `limit`."""
+        texts = self._texts(variables)
+        if limit is not None and self._literal_size + sum(count * len(text) for count, text in zip(self._counts, texts)) > limit:
+            raise OverflowError
+        return self._format.format(*texts)
+
+
+class ShapeBook:
+    """The shapes of one template, found by the facts of a target's variables."""
+
+    def __init__(self, getattr_: Callable[[Any, str], Any], transforms: Mapping[str, Callable[[str], str]]):
+        self._getattr = getattr_
+        self._transforms = transforms
+        self._by_guards: dict[tuple, tuple[PathTree, dict[tuple, Shape]]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(shapes) for _, shapes in self._by_guards.values())
+
+    def find(self, variables: Mapping[str, Any]) -> Shape | None:
+        for tree, shapes in self._by_guards.values():
+            found = shapes.get(tuple(tree.read(variables)))
+            if found is not None:
+                return found
+        return None
+
+    def add(self, data: ShapeData, variables: Mapping[str, Any]) -> Shape:
+        """The shape `data`, rendered from the target whose variables these are."""
+        tree, shapes = self._by_guards.get(data.guards) or (PathTree(self._getattr, data.guards), {})
+        self._by_guards[data.guards] = (tree, shapes)
+        shape = Shape(data, self._transforms, tree, self._getattr)
+        shapes[tuple(tree.read(variables))] = shape
+        return shape
