@@ -7,9 +7,12 @@ rendering adds its Dockerfile. Each command takes only the step it needs: `valid
 
 from __future__ import annotations
 
+import gc
 import os
 import secrets
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -97,14 +100,37 @@ class Selection:
 
     def iter_plan(self) -> Iterator[PlannedImage]:
         """The plan one target at a time, for output that need not hold it all (plan --format json)."""
-        return map(self.renderer.plan, self.targets)
+        with records_that_last():
+            yield from map(self.renderer.plan, self.targets)
 
     def render(self) -> tuple[Rendered, ...]:
-        return self.renderer.render_all(self.plan())
+        with records_that_last():
+            return self.renderer.render_all(self.plan())
+
+
+@contextmanager
+def records_that_last() -> Iterator[None]:
+    """Expanding, planning and rendering thousands of targets allocates records that live until the command ends
+    and hold no reference cycles; the cyclic collector's passes over them, more frequent as they grow, cost more
+    than the work (selecting 100,000 targets: 3.2 s with them, 1.9 s without). So the collector waits until the
+    step is done, and then leaves what survived it alone (gc.freeze)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.freeze()
 
 
 def select_targets(choices: Choices = Choices()) -> Selection:
     """The targets the choices select: at least one, else a UserError saying which choice left none."""
+    with records_that_last():
+        return _select_targets(choices)
+
+
+def _select_targets(choices: Choices) -> Selection:
     matrix = load_matrix(choices.matrix)
     if choices.registry is not None:
         if grammar.registry(choices.registry):
@@ -146,27 +172,22 @@ def validate_selection(choices: Choices) -> Selection:
     times, not once per target. A template's first error stops its checks: each is reported once, with how
     many targets use the template."""
     selection = select_targets(choices)
-    failed: dict[str, UserError] = {}  # template -> its error
-    using: dict[str, int] = {}  # template -> how many targets use it
-    renderer = selection.renderer
-    for target in selection.targets:
-        name = template_name(target.flavor)
-        using[name] = using.get(name, 0) + 1
-        if name in failed:
-            continue
-        try:
-            renderer.check(renderer.plan(target))
-        except UserError as error:
-            failed[name] = error
+    with records_that_last():
+        _check_renders(selection)
+    return selection
+
+
+def _check_renders(selection: Selection) -> None:
+    failed = selection.renderer.check_all(selection.targets)
     if failed:
+        using = Counter(template_name(target.flavor) for target in selection.targets)
         # one problem per place in a template, however many flavors' templates reach it
-        stopped: dict[tuple[str, int | None, str], tuple[Problem, int]] = {}
+        stopped: dict[tuple[str, int | None], tuple[Problem, int]] = {}
         for name, error in failed.items():
             for problem in error.problems:
-                first, count = stopped.get((problem.where, problem.line, problem.message), (problem, 0))
-                stopped[(problem.where, problem.line, problem.message)] = (first, count + using[name])
+                first, count = stopped.get((problem.where, problem.line), (problem, 0))
+                stopped[(problem.where, problem.line)] = (first, count + using[name])
         raise UserError([_naming_targets(problem, count) for problem, count in stopped.values()])
-    return selection
 
 
 def _naming_targets(problem: Problem, count: int) -> Problem:

@@ -23,7 +23,7 @@ import hashlib
 import itertools
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
@@ -62,6 +62,8 @@ SUPPORT_DIR = "buildkit"
 SUPPORT_CONTEXT = "buildkit-support"
 SUPPORT_FILES = ("install.py", "gpu_guard.py")
 INSTALL_PLAN = "torch-install.json"  # per target, next to the support files: what install.py resolves and installs
+CHECK_BATCH = 1024  # plans a validation sends to be rendered on their own at a time (memory stays bounded)
+_DRAFT = "0" * 64  # a draft plan's fingerprint: as long as a sha256 in hex
 
 
 @dataclass(frozen=True)
@@ -459,23 +461,57 @@ class Renderer:
                               dockerfile=texts[index] if index in texts else self.text(item), support=self._support_of(item))
                      for index, item in enumerate(items))
 
-    def check(self, planned: PlannedImage) -> None:
-        """Raises what rendering this image would raise (`matrix validate`), without writing its text where its
-        template's shape stands for it."""
-        if not self._shaped(planned, write=False):
-            if self._is_bounded(planned):
-                self.bounded.render_all(self.environment.loader, self.source, [planned])  # type: ignore[union-attr]
-            else:
+    def check_all(self, targets: Iterable[Target]) -> dict[str, UserError]:
+        """`matrix validate`'s check of every target's render: per template, the first error its renders raise (a
+        template that failed is not checked further). Each target is checked as a draft of its plan: everything
+        but the fingerprint (the digest costs most of a plan; templates see it only as a 64-character label, so
+        a shape's guards and sizes hold for the draft as for the plan). A shape is rendered from a target's full
+        plan, and a template without shapes renders the full plans of its targets, a batch at a time."""
+        failed: dict[str, UserError] = {}
+        waiting: dict[str, list[PlannedImage]] = {}  # template -> full plans to render on their own
+        for target in targets:
+            draft = self._draft(target)
+            name = draft.template
+            if name in failed:
+                continue
+            try:
+                if not self._shaped(draft, write=False, plan=lambda target=target: self.plan(target)):
+                    waiting.setdefault(name, []).append(self.plan(target))
+                    if len(waiting[name]) >= CHECK_BATCH:
+                        self._render_alone(waiting.pop(name))
+            except UserError as error:
+                failed[name] = error
+        for name, batch in waiting.items():
+            if name not in failed:
+                try:
+                    self._render_alone(batch)
+                except UserError as error:
+                    failed[name] = error
+        return failed
+
+    def _draft(self, target: Target) -> PlannedImage:
+        """The target's plan but for its fingerprint, a placeholder of the same length."""
+        name = template_name(target.flavor)
+        self.templates_digest(name, target)  # a template that cannot be found or parsed fails here, as in plan()
+        install = None if target.flavor == SOURCE_FLAVOR else self._install(target)
+        return PlannedImage(target, name, build_args(target), {**labels.image_labels(target, self.source), labels.FINGERPRINT: _DRAFT},
+                            _DRAFT, install)
+
+    def _render_alone(self, batch: list[PlannedImage]) -> None:
+        if self._is_bounded(batch[0]):
+            self.bounded.render_all(self.environment.loader, self.source, batch)  # type: ignore[union-attr]
+        else:
+            for planned in batch:
                 self.text(planned)
 
     def _is_bounded(self, planned: PlannedImage) -> bool:
         return self.bounded is not None and not self.builtin(planned)
 
-    def _shaped(self, planned: PlannedImage, write: bool = True) -> str | None:
-        """The image's text from its template's shape for its values (a shape rendered from it when none of the
-        template's shapes so far stands for it); with `write` False, "ok" once its size is checked. None where
-        the template has no shape, or the shape cannot write these values: the image is then rendered on its own,
-        which says what fails."""
+    def _shaped(self, planned: PlannedImage, write: bool = True, plan: Callable[[], PlannedImage] | None = None) -> str | None:
+        """The image's text from its template's shape for its values (a shape rendered from it, or from `plan()`
+        where it is a draft, when none of the template's shapes so far stands for it); with `write` False, "ok"
+        once its size is checked. None where the template has no shape, or the shape cannot write these values:
+        the image is then rendered on its own, which says what fails."""
         name = planned.template
         if not self.marker or name in self._one_by_one:
             return None
@@ -486,6 +522,9 @@ class Renderer:
         shape = book.find(variables)
         bounded = self._is_bounded(planned)
         if shape is None:
+            if plan is not None:
+                planned = plan()
+                variables = template_variables(planned)
             data = self.bounded.shape(self.environment.loader, self.source, planned) if bounded else self.shape_data(planned)  # type: ignore[union-attr]
             try:
                 shape = book.add(data, variables) if data is not None else None

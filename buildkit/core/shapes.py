@@ -440,102 +440,81 @@ def frozen(value: Any) -> Any:
 class _Node:
     """One step of the paths a tree reads: what is asked of the value there, and the steps below it."""
 
-    __slots__ = ("step", "kinds", "children", "size", "memo")
+    __slots__ = ("step", "kinds", "children")
 
     def __init__(self, step: Any):
         self.step = step
         self.kinds: list[str] = []
         self.children: dict[Any, _Node] = {}
-        self.size = 0  # answers in this subtree
-        self.memo: dict[int, tuple[Any, list[Any]]] = {}  # id(value) -> (value, its subtree's answers)
 
 
 _MISSING = object()
-_MEMO_SIZE = 64  # values remembered per step: targets come in runs that share their records and tuples
+TEXT = "text"  # a PathTree request for the value itself
+_READ_ERRORS = (LookupError, TypeError, AttributeError, Unsupported)
+
+
+def _call(function: Any, arguments: tuple) -> Any:
+    if type(function) is not FunctionType:
+        raise Unsupported("only the variables' own functions are called")
+    return function(*arguments)
 
 
 class PathTree:
     """Reads paths from a target's variables, as the render read them (attributes through the sandbox's getattr,
     items by key, calls of the variables' own plain functions only), each asked for a kind: a guard's fact (its
-    type, length, keys or frozen value) or TEXT (the value itself). Paths that share a beginning are read once, and a
-    value that is the very object an earlier target had there (targets share their user, their tuples, their
-    install plan) gives that target's answers below it without being read again: records are frozen."""
+    type, length, keys or frozen value) or TEXT (the value itself); _MISSING where a path leads nowhere.
+
+    A tree is read once per target, so it is compiled: one Python function that reads each step once for all
+    the paths through it (the arguments of its steps stay in a table the code indexes, never in its text). A
+    variable that is the very object the last target had (targets share their install plan) gives the last
+    target's answers again: records are frozen."""
 
     def __init__(self, getattr_: Callable[[Any, str], Any], requests: Iterable[tuple[Path, str]]):
-        self._getattr = getattr_
-        self._roots: dict[str, _Node] = {}
-        self._order: list[int] = []  # request number, in the order answers come
-        positions: dict[tuple[Path, str], list[int]] = {}
-        for number, (path, kind) in enumerate(requests):
-            node = self._roots.setdefault(path[0], _Node(path[0]))
+        roots: dict[str, _Node] = {}
+        for path, kind in requests:
+            node = roots.setdefault(path[0], _Node(path[0]))
             for step in path[1:]:
                 node = node.children.setdefault(step, _Node(step))
             if kind not in node.kinds:
                 node.kinds.append(kind)
-            positions.setdefault((path, kind), []).append(number)
-        for root in self._roots.values():
-            self._size(root)
-        self._count = sum(len(numbers) for numbers in positions.values())
-        flat = [key for root in self._roots.values() for key in self._keys(root, (root.step,))]
-        self._index = [0] * self._count
-        for position, key in enumerate(flat):
-            for number in positions[key]:
-                self._index[number] = position
+        self.position: dict[tuple[Path, str], int] = {}  # (path, kind) -> where read() answers it
+        constants: list[Any] = []
+        lines = ["def read(variables):", "    out = [MISSING] * SIZE"]
+        for number, (name, root) in enumerate(roots.items()):
+            first = len(self.position)
+            body: list[str] = []
+            self._emit(root, (name,), "v", 2, body, constants)
+            last = len(self.position)
+            constants.append(name)
+            lines += [f"    v = variables.get(K[{len(constants) - 1}], MISSING)",
+                      f"    if v is MEMO[{number}][0] and v is not MISSING:",
+                      f"        out[{first}:{last}] = MEMO[{number}][1]",
+                      "    elif v is not MISSING:", *body,
+                      f"        MEMO[{number}] = (v, out[{first}:{last}])"]
+        lines.append("    return out")
+        namespace = {"MISSING": _MISSING, "SIZE": len(self.position), "K": constants, "MEMO": [(_MISSING, [])] * len(roots),
+                     "ga": getattr_, "call": _call, "ERRORS": _READ_ERRORS, "Undefined": Undefined, "answer": _answer}
+        exec(compile("\n".join(lines), "<buildkit path tree>", "exec"), namespace)  # noqa: S102 - code made above, no input in it
+        self.read: Callable[[Mapping[str, Any]], list[Any]] = namespace["read"]  # type: ignore[assignment]
+        self.size = len(self.position)
 
-    def _size(self, node: _Node) -> int:
-        node.size = len(node.kinds) + sum(self._size(child) for child in node.children.values())
-        return node.size
-
-    def _keys(self, node: _Node, path: Path) -> Iterator[tuple[Path, str]]:
+    def _emit(self, node: _Node, path: Path, value: str, depth: int, lines: list[str], constants: list[Any]) -> None:
+        indent = "    " * depth
         for kind in node.kinds:
-            yield path, kind
+            self.position[(path, kind)] = len(self.position)
+            constants.append(kind)
+            lines.append(f"{indent}out[{self.position[(path, kind)]}] = " + (value if kind == TEXT else f"answer({value}, K[{len(constants) - 1}])"))
         for step, child in node.children.items():
-            yield from self._keys(child, (*path, step))
-
-    def read(self, variables: Mapping[str, Any]) -> list[Any]:
-        """The answers, in the order of the requests (_MISSING where a path does not lead to a value)."""
-        flat: list[Any] = []
-        for name, root in self._roots.items():
-            value = variables.get(name, _MISSING)
-            if value is _MISSING:
-                flat.extend([_MISSING] * root.size)
-            else:
-                self._read(root, value, flat)
-        return [flat[position] for position in self._index]
-
-    def _read(self, node: _Node, value: Any, out: list[Any]) -> None:
-        cached = node.memo.get(id(value))
-        if cached is not None and cached[0] is value:
-            out.extend(cached[1])
-            return
-        start = len(out)
-        for kind in node.kinds:
-            out.append(_answer(value, kind))
-        for step, child in node.children.items():
-            try:
-                found = self._step(value, step)
-            except (LookupError, TypeError, AttributeError, Unsupported):
-                found = _MISSING
-            if found is _MISSING or isinstance(found, Undefined):
-                out.extend([_MISSING] * child.size)
-            else:
-                self._read(child, found, out)
-        if len(node.memo) >= _MEMO_SIZE:
-            node.memo.clear()
-        node.memo[id(value)] = (value, out[start:])
-
-    def _step(self, value: Any, step: tuple[str, Any]) -> Any:
-        kind, argument = step
-        if kind == ATTRIBUTE:
-            return self._getattr(value, argument)
-        if kind == ITEM:
-            return value[argument]
-        if kind == CALL and type(value) is FunctionType:
-            return value(*argument)
-        raise Unsupported(f"cannot read {kind}{argument!r}")
-
-
-TEXT = "text"  # a PathTree request for the value itself
+            constants.append(step[1])
+            argument = f"K[{len(constants) - 1}]"
+            read = {ATTRIBUTE: f"ga({value}, {argument})", ITEM: f"{value}[{argument}]", CALL: f"call({value}, {argument})"}[step[0]]
+            inner = f"v{depth}"
+            lines += [f"{indent}try:", f"{indent}    {inner} = {read}", f"{indent}except ERRORS:", f"{indent}    {inner} = MISSING",
+                      f"{indent}if {inner} is not MISSING and not isinstance({inner}, Undefined):"]
+            before = len(lines)
+            self._emit(child, (*path, step), inner, depth + 1, lines, constants)
+            if len(lines) == before:
+                lines.append(f"{indent}    pass")
 
 
 def _answer(value: Any, kind: str) -> Any:
@@ -564,24 +543,26 @@ class Shape:
             raise Unsupported(f"a shape with unknown transforms {sorted(unknown)} or slots")
         self.guards = guards
         self._values = PathTree(getattr_, ((path, TEXT) for path, _ in data.values))
-        self._transforms = [tuple(transforms[name] for name in names) for _, names in data.values]
-        # str.format writes the text in one call; the literals' braces are doubled to stay literal
-        pieces = [data.literals[0].replace("{", "{{").replace("}", "}}")]
-        for slot, literal in zip(data.slots, data.literals[1:]):
-            pieces.append(f"{{{slot}}}" + literal.replace("{", "{{").replace("}", "}}"))
-        self._format = "".join(pieces)
+        # each value: where the tree answers it, and the text filters applied to it
+        self._reads = [(self._values.position[(path, TEXT)], tuple(transforms[name] for name in names)) for path, names in data.values]
+        # the text is its literals with each slot's text between them: one join (str.format would scan the
+        # kilobytes of literal text for braces at every fill)
+        self._pieces: list[str] = [text for literal in data.literals for text in (literal, "")][:-1]
         self._literal_size = sum(map(len, data.literals))
         self._counts = [0] * len(data.values)
         for slot in data.slots:
             self._counts[slot] += 1
 
     def _texts(self, variables: Mapping[str, Any]) -> list[str]:
-        texts = self._values.read(variables)
-        for index, transforms in enumerate(self._transforms):
-            if type(texts[index]) is not str:
-                raise Unsupported(f"slot {self.data.values[index][0]} is not text")
+        answers = self._values.read(variables)
+        texts = []
+        for position, transforms in self._reads:
+            text = answers[position]
+            if type(text) is not str:
+                raise Unsupported("a slot's value is not text")
             for transform in transforms:
-                texts[index] = transform(texts[index])
+                text = transform(text)
+            texts.append(text)
         return texts
 
     def size(self, variables: Mapping[str, Any]) -> int:
@@ -593,31 +574,38 @@ class Shape:
         texts = self._texts(variables)
         if limit is not None and self._literal_size + sum(count * len(text) for count, text in zip(self._counts, texts)) > limit:
             raise OverflowError
-        return self._format.format(*texts)
+        pieces = self._pieces.copy()
+        pieces[1::2] = [texts[slot] for slot in self.data.slots]
+        return "".join(pieces)
 
 
 class ShapeBook:
-    """The shapes of one template, found by the facts of a target's variables."""
+    """The shapes of one template, found by the facts of a target's variables: the shapes that observed the same
+    guards share one tree, and the tree that answered last is asked first (targets come in runs)."""
 
     def __init__(self, getattr_: Callable[[Any, str], Any], transforms: Mapping[str, Callable[[str], str]]):
         self._getattr = getattr_
         self._transforms = transforms
-        self._by_guards: dict[tuple, tuple[PathTree, dict[tuple, Shape]]] = {}
+        self._trees: list[tuple[tuple, PathTree, dict[tuple, Shape]]] = []  # (guards, their tree, shapes by facts)
 
     def __len__(self) -> int:
-        return sum(len(shapes) for _, shapes in self._by_guards.values())
+        return sum(len(shapes) for _, _, shapes in self._trees)
 
     def find(self, variables: Mapping[str, Any]) -> Shape | None:
-        for tree, shapes in self._by_guards.values():
+        for index, (_, tree, shapes) in enumerate(self._trees):
             found = shapes.get(tuple(tree.read(variables)))
             if found is not None:
+                if index:
+                    self._trees.insert(0, self._trees.pop(index))
                 return found
         return None
 
     def add(self, data: ShapeData, variables: Mapping[str, Any]) -> Shape:
         """The shape `data`, rendered from the target whose variables these are."""
-        tree, shapes = self._by_guards.get(data.guards) or (PathTree(self._getattr, data.guards), {})
-        self._by_guards[data.guards] = (tree, shapes)
-        shape = Shape(data, self._transforms, tree, self._getattr)
-        shapes[tuple(tree.read(variables))] = shape
+        entry = next((entry for entry in self._trees if entry[0] == data.guards), None)
+        if entry is None:
+            entry = (data.guards, PathTree(self._getattr, data.guards), {})
+            self._trees.insert(0, entry)
+        shape = Shape(data, self._transforms, entry[1], self._getattr)
+        entry[2][tuple(entry[1].read(variables))] = shape
         return shape
