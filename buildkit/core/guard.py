@@ -21,7 +21,7 @@ def guard_config(target: Target) -> str:
     return json.dumps({
         "vendor": target.vendor,
         "backend": target.backend_label,
-        "reference": target.tags[0],
+        "reference": f"{target.image_name}:{target.tag_names[0]}",  # its immutable tag (tags[0])
         "pair": target.pair or "",
         "twins": [{"vendor": twin.vendor, "reference": twin.reference, **({"archs": list(twin.archs)} if twin.archs else {})}
                   for twin in target.twins],

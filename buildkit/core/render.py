@@ -42,7 +42,7 @@ from buildkit.core.install_plan import InstallLayer, Narrowing, TorchInstall, in
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target, Twin
 from buildkit.core.shapes import (
-    Fragment, Function, Hole, NotParametric, Recorder, ShapeBook, ShapeData, Symbolic, Unsupported,
+    Fragment, Function, Hole, NotParametric, Recorder, ShapeBook, ShapeData, Symbolic, TextFilter, Unsupported,
 )
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.core.templates import TemplateSet
@@ -116,6 +116,11 @@ def template_variables(planned: PlannedImage) -> dict[str, Any]:
 _CONTROL = re.compile("[\x00-\x1f]")
 
 
+# What each variable is (template_variables): a type these fix is no guard of a shape (buildkit.core.shapes).
+VARIABLE_TYPES = {"target": Target, "build_args": dict[str, str], "template": str, "shared_stage": str, "tools_stage": str,
+                  "install": TorchInstall | None, "support": str, "gb_per_job": int, "gpu_guard": str, "labels": dict[str, str]}
+
+
 def dockerfile_string(value: str) -> str:
     """`value` as one double-quoted Dockerfile word (a LABEL value): its backslashes, quotes and `$` escaped, so
     the builder neither ends the word nor expands a variable in it. Matrix values never hold a line break
@@ -164,8 +169,10 @@ def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_l
 _TARGET_FIELDS = tuple(field.name for field in dataclasses.fields(Target))
 MAX_PRODUCT_ITEMS = 1_000_000  # characters or items one `*` may produce: a Dockerfile is a few KB
 MAX_EXPONENT = 256
-# The text filters a shape applies to a hole's value when it fills a target's text (buildkit.core.shapes).
-TEXT_FILTERS = {"shell_quote": shlex.quote, "dockerfile_string": dockerfile_string}
+# The text filters a shape applies to a hole's value when it fills a target's text (buildkit.core.shapes), with how
+# long they make a text of n characters at most: quote's worst is a ' as '"'"' (5), dockerfile_string escapes each
+# character with one backslash at most, and both add two quotes.
+TEXT_FILTERS = {"shell_quote": TextFilter(shlex.quote, 5, 2), "dockerfile_string": TextFilter(dockerfile_string, 2, 2)}
 
 
 def _plain_fields(record: type) -> set[str]:
@@ -288,7 +295,7 @@ def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters.update(TEXT_FILTERS)
+    environment.filters.update({name: text_filter.function for name, text_filter in TEXT_FILTERS.items()})
     environment.filters = {name: _hooked(environment, name, function, False) for name, function in environment.filters.items()}
     environment.tests = {name: _hooked(environment, name, function, True) for name, function in environment.tests.items()}
     return environment
@@ -362,6 +369,7 @@ class Renderer:
         self._shapes: dict[str, ShapeBook] = {}  # template -> the shapes its renders had so far
         self._one_by_one: set[str] = set()  # templates that have no shape: each target is rendered on its own
         self._installs: dict[tuple, TorchInstall] = {}  # install_inputs -> the plan
+        self._bounded: dict[str, bool] = {}  # template -> whether its renders go to the bounded runner
 
     def _source(self, name: str, target: Target, referrer: str = "") -> tuple[str, str | None]:
         """A template's source and the file it came from (for messages)."""
@@ -505,7 +513,10 @@ class Renderer:
                 self.text(planned)
 
     def _is_bounded(self, planned: PlannedImage) -> bool:
-        return self.bounded is not None and not self.builtin(planned)
+        found = self._bounded.get(planned.template)
+        if found is None:
+            found = self._bounded[planned.template] = self.bounded is not None and not self.builtin(planned)
+        return found
 
     def _shaped(self, planned: PlannedImage, write: bool = True, plan: Callable[[], PlannedImage] | None = None) -> str | None:
         """The image's text from its template's shape for its values (a shape rendered from it, or from `plan()`
@@ -518,28 +529,29 @@ class Renderer:
         variables = template_variables(planned)
         book = self._shapes.get(name)
         if book is None:
-            book = self._shapes[name] = ShapeBook(self.environment.getattr, TEXT_FILTERS)
-        shape = book.find(variables)
+            book = self._shapes[name] = ShapeBook(self.environment.getattr, TEXT_FILTERS, _Sandbox._TRUSTED)
+        found = book.find(variables)
         bounded = self._is_bounded(planned)
-        if shape is None:
+        if found is None:
             if plan is not None:
                 planned = plan()
                 variables = template_variables(planned)
             data = self.bounded.shape(self.environment.loader, self.source, planned) if bounded else self.shape_data(planned)  # type: ignore[union-attr]
             try:
-                shape = book.add(data, variables) if data is not None else None
+                found = book.add(data, variables) if data is not None else None
             except Unsupported:
-                shape = None
-            if shape is None:
+                found = None
+            if found is None:
                 self._one_by_one.add(name)
                 return None
+        shape, answers = found
         limit = self.bounded.output_budget if bounded else None  # type: ignore[union-attr]
         try:
             if not write:
-                if limit is not None and shape.size(variables) > limit:
+                if limit is not None and not shape.fits(answers, limit):
                     raise OverflowError
                 return "ok"
-            return shape.fill(variables, limit)
+            return shape.fill(answers, limit)
         except OverflowError:
             raise UserError(self._over_output(planned, limit)) from None  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - a value the shape cannot write (a text filter refusing it): render it
@@ -558,10 +570,10 @@ class Renderer:
         variables = template_variables(planned)
         real: frozenset = frozenset()
         while True:
-            recorder = Recorder(real, self.marker, TEXT_FILTERS)
+            recorder = Recorder(real, self.marker, TEXT_FILTERS)  # its filters: the names that derive a hole
             self.environment.recording = recorder  # type: ignore[attr-defined]
             try:
-                text = self._generate(template, {name: recorder.view(value, (name,)) for name, value in variables.items()},
+                text = self._generate(template, {name: recorder.view(value, (name,), VARIABLE_TYPES.get(name)) for name, value in variables.items()},
                                       planned, limit)
             except NotParametric as refused:
                 if refused.patterns <= real:

@@ -21,7 +21,11 @@ target by target as before.
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
+import types
+import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import FunctionType
@@ -78,10 +82,11 @@ class Symbolic:
     """A stand-in for a value during a shape render. Every operation that reads the value refuses (NotParametric);
     subclasses allow what does not depend on it."""
 
-    __slots__ = ("_recorder", "_path", "_real")
+    __slots__ = ("_recorder", "_path", "_real", "_declared")
 
-    def __init__(self, recorder: Recorder, path: Path, real: Any):
-        self._recorder, self._path, self._real = recorder, path, real
+    def __init__(self, recorder: Recorder, path: Path, real: Any, declared: Any = None):
+        # `declared`: the value's type annotation where one is known (a record's field, a declared variable)
+        self._recorder, self._path, self._real, self._declared = recorder, path, real, declared
 
     def _patterns(self) -> set[Path]:
         return {pattern(self._path)}
@@ -104,8 +109,8 @@ class Hole(Symbolic):
 
     __slots__ = ("transforms",)
 
-    def __init__(self, recorder: Recorder, path: Path, real: Any, transforms: tuple[str, ...] = ()):
-        super().__init__(recorder, path, real)
+    def __init__(self, recorder: Recorder, path: Path, real: Any, declared: Any = None, transforms: tuple[str, ...] = ()):
+        super().__init__(recorder, path, real, declared)
         self.transforms = transforms
 
 
@@ -134,7 +139,8 @@ class Sequence(Symbolic):
 
     def _elements(self) -> list[Any]:
         self._recorder.guard(self._path, LENGTH)
-        return [self._recorder.view(element, (*self._path, (ITEM, index))) for index, element in enumerate(self._real)]
+        return [self._recorder.view(element, (*self._path, (ITEM, index)), _element(self._declared, index))
+                for index, element in enumerate(self._real)]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._elements())
@@ -154,7 +160,7 @@ class Sequence(Symbolic):
             raise NotParametric(self._patterns())  # a slice, or a key a sequence does not take
         self._recorder.guard(self._path, LENGTH)
         if -len(self._real) <= key < len(self._real):
-            return self._recorder.view(self._real[key], (*self._path, (ITEM, key)))
+            return self._recorder.view(self._real[key], (*self._path, (ITEM, key)), _element(self._declared, key % len(self._real)))
         return environment.getitem(self._real, key)  # the environment's Undefined, as for the real sequence
 
 
@@ -166,7 +172,9 @@ class Record(Symbolic):
 
     def attribute(self, environment: Any, name: str) -> Any:
         value = environment.getattr(self._real, name)
-        return value if isinstance(value, Undefined) else self._recorder.view(value, (*self._path, (ATTRIBUTE, name)))
+        if isinstance(value, Undefined):
+            return value
+        return self._recorder.view(value, (*self._path, (ATTRIBUTE, name)), _attribute_types(type(self._real)).get(name))
 
     def item(self, environment: Any, key: Any) -> Any:
         if type(key) is not str:
@@ -190,7 +198,8 @@ class Table(Symbolic):
         return list(self._real)
 
     def _value(self, key: Any) -> Any:
-        return self._recorder.view(self._real[key], (*self._path, (ITEM, key)))
+        arguments = typing.get_args(self._declared)
+        return self._recorder.view(self._real[key], (*self._path, (ITEM, key)), arguments[1] if len(arguments) == 2 else None)
 
     def items(self) -> list[tuple[Any, Any]]:
         return [(key, self._value(key)) for key in self._keys()]
@@ -246,6 +255,36 @@ class Function(Symbolic):
 PROXIES = (Hole, Fragment, Sequence, Record, Table, Function)
 
 
+@functools.cache
+def _runtime_type(annotation: Any) -> type | None:
+    """The one class every value of this annotation has (str, tuple[str, ...] -> tuple), None for a union or an
+    unknown annotation. Annotations are what mypy checks the records against."""
+    origin = typing.get_origin(annotation) or annotation
+    return origin if isinstance(origin, type) and origin is not types.UnionType else None
+
+
+@functools.cache
+def _element(annotation: Any, index: int) -> Any:
+    """The annotation of a sequence's element: tuple[str, ...] -> str, tuple[str, int] at 1 -> int."""
+    arguments = typing.get_args(annotation)
+    if typing.get_origin(annotation) is tuple:
+        if len(arguments) == 2 and arguments[1] is Ellipsis:
+            return arguments[0]
+        return arguments[index] if index < len(arguments) else None
+    return arguments[0] if typing.get_origin(annotation) is list and arguments else None
+
+
+@functools.cache
+def _attribute_types(record: type) -> dict[str, Any]:
+    """A record's fields' and properties' annotations."""
+    found = dict(typing.get_type_hints(record))
+    for name, value in vars(record).items():
+        function = value.fget if isinstance(value, property) else value.func if isinstance(value, functools.cached_property) else None
+        if function is not None:
+            found[name] = typing.get_type_hints(function).get("return")
+    return found
+
+
 def _is_record(value: Any) -> bool:
     params = getattr(type(value), "__dataclass_params__", None)
     return params is not None and params.frozen
@@ -255,10 +294,10 @@ class Recorder:
     """One shape render: turns values into holes (except those at `real` patterns), numbers the holes it prints,
     and keeps the guards it observes."""
 
-    def __init__(self, real: Iterable[Path], marker: str, transforms: Mapping[str, Callable[[str], str]]):
+    def __init__(self, real: Iterable[Path], marker: str, transforms: Iterable[str]):
         self.real = set(real)
         self.marker = marker
-        self.transforms = transforms
+        self.transforms = frozenset(transforms)  # the text filters that make a hole of a hole
         self.guards: dict[tuple[Path, str], None] = {}  # ordered: a guard's path exists once those before it hold
         self.slots: dict[tuple[Path, tuple[str, ...]], int] = {}  # (path, transforms) -> slot number
         self._markers = re.compile(re.escape(marker) + r"(\d+)" + _END)
@@ -266,8 +305,9 @@ class Recorder:
     def guard(self, path: Path, kind: str) -> None:
         self.guards[(path, kind)] = None
 
-    def view(self, value: Any, path: Path) -> Any:
-        """What the render is given for `value`: itself where it is real or a plain number, else its hole."""
+    def view(self, value: Any, path: Path, declared: Any = None) -> Any:
+        """What the render is given for `value`: itself where it is real or a plain number, else its hole. Its type
+        is a guard, unless `declared` (its annotation: a record's field, a declared variable) fixes it."""
         if isinstance(value, Undefined):
             return value  # whether it is there follows from the type, keys or length guarded before it
         kind = type(value)
@@ -279,8 +319,9 @@ class Recorder:
         if proxy is None:
             self.guard(path, VALUE)
             return value
-        self.guard(path, TYPE)
-        return proxy(self, path, value)
+        if _runtime_type(declared) is not kind:
+            self.guard(path, TYPE)
+        return proxy(self, path, value, declared)
 
     # --- what the environment's hooks call --------------------------------------------------------------------
 
@@ -336,7 +377,7 @@ class Recorder:
     def filter(self, name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if name in self.transforms and args and type(args[0]) is Hole and len(args) == 1 and not kwargs:
             hole = args[0]
-            return Hole(self, hole._path, hole._real, (*hole.transforms, name))
+            return Hole(self, hole._path, hole._real, hole._declared, (*hole.transforms, name))
         if name == "join":
             return self._join(args, kwargs, function)
         if name not in PASS_THROUGH_FILTERS:
@@ -469,7 +510,9 @@ class PathTree:
     variable that is the very object the last target had (targets share their install plan) gives the last
     target's answers again: records are frozen."""
 
-    def __init__(self, getattr_: Callable[[Any, str], Any], requests: Iterable[tuple[Path, str]]):
+    def __init__(self, getattr_: Callable[[Any, str], Any], requests: Iterable[tuple[Path, str]],
+                 trusted: Mapping[type, Iterable[str]] = {}):
+        """`trusted`: per record type, the attributes read with Python's getattr (what getattr_ does for them)."""
         roots: dict[str, _Node] = {}
         for path, kind in requests:
             node = roots.setdefault(path[0], _Node(path[0]))
@@ -492,8 +535,13 @@ class PathTree:
                       "    elif v is not MISSING:", *body,
                       f"        MEMO[{number}] = (v, out[{first}:{last}])"]
         lines.append("    return out")
+        def read_attribute(value: Any, name: str) -> Any:  # what the sandbox reads, _MISSING for its Undefined
+            found = getattr_(value, name)
+            return _MISSING if isinstance(found, Undefined) else found
+
         namespace = {"MISSING": _MISSING, "SIZE": len(self.position), "K": constants, "MEMO": [(_MISSING, [])] * len(roots),
-                     "ga": getattr_, "call": _call, "ERRORS": _READ_ERRORS, "Undefined": Undefined, "answer": _answer}
+                     "ga": read_attribute, "T": trusted, "NONE": (), "call": _call, "ERRORS": _READ_ERRORS,
+                     "length": _length, "keys": _keys, "frozen": frozen, "PLAIN": _PLAIN}
         exec(compile("\n".join(lines), "<buildkit path tree>", "exec"), namespace)  # noqa: S102 - code made above, no input in it
         self.read: Callable[[Mapping[str, Any]], list[Any]] = namespace["read"]  # type: ignore[assignment]
         self.size = len(self.position)
@@ -502,49 +550,59 @@ class PathTree:
         indent = "    " * depth
         for kind in node.kinds:
             self.position[(path, kind)] = len(self.position)
-            constants.append(kind)
-            lines.append(f"{indent}out[{self.position[(path, kind)]}] = " + (value if kind == TEXT else f"answer({value}, K[{len(constants) - 1}])"))
+            answer = {TEXT: value, TYPE: f"type({value})", LENGTH: f"length({value})", KEYS: f"keys({value})",
+                      VALUE: f"{value} if type({value}) in PLAIN else frozen({value})"}[kind]
+            lines.append(f"{indent}out[{self.position[(path, kind)]}] = {answer}")
         for step, child in node.children.items():
             constants.append(step[1])
             argument = f"K[{len(constants) - 1}]"
-            read = {ATTRIBUTE: f"ga({value}, {argument})", ITEM: f"{value}[{argument}]", CALL: f"call({value}, {argument})"}[step[0]]
+            read = {ATTRIBUTE: f"getattr({value}, {argument}) if {argument} in T.get(type({value}), NONE) else ga({value}, {argument})",
+                    ITEM: f"{value}[{argument}]", CALL: f"call({value}, {argument})"}[step[0]]
             inner = f"v{depth}"
             lines += [f"{indent}try:", f"{indent}    {inner} = {read}", f"{indent}except ERRORS:", f"{indent}    {inner} = MISSING",
-                      f"{indent}if {inner} is not MISSING and not isinstance({inner}, Undefined):"]
+                      f"{indent}if {inner} is not MISSING:"]
             before = len(lines)
             self._emit(child, (*path, step), inner, depth + 1, lines, constants)
             if len(lines) == before:
                 lines.append(f"{indent}    pass")
 
 
-def _answer(value: Any, kind: str) -> Any:
-    if kind == TEXT:
-        return value
-    if kind == TYPE:
-        return type(value)
+_PLAIN = frozenset({str, int, bool, float, type(None)})  # a value that is its own frozen form
+
+
+def _length(value: Any) -> Any:
     try:
-        if kind == LENGTH:
-            return len(value)
-        if kind == KEYS:
-            return tuple(value)
+        return len(value)
     except TypeError:
         return _MISSING
-    return frozen(value)
+
+
+def _keys(value: Any) -> Any:
+    try:
+        return tuple(value)
+    except TypeError:
+        return _MISSING
+
+
+class TextFilter(typing.NamedTuple):
+    """A filter a hole's text may go through (shell_quote…): the function, and how long its result can be at
+    most (factor × the text's length + extra), for a size bound that needs no filtering."""
+
+    function: Callable[[str], str]
+    factor: int
+    extra: int
 
 
 class Shape:
-    """A shape ready to fill: what a target's values must meet, and how its text is written from them."""
+    """A shape ready to fill: how a target's text is written from the answers of its book's tree (the guards it
+    must meet, and the value of each slot)."""
 
-    def __init__(self, data: ShapeData, transforms: Mapping[str, Callable[[str], str]], guards: PathTree,
-                 getattr_: Callable[[Any, str], Any]):
+    def __init__(self, data: ShapeData, filters: Mapping[str, TextFilter]):
         self.data = data
-        unknown = {name for _, names in data.values for name in names if name not in transforms}
+        unknown = {name for _, names in data.values for name in names if name not in filters}
         if unknown or any(slot >= len(data.values) for slot in data.slots) or len(data.literals) != len(data.slots) + 1:
-            raise Unsupported(f"a shape with unknown transforms {sorted(unknown)} or slots")
-        self.guards = guards
-        self._values = PathTree(getattr_, ((path, TEXT) for path, _ in data.values))
-        # each value: where the tree answers it, and the text filters applied to it
-        self._reads = [(self._values.position[(path, TEXT)], tuple(transforms[name] for name in names)) for path, names in data.values]
+            raise Unsupported(f"a shape with unknown filters {sorted(unknown)} or slots")
+        self._filters = [tuple(filters[name] for name in names) for _, names in data.values]
         # the text is its literals with each slot's text between them: one join (str.format would scan the
         # kilobytes of literal text for braces at every fill)
         self._pieces: list[str] = [text for literal in data.literals for text in (literal, "")][:-1]
@@ -552,60 +610,106 @@ class Shape:
         self._counts = [0] * len(data.values)
         for slot in data.slots:
             self._counts[slot] += 1
+        # a size bound without filtering: a filter chain makes a text of n characters factor × n + extra at most
+        self._weights, self._constant = [], 0
+        for count, chain in zip(self._counts, self._filters):
+            factor, extra = 1, 0
+            for text_filter in chain:
+                factor, extra = factor * text_filter.factor, extra * text_filter.factor + text_filter.extra
+            self._weights.append(count * factor)
+            self._constant += count * extra
 
-    def _texts(self, variables: Mapping[str, Any]) -> list[str]:
-        answers = self._values.read(variables)
-        texts = []
-        for position, transforms in self._reads:
-            text = answers[position]
-            if type(text) is not str:
-                raise Unsupported("a slot's value is not text")
-            for transform in transforms:
-                text = transform(text)
-            texts.append(text)
+    def bind(self, position: Mapping[tuple[Path, str], int]) -> None:
+        """Where the book's tree answers this shape's values."""
+        positions = [position[(path, TEXT)] for path, _ in self.data.values]
+        picked = operator.itemgetter(*positions) if positions else (lambda answers: ())
+        self._raw = (lambda answers: (picked(answers),)) if len(positions) == 1 else picked  # type: ignore[assignment]
+
+    def _raw(self, answers: list[Any]) -> tuple[str, ...]:  # the values' texts (bind() sets it)
+        raise Unsupported("a shape not bound to a tree")
+
+    def _texts(self, answers: list[Any]) -> list[str]:
+        texts = list(self._raw(answers))
+        for index, chain in enumerate(self._filters):
+            for text_filter in chain:
+                texts[index] = text_filter.function(texts[index])
         return texts
 
-    def size(self, variables: Mapping[str, Any]) -> int:
-        """How many characters the target's text has."""
-        return self._literal_size + sum(count * len(text) for count, text in zip(self._counts, self._texts(variables)))
+    def _size(self, texts: Iterable[str], weights: Iterable[int], constant: int = 0) -> int:
+        return self._literal_size + constant + sum(map(operator.mul, weights, map(len, texts)))
 
-    def fill(self, variables: Mapping[str, Any], limit: int | None = None) -> str:
+    def fits(self, answers: list[Any], limit: int) -> bool:
+        """Whether the target's text has at most `limit` characters: a bound from its values' lengths first,
+        their filtered texts only where the bound is over."""
+        if self._size(self._raw(answers), self._weights, self._constant) <= limit:
+            return True
+        return self._size(self._texts(answers), self._counts) <= limit
+
+    def fill(self, answers: list[Any], limit: int | None = None) -> str:
         """The target's text. Raises OverflowError when it would be longer than `limit`."""
-        texts = self._texts(variables)
-        if limit is not None and self._literal_size + sum(count * len(text) for count, text in zip(self._counts, texts)) > limit:
+        texts = self._texts(answers)
+        if limit is not None and self._size(texts, self._counts) > limit:
             raise OverflowError
         pieces = self._pieces.copy()
         pieces[1::2] = [texts[slot] for slot in self.data.slots]
         return "".join(pieces)
 
 
-class ShapeBook:
-    """The shapes of one template, found by the facts of a target's variables: the shapes that observed the same
-    guards share one tree, and the tree that answered last is asked first (targets come in runs)."""
+class _Page:
+    """The shapes that observed the same guards: one tree reads those and every value the shapes print."""
 
-    def __init__(self, getattr_: Callable[[Any, str], Any], transforms: Mapping[str, Callable[[str], str]]):
+    def __init__(self, guards: tuple[tuple[Path, str], ...]):
+        self.guards = guards
+        self.shapes: dict[tuple, Shape] = {}  # facts -> shape
+        self.texts: dict[Path, None] = {}  # the paths the shapes print
+        self.tree: PathTree | None = None
+        self.facts: Callable[[list[Any]], tuple] = tuple
+
+    def build(self, getattr_: Callable[[Any, str], Any], trusted: Mapping[type, Iterable[str]]) -> None:
+        self.tree = PathTree(getattr_, (*self.guards, *((path, TEXT) for path in self.texts)), trusted)
+        positions = [self.tree.position[guard] for guard in self.guards]
+        picked = operator.itemgetter(*positions) if positions else (lambda answers: ())
+        self.facts = (lambda answers: (picked(answers),)) if len(positions) == 1 else picked  # type: ignore[assignment]
+        for shape in self.shapes.values():
+            shape.bind(self.tree.position)
+
+
+class ShapeBook:
+    """The shapes of one template, found by the facts of a target's variables; the page (guard list) that
+    answered last is asked first (targets come in runs)."""
+
+    def __init__(self, getattr_: Callable[[Any, str], Any], filters: Mapping[str, TextFilter], trusted: Mapping[type, Iterable[str]] = {}):
         self._getattr = getattr_
-        self._transforms = transforms
-        self._trees: list[tuple[tuple, PathTree, dict[tuple, Shape]]] = []  # (guards, their tree, shapes by facts)
+        self._filters = filters
+        self._trusted = trusted
+        self._pages: list[_Page] = []
 
     def __len__(self) -> int:
-        return sum(len(shapes) for _, _, shapes in self._trees)
+        return sum(len(page.shapes) for page in self._pages)
 
-    def find(self, variables: Mapping[str, Any]) -> Shape | None:
-        for index, (_, tree, shapes) in enumerate(self._trees):
-            found = shapes.get(tuple(tree.read(variables)))
+    def find(self, variables: Mapping[str, Any]) -> tuple[Shape, list[Any]] | None:
+        """The shape that stands for these variables, and the answers to fill it with."""
+        for index, page in enumerate(self._pages):
+            answers = page.tree.read(variables)  # type: ignore[union-attr]
+            found = page.shapes.get(page.facts(answers))
             if found is not None:
                 if index:
-                    self._trees.insert(0, self._trees.pop(index))
-                return found
+                    self._pages.insert(0, self._pages.pop(index))
+                return found, answers
         return None
 
-    def add(self, data: ShapeData, variables: Mapping[str, Any]) -> Shape:
-        """The shape `data`, rendered from the target whose variables these are."""
-        entry = next((entry for entry in self._trees if entry[0] == data.guards), None)
-        if entry is None:
-            entry = (data.guards, PathTree(self._getattr, data.guards), {})
-            self._trees.insert(0, entry)
-        shape = Shape(data, self._transforms, entry[1], self._getattr)
-        entry[2][tuple(entry[1].read(variables))] = shape
-        return shape
+    def add(self, data: ShapeData, variables: Mapping[str, Any]) -> tuple[Shape, list[Any]]:
+        """The shape `data`, rendered from the target whose variables these are, and that target's answers."""
+        shape = Shape(data, self._filters)
+        page = next((page for page in self._pages if page.guards == data.guards), None)
+        if page is None:
+            page = _Page(data.guards)
+            self._pages.insert(0, page)
+        new_texts = [path for path, _ in data.values if path not in page.texts]
+        page.texts.update(dict.fromkeys(new_texts))
+        if page.tree is None or new_texts:
+            page.build(self._getattr, self._trusted)
+        shape.bind(page.tree.position)  # type: ignore[union-attr]
+        answers = page.tree.read(variables)  # type: ignore[union-attr]
+        page.shapes[page.facts(answers)] = shape
+        return shape, answers
