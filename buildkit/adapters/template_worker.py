@@ -225,9 +225,9 @@ class TemplateWorker:
     def _over(self, loader: jinja2.BaseLoader, planned: PlannedImage, what: str) -> UserError:
         files = loader.files if isinstance(loader, TemplateSet) else {}
         where = files[planned.template].filename if planned.template in files else planned.template
-        return UserError(Problem(where, f"over budget: the render {what} one render may take (target {planned.target.id}); "
-                                        "a Dockerfile renders in milliseconds: look for loops, repeated strings or large "
-                                        "numbers in this template and the templates it uses"))
+        return UserError(Problem(where, f"over budget: the render {what} one render may take; a Dockerfile renders in "
+                                        "milliseconds: look for loops, repeated strings or large numbers in this template "
+                                        f"and the templates it uses (target {planned.target.id})"))
 
     def _worker(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> subprocess.Popen:
         if self.process is not None and self.serving is not None and self.serving[0] is loader and self.serving[1] == source:

@@ -478,11 +478,11 @@ class Renderer:
         failed: dict[str, UserError] = {}
         waiting: dict[str, list[PlannedImage]] = {}  # template -> full plans to render on their own
         for target in targets:
-            draft = self._draft(target)
-            name = draft.template
+            name = template_name(target.flavor)
             if name in failed:
                 continue
             try:
+                draft = self._draft(target)
                 if not self._shaped(draft, write=False, plan=lambda target=target: self.plan(target)):
                     waiting.setdefault(name, []).append(self.plan(target))
                     if len(waiting[name]) >= CHECK_BATCH:
