@@ -109,6 +109,7 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
     # renders planned images only (their install plans come with them); the marker is drawn here, so the CLI's
     # side never sees it and no template can know it
     renderer = Renderer(loader, source, {}, None, marker="\ue000" + secrets.token_hex(16))
+    signal.signal(signal.SIGPROF, signal.SIG_DFL)  # the CPU budget's timer ends the worker (see below)
     # A worker stopped by its CPU limit would otherwise dump core, into the team's folder it runs in.
     _lower(resource.RLIMIT_CORE, 0)
     if os.path.exists("/proc/self/statm"):  # elsewhere (macOS) time and output stay bounded
@@ -118,8 +119,11 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
         kind, payload = cast(tuple[str, object], command)
         for planned in (payload,) if kind == "shape" else payload:  # type: ignore[attr-defined]
             # the budget is per command: a shape render, its retries and the render of the target on its own
-            # that tells why it has no shape share one
-            _lower(resource.RLIMIT_CPU, math.ceil(_cpu_seconds() + time_budget))
+            # that tells why it has no shape share one. The profiling timer stops the worker (SIGPROF's default
+            # action) once the command has used the budget's CPU time, to the millisecond, even inside one long C
+            # operation; RLIMIT_CPU, whole seconds, stays as the kernel's backstop.
+            _lower(resource.RLIMIT_CPU, math.ceil(_cpu_seconds() + time_budget) + 1)
+            signal.setitimer(signal.ITIMER_PROF, time_budget)
             try:
                 if kind == "shape":
                     shape = renderer.shape_data(planned, limit=output_budget)
@@ -134,6 +138,8 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
                 _answer(answers, problems=[[p.where, p.message, p.key, p.line] for p in error.problems])
             except MemoryError:
                 _answer(answers, memory=True)
+            finally:
+                signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 # --- the CLI's side ------------------------------------------------------------------------------------------
@@ -218,7 +224,7 @@ class TemplateWorker:
         stopped = self.close()
         if reply is not None and reply.get("memory") or stopped == -signal.SIGKILL:  # SIGKILL: the kernel's OOM killer
             return self._over(loader, planned, f"needs more than the {self.memory_budget // 2**20} MiB of memory")
-        if stopped in (None, -signal.SIGXCPU):  # still running at the deadline, or stopped by its CPU limit
+        if stopped in (None, -signal.SIGPROF, -signal.SIGXCPU):  # still running at the deadline, or stopped by its CPU limits
             return self._over(loader, planned, f"runs longer than the {self.time_budget:g} s")
         return self._over(loader, planned, f"stopped the worker (exit status {stopped}) instead of finishing in the time and memory")
 
