@@ -76,7 +76,8 @@ if sys.argv[1] == "--render":
 else:
     from buildkit.cli import main
     code, count = main(sys.argv[1:]), 0
-sys.stderr.write(f"\\nmeasured={count} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n")
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))  # kB; reset at exec, unlike ru_maxrss
+sys.stderr.write(f"\\nmeasured={count} {peak}\\n")
 sys.exit(code)
 """
 

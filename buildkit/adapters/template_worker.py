@@ -153,6 +153,7 @@ class TemplateWorker:
         self.process: subprocess.Popen | None = None
         self.serving: tuple[jinja2.BaseLoader, str] | None = None
         self.buffer = b""
+        self.ready = False  # whether the worker has said it is ready
 
     def render_all(self, loader: jinja2.BaseLoader, source: str, planned: Sequence[PlannedImage]) -> list[str]:
         process = self._worker(loader, source, planned[0])
@@ -235,23 +236,32 @@ class TemplateWorker:
                                         "milliseconds: look for loops, repeated strings or large numbers in this template "
                                         f"and the templates it uses (target {planned.target.id})"))
 
-    def _worker(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> subprocess.Popen:
-        if self.process is not None and self.serving is not None and self.serving[0] is loader and self.serving[1] == source:
-            return self.process
-        self.close()
-        paths = [path for path in sys.path if path]  # "" would be the working folder: a team's repository
-        boot = (f"import sys; sys.path[:0] = {paths!r}; from buildkit.adapters.template_worker import serve; "
-                f"serve({self.time_budget!r}, {self.memory_budget!r}, {self.output_budget!r})")
-        self.process = subprocess.Popen([sys.executable, "-I", "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, close_fds=True)
-        self.serving, self.buffer = (loader, source), b""
-        assert self.process.stdin is not None
-        _send(self.process.stdin, (loader, source))
-        ready = self._reply(time.monotonic() + START_SECONDS)
-        if not (ready and ready.get("ready")):
+    def start(self, loader: jinja2.BaseLoader, source: str) -> None:
+        """Start the worker for these templates without waiting for it: it gets ready while the CLI plans."""
+        if not (self.process is not None and self.serving is not None and self.serving[0] is loader and self.serving[1] == source):
             self.close()
-            raise UserError(Problem(planned.template, "the worker that renders team templates did not start; "
-                                                      f"check that {sys.executable} runs"))
+            paths = [path for path in sys.path if path]  # "" would be the working folder: a team's repository
+            boot = (f"import sys; sys.path[:0] = {paths!r}; from buildkit.adapters.template_worker import serve; "
+                    f"serve({self.time_budget!r}, {self.memory_budget!r}, {self.output_budget!r})")
+            self.process = subprocess.Popen([sys.executable, "-I", "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=subprocess.DEVNULL, close_fds=True)
+            self.serving, self.buffer, self.ready = (loader, source), b"", False
+            assert self.process.stdin is not None
+            try:
+                _send(self.process.stdin, (loader, source))
+            except (BrokenPipeError, OSError):
+                pass  # it did not start: _worker says so
+
+    def _worker(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> subprocess.Popen:
+        self.start(loader, source)
+        assert self.process is not None
+        if not self.ready:
+            ready = self._reply(time.monotonic() + START_SECONDS)
+            if not (ready and ready.get("ready")):
+                self.close()
+                raise UserError(Problem(planned.template, "the worker that renders team templates did not start; "
+                                                          f"check that {sys.executable} runs"))
+            self.ready = True
         return self.process
 
     def _reply(self, deadline: float) -> dict | None:

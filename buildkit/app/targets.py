@@ -104,6 +104,7 @@ class Selection:
             yield from map(self.renderer.plan, self.targets)
 
     def render(self) -> tuple[Rendered, ...]:
+        self.renderer.prepare()  # the team templates' worker starts while the targets are planned
         with records_that_last():
             return self.renderer.render_all(self.plan())
 
@@ -124,13 +125,14 @@ def records_that_last() -> Iterator[None]:
         gc.freeze()
 
 
-def select_targets(choices: Choices = Choices()) -> Selection:
-    """The targets the choices select: at least one, else a UserError saying which choice left none."""
+def select_targets(choices: Choices = Choices(), rendering: bool = False) -> Selection:
+    """The targets the choices select: at least one, else a UserError saying which choice left none. `rendering`:
+    the caller renders them (validate), so a worker for the team's templates starts now, while they are expanded."""
     with records_that_last():
-        return _select_targets(choices)
+        return _select_targets(choices, rendering)
 
 
-def _select_targets(choices: Choices) -> Selection:
+def _select_targets(choices: Choices, rendering: bool) -> Selection:
     matrix = load_matrix(choices.matrix)
     if choices.registry is not None:
         if grammar.registry(choices.registry):
@@ -140,6 +142,11 @@ def _select_targets(choices: Choices) -> Selection:
         matrix = replace(matrix, compression=choices.compression)
     if choices.channel is not None:
         matrix = replace(matrix, stacks=tuple(replace(stack, channel=choices.channel) for stack in matrix.stacks))
+    # the marker that shape renders print holes with is drawn at random, so no template or matrix value can hold it
+    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat, TemplateWorker(),
+                        marker="\ue000" + secrets.token_hex(16))
+    if rendering:
+        renderer.prepare()
     source = choices.source
     if source.pytorch_src is not None and not (source.pytorch_src / "tools" / "amd_build" / "build_amd.py").is_file():
         raise UserError(Problem("--pytorch-src", f"{source.pytorch_src} is not a PyTorch checkout (no tools/amd_build/build_amd.py)"))
@@ -159,9 +166,6 @@ def _select_targets(choices: Choices) -> Selection:
     if not targets:
         raise UserError(Problem("--gpu-arch", f"{', '.join(source.gpu_archs)} leaves no target: no selected family image "
                                               "carries it (see the notes of `buildkit plan`)"))
-    # the marker that shape renders print holes with is drawn at random, so no template or matrix value can hold it
-    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat, TemplateWorker(),
-                        marker="\ue000" + secrets.token_hex(16))
     return Selection(matrix, targets, (*plan.notes, *narrowed_out, *left_out), renderer)
 
 
@@ -171,7 +175,7 @@ def validate_selection(choices: Choices) -> Selection:
     fail `render`. A template's shapes stand for its targets (buildkit.core.shapes), so each is rendered a few
     times, not once per target. A template's first error stops its checks: each is reported once, with how
     many targets use the template."""
-    selection = select_targets(choices)
+    selection = select_targets(choices, rendering=True)
     with records_that_last():
         _check_renders(selection)
     return selection

@@ -30,6 +30,7 @@ from functools import cached_property
 
 from buildkit.core.compat import Compat
 from buildkit.core.plan import Target
+from buildkit.core.source import SOURCE_FLAVOR
 from buildkit.core.trim import LIBRARY_DIRS, trim_for
 
 DEPENDENCIES = "dependencies"
@@ -81,7 +82,7 @@ def install_inputs(target: Target) -> tuple:
     whatever their Python and flavor, install torch alike, so a plan computes each install once)."""
     return (target.backend, target.backend_version, target.torch_requirement, target.companions, target.index_url,
             target.archs, target.wheel_archs, target.device_code, target.layers, target.max_layer_size, target.channel,
-            target.installer, target.flavor, target.thin_wheels)
+            target.installer, target.flavor == SOURCE_FLAVOR, target.thin_wheels)
 
 
 def torch_install(target: Target, compat: Compat) -> TorchInstall:

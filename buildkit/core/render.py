@@ -78,10 +78,13 @@ class PlannedImage:
     install: TorchInstall | None = None  # how torch is installed from its index (None: the source flavor builds it)
 
 
+_PLANNED_FIELDS = tuple(field.name for field in dataclasses.fields(PlannedImage))
+
+
 @dataclass(frozen=True)
 class Rendered(PlannedImage):
     dockerfile: str = ""
-    support: Mapping[str, bytes] = dataclasses.field(default_factory=dict)  # SUPPORT_DIR's files, by name
+    support: Mapping[str, bytes] = dataclasses.field(default_factory=dict)  # SUPPORT_DIR's files, by name (shared: read only)
 
 
 def support_mount(target: Target, name: str = "") -> str:
@@ -151,28 +154,46 @@ def build_args(target: Target) -> dict[str, str]:
     return args
 
 
-def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_labels: Mapping[str, str]) -> str:
+def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_labels: Mapping[str, str],
+                target_text: str | None = None) -> str:
     """sha256 over everything that determines the image: the digest of the template sources the target's
     Dockerfile is rendered from, every field of the target (base image and its digest, packages, user, ...),
     the build args and the labels. The same inputs give the same hex on any machine.
 
     Each part is the repr of plain data (strings, numbers, tuples, frozen records), which escapes newlines, so
-    the parts joined by newlines can be told apart and no two different inputs hash the same text.
+    the parts joined by newlines can be told apart and no two different inputs hash the same text. `target_text`:
+    repr(target), where the caller has it.
     """
     text = "\n".join((
-        f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}", templates, repr(target),
+        f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}", templates, repr(target) if target_text is None else target_text,
         repr(sorted(args.items())), repr(sorted(image_labels.items())),
     ))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 _TARGET_FIELDS = tuple(field.name for field in dataclasses.fields(Target))
+
+
+def _repr_function() -> Callable[[Target, Callable[[Any], str]], str]:
+    """repr(target) as the dataclass writes it, one f-string, with the tuples and records targets share (not their
+    own tags and twins) read through `shared` (a cache of their reprs)."""
+    own = {"tag_names", "twins"}
+    parts = [f"{name}={{target.{name}!r}}" if name in own or dataclasses.fields(Target)[index].type in ("str", "int", "bool", "str | None")
+             else f"{name}={{shared(target.{name})}}" for index, name in enumerate(_TARGET_FIELDS)]
+    namespace: dict[str, Any] = {}
+    exec(f'def target_repr(target, shared):\n    return f"Target({", ".join(parts)})"\n', namespace)  # noqa: S102 - field names only
+    return namespace["target_repr"]
+
+
+_TARGET_REPR = _repr_function()
 MAX_PRODUCT_ITEMS = 1_000_000  # characters or items one `*` may produce: a Dockerfile is a few KB
 MAX_EXPONENT = 256
 # The text filters a shape applies to a hole's value when it fills a target's text (buildkit.core.shapes), with how
 # long they make a text of n characters at most: quote's worst is a ' as '"'"' (5), dockerfile_string escapes each
 # character with one backslash at most, and both add two quotes.
-TEXT_FILTERS = {"shell_quote": TextFilter(shlex.quote, 5, 2), "dockerfile_string": TextFilter(dockerfile_string, 2, 2)}
+# Filling applies them to thousands of targets' values, many the same (a vendor, a Python): their results are kept.
+TEXT_FILTERS = {"shell_quote": TextFilter(functools.lru_cache(4096)(shlex.quote), 5, 2),
+                "dockerfile_string": TextFilter(functools.lru_cache(4096)(dockerfile_string), 2, 2)}
 
 
 def _plain_fields(record: type) -> set[str]:
@@ -295,7 +316,7 @@ def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters.update({name: text_filter.function for name, text_filter in TEXT_FILTERS.items()})
+    environment.filters.update({"shell_quote": shlex.quote, "dockerfile_string": dockerfile_string})
     environment.filters = {name: _hooked(environment, name, function, False) for name, function in environment.filters.items()}
     environment.tests = {name: _hooked(environment, name, function, True) for name, function in environment.tests.items()}
     return environment
@@ -345,6 +366,10 @@ class BoundedRunner(Protocol):
         """The shape of this target's render (Renderer.shape_data), None where it has none."""
         ...
 
+    def start(self, loader: jinja2.BaseLoader, source: str) -> None:
+        """Get ready to render these templates (a worker starting), without waiting."""
+        ...
+
 
 class Renderer:
     def __init__(self, loader: jinja2.BaseLoader, source: str, support: Mapping[str, bytes], compat: Compat | None,
@@ -370,6 +395,9 @@ class Renderer:
         self._one_by_one: set[str] = set()  # templates that have no shape: each target is rendered on its own
         self._installs: dict[tuple, TorchInstall] = {}  # install_inputs -> the plan
         self._bounded: dict[str, bool] = {}  # template -> whether its renders go to the bounded runner
+        self._reprs: dict[int, tuple[Any, str]] = {}  # id(a value targets share) -> (the value, its repr)
+        self._real_so_far: frozenset = frozenset()  # the patterns shape renders have made real
+        self._supports: dict[int, tuple[TorchInstall, Mapping[str, bytes]]] = {}  # id(install) -> its support files
 
     def _source(self, name: str, target: Target, referrer: str = "") -> tuple[str, str | None]:
         """A template's source and the file it came from (for messages)."""
@@ -421,8 +449,21 @@ class Renderer:
         assert self.compat is not None, "planning needs the compatibility data"
         install = None if target.flavor == SOURCE_FLAVOR else self._install(target)
         inputs = f"{self.templates_digest(name, target)} {self._support_digest} {install.to_json() if install else ''}"
-        digest = fingerprint(target, inputs, args, image_labels)
+        digest = fingerprint(target, inputs, args, image_labels, self._target_repr(target))
         return PlannedImage(target, name, args, {**image_labels, labels.FINGERPRINT: digest}, digest, install)
+
+    def _target_repr(self, target: Target) -> str:
+        """repr(target), with the reprs of the tuples and records it shares with the targets of its stack (their
+        packages, device code, user…) made once: they are most of its text."""
+        return _TARGET_REPR(target, self._shared_repr)
+
+    def _shared_repr(self, value: Any) -> str:
+        found = self._reprs.get(id(value))
+        if found is None or found[0] is not value:
+            if len(self._reprs) >= 4096:
+                self._reprs.clear()
+            found = self._reprs[id(value)] = (value, repr(value))
+        return found[1]
 
     def _install(self, target: Target) -> TorchInstall:
         """The target's install plan: one object for all the targets that install torch alike."""
@@ -465,9 +506,15 @@ class Renderer:
         if bounded:
             texts.update(zip(bounded, self.bounded.render_all(self.environment.loader, self.source,  # type: ignore[union-attr]
                                                               [items[index] for index in bounded])))
-        return tuple(Rendered(**{f.name: getattr(item, f.name) for f in dataclasses.fields(PlannedImage)},
+        return tuple(Rendered(**{name: getattr(item, name) for name in _PLANNED_FIELDS},
                               dockerfile=texts[index] if index in texts else self.text(item), support=self._support_of(item))
                      for index, item in enumerate(items))
+
+    def prepare(self) -> None:
+        """Before rendering: the bounded runner gets ready while the caller plans, where a team template is in use."""
+        loader = self.environment.loader
+        if self.bounded is not None and isinstance(loader, TemplateSet) and not loader.builtin(loader.files):
+            self.bounded.start(loader, self.source)
 
     def check_all(self, targets: Iterable[Target]) -> dict[str, UserError]:
         """`matrix validate`'s check of every target's render: per template, the first error its renders raise (a
@@ -568,7 +615,9 @@ class Renderer:
         (the template failed, or did what holes cannot stand for): rendering the image on its own tells which."""
         template = self._template(planned.template, planned.target)
         variables = template_variables(planned)
-        real: frozenset = frozenset()
+        # what earlier shapes found real is likely read by this one too (flavors share their parts): starting from
+        # it saves renders, and a value made real where a hole would do costs sharing, never correctness
+        real = self._real_so_far
         while True:
             recorder = Recorder(real, self.marker, TEXT_FILTERS)  # its filters: the names that derive a hole
             self.environment.recording = recorder  # type: ignore[attr-defined]
@@ -586,6 +635,7 @@ class Renderer:
                 return None
             finally:
                 self.environment.recording = None  # type: ignore[attr-defined]
+            self._real_so_far = real
             return recorder.shape(text)
 
     def _generate(self, template: jinja2.Template, context: Mapping[str, Any], planned: PlannedImage, limit: int | None) -> str:
@@ -602,11 +652,16 @@ class Renderer:
                 raise UserError(self._over_output(planned, limit))
         return "".join(chunks)
 
-    def _support_of(self, planned: PlannedImage) -> dict[str, bytes]:
-        """The build context's support files: the scripts, and the target's install plan."""
-        if planned.install is None:
+    def _support_of(self, planned: PlannedImage) -> Mapping[str, bytes]:
+        """The build context's support files: the scripts, and the target's install plan (one mapping for all the
+        targets that install torch alike)."""
+        install = planned.install
+        if install is None:
             return self.support
-        return {**self.support, INSTALL_PLAN: planned.install.to_json().encode()}
+        found = self._supports.get(id(install))
+        if found is None or found[0] is not install:
+            found = self._supports[id(install)] = (install, {**self.support, INSTALL_PLAN: install.to_json().encode()})
+        return found[1]
 
     def text(self, planned: PlannedImage, limit: int | None = None) -> str:
         """The Dockerfile text, rendered here, on its own (no shape). With `limit`, rendering stops as soon as the
