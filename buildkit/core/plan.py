@@ -7,6 +7,7 @@ newest confirmed of each); they share a `pair` key and the floating tags move fo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -84,7 +85,7 @@ class Target:
     # thin ROCm wheels: per gfx target the image carries, the distributions of its device code
     device_code: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
-    @property
+    @cached_property  # kept: templates and labels read it for every render
     def device_packages(self) -> tuple[str, ...]:
         return tuple(name for _, names in self.device_code for name in names)
 
@@ -125,17 +126,17 @@ class Target:
         """The stack's packages as the image installs them: each range, then the pins matrix.lock resolved them to."""
         return (*self.packages, *self.locked_packages)
 
-    @property
+    @cached_property  # kept: templates and labels read it for every render
     def vendor_record(self) -> Vendor:
         """What buildkit knows about the vendor whose GPUs the image is for."""
         return of_backend(self.backend)
 
-    @property
+    @cached_property  # kept: templates and labels read it for every render
     def backend_label(self) -> str:
         """CUDA 13.0, ROCm 7.2."""
         return self.vendor_record.backend_label(self.backend_version)
 
-    @property
+    @cached_property  # kept: templates and labels read it for every render
     def container_environment(self) -> tuple[tuple[str, str], ...]:
         """What the vendor's container runtime reads from the image's environment (NVIDIA_VISIBLE_DEVICES…)."""
         return self.vendor_record.environment(self.backend_version)
@@ -367,7 +368,20 @@ def expand(matrix: Matrix) -> Plan:
         ))
     _settle_pairs(targets, notes)
     _link_twins(targets)
-    return Plan(tuple(Target(**spec) for spec in targets), tuple(dict.fromkeys(notes)))
+    return Plan(tuple(map(_target, targets)), tuple(dict.fromkeys(notes)))
+
+
+_TARGET_DEFAULTS = {field.name: field.default for field in dataclasses.fields(Target) if field.default is not dataclasses.MISSING}
+
+
+def _target(spec: dict[str, Any]) -> Target:
+    """Target(**spec), for specs expand made (every field without a default, only fields): a frozen record's
+    __init__ sets its 45 fields one object.__setattr__ at a time, most of the time of expanding 100,000 targets,
+    so the fields go into the record's dictionary at once. Target has no __post_init__ to skip."""
+    target = object.__new__(Target)
+    target.__dict__.update(_TARGET_DEFAULTS)
+    target.__dict__.update(spec)
+    return target
 
 
 def select(plan: Plan, vendor: str = ALL_VENDORS, rule: Rule | None = None) -> Plan:
@@ -375,7 +389,7 @@ def select(plan: Plan, vendor: str = ALL_VENDORS, rule: Rule | None = None) -> P
     rule = rule or Rule(())
     if vendor != ALL_VENDORS:
         rule = Rule((*rule.criteria, ("vendor", vendor)))
-    chosen = tuple(t for t in plan.targets if rule.matches(t.facts))
+    chosen = tuple(t for t in plan.targets if rule.matches(t.facts)) if rule.criteria else plan.targets
     return Plan(chosen, tuple(note for note in plan.notes if rule.could_match(dict(note.facts))))
 
 

@@ -511,8 +511,10 @@ class PathTree:
     target's answers again: records are frozen."""
 
     def __init__(self, getattr_: Callable[[Any, str], Any], requests: Iterable[tuple[Path, str]],
-                 trusted: Mapping[type, Iterable[str]] = {}):
-        """`trusted`: per record type, the attributes read with Python's getattr (what getattr_ does for them)."""
+                 trusted: Mapping[type, Iterable[str]] = {}, sample: Mapping[str, Any] | None = None):
+        """`trusted`: per record type, the attributes getattr_ reads with Python's getattr; `sample`: a target's
+        variables, whose records' types the code checks first for those (a type check, not a table look-up)."""
+        self._getattr, self._trusted = getattr_, trusted
         roots: dict[str, _Node] = {}
         for path, kind in requests:
             node = roots.setdefault(path[0], _Node(path[0]))
@@ -526,7 +528,7 @@ class PathTree:
         for number, (name, root) in enumerate(roots.items()):
             first = len(self.position)
             body: list[str] = []
-            self._emit(root, (name,), "v", 2, body, constants)
+            self._emit(root, (name,), "v", 2, body, constants, (sample or {}).get(name, _MISSING))
             last = len(self.position)
             constants.append(name)
             lines += [f"    v = variables.get(K[{len(constants) - 1}], MISSING)",
@@ -540,13 +542,14 @@ class PathTree:
             return _MISSING if isinstance(found, Undefined) else found
 
         namespace = {"MISSING": _MISSING, "SIZE": len(self.position), "K": constants, "MEMO": [(_MISSING, [])] * len(roots),
-                     "ga": read_attribute, "T": trusted, "NONE": (), "call": _call, "ERRORS": _READ_ERRORS,
+                     "ga": read_attribute, "call": _call, "ERRORS": _READ_ERRORS,
                      "length": _length, "keys": _keys, "frozen": frozen, "PLAIN": _PLAIN}
-        exec(compile("\n".join(lines), "<buildkit path tree>", "exec"), namespace)  # noqa: S102 - code made above, no input in it
+        self.source = "\n".join(lines)
+        exec(compile(self.source, "<buildkit path tree>", "exec"), namespace)  # noqa: S102 - code made above, no input in it
         self.read: Callable[[Mapping[str, Any]], list[Any]] = namespace["read"]  # type: ignore[assignment]
         self.size = len(self.position)
 
-    def _emit(self, node: _Node, path: Path, value: str, depth: int, lines: list[str], constants: list[Any]) -> None:
+    def _emit(self, node: _Node, path: Path, value: str, depth: int, lines: list[str], constants: list[Any], sample: Any) -> None:
         indent = "    " * depth
         for kind in node.kinds:
             self.position[(path, kind)] = len(self.position)
@@ -556,15 +559,27 @@ class PathTree:
         for step, child in node.children.items():
             constants.append(step[1])
             argument = f"K[{len(constants) - 1}]"
-            read = {ATTRIBUTE: f"getattr({value}, {argument}) if {argument} in T.get(type({value}), NONE) else ga({value}, {argument})",
-                    ITEM: f"{value}[{argument}]", CALL: f"call({value}, {argument})"}[step[0]]
+            if step[0] == ATTRIBUTE and sample is not _MISSING and step[1] in self._trusted.get(type(sample), ()):
+                constants.append(type(sample))
+                read = f"getattr({value}, {argument}) if type({value}) is K[{len(constants) - 1}] else ga({value}, {argument})"
+            else:
+                read = {ATTRIBUTE: f"ga({value}, {argument})", ITEM: f"{value}[{argument}]", CALL: f"call({value}, {argument})"}[step[0]]
             inner = f"v{depth}"
             lines += [f"{indent}try:", f"{indent}    {inner} = {read}", f"{indent}except ERRORS:", f"{indent}    {inner} = MISSING",
                       f"{indent}if {inner} is not MISSING:"]
             before = len(lines)
-            self._emit(child, (*path, step), inner, depth + 1, lines, constants)
+            self._emit(child, (*path, step), inner, depth + 1, lines, constants, self._sample_step(sample, step))
             if len(lines) == before:
                 lines.append(f"{indent}    pass")
+
+    def _sample_step(self, sample: Any, step: tuple[str, Any]) -> Any:
+        if sample is _MISSING or step[0] == CALL:
+            return _MISSING
+        try:
+            found = self._getattr(sample, step[1]) if step[0] == ATTRIBUTE else sample[step[1]]
+        except _READ_ERRORS:
+            return _MISSING
+        return _MISSING if isinstance(found, Undefined) else found
 
 
 _PLAIN = frozenset({str, int, bool, float, type(None)})  # a value that is its own frozen form
@@ -665,8 +680,8 @@ class _Page:
         self.tree: PathTree | None = None
         self.facts: Callable[[list[Any]], tuple] = tuple
 
-    def build(self, getattr_: Callable[[Any, str], Any], trusted: Mapping[type, Iterable[str]]) -> None:
-        self.tree = PathTree(getattr_, (*self.guards, *((path, TEXT) for path in self.texts)), trusted)
+    def build(self, getattr_: Callable[[Any, str], Any], trusted: Mapping[type, Iterable[str]], sample: Mapping[str, Any]) -> None:
+        self.tree = PathTree(getattr_, (*self.guards, *((path, TEXT) for path in self.texts)), trusted, sample)
         positions = [self.tree.position[guard] for guard in self.guards]
         picked = operator.itemgetter(*positions) if positions else (lambda answers: ())
         self.facts = (lambda answers: (picked(answers),)) if len(positions) == 1 else picked  # type: ignore[assignment]
@@ -708,7 +723,7 @@ class ShapeBook:
         new_texts = [path for path, _ in data.values if path not in page.texts]
         page.texts.update(dict.fromkeys(new_texts))
         if page.tree is None or new_texts:
-            page.build(self._getattr, self._trusted)
+            page.build(self._getattr, self._trusted, variables)
         shape.bind(page.tree.position)  # type: ignore[union-attr]
         answers = page.tree.read(variables)  # type: ignore[union-attr]
         page.shapes[page.facts(answers)] = shape
