@@ -545,7 +545,7 @@ class PathTree:
                      "ga": read_attribute, "call": _call, "ERRORS": _READ_ERRORS,
                      "length": _length, "keys": _keys, "frozen": frozen, "PLAIN": _PLAIN}
         self.source = "\n".join(lines)
-        exec(compile(self.source, "<buildkit path tree>", "exec"), namespace)  # noqa: S102 - code made above, no input in it
+        exec(_compiled(self.source), namespace)  # noqa: S102 - code made above, no input in it
         self.read: Callable[[Mapping[str, Any]], list[Any]] = namespace["read"]  # type: ignore[assignment]
         self.size = len(self.position)
 
@@ -580,6 +580,13 @@ class PathTree:
         except _READ_ERRORS:
             return _MISSING
         return _MISSING if isinstance(found, Undefined) else found
+
+
+@functools.lru_cache(256)
+def _compiled(source: str) -> Any:
+    """A tree's code, compiled once: the trees of a matrix's flavors, which share their parts, have the same code
+    (their own table of step arguments apart)."""
+    return compile(source, "<buildkit path tree>", "exec")
 
 
 _PLAIN = frozenset({str, int, bool, float, type(None)})  # a value that is its own frozen form
