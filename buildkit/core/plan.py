@@ -330,7 +330,7 @@ def _link_twins(targets: list[dict[str, Any]]) -> None:
     for target in targets:
         if target["pair"]:
             by_pair.setdefault(target["pair"], []).append(target)
-    for pair, members in by_pair.items():
+    for members in by_pair.values():
         for target in members:
             others = [other for other in members if other["vendor"] != target["vendor"]]
             # arch lists only where there is a choice (ROCm family images): a lone twin's narrowed archs do not

@@ -42,7 +42,16 @@ from buildkit.core.install_plan import InstallLayer, Narrowing, TorchInstall, in
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target, Twin
 from buildkit.core.shapes import (
-    Fragment, Function, Hole, NotParametric, Recorder, ShapeBook, ShapeData, Symbolic, TextFilter, Unsupported,
+    Fragment,
+    Function,
+    Hole,
+    NotParametric,
+    Recorder,
+    ShapeBook,
+    ShapeData,
+    Symbolic,
+    TextFilter,
+    Unsupported,
 )
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.core.templates import TemplateSet
@@ -228,8 +237,9 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     While `recording` is set, the render is a shape render: the hooks below give holes their meaning."""
 
-    _TRUSTED = {Target: {*_TARGET_FIELDS, *(name for name, value in vars(Target).items() if isinstance(value, (property, cached_property)))},
-                **{record: _plain_fields(record) for record in (User, Twin, TorchInstall, InstallLayer, Narrowing, Vendor)}}
+    _TRUSTED: dict[type, set[str]] = {
+        Target: {*_TARGET_FIELDS, *(name for name, value in vars(Target).items() if isinstance(value, (property, cached_property)))},
+        **{record: _plain_fields(record) for record in (User, Twin, TorchInstall, InstallLayer, Narrowing, Vendor)}}
     intercepted_binops = frozenset({"*", "**"})
     code_generator_class = _CodeGenerator
     recording: Recorder | None = None
@@ -380,6 +390,7 @@ class Renderer:
         callers that trust all of theirs); `marker`: a random token that shape renders print holes with (see
         buildkit.core.shapes; "": no shapes, every target is rendered on its own)."""
         self.environment = make_environment(loader)
+        self.loader = loader
         self.source = source
         self.compat = compat
         self.bounded = bounded
@@ -402,7 +413,7 @@ class Renderer:
     def _source(self, name: str, target: Target, referrer: str = "") -> tuple[str, str | None]:
         """A template's source and the file it came from (for messages)."""
         try:
-            source, filename, _ = self.environment.loader.get_source(self.environment, name)  # type: ignore[union-attr]
+            source, filename, _ = self.loader.get_source(self.environment, name)
             return source, filename
         except jinja2.TemplateNotFound:
             if referrer:
@@ -487,8 +498,7 @@ class Renderer:
         """Whether every template the image's template reaches is buildkit's own (a team's file of the same
         name, searched first, makes it the team's)."""
         self.templates_digest(planned.template, planned.target)
-        loader = self.environment.loader
-        return isinstance(loader, TemplateSet) and loader.builtin(self._reached[planned.template])
+        return isinstance(self.loader, TemplateSet) and self.loader.builtin(self._reached[planned.template])
 
     def render(self, planned: PlannedImage) -> Rendered:
         return self.render_all((planned,))[0]
@@ -504,7 +514,7 @@ class Renderer:
                 texts[index] = text
         bounded = [index for index, item in enumerate(items) if index not in texts and self._is_bounded(item)]
         if bounded:
-            texts.update(zip(bounded, self.bounded.render_all(self.environment.loader, self.source,  # type: ignore[union-attr]
+            texts.update(zip(bounded, self.bounded.render_all(self.loader, self.source,  # type: ignore[union-attr]
                                                               [items[index] for index in bounded])))
         return tuple(Rendered(**{name: getattr(item, name) for name in _PLANNED_FIELDS},
                               dockerfile=texts[index] if index in texts else self.text(item), support=self._support_of(item))
@@ -512,9 +522,8 @@ class Renderer:
 
     def prepare(self) -> None:
         """Before rendering: the bounded runner gets ready while the caller plans, where a team template is in use."""
-        loader = self.environment.loader
-        if self.bounded is not None and isinstance(loader, TemplateSet) and not loader.builtin(loader.files):
-            self.bounded.start(loader, self.source)
+        if self.bounded is not None and isinstance(self.loader, TemplateSet) and not self.loader.builtin(self.loader.files):
+            self.bounded.start(self.loader, self.source)
 
     def check_all(self, targets: Iterable[Target]) -> dict[str, UserError]:
         """`matrix validate`'s check of every target's render: per template, the first error its renders raise (a
@@ -530,7 +539,7 @@ class Renderer:
                 continue
             try:
                 draft = self._draft(target)
-                if not self._shaped(draft, write=False, plan=lambda target=target: self.plan(target)):
+                if not self._shaped(draft, write=False, plan=functools.partial(self.plan, target)):
                     waiting.setdefault(name, []).append(self.plan(target))
                     if len(waiting[name]) >= CHECK_BATCH:
                         self._render_alone(waiting.pop(name))
@@ -554,7 +563,7 @@ class Renderer:
 
     def _render_alone(self, batch: list[PlannedImage]) -> None:
         if self._is_bounded(batch[0]):
-            self.bounded.render_all(self.environment.loader, self.source, batch)  # type: ignore[union-attr]
+            self.bounded.render_all(self.loader, self.source, batch)  # type: ignore[union-attr]
         else:
             for planned in batch:
                 self.text(planned)
@@ -583,7 +592,7 @@ class Renderer:
             if plan is not None:
                 planned = plan()
                 variables = template_variables(planned)
-            data = self.bounded.shape(self.environment.loader, self.source, planned) if bounded else self.shape_data(planned)  # type: ignore[union-attr]
+            data = self.bounded.shape(self.loader, self.source, planned) if bounded else self.shape_data(planned)  # type: ignore[union-attr]
             try:
                 found = book.add(data, variables) if data is not None else None
             except Unsupported:

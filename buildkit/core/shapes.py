@@ -91,17 +91,21 @@ class Symbolic:
     def _patterns(self) -> set[Path]:
         return {pattern(self._path)}
 
-    __str__ = __repr__ = __format__ = __bool__ = __len__ = __iter__ = __reversed__ = __contains__ = _refuse  # type: ignore[assignment]
-    __hash__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __getitem__ = _refuse  # type: ignore[assignment]
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
-    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __pos__ = _refuse
-    __abs__ = __invert__ = __int__ = __float__ = __index__ = __call__ = _refuse
-
     def attribute(self, environment: Any, name: str) -> Any:
         raise NotParametric(self._patterns())
 
     def item(self, environment: Any, key: Any) -> Any:
         raise NotParametric(self._patterns())
+
+
+# Every operation Python offers on a value refuses on a stand-in (the subclasses below allow some): comparing,
+# hashing, converting, iterating, indexing, arithmetic, calling. Set on the class after it is made, as a loop.
+for _operation in ("__str__", "__repr__", "__format__", "__bool__", "__len__", "__iter__", "__reversed__", "__contains__",
+                   "__hash__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__getitem__", "__add__", "__radd__",
+                   "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__floordiv__",
+                   "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__neg__", "__pos__", "__abs__",
+                   "__invert__", "__int__", "__float__", "__index__", "__call__"):
+    setattr(Symbolic, _operation, _refuse)
 
 
 class Hole(Symbolic):
@@ -252,9 +256,6 @@ class Function(Symbolic):
         return self._recorder.view(self._real(*args), (*self._path, (CALL, args)))
 
 
-PROXIES = (Hole, Fragment, Sequence, Record, Table, Function)
-
-
 @functools.cache
 def _runtime_type(annotation: Any) -> type | None:
     """The one class every value of this annotation has (str, tuple[str, ...] -> tuple), None for a union or an
@@ -274,10 +275,14 @@ def _element(annotation: Any, index: int) -> Any:
     return arguments[0] if typing.get_origin(annotation) is list and arguments else None
 
 
-@functools.cache
+_ATTRIBUTE_TYPES: dict[type, dict[str, Any]] = {}
+
+
 def _attribute_types(record: type) -> dict[str, Any]:
-    """A record's fields' and properties' annotations."""
-    found = dict(typing.get_type_hints(record))
+    """A record's fields' and properties' annotations (read once per record type)."""
+    if record in _ATTRIBUTE_TYPES:
+        return _ATTRIBUTE_TYPES[record]
+    found = _ATTRIBUTE_TYPES[record] = dict(typing.get_type_hints(record))
     for name, value in vars(record).items():
         function = value.fget if isinstance(value, property) else value.func if isinstance(value, functools.cached_property) else None
         if function is not None:
@@ -326,7 +331,7 @@ class Recorder:
     # --- what the environment's hooks call --------------------------------------------------------------------
 
     def print(self, value: Hole | Fragment) -> str:
-        if type(value) is Fragment:
+        if isinstance(value, Fragment):
             return value.text
         slot = self.slots.setdefault((value._path, value.transforms), len(self.slots))
         return f"{self.marker}{slot}{_END}"
@@ -360,7 +365,7 @@ class Recorder:
                 pending.extend(value.keys())
                 pending.extend(value.values())
             elif isinstance(value, Namespace):
-                pending.extend(value._Namespace__attrs.values())  # type: ignore[attr-defined]
+                pending.extend(value._Namespace__attrs.values())
             elif isinstance(value, TemplateModule):
                 pending.append(str(value))
         return found
@@ -424,10 +429,8 @@ class Recorder:
             slots.append(int(found.group(1)))
             start = found.end()
         literals.append(text[start:])
-        values = [None] * len(self.slots)
-        for key, slot in self.slots.items():
-            values[slot] = key
-        return ShapeData(tuple(self.guards), tuple(values), tuple(literals), tuple(slots), frozenset(self.real))  # type: ignore[arg-type]
+        values = sorted(self.slots, key=self.slots.__getitem__)  # in slot order
+        return ShapeData(tuple(self.guards), tuple(values), tuple(literals), tuple(slots), frozenset(self.real))
 
 
 @dataclass(frozen=True)
@@ -629,6 +632,7 @@ class Shape:
         # kilobytes of literal text for braces at every fill)
         self._pieces: list[str] = [text for literal in data.literals for text in (literal, "")][:-1]
         self._literal_size = sum(map(len, data.literals))
+        self._raw: Callable[[list[Any]], tuple[Any, ...]] = _picker([])  # the values' texts among a tree's answers (bind())
         self._counts = [0] * len(data.values)
         for slot in data.slots:
             self._counts[slot] += 1
@@ -643,12 +647,7 @@ class Shape:
 
     def bind(self, position: Mapping[tuple[Path, str], int]) -> None:
         """Where the book's tree answers this shape's values."""
-        positions = [position[(path, TEXT)] for path, _ in self.data.values]
-        picked = operator.itemgetter(*positions) if positions else (lambda answers: ())
-        self._raw = (lambda answers: (picked(answers),)) if len(positions) == 1 else picked  # type: ignore[assignment]
-
-    def _raw(self, answers: list[Any]) -> tuple[str, ...]:  # the values' texts (bind() sets it)
-        raise Unsupported("a shape not bound to a tree")
+        self._raw = _picker([position[(path, TEXT)] for path, _ in self.data.values])
 
     def _texts(self, answers: list[Any]) -> list[str]:
         texts = list(self._raw(answers))
@@ -677,6 +676,16 @@ class Shape:
         return "".join(pieces)
 
 
+def _picker(positions: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """The answers at these positions, as a tuple (operator.itemgetter's, which gives one alone as itself)."""
+    if len(positions) == 1:
+        position = positions[0]
+        return lambda answers: (answers[position],)
+    if not positions:
+        return lambda answers: ()
+    return operator.itemgetter(*positions)
+
+
 class _Page:
     """The shapes that observed the same guards: one tree reads those and every value the shapes print."""
 
@@ -689,9 +698,7 @@ class _Page:
 
     def build(self, getattr_: Callable[[Any, str], Any], trusted: Mapping[type, Iterable[str]], sample: Mapping[str, Any]) -> None:
         self.tree = PathTree(getattr_, (*self.guards, *((path, TEXT) for path in self.texts)), trusted, sample)
-        positions = [self.tree.position[guard] for guard in self.guards]
-        picked = operator.itemgetter(*positions) if positions else (lambda answers: ())
-        self.facts = (lambda answers: (picked(answers),)) if len(positions) == 1 else picked  # type: ignore[assignment]
+        self.facts = _picker([self.tree.position[guard] for guard in self.guards])
         for shape in self.shapes.values():
             shape.bind(self.tree.position)
 
