@@ -9,16 +9,23 @@ once, so a render that reaches a team template runs in a worker process:
 
 - memory: its address space is capped at what it holds once started plus MEMORY_BUDGET (RLIMIT_AS): an
   allocation past it fails at once (MemoryError) instead of swapping the machine;
-- time: each render may use TIME_BUDGET seconds of CPU (RLIMIT_CPU, raised before each render: the kernel
-  stops the worker past it) and the CLI waits at most that long, plus a margin, for the answer;
-- output: the Dockerfile is counted as the template writes it and stopped past OUTPUT_BUDGET characters.
+- time: each command may use TIME_BUDGET seconds of CPU (a profiling timer, set before each command: the kernel
+  stops the worker past it, even inside one long C operation; RLIMIT_CPU behind it) and the CLI waits at most
+  that long, plus a margin, for the answer;
+- output: the Dockerfile is counted as the template writes it and stopped past OUTPUT_BUDGET characters (a text
+  written from a shape in the CLI is measured before it is written).
 
 Going over is a UserError naming the template and the target; the worker is then replaced for the next
-render. The worker starts once per run (a Python of its own: about 0.3 s) and renders every team target of
-it; it imports nothing from the folder it runs in (-I, and buildkit's own import path handed over). The
-CLI sends the planned images in frames of BATCH from a thread of its own while it reads the answers, so
-the worker renders on another core while the CLI plans and nothing waits on a round trip per target.
-buildkit's built-in templates are its own code and are rendered in the CLI's process (buildkit.core.render).
+render. The worker starts once per run (a Python of its own: about 0.3 s; the CLI starts it while it plans)
+and renders for every team target of it; it imports nothing from the folder it runs in (-I, and buildkit's
+own import path handed over). Most of what it renders are shapes (buildkit.core.shapes): one render of a
+template with every value a hole stands for every target whose values meet its guards, and the CLI writes those
+targets' texts itself; the marker that holes are printed with is drawn here, so neither the CLI nor a template
+knows it. A template a shape cannot stand for is rendered per target: the CLI sends those planned images in
+frames of BATCH from a thread of its own while it reads the answers, so the worker renders on another core
+while the CLI plans and nothing waits on a round trip per target. A fault found while compiling a template or
+rendering its first shape is the template's error at once. buildkit's built-in templates are its own code and
+are rendered in the CLI's process (buildkit.core.render).
 """
 
 from __future__ import annotations

@@ -13,6 +13,11 @@ or a macro that doubles a string run for minutes or take gigabytes through opera
 So a render that reaches a template not shipped with buildkit goes to the `bounded` runner the caller
 supplies (buildkit.adapters.template_worker: a process with a budget of time, memory and output), and only
 renders of buildkit's own templates run here, where 10,000 targets must not pay a process round trip each.
+
+Nor do 10,000 targets pay a Jinja render each: a template is rendered once per shape (buildkit.core.shapes),
+with every value a hole and the values it looks into made real, and each target's text is written from the
+shape whose guards its values meet, byte for byte what its own render would give. `matrix validate` checks
+every target that way (check_all), so a template's fault is found by the render of its first shape.
 """
 
 from __future__ import annotations

@@ -460,9 +460,20 @@ def _path_json(path: Path) -> list:
 
 
 def _path_of(data: list) -> Path:
+    """A path from JSON, each step checked: a worker's answer is data, never trusted to be well formed."""
     if not data:
         return ()
-    return (str(data[0]), *((str(kind), tuple(argument) if kind == CALL else argument) for kind, argument in data[1:]))
+    steps = []
+    for kind, argument in data[1:]:
+        if kind == ATTRIBUTE and type(argument) is str or kind == ITEM and type(argument) in (str, int):
+            steps.append((kind, argument))
+        elif kind == CALL and type(argument) is list and all(type(item) in (str, int) for item in argument):
+            steps.append((kind, tuple(argument)))
+        else:
+            raise ValueError(f"not a path step: {kind!r} {argument!r}")
+    if type(data[0]) is not str:
+        raise ValueError(f"not a variable: {data[0]!r}")
+    return (data[0], *steps)
 
 
 def frozen(value: Any) -> Any:

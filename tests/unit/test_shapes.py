@@ -198,3 +198,13 @@ def test_the_declared_variable_types_are_the_variables_types():
         for name, value in template_variables(item).items():
             if name in VARIABLE_TYPES:
                 assert conforms(value, VARIABLE_TYPES[name]), (name, value)
+
+
+@pytest.mark.parametrize("step", [["?", "x"], [".", ["x"]], ["[", {"a": 1}], ["(", [["nested"]]], ["[", [1, 2]]])
+def test_a_shape_from_json_refuses_a_step_that_is_not_one(step):
+    """The worker's answers are data: a malformed path is a ValueError (the worker is then stopped), not a crash."""
+    renderer, planned = in_process()
+    data = renderer.shape_data(planned[0]).to_json()
+    data["guards"][0][0] = ["target", step]
+    with pytest.raises(ValueError, match="not a path step"):
+        ShapeData.from_json(data)
