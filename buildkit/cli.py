@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +47,7 @@ EXIT_FAILED = 1  # the work failed (a build, a smoke test, a check), or the envi
 # 2: bad input, one message per problem (UserError.exit_code, and argparse's for a usage error)
 EXIT_DIFFERS = 3  # compat check: the data and the index differ (a proposed change, not an outage)
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM (a CI job cancelled, `timeout`, `docker stop`)
 EXIT_READER_GONE = 141  # 128 + SIGPIPE, what a shell reports for a command its reader closed on
 
 GPU_HELP = "auto: run kernels when the host has the image's GPU vendor (default); require: fail without one; skip: never"
@@ -92,11 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
                           help="text (default), or github: problems as ::error annotations on their file and line")
     show = _command(matrix_commands, "show", help="print the matrix as its `extends` chain resolves it, as TOML")
     _matrix_option(show)
+    schema = _command(matrix_commands, "schema", help="print the JSON Schema of matrix files (for editors), or with --markdown the key reference")
+    schema.add_argument("--markdown", action="store_true", help="the reference tables of docs/matrix-reference.md instead")
 
     plan = _command(commands, "plan", help="list the targets a matrix expands to")
     _selection_options(plan, source=True)
     plan.add_argument("--format", choices=views.PLAN_FORMATS, default=views.PLAN_FORMATS[0],
-                      help="table (default), json, or github (an Actions matrix)")
+                      help="table (default), json, github (an Actions matrix), or ids (one target id per line)")
 
     render = _command(commands, "render", help="write one Dockerfile per target into a folder tree")
     _selection_options(render, source=True)
@@ -192,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run --compile-check's hipcc in a container of this ROCm toolchain image, not on this machine")
     hipify.add_argument("--include-dir", action="append", default=[], metavar="DIR",
                         help="an include folder of the tree (relative to PATH) for --compile-check; repeatable")
+    hipify.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]", dest="defines",
+                        help="a macro the project's build defines (as setup.py's define_macros), for the findings and --compile-check; repeatable")
+    hipify.add_argument("--hipcc-flags", default="", metavar="FLAGS",
+                        help="more flags for --compile-check's hipcc, one string split as a shell would: --hipcc-flags='-O3 -DFOO'")
+    hipify.add_argument("--cxx-flags", default="", metavar="FLAGS", help="more flags for --compile-check's C++ compiler (one string)")
+    hipify.add_argument("--keep-objects", type=Path, metavar="DIR", help="keep --compile-check's objects (and dependency lists) in DIR")
     hipify.add_argument("--json", type=Path, help="write the report as JSON")
 
     doctor = _command(commands, "doctor", help="explain why GPU acceleration would or would not work here")
@@ -216,12 +228,20 @@ def build_parser() -> argparse.ArgumentParser:
     compat_commands = compat.add_subparsers(dest="compat_command", required=True, metavar="SUBCOMMAND")
     compat_check = _command(
         compat_commands, "check",
-        help=f"compare the compatibility data with PyTorch's wheel index; exit {EXIT_DIFFERS} when they differ, "
-             f"{EXIT_FAILED} when the index cannot be read",
+        help=f"compare the compatibility data with what PyPI and the wheel indexes publish; exit {EXIT_DIFFERS} when they differ, "
+             f"{EXIT_FAILED} when an index cannot be read",
     )
-    compat_check.add_argument("--index", metavar="URL", help="wheel index (default: the data's [wheel_index] url)")
+    compat_check.add_argument("--index", metavar="URL|none", help="PyTorch's wheel index (default: the data's [wheel_index] url); none leaves it out")
+    compat_check.add_argument("--pypi", metavar="URL|none",
+                              help="the package index for torch's, torchvision's and torchaudio's releases (default: the one pip uses); none leaves it out")
+    compat_check.add_argument("--layout-index", action="append", default=[], metavar="LAYOUT=URL|none",
+                              help="the index of a thin-ROCm layout with one of its own (default: the data's, for the layouts in use)")
+    compat_check.add_argument("--deep", action="store_true",
+                              help="also read the newest releases' GPU libraries for the archs their code carries (downloads them)")
     compat_check.add_argument("--data", type=Path, metavar="PATH", help="compatibility data file (default: the one shipped with buildkit)")
-    compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file (exit 0 once it agrees)")
+    compat_check.add_argument("--default-matrix", type=Path, metavar="PATH",
+                              help="the matrix to keep in step (default: the shipped default matrix, when --data is the shipped data)")
+    compat_check.add_argument("--write", action="store_true", help="apply the proposed change to the data file and the matrix (exit 0 once it agrees)")
     compat_check.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
 
     verify = _command(commands, "verify", help="check a published image: signature, provenance, SBOM and a signed passing GPU test")
@@ -300,6 +320,13 @@ def _positive(value: str) -> int:
     return number
 
 
+def _split(flags: str, option: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(flags))
+    except ValueError as error:
+        raise UserError(Problem(option, f"cannot be split into flags ({error}): quote as a shell would")) from None
+
+
 def _choices(args: argparse.Namespace, **overrides) -> Choices:
     source = SourceOptions(tuple(getattr(args, "gpu_arch", ())), getattr(args, "pytorch_src", None), getattr(args, "max_jobs", None) or 0)
     return Choices(
@@ -339,6 +366,13 @@ def cmd_matrix_validate(args: argparse.Namespace, out: Console, err: Console) ->
     return EXIT_OK
 
 
+def cmd_matrix_schema(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.ui.matrix_schema import reference_markdown, schema_text
+
+    sys.stdout.write(reference_markdown() if args.markdown else schema_text())
+    return EXIT_OK
+
+
 def cmd_matrix_show(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.matrix_show import resolve
 
@@ -350,6 +384,9 @@ def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
     selection = select_targets(_choices(args))
     if args.format == "json":
         views.write_json_array(sys.stdout, map(target_json, selection.iter_plan()))
+        return EXIT_OK
+    if args.format == "ids":
+        sys.stdout.writelines(f"{target.id}\n" for target in selection.targets)
         return EXIT_OK
     planned = selection.plan()
     if args.format == "github":
@@ -424,7 +461,8 @@ def cmd_bake(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     export = export_bake(_choices(args), args.out, args.pip_conf, args.ca_bundle, args.network, args.registry_cache)
     views.say(out, f"wrote {export.file} with {len(export.targets)} targets; groups: {', '.join(export.groups)}")
-    views.say(out, f"build with: docker buildx bake -f {export.file} [GROUP] --load   (or --push, on any builder, from any folder)")
+    build = views.command_line("docker", "buildx", "bake", "-f", str(export.file))
+    views.say(out, f"build with: {build} [GROUP] --load   (or --push, on any builder, from any folder)")
     return EXIT_OK
 
 
@@ -457,7 +495,8 @@ def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.hipify_preflight import PreflightOptions, preflight
 
     report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json,
-                                        args.toolchain_image, tuple(args.include_dir)))
+                                        args.toolchain_image, tuple(args.include_dir), tuple(args.defines), _split(args.hipcc_flags, "--hipcc-flags"),
+                                        _split(args.cxx_flags, "--cxx-flags"), args.keep_objects))
     for line in views.hipify_lines(report):
         views.say(out, line)
     return EXIT_OK if report.passed else EXIT_FAILED
@@ -470,7 +509,7 @@ def cmd_test(args: argparse.Namespace, out: Console, err: Console) -> int:
     verdicts = test_images(_choices(args), list(args.images), args.gpu, args.timeout, lambda line: views.say(err, line))
     out.print(views.verdict_table(verdicts, args.gpu))
     if args.json:
-        views.write_json(args.json, verdicts_json(verdicts))
+        views.write_json(args.json, verdicts_json(verdicts), "--json")
     return EXIT_OK if all(v.passed for v in verdicts) else EXIT_FAILED
 
 
@@ -479,7 +518,7 @@ def cmd_parity(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     result = parity(_choices(args), list(args.subjects))
     if args.json:
-        views.write_json(args.json, views.parity_json(result))
+        views.write_json(args.json, views.parity_json(result), "--json")
     for line in views.parity_lines(result):
         views.say(out, line)
     return EXIT_OK if result.parity.passed else EXIT_FAILED
@@ -497,15 +536,13 @@ def cmd_detect(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    import shlex
-
     from buildkit.app import routing
 
     command = routing.run_command(_choices(args), args.image, _host_choice(args), args.container_command)
     for finding in command.warnings:
         views.say(err, f"warning: {finding.title} (fix: {finding.fix})")
     if args.print:
-        sys.stdout.write(shlex.join(command.argv) + "\n")
+        sys.stdout.write(views.command_line(*command.argv) + "\n")
         return EXIT_OK
     return subprocess.call(command.argv)
 
@@ -539,7 +576,14 @@ def cmd_compat_check(args: argparse.Namespace, out: Console, err: Console) -> in
     from buildkit.app.compat_check import check_compat
     from buildkit.ui.compat import compat_json, compat_markdown
 
-    outcome = check_compat(args.index, args.data, args.write)
+    layouts = {}
+    for value in args.layout_index:
+        name, separator, url = value.partition("=")
+        if not separator or not name or not url:
+            raise UserError(Problem("--layout-index", f"{value!r}: expected LAYOUT=URL or LAYOUT=none, e.g. amd-multi-arch=none"))
+        layouts[name] = url
+    outcome = check_compat(args.index, args.data, args.write, pypi_url=args.pypi, layout_indexes=layouts, deep=args.deep,
+                           matrix_path=args.default_matrix)
     if args.json:
         views.print_json(compat_json(outcome))
     else:
@@ -566,7 +610,7 @@ def cmd_sbom(args: argparse.Namespace, out: Console, err: Console) -> int:
     trust = trust_of(args.key, args.certificate_identity, args.certificate_oidc_issuer, args.tlog, required=False)
     result = image_sbom(args.image, trust, args.local, RegistryAccess(args.registry_auth_file, args.insecure_registry))
     if args.out:
-        views.write_json(args.out, result.document)
+        views.write_json(args.out, result.document, "--out")
     else:
         views.print_json(result.document)
     views.say(err, f"sbom: {result.source}")
@@ -585,6 +629,7 @@ def cmd_completion(args: argparse.Namespace, out: Console, err: Console) -> int:
 COMMANDS = {
     ("matrix", "validate"): cmd_matrix_validate,
     ("matrix", "show"): cmd_matrix_show,
+    ("matrix", "schema"): cmd_matrix_schema,
     ("plan", None): cmd_plan,
     ("render", None): cmd_render,
     ("build", None): cmd_build,
@@ -605,6 +650,15 @@ COMMANDS = {
 }
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, as Ctrl-C is: every writer removes its temporary files on the
+    way out and running builds are stopped, instead of the process vanishing mid-write."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # everything after `--` is the container's command (buildkit run), never buildkit's options
@@ -616,6 +670,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(width=width, soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
     handler = COMMANDS[(args.command, getattr(args, f"{args.command}_command", None))]
+    if threading.current_thread() is threading.main_thread():  # tests call main() from threads too
+        signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         if hasattr(args, "matrix"):  # every command that reads a matrix has --matrix: the file comes from one rule
             found = find_matrix(args.matrix)
@@ -627,9 +683,9 @@ def main(argv: list[str] | None = None) -> int:
         for problem in error.problems:
             views.say(err, f"error: {problem}")
         return error.exit_code
-    except KeyboardInterrupt:
-        views.say(err, "interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as interrupt:
+        views.say(err, "terminated" if isinstance(interrupt, Terminated) else "interrupted")
+        return EXIT_TERMINATED if isinstance(interrupt, Terminated) else EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`buildkit plan --format json | head`): not an error of ours to report; point
         # stdout at /dev/null so the interpreter's final flush does not raise again on the way out

@@ -5,7 +5,14 @@ The CLI turns a UserError into its message and exit code 2; anything else is a b
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+# The user-info of a URL: from "scheme://" to the LAST "@" before the path, as URL parsers (and pip) read it,
+# so a password with an unencoded "@" or ":" is covered whole. Quotes and brackets end it: a URL inside
+# JSON or HTML does not swallow the text after it.
+_USERINFO_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/\"'<>]*@")
+REDACTED = "****"
 
 
 def printable(text: str, limit: int | None = 200) -> str:
@@ -15,6 +22,13 @@ def printable(text: str, limit: int | None = 200) -> str:
         return text
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
     return shown + "…" if limit is not None and len(text) > limit else shown
+
+
+def redact_urls(text: str) -> str:
+    """Text with the user-info of every URL in it replaced by ****: an index URL such as
+    http://user:TOKEN@host/simple (PIP_INDEX_URL in CI) keeps its host and path, and loses its credentials.
+    Every message, notice and report names URLs through this, whichever client they came through."""
+    return _USERINFO_RE.sub(lambda found: f"{found.group(1)}{REDACTED}@", text) if "@" in text else text
 
 
 @dataclass(frozen=True)
@@ -29,8 +43,9 @@ class Problem:
     def __str__(self) -> str:
         location = self.where if self.line is None else f"{self.where}:{self.line}"
         text = f"{location}: {self.key}: {self.message}" if self.key else f"{location}: {self.message}"
-        # One problem, one line: a file name, key or value from hostile input cannot break it or add a line.
-        return printable(text, limit=None)
+        # One problem, one line: a file name, key or value from hostile input cannot break it or add a line;
+        # and never a URL's credentials, whatever client or file the URL came from.
+        return printable(redact_urls(text), limit=None)
 
 
 class UserError(Exception):

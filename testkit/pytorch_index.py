@@ -8,17 +8,20 @@ The pages follow pytorch/test-infra s3_management/manage_v2.py, which writes the
                                data-core-metadata=...>torch-2.14.1+cu130-...whl</a><br/>`, and the files at the
                                index root on every variant's page too (is_obj_at_root), then a TIMESTAMP comment.
 A folder that does not exist answers 403 AccessDenied, as S3 does for a missing key when the caller may
-not list the bucket. Only names are served: compat check never downloads a wheel.
+not list the bucket. Each wheel is a small double (testkit.artifacts.torch_wheel) served with byte ranges:
+compat check reads its METADATA, never the whole file.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import quote, unquote
 
 from buildkit.core.compat import Compat
 from buildkit.core.vendors import BACKENDS
+from testkit.artifacts import send_ranged, torch_wheel
 from testkit.local_http import QuietHandler, serve, stop_serving
 
 PREFIX = "whl"
@@ -51,6 +54,7 @@ class PyTorchIndex:
     root_files: list[str] = field(default_factory=list)  # files at the index root, listed on every page
     root_lists_variants: bool = False  # list the variant folders on the root page instead of the projects
     requests: list[str] = field(default_factory=list)
+    real: dict[str, Path] = field(default_factory=dict)  # file name -> a real wheel served under it (else a double)
 
     def __post_init__(self) -> None:
         index = self
@@ -58,6 +62,10 @@ class PyTorchIndex:
         class Handler(QuietHandler):
             def do_GET(self):
                 index.requests.append(self.path)
+                path = unquote(self.path.split("?")[0])
+                if path.endswith(".whl"):  # a real wheel, or a double whose METADATA pins what its variant pins
+                    name = path.rsplit("/", 1)[-1]
+                    return send_ranged(self, index.real.get(name) or torch_wheel(name))
                 status, body = index._page(self.path.split("?")[0])
                 data = body.encode()
                 self.send_response(status)

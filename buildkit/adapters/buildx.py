@@ -27,10 +27,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from buildkit.adapters.registry_auth import Credentials
+from buildkit.adapters.registry_auth import MAX_CREDENTIALS_BYTES, Credentials
+from buildkit.adapters.regular_files import NotReadable, read_regular
+from buildkit.adapters.safe_files import open_below
 from buildkit.adapters.secrets import Redactor
 from buildkit.core.cache import CacheRefs, cache_export
 from buildkit.core.compression import exporter_options
+from buildkit.core.shell import command_line
 from buildkit.errors import Problem, UserError
 
 DOCKER_ENV = "BUILDKIT_DOCKER"
@@ -229,14 +232,17 @@ def run_build(
     redact: Redactor,
     cancel: threading.Event,
     environment: dict[str, str] | None = None,
+    within: Path | None = None,
 ) -> BuildOutcome:
-    """One build; every output line goes (redacted) to the log file and to on_line."""
+    """One build; every output line goes (redacted) to the log file and to on_line. The log is reached from
+    `within` (the run's --out, default its own folder) without following a symlink planted on the way."""
     metadata = request.dockerfile.parent / f".metadata-{os.getpid()}-{threading.get_ident()}.json"
     metadata.unlink(missing_ok=True)
     argv = builder.buildx("build", *build_arguments(request, metadata))
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a" if request.stage else "w", encoding="utf-8", buffering=1) as handle:  # line-buffered: users tail it
-        handle.write(redact("$ " + " ".join(argv)) + "\n")
+    root = within or log.parent
+    descriptor = open_below(root, log.relative_to(root).as_posix(), append=bool(request.stage), option="--out")
+    with open(descriptor, "w", encoding="utf-8", buffering=1) as handle:  # line-buffered: users tail it
+        handle.write(redact("$ " + command_line(*argv)) + "\n")
         process = subprocess.Popen(
             argv, env=environment or dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             errors="replace", start_new_session=True,  # Ctrl-C reaches us, and we stop the build's whole group
@@ -311,9 +317,9 @@ def registry_login(registry: str, credentials: Credentials | None) -> Iterator[d
         os.chmod(folder, 0o700)
         config: dict = {}
         try:
-            config = json.loads((home / "config.json").read_text())
-        except (OSError, ValueError):
-            pass
+            config = json.loads(read_regular(home / "config.json", MAX_CREDENTIALS_BYTES))
+        except (NotReadable, ValueError, RecursionError):
+            pass  # no usable config of the user's: the credentials alone
         config = {key: value for key, value in config.items() if key in ("currentContext", "auths")}
         config["auths"] = {**(config.get("auths") or {}), registry: {"auth": credentials.docker_auth}}
         with open(os.open(folder / "config.json", os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:

@@ -7,8 +7,10 @@ them from /etc/cdi and /var/run/cdi (the spec's default directories); `nvidia-ct
 `amd-ctk cdi generate` write them.
 
 The files sit on a host tree anyone may have edited, so nothing in them is trusted: only regular files up
-to MAX_SPEC_BYTES are read (adapters/host.py's reader), and no more than MAX_DEVICES devices with
-MAX_NODES nodes each are looked at, so YAML aliases repeating one big list cannot multiply the work.
+to MAX_SPEC_BYTES are read (adapters/host.py's reader), at most MAX_SPECS files and MAX_TOTAL_BYTES in all
+(a folder of specs planted to cost minutes of parsing costs a second), no more than MAX_DEVICES devices with
+MAX_NODES nodes each are looked at, so YAML aliases repeating one big list cannot multiply the work, and a
+document nested thousands deep is no spec rather than a RecursionError.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from buildkit.core.host import CdiDevice
 SPEC_DIRS = ("etc/cdi", "var/run/cdi")
 SUFFIXES = (".json", ".yaml", ".yml")
 MAX_SPEC_BYTES = 1024 * 1024  # nvidia-ctk's spec for an 8-GPU host is a few tens of KB
+MAX_SPECS = 16  # a host has one spec per device vendor (nvidia.yaml, amd.json), perhaps one per toolkit version
+MAX_TOTAL_BYTES = 4 * 1024 * 1024
 MAX_DEVICES = 1024
 MAX_NODES = 64
 _NODE_RE = re.compile(r"/dev/[A-Za-z0-9._/-]{1,200}")
@@ -59,6 +63,8 @@ def parse_spec(text: str, json_file: bool) -> tuple[str, tuple[CdiDevice, ...], 
     """(kind, devices, the spec-wide device nodes) of a spec's text; NotASpec says why it is none."""
     try:
         data = json.loads(text) if json_file else yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except RecursionError:
+        raise NotASpec("nested too deeply to be a spec") from None
     except (ValueError, yaml.YAMLError) as error:
         raise NotASpec(f"not {'JSON' if json_file else 'YAML'} ({str(error).splitlines()[0][:120]})") from None
     data = _mapping(data, "the file")

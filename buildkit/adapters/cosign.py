@@ -28,6 +28,7 @@ from typing import Any
 
 from buildkit.adapters.registry import Credentials
 from buildkit.adapters.registry_transport import registry_is_loopback
+from buildkit.adapters.regular_files import describe_path
 from buildkit.adapters.secrets import Redactor
 from buildkit.errors import Problem, UserError
 
@@ -180,8 +181,10 @@ class Cosign:
         return environment
 
     def _check_key(self, key: str, kind: str) -> None:
-        if key and not is_key_uri(key) and not Path(key).is_file():
-            raise CosignError(Problem(key, f"no such key file; give the cosign {kind} key (cosign generate-key-pair writes "
+        what = describe_path(Path(key)) if key and not is_key_uri(key) else None
+        if what:  # a FIFO or device would hold cosign itself until its timeout
+            what = "no such key file" if what == "no such file" else what
+            raise CosignError(Problem(key, f"{what}; give the cosign {kind} key file (cosign generate-key-pair writes "
                                            f"cosign.key and cosign.pub) or a KMS URI"))
 
     def _run(self, arguments: list[str], image: str, signer: Signer | None = None, accept_unsigned: bool = False) -> subprocess.CompletedProcess:

@@ -185,25 +185,35 @@ def _nvidia_smi() -> dict[str, tuple[str, str]]:
 def _cdi_specs(tree: _Tree) -> tuple[CdiSpec, ...]:
     """The GPU vendors' CDI specs below the root, each with the device nodes it names that /dev lacks."""
     specs = []
+    files: list[Path] = []
     for folder in cdi.SPEC_DIRS:
         try:
-            files = sorted(path for path in (tree.root / folder).iterdir() if path.suffix in cdi.SUFFIXES)
+            files += sorted(path for path in (tree.root / folder).iterdir() if path.suffix in cdi.SUFFIXES)
         except OSError:
             continue  # no such folder: no toolkit wrote a spec here
-        for path in files:
-            text = tree.read(path, cdi.MAX_SPEC_BYTES)
-            if not text:
-                continue
-            try:
-                kind, devices, common = cdi.parse_spec(text, path.suffix == ".json")
-            except cdi.NotASpec as error:
-                tree.note(path, f"not a CDI spec buildkit can read: {error}; ignored")
-                continue
-            if kind not in BY_CDI_KIND:
-                continue  # another kind of device: not a GPU of ours
-            nodes = dict.fromkeys([*common, *(node for device in devices for node in device.nodes)])
-            missing = tuple(node for node in nodes if not os.path.lexists(tree.root / node.lstrip("/")))
-            specs.append(CdiSpec(printable(tree.shown(path)), kind, devices, tuple(printable(node) for node in missing)))
+    if len(files) > cdi.MAX_SPECS:
+        tree.note(files[cdi.MAX_SPECS], f"and {len(files) - cdi.MAX_SPECS} more CDI specs are not read: at most "
+                                        f"{cdi.MAX_SPECS} are (a host has one per GPU vendor); remove the stale ones")
+    budget = cdi.MAX_TOTAL_BYTES
+    for path in files[:cdi.MAX_SPECS]:
+        text = tree.read(path, cdi.MAX_SPEC_BYTES)
+        if not text:
+            continue
+        size = len(text.encode())
+        if size > budget:  # parsing is the cost: 4 MB of YAML take seconds
+            tree.note(path, f"not read: with the CDI specs before it, it is over {cdi.MAX_TOTAL_BYTES >> 20} MB, all that is read")
+            continue
+        budget -= size
+        try:
+            kind, devices, common = cdi.parse_spec(text, path.suffix == ".json")
+        except cdi.NotASpec as error:
+            tree.note(path, f"not a CDI spec buildkit can read: {error}; ignored")
+            continue
+        if kind not in BY_CDI_KIND:
+            continue  # another kind of device: not a GPU of ours
+        nodes = dict.fromkeys([*common, *(node for device in devices for node in device.nodes)])
+        missing = tuple(node for node in nodes if not os.path.lexists(tree.root / node.lstrip("/")))
+        specs.append(CdiSpec(printable(tree.shown(path)), kind, devices, tuple(printable(node) for node in missing)))
     return tuple(specs)
 
 

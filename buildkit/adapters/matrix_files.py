@@ -10,12 +10,11 @@ elsewhere in it). A path that cannot be read (a loop of links, a FIFO, a device)
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 from typing import Any
 
 from buildkit.adapters.bundled import builtin_templates_dir, compat_data, default_matrix_path
-from buildkit.adapters.regular_files import NotReadable, describe_path, read_regular
+from buildkit.adapters.regular_files import NotReadable, describe_path, read_regular, walk
 from buildkit.core.lock import LOCK_NAME, Lock, read_lock
 from buildkit.core.matrix import Layer, Matrix, MatrixSources, resolve_matrix
 from buildkit.core.matrix_text import LineIndex, TextFile, parse_toml
@@ -163,7 +162,7 @@ def _folder_templates(folder: Path, builtin: bool) -> list[TemplateFile]:
     root = folder.resolve()
     found: list[TemplateFile] = []
     entries = size = 0
-    for current, folders, files in os.walk(root, followlinks=False):
+    for current, folders, files in walk(root):
         folders[:] = sorted(name for name in folders if not name.startswith("."))
         entries += len(folders) + len(files)
         if entries > MAX_FOLDER_ENTRIES:

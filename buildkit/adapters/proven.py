@@ -19,9 +19,11 @@ import os
 import tempfile
 from pathlib import Path
 
+from buildkit.adapters.regular_files import NotReadable, read_regular
 from buildkit.core.host import HostFacts
 
 CACHE_ENV = "BUILDKIT_CACHE_DIR"
+MAX_RECORD_BYTES = 16 * 1024 * 1024  # a probe report is kilobytes
 
 
 def cache_dir() -> Path:
@@ -49,9 +51,9 @@ class ProvenImages:
 
     def get(self, key: str) -> dict | None:
         try:
-            value = json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None  # never recorded, or a record we cannot read: prove the image again
+            value = json.loads(read_regular(self.folder / f"{key}.json", MAX_RECORD_BYTES))
+        except (NotReadable, ValueError, RecursionError):
+            return None  # never recorded, or a record we cannot read (a FIFO, garbage): prove the image again
         return value if isinstance(value, dict) else None
 
     def put(self, key: str, value: dict) -> None:

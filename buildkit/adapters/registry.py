@@ -19,7 +19,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
@@ -44,6 +44,7 @@ CONFIG_LIMIT = 8 * 1024 * 1024  # an image config is kilobytes; its history grow
 TOKEN_LIMIT = 256 * 1024  # a token answer is a JWT or two: kilobytes
 LISTING_LIMIT = 4 * 1024 * 1024  # one page of tags
 SMALL_LIMIT = 64 * 1024  # answers whose body is not used (ping, PUT, DELETE)
+MAX_INDEX_IMAGES = 64  # platforms of one image index: buildx's own list of platforms has about a dozen
 DEFAULT_PLATFORM = "linux/amd64"
 
 _CHALLENGE_RE = re.compile(r'(\w+)="([^"]*)"')
@@ -294,14 +295,16 @@ class Registry:
         manifest = self.find_manifest(repository, reference)
         return None if manifest is None else self.labels_per_platform(repository, manifest)
 
-    def labels_per_platform(self, repository: str, manifest: Manifest) -> dict[str, tuple[str, dict[str, str]]]:
-        """platform_labels of a manifest already fetched (find_manifest)."""
+    def labels_per_platform(self, repository: str, manifest: Manifest,
+                            only: tuple[str, ...] | None = None) -> dict[str, tuple[str, dict[str, str]]]:
+        """platform_labels of a manifest already fetched (find_manifest); of an index, only the platforms in
+        `only` where given (two requests per platform: what publish needs, not what the index offers)."""
         if not manifest.is_index:
             config = self._config(repository, manifest)
             return {str(self._config_platform(repository, manifest, config)): (manifest.digest, _labels(config))}
         found: dict[str, tuple[str, dict[str, str]]] = {}
-        for platform, entry in image_entries(json.loads(manifest.body)["manifests"]):
-            if str(platform) not in found:
+        for platform, entry in self._images(repository, manifest):
+            if str(platform) not in found and (only is None or str(platform) in only):
                 child = self._child(repository, entry["digest"])
                 found[str(platform)] = (child.digest, _labels(self._config(repository, child)))
         return found
@@ -318,8 +321,13 @@ class Registry:
         return Resolved(manifest.digest, image[0].digest, str(wanted))
 
     def list_tags(self, repository: str) -> list[str]:
+        return list(self.iter_tags(repository))
+
+    def iter_tags(self, repository: str) -> Iterator[str]:
+        """The repository's tags, page by page as the registry lists them: a page is read, yielded and
+        dropped, so a listing of hundreds of 4 MiB pages never sits in memory at once (transport.pages caps
+        their number)."""
         first = self.transport.url(f"{self.base}/v2/{self._repository(repository)}/tags/list?n=100", f"GET /v2/{repository}/tags/list")
-        tags: list[str] = []
         scope = f"repository:{repository}:pull"
         fetch = lambda url: self.request("GET", url.path, scope=scope, ok=(200, 404), limit=LISTING_LIMIT)  # noqa: E731
         for page_number, reply in enumerate(self.transport.pages(first, fetch, f"GET {first.path}")):
@@ -327,12 +335,11 @@ class Registry:
             if reply.status == 404:
                 if page_number:
                     raise self.error(call, "a later page of the tag list is not found (404)")
-                return []  # no such repository (yet)
+                return  # no such repository (yet)
             page = _json(self, call, reply, "a tag list").get("tags")
             if page is not None and (not isinstance(page, list) or not all(isinstance(tag, str) for tag in page)):
                 raise self.error(call, 'the tag list\'s "tags" is not a list of names')
-            tags.extend(page or [])
-        return tags
+            yield from page or []
 
     def put_manifest(self, repository: str, tag: str, manifest: Manifest) -> str:
         """Tags an existing manifest: the same bytes under another name, so no layer moves."""
@@ -361,6 +368,16 @@ class Registry:
         if not (_TAG_RE.fullmatch(reference) or _DIGEST_RE.fullmatch(reference)):
             raise RegistryError(Problem(self.registry, f"{printable(reference, 160)!r} is neither a tag nor a digest"))
         return f"/v2/{self._repository(repository)}/manifests/{reference}"
+
+    def _images(self, repository: str, manifest: Manifest) -> list[tuple[Platform, dict]]:
+        """An index's image entries (attestations left out), at most MAX_INDEX_IMAGES: an index of thousands
+        of platforms is no image buildkit built, and reading each would cost two requests."""
+        entries = image_entries(json.loads(manifest.body)["manifests"])
+        if len(entries) > MAX_INDEX_IMAGES:
+            raise self.error(f"GET /v2/{repository}/manifests/{manifest.digest}",
+                             f"the index lists {len(entries)} images, more than the {MAX_INDEX_IMAGES} platforms buildkit "
+                             "reads from one index; is this the image it should be?")
+        return entries
 
     def _child(self, repository: str, digest: str) -> Manifest:
         """An image manifest an index points to (a nested index is not an image)."""
@@ -394,7 +411,7 @@ class Registry:
     def _image_for(self, repository: str, manifest: Manifest, wanted: Platform) -> tuple[Manifest, dict] | None:
         """(image manifest, config) serving `wanted`, or None."""
         if manifest.is_index:
-            entry = pick(json.loads(manifest.body)["manifests"], wanted)
+            entry = pick([entry for _, entry in self._images(repository, manifest)], wanted)
             if entry is None:
                 return None
             child = self._child(repository, entry["digest"])
@@ -404,7 +421,7 @@ class Registry:
 
     def _platforms(self, repository: str, manifest: Manifest) -> list[str]:
         if manifest.is_index:
-            return [str(platform) for platform, _ in image_entries(json.loads(manifest.body)["manifests"])]
+            return [str(platform) for platform, _ in self._images(repository, manifest)]
         return [str(self._config_platform(repository, manifest, self._config(repository, manifest)))]
 
 

@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildkit.adapters.registry_transport import Origin
+from buildkit.adapters.regular_files import read_input
 from buildkit.errors import Problem, UserError
+
+MAX_CREDENTIALS_BYTES = 4 * 1024 * 1024  # a docker config.json with every registry a machine logs in to is kilobytes
 
 USER_ENV, PASSWORD_ENV = "BUILDKIT_REGISTRY_USER", "BUILDKIT_REGISTRY_PASSWORD"
 
@@ -63,14 +66,12 @@ def load_credentials(registry: str, auth_file: Path | None = None, environ: Mapp
     config = Path(environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
     if not config.exists():
         return None
-    return _from_document(_read_json(config, str(config)), registry, str(config))
+    where = "$DOCKER_CONFIG/config.json" if environ.get("DOCKER_CONFIG") else "~/.docker/config.json"
+    return _from_document(_read_json(config, where), registry, str(config))
 
 
 def _read_json(path: Path, option: str) -> object:
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise UserError(Problem(option, f"cannot read {path}: {error.strerror or type(error).__name__}")) from None
+    data = read_input(path, option, MAX_CREDENTIALS_BYTES, "expected a JSON credentials file (a docker config.json)")
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:

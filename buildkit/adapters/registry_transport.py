@@ -5,16 +5,14 @@ requests alone gives none of these. Its timeout is per socket read, so a server 
 holds a request for ever; it reads whole bodies into memory; and after a redirect it re-sends headers we
 set ourselves (Session.rebuild_auth strips only what `auth=` set). So here redirects are followed one hop
 at a time, bodies are streamed against a cap, and a watchdog shuts the socket down at the deadline, which
-also covers a server that trickles its status line or headers.
+also covers a server that trickles its status line or headers (the watchdog, the body cap and Retry-After
+are bounded_http's, shared with every other client).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import random
 import re
-import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -23,22 +21,30 @@ from urllib.parse import urljoin
 
 import requests
 import requests.utils
-import urllib3.connection
 import urllib3.exceptions
-import urllib3.poolmanager
 import urllib3.util
-from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from buildkit.adapters.bounded_http import (
+    ERROR_BODY_LIMIT,
+    MAX_REDIRECTS,
+    MAX_RETRY_AFTER,
+    NOTICE_AFTER,
+    Expired,
+    TooLarge,
+    Watchdog,
+    WatchedAdapter,
+    backoff_seconds,
+    hopeless,
+    on_stderr,
+    read_body,
+)
 from buildkit.errors import Problem, UserError, printable
 
-MAX_REDIRECTS = 5
+__all__ = ["MAX_PAGES", "MAX_RETRY_AFTER", "Origin", "RegistryError", "RegistryUnreachable", "Reply", "Transport", "UnsafeUrl",
+           "Url", "is_loopback", "parse_url", "registry_is_loopback", "resolve"]
+
 MAX_PAGES = 1000  # a registry's tag list or an API listing longer than this is not one we should walk
-MAX_RETRY_AFTER = 60.0  # seconds: a Retry-After beyond this is not honoured as given
-ERROR_BODY_LIMIT = 64 * 1024  # of an error answer we show 200 characters; read no more than this
-NOTICE_AFTER = 1.0  # seconds: a wait to retry this long or longer is announced
-_CHUNK = 64 * 1024
 _REDIRECTS = (301, 302, 303, 307, 308)
 
 
@@ -190,90 +196,9 @@ class Reply:
         return self.body.decode("utf-8", errors="replace")
 
 
-# --- the deadline watchdog -------------------------------------------------------------------------------
+# --- credentials bound to an origin ------------------------------------------------------------------
 
-_current = threading.local()  # the watchdog of the exchange this thread is in, if any
-
-
-class _Watchdog:
-    """Shuts down the sockets of this thread's exchange when its deadline passes. Socket timeouts are
-    per read; shutting the socket down is what wakes a read blocked on a server that sends a byte a second.
-    It holds the sockets, not the connections: for an answer that ends with the connection, http.client
-    hands the socket over to the response and the connection forgets it."""
-
-    def __init__(self, seconds: float):
-        self.fired = False
-        self.sockets: list[socket.socket] = []
-        self.lock = threading.Lock()
-        self.timer = threading.Timer(max(seconds, 0.0), self._fire)
-        self.timer.daemon = True
-
-    def __enter__(self) -> _Watchdog:
-        _current.watchdog = self
-        self.timer.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.timer.cancel()
-        _current.watchdog = None
-
-    def attach(self, connection: urllib3.connection.HTTPConnection) -> None:
-        sock = getattr(connection, "sock", None)
-        if sock is None:
-            return
-        with self.lock:
-            self.sockets.append(sock)
-            if self.fired:
-                _shut(sock)
-
-    def _fire(self) -> None:
-        with self.lock:
-            self.fired = True
-            for sock in self.sockets:
-                _shut(sock)
-
-
-def _shut(sock: socket.socket) -> None:
-    try:
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: also under a TLS wrapper
-    except OSError:
-        pass
-
-
-class _Watched:
-    """A urllib3 connection that puts itself under the current exchange's watchdog: when it connects
-    (new connections connect lazily, inside request) and when a pooled one is reused."""
-
-    def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
-        watchdog = getattr(_current, "watchdog", None)
-        if watchdog is not None:
-            watchdog.attach(self)
-
-    def request(self, *args, **kwargs):
-        watchdog = getattr(_current, "watchdog", None)
-        if watchdog is not None:
-            watchdog.attach(self)
-        return super().request(*args, **kwargs)
-
-
-class _WatchedHTTPConnection(_Watched, urllib3.connection.HTTPConnection):
-    pass
-
-
-class _WatchedHTTPSConnection(_Watched, urllib3.connection.HTTPSConnection):
-    pass
-
-
-class _HTTPPool(HTTPConnectionPool):
-    ConnectionCls = _WatchedHTTPConnection
-
-
-class _HTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _WatchedHTTPSConnection
-
-
-_POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
+_current = threading.local()  # the grant of the exchange this thread is in, if any
 
 
 @dataclass(frozen=True)
@@ -284,17 +209,7 @@ class _Grant:
     origin: Origin
 
 
-class _WatchedAdapter(HTTPAdapter):
-    def init_poolmanager(self, *args, **kwargs) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = _POOLS
-
-    def proxy_manager_for(self, proxy, **proxy_kwargs):
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        if manager.pool_classes_by_scheme is urllib3.poolmanager.pool_classes_by_scheme:  # not SOCKS: its own pools
-            manager.pool_classes_by_scheme = _POOLS
-        return manager
-
+class _GrantingAdapter(WatchedAdapter):
     def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
         """The exchange's Authorization is attached here, the last step before urllib3 takes a connection, and
         only when the scheme, host and port that requests hands urllib3 for this very request are the origin
@@ -333,14 +248,6 @@ class _NoNetrc(AuthBase):
 # --- the transport ---------------------------------------------------------------------------------------
 
 
-class _Expired(Exception):
-    pass
-
-
-class _TooLarge(Exception):
-    pass
-
-
 class _CutShort(Exception):
     pass
 
@@ -365,10 +272,10 @@ class Transport:
     ):
         self.name = name
         self.timeout, self.budget, self.retries, self.backoff, self.sleep = timeout, budget, retries, backoff, sleep
-        self.notify = notify or _on_stderr
+        self.notify = notify or on_stderr
         self.session = _Session()
-        self.session.mount("http://", _WatchedAdapter())
-        self.session.mount("https://", _WatchedAdapter())
+        self.session.mount("http://", _GrantingAdapter())
+        self.session.mount("https://", _GrantingAdapter())
         self.session.auth = _NoNetrc()
         # No compressed answers: a small gzip body can inflate past any cap before a check runs.
         self.session.headers["Accept-Encoding"] = "identity"
@@ -393,9 +300,7 @@ class Transport:
             raise self.error(call, f"the URL {printable(text, 160)!r} {unsafe.reason}; not requested") from None
 
     def delay(self, attempt: int, retry_after: str | None) -> float:
-        if retry_after and retry_after.strip().isdigit():
-            return min(float(retry_after.strip()), MAX_RETRY_AFTER)
-        return self.backoff * (2**attempt) * (0.5 + random.random())
+        return backoff_seconds(self.backoff, attempt, retry_after)
 
     def send(
         self,
@@ -424,9 +329,9 @@ class Transport:
                     if isinstance(error, requests.exceptions.SSLError):
                         raise self.error(call, "the TLS connection failed (certificate not trusted, or not a TLS server); "
                                                "for a registry with a private CA, set $REQUESTS_CA_BUNDLE to its CA bundle") from None
-                    hopeless = _hopeless(error)
-                    if hopeless:
-                        raise self.error(call, f"cannot connect to {target.origin}: {hopeless}; check that the registry "
+                    why_hopeless = hopeless(error)
+                    if why_hopeless:
+                        raise self.error(call, f"cannot connect to {target.origin}: {why_hopeless}; check that the registry "
                                                "is up and the address is right", RegistryUnreachable) from None
                     what = "the answer was cut short" if isinstance(error, _CutShort) else "cannot reach the registry"
                     if attempt == self.retries:
@@ -468,10 +373,10 @@ class Transport:
                 # The grant travels only to a URL whose one parse names its origin; the adapter then checks that
                 # the connection goes there too.
                 reply = self._exchange(method, url, headers, data, deadline, limit, grant if grant and url.origin == grant.origin else None)
-            except _Expired:
+            except Expired:
                 raise self.error(call, f"no complete answer within {within} (the server stalls or sends too slowly); "
                                        "try again later, or check the registry", RegistryUnreachable) from None
-            except _TooLarge:
+            except TooLarge:
                 raise self.error(call, f"the answer is larger than {limit // 1024} KiB, far beyond what this request "
                                        "returns by spec; refusing to read it") from None
             except requests.exceptions.InvalidHeader:
@@ -498,25 +403,25 @@ class Transport:
             self.requests += 1
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise _Expired
-        with _Watchdog(remaining) as watchdog:
+            raise Expired
+        with Watchdog(remaining) as watchdog:
             _current.grant = grant
             try:
                 response = self.session.request(method, url.text, headers=dict(headers), data=data, stream=True,
                                                 verify=self.verify, allow_redirects=False, timeout=(remaining, remaining))
             except requests.Timeout:
-                raise _Expired from None
+                raise Expired from None
             except requests.ConnectionError:
                 if watchdog.fired:
-                    raise _Expired from None
+                    raise Expired from None
                 raise
             finally:
                 _current.grant = None
             try:
-                body = _read(response, limit if response.ok else min(limit, ERROR_BODY_LIMIT), deadline, cut=not response.ok)
+                body = read_body(response, limit if response.ok else min(limit, ERROR_BODY_LIMIT), deadline, cut=not response.ok)
             except (requests.RequestException, _CutShort):
                 if watchdog.fired or time.monotonic() >= deadline:
-                    raise _Expired from None
+                    raise Expired from None
                 raise _CutShort from None
             finally:
                 response.close()
@@ -545,42 +450,3 @@ class Transport:
                 raise self.error(call, "the Link header points back to a page already read; the listing loops")
             url = following
         raise self.error(call, f"more than {MAX_PAGES} pages; refusing to follow the listing further")
-
-
-def _hopeless(error: BaseException) -> str | None:
-    """Why a connection failed when retrying within seconds cannot help: nothing listens on the port, or
-    the host name does not resolve. Other failures (a reset, a timeout, an answer cut short) are retried."""
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, urllib3.exceptions.NameResolutionError):
-            return "its host name does not resolve"
-        if isinstance(cause, ConnectionRefusedError):
-            return "the connection was refused (nothing listens there)"
-        cause = getattr(cause, "reason", None) or cause.__cause__ or cause.__context__
-    return None
-
-
-def _on_stderr(notice: str) -> None:
-    """Where a retry notice goes when the caller gives no `notify`: stderr, where the CLI says everything
-    that is not a command's result."""
-    print(notice, file=sys.stderr, flush=True)
-
-
-def _read(response: requests.Response, limit: int, deadline: float, cut: bool) -> bytes:
-    """The body, streamed: refused past `limit` bytes (or cut there, for error bodies whose start is all
-    we show), and never past the deadline."""
-    declared = response.headers.get("Content-Length", "").strip()
-    if declared.isdigit() and int(declared) > limit and not cut:
-        raise _TooLarge
-    body = bytearray()
-    for chunk in response.iter_content(_CHUNK):
-        body += chunk
-        if len(body) > limit:
-            if cut:
-                return bytes(body[:limit])
-            raise _TooLarge
-        if time.monotonic() >= deadline:
-            raise _Expired
-    return bytes(body)

@@ -1,6 +1,10 @@
 """Reading input files that anyone may have replaced: regular files only, and only so many bytes.
 
-Matrix files, team templates and host trees arrive from forks, pull requests and mounted roots. A path
+Every file buildkit reads goes through read_regular (or read_input, which makes its refusal one message):
+matrix files and matrix.lock, team templates, host trees (sysfs, /etc/group, CDI specs),
+--registry-auth-file and $DOCKER_CONFIG/config.json, `compat check --data`, --pip-conf and --ca-bundle,
+the smoke-test cache. Matrix files, team templates and host trees arrive from forks, pull requests and
+mounted roots; an option's path can be a FIFO by mistake or by design. A path
 there can be a FIFO (opening it for reading waits for a writer forever), a device such as /dev/zero (it
 never ends), a folder, or a file of gigabytes. Each is refused with a reason instead of hanging a command
 or exhausting its memory. The type is checked on the opened descriptor, so a file swapped in after a check
@@ -11,7 +15,10 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+
+from buildkit.errors import Problem, UserError
 
 # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer; regular files ignore it.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
@@ -66,6 +73,33 @@ def read_regular(path: Path, limit: int) -> bytes:
         raise NotReadable(f"cannot be read: {error.strerror or error}") from None
     finally:
         os.close(descriptor)
+
+
+def read_input(path: Path, where: str, limit: int, fix: str) -> bytes:
+    """read_regular for a file an option names or buildkit looks up ($DOCKER_CONFIG/config.json): what is
+    not a regular file of at most `limit` bytes is one UserError, `where: cannot read PATH: what it is instead; fix`."""
+    try:
+        return read_regular(path, limit)
+    except NotReadable as error:
+        raise UserError(Problem(where, f"cannot read {path}: {error.reason}; {fix}")) from None
+
+
+def walk(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk(root) top-down, never following links to folders, without recursion: os.walk before Python
+    3.12 recurses once per folder, so a tree 1,200 folders deep raised RecursionError. As with os.walk, the
+    caller may prune the folder list it is given; unreadable folders are skipped."""
+    stack = [str(root)]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        folders = [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
+        files = [entry.name for entry in entries if not entry.is_dir(follow_symlinks=False)]
+        yield top, folders, files
+        stack.extend(os.path.join(top, name) for name in reversed(folders))
 
 
 def describe_path(path: Path) -> str | None:

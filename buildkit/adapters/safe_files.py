@@ -16,6 +16,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator, Mapping
@@ -81,25 +82,97 @@ def sha256_file(path: Path) -> str:
 
 def check_writable_file(path: Path, option: str) -> None:
     """Fail before a long run, not after it, when its report could not be written."""
-    target = path.resolve()
+    if path.is_symlink():
+        raise UserError(Problem(option, f"{path} {_NAMED_SYMLINK}"))
+    target = path.parent.resolve() / path.name  # links above the file are the user's path: follow them
     if target.is_dir():
         raise UserError(Problem(option, f"{path} is a folder; name a file"))
     if not target.parent.is_dir():
         raise UserError(Problem(option, f"folder {path.parent} does not exist; create it first or name a file in an existing folder"))
+    if target.exists() and not target.is_file():
+        raise UserError(Problem(option, f"{path} is in the way and is not a regular file (a FIFO, a device?); move it away or name another file"))
+
+
+_NAMED_SYMLINK = ("is a symlink; buildkit never writes through a link (a cloned repository's matrix.lock or report could "
+                  "point at any file of yours): remove the link or name the file itself")
 
 
 def write_atomic(path: Path, data: bytes, option: str) -> None:
-    """One file the user named (a --json report): written whole or not at all, into a folder that exists."""
+    """One file (matrix.lock, a --json report, `compat check --write`): written whole or not at all, into a
+    folder that exists, by a rename over the name. A symlink in the file's place is refused, never followed
+    nor created through; one swapped in after the check is replaced by the rename, its target untouched."""
     check_writable_file(path, option)
-    target = path.resolve()  # a symlink the user named is theirs to point: write where it leads
     try:
-        folder = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        folder = os.open(path.parent.resolve(), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            _replace_file(folder, target.name, data, None, 0o666 & ~_umask())
+            _replace_file(folder, path.name, data, None, 0o666 & ~_umask())
         finally:
             os.close(folder)
     except OSError as error:
         raise UserError(Problem(option, f"cannot write {path}: {error.strerror}")) from None
+
+
+def write_below(root: Path, relative: str, data: bytes, option: str) -> None:
+    """A file in a folder buildkit writes into file by file without owning it (`build --out`'s build
+    contexts): created with its folders, atomically, never through a symlink inside `root`."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise UserError(Problem(option, f"cannot create or open {root}: {error.strerror}; pick a folder you can write to")) from None
+    try:
+        *parents, name = relative.split("/")  # buildkit's own names (contexts/<target id>/Dockerfile)
+        with _folder(descriptor, parents, create=True) as parent:
+            assert parent is not None  # created when missing
+            info = _lstat(parent, name)
+            if info is not None and stat.S_ISLNK(info.st_mode):
+                raise _Blocked(relative, _SYMLINK)
+            _replace_file(parent, name, data, None, 0o666 & ~_umask())
+    except _Blocked as blocked:
+        raise UserError(Problem(str(root / blocked.relative), blocked.reason)) from None
+    except OSError as error:
+        raise UserError(Problem(option, f"cannot write {root / relative}: {error.strerror}")) from None
+    finally:
+        os.close(descriptor)
+
+
+def open_below(root: Path, relative: str, append: bool, option: str) -> int:
+    """A descriptor for writing a file that grows while it is read (a build log users tail), below `root`,
+    reached without following any symlink: a planted link is refused, not written through."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise UserError(Problem(option, f"cannot create or open {root}: {error.strerror}; pick a folder you can write to")) from None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_APPEND if append else os.O_TRUNC)
+    try:
+        *parents, name = relative.split("/")
+        with _folder(descriptor, parents, create=True) as parent:
+            assert parent is not None
+            try:
+                opened = os.open(name, flags, 0o666, dir_fd=parent)
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise _Blocked(relative, _SYMLINK) from None
+                raise
+            if not stat.S_ISREG(os.fstat(opened).st_mode):
+                os.close(opened)
+                raise _Blocked(relative, "is in the way and is not a regular file; move it away")
+            os.set_blocking(opened, True)
+            return opened
+    except _Blocked as blocked:
+        raise UserError(Problem(str(root / blocked.relative), blocked.reason)) from None
+    except OSError as error:
+        raise UserError(Problem(option, f"cannot write {root / relative}: {error.strerror}")) from None
+    finally:
+        os.close(descriptor)
+
+
+def _lstat(folder: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
 
 
 def check_output_folder(folder: OwnedFolder) -> None:
@@ -133,6 +206,7 @@ def update_tree(folder: OwnedFolder, files: Mapping[str, bytes | Path]) -> TreeU
             if len(problems) > len(shown):
                 shown.append(Problem(folder.option, f"and {len(problems) - len(shown)} more such paths"))
             raise UserError(shown)
+        _remove_stray_temporaries(root, {"", *(path.rpartition("/")[0] for path in (*earlier.files, *wanted))})
         stale = sorted(path for path in earlier.files if path not in wanted and on_disk.get(path))
         changing = sorted(path for path in wanted if on_disk.get(path) != hashes[path])
         if earlier.files == hashes and not changing and not earlier.replacing:
@@ -192,7 +266,7 @@ def _read_manifest(root: int, folder: OwnedFolder) -> _Manifest:
     try:
         descriptor = os.open(folder.manifest, _READ, dir_fd=root)
     except FileNotFoundError:
-        if os.listdir(root):
+        if any(not _is_temporary(name) for name in os.listdir(root)):
             raise UserError(Problem(
                 folder.option,
                 f"{folder.root} is not empty and is not an earlier {folder.tool} output (it has no {folder.manifest}, "
@@ -372,10 +446,39 @@ def _write_file(root: int, path: str, source: bytes | Path, umask: int) -> None:
             _replace_file(parent, name, source, None, 0o666 & ~umask)
 
 
+def _temporary_name(name: str) -> str:
+    return f".{name[:100]}.{secrets.token_hex(6)}{_TEMPORARY_SUFFIX}"
+
+
+_TEMPORARY_SUFFIX = ".buildkit-tmp"
+_TEMPORARY_RE = re.compile(r"\..{1,100}\.[0-9a-f]{12}" + re.escape(_TEMPORARY_SUFFIX), re.DOTALL)
+
+
+def _is_temporary(name: str) -> bool:
+    """A temporary file _replace_file names: one a run killed mid-write (SIGKILL, a power cut) left behind."""
+    return bool(_TEMPORARY_RE.fullmatch(name))
+
+
+def _remove_stray_temporaries(root: int, folders: set[str]) -> None:
+    """Remove what earlier interrupted runs left of their temporary files in the folders this run writes to:
+    they would otherwise stay in the output, and in every build context sent from it."""
+    for path in sorted(folders):
+        with _folder(root, path.split("/") if path else [], create=False) as folder:
+            if folder is None:
+                continue
+            for name in os.listdir(folder):
+                if _is_temporary(name):
+                    info = _lstat(folder, name)
+                    if info is not None and stat.S_ISREG(info.st_mode):
+                        os.unlink(name, dir_fd=folder)
+
+
 def _replace_file(folder: int, name: str, data: bytes | None, source: Path | None, mode: int) -> None:
     """Write a temporary file beside the target, then rename it over the target: readers see the old file
-    or the new one, never a part. rename replaces a symlink itself, never the file it points to."""
-    temporary = f".{name[:100]}.{secrets.token_hex(6)}.buildkit-tmp"
+    or the new one, never a part. rename replaces a symlink itself, never the file it points to. The
+    temporary file is removed on any exception, Ctrl-C and SIGTERM included (the CLI raises on SIGTERM);
+    one a killed run leaves is removed by the next update_tree."""
+    temporary = _temporary_name(name)
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
     try:
         try:

@@ -18,25 +18,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from buildkit.errors import Problem, UserError
+from buildkit.adapters.regular_files import read_input
+from buildkit.errors import REDACTED, Problem, UserError, redact_urls
 
 # The user-info ends at the LAST "@" before the path, as URL parsers (and pip) read it: a password with an
 # unencoded "@" ("https://user:p@ss@host/") is all of "user:p@ss", not "user:p".
 _USERINFO_RE = re.compile(r"://([^/\s]+)@")
 PIP_CONF_SECRET = "pip_conf"
 CA_BUNDLE_SECRET = "ca_bundle"
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # a pip.conf is lines; a CA bundle of every public root is about 250 KB
 
 
 class Redactor:
-    """Replaces secret values (passwords, tokens) in any text before it is logged or reported."""
+    """Replaces secret values (passwords, tokens) in any text before it is logged or reported, and the
+    user-info of every URL in it (errors.redact_urls), whether or not it is a known secret."""
 
     def __init__(self, secrets: Iterable[str]):
         self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
-            text = text.replace(secret, "****")
-        return text
+            text = text.replace(secret, REDACTED)
+        return redact_urls(text)
 
 
 @dataclass(frozen=True)
@@ -83,11 +86,12 @@ def _check_url(option: str, url: str) -> None:
         raise UserError(Problem(option, "expected an http(s) index URL such as https://user:token@pypi.example.com/simple/"))
 
 
-def _readable(option: str, path: Path) -> str:
+def _readable(option: str, path: Path, what: str) -> str:
+    data = read_input(path, option, MAX_SETTINGS_BYTES, f"expected {what}")
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(Problem(option, f"cannot read {path}: {error.strerror if isinstance(error, OSError) else error}")) from None
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UserError(Problem(option, f"cannot read {path}: not UTF-8 text (byte {error.start}); expected {what}")) from None
 
 
 @contextmanager
@@ -101,7 +105,7 @@ def build_secrets(settings: IndexSettings) -> Iterator[tuple[dict[str, Path], Re
         if settings.pip_conf or settings.index_url or settings.extra_index_urls:
             config = configparser.ConfigParser(interpolation=None)
             if settings.pip_conf:
-                text = _readable("--pip-conf", settings.pip_conf)
+                text = _readable("--pip-conf", settings.pip_conf, "a pip configuration file")
                 sensitive.extend(credentials_in(text))
                 try:
                     config.read_string(text)
@@ -123,7 +127,7 @@ def build_secrets(settings: IndexSettings) -> Iterator[tuple[dict[str, Path], Re
                 config.write(handle)
             secrets[PIP_CONF_SECRET] = path
         if settings.ca_bundle:
-            _readable("--ca-bundle", settings.ca_bundle)
+            _readable("--ca-bundle", settings.ca_bundle, "a PEM file of CA certificates")
             secrets[CA_BUNDLE_SECRET] = settings.ca_bundle.resolve()
         yield secrets, Redactor(sensitive)
     finally:

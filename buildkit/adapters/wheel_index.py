@@ -1,10 +1,13 @@
 """PyTorch's wheel index over HTTP: the links on its root page and the file names on each variant's
 torch page (<index>/cu130/torch/). PEP 503 simple pages; nothing is downloaded but the pages.
 
-Every request has a timeout, a size cap and a few retries (connection errors, 429, 5xx). A variant folder
-that does not exist answers 404, or 403 from S3-backed indexes such as download.pytorch.org (S3 denies a
-missing key to callers who may not list the bucket): both mean "no such variant". An index that cannot be
-read is one error with exit status 1.
+Every request is bounded by bounded_http: a timeout per exchange, a total deadline for the command, a
+size cap per page, a few retries (connection errors, 429, 5xx; Retry-After read as digits or a date, and
+capped). A variant folder that does not exist answers 404, or 403 from S3-backed indexes such as
+download.pytorch.org (S3 denies a missing key to callers who may not list the bucket): both mean "no such
+variant". At most MAX_FOLDERS variant folders are read: a root page listing thousands is not PyTorch's
+index. An index that cannot be read is one error with exit status 1, naming the index without the
+credentials its URL may carry.
 """
 
 from __future__ import annotations
@@ -17,27 +20,18 @@ from html.parser import HTMLParser
 from posixpath import basename
 from urllib.parse import unquote, urlsplit
 
-import requests
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
-from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
-from buildkit.errors import Problem, UserError
+from buildkit.adapters.bounded_http import BoundedSession, RemoteFailure
+from buildkit.errors import Problem, redact_urls
 
 MISSING = (403, 404)
 MAX_PAGE_BYTES = 16 << 20  # the largest real torch page (cu118) is well under 1 MiB
+MAX_FOLDERS = 500  # variant folders read per check: PyTorch's index has a few dozen, a check probes about 60
 
 
-class WheelIndexError(UserError):
-    """The index could not be read: an environment failure, not bad input."""
-
-    exit_code = 1
+class WheelIndexError(RemoteFailure):
+    """The index could not be read: an environment failure (exit 1), not bad input."""
 
 
 class _Links(HTMLParser):
@@ -63,16 +57,17 @@ def file_name(href: str) -> str:
 
 
 class WheelIndex:
-    def __init__(self, url: str, timeout: float = 30.0, max_bytes: int = MAX_PAGE_BYTES, workers: int = 8, retries: int = 3):
+    def __init__(self, url: str, timeout: float | None = None, max_bytes: int = MAX_PAGE_BYTES, workers: int = 8,
+                 retries: int = 3, deadline: float | None = None, option: str = "--index URL"):
+        """`timeout`, `deadline`: bounded_http's DEFAULT_TIMEOUT and DEFAULT_DEADLINE unless given; `option`: how
+        the command names this index, for the hint in its errors."""
         self.url = url.rstrip("/")
-        self.timeout = timeout
+        self.shown = redact_urls(self.url)  # how messages and reports name it
+        self.option = option
         self.max_bytes = max_bytes
         self.workers = workers
-        self.session = requests.Session()
-        retry = Retry(total=retries, backoff_factor=0.5, status_forcelist=(429, 500, 502, 503, 504),
-                      allowed_methods=("GET",), raise_on_status=False)
-        self.session.mount("http://", HTTPAdapter(max_retries=retry, pool_maxsize=workers))
-        self.session.mount("https://", HTTPAdapter(max_retries=retry, pool_maxsize=workers))
+        self.session = BoundedSession(self.url, timeout=timeout, deadline=deadline, retries=retries, pool_size=workers,
+                                      failure=WheelIndexError)
 
     def root_folders(self) -> tuple[str, ...]:
         """The folders the root page links to (a/ -> a); none when there is no root page."""
@@ -83,12 +78,18 @@ class WheelIndex:
 
     def torch_pages(self, folders: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
         """Folder -> file names on its torch page, for the folders that have one."""
+        if len(folders) > MAX_FOLDERS:
+            raise WheelIndexError(Problem(self.shown, f"{len(folders)} variant folders to read, more than the {MAX_FOLDERS} a "
+                                                      "wheel index can have (its root page lists them); is this a PyTorch "
+                                                      "wheel index? Pass --index URL"))
         with ThreadPoolExecutor(self.workers) as pool:
             pages = dict(zip(folders, pool.map(lambda folder: self._get(f"{self.url}/{folder}/torch/"), folders)))
         return {folder: tuple(file_name(href) for href in links(page)) for folder, page in pages.items() if page is not None}
 
     def project_versions(self, project: str) -> list[str]:
-        """Every version a project's page offers (wheels and sdists); [] when the index has no such project."""
+        """Every version a project's page offers (wheels and sdists); [] when the index has no such project.
+        A file name that is no valid name (a version of 5,000 digits, which packaging cannot even hold) is
+        not a release of the project."""
         page = self._get(f"{self.url}/{canonicalize_name(project)}/")
         versions = []
         for name in (file_name(href) for href in links(page or "")):
@@ -97,27 +98,24 @@ class WheelIndex:
                     versions.append(str(parse_wheel_filename(name)[1]))
                 elif name.endswith((".tar.gz", ".zip")):
                     versions.append(str(parse_sdist_filename(name)[1]))
-            except (InvalidWheelFilename, InvalidSdistFilename):
+            except ValueError:  # InvalidWheelFilename, InvalidSdistFilename, and int()'s limit on digits
                 continue
         return versions
 
     def _get(self, url: str) -> str | None:
         """The page's text, or None when it does not exist."""
-        try:
-            with self.session.get(url, timeout=self.timeout, stream=True) as response:
-                if response.status_code in MISSING:
-                    return None
-                if response.status_code != 200:
-                    raise WheelIndexError(Problem(self.url, f"GET {url}: the index answered {response.status_code}; try again later, or pass --index URL"))
-                body = bytearray()
-                for chunk in response.iter_content(1 << 16):
-                    body += chunk
-                    if len(body) > self.max_bytes:
-                        raise WheelIndexError(Problem(self.url, f"GET {url}: the page is over {self.max_bytes >> 20} MiB; is this a wheel index?"))
-                return body.decode("utf-8", errors="replace")
-        except requests.RequestException as error:
-            raise WheelIndexError(Problem(self.url, f"cannot read the wheel index ({type(error).__name__}); check the address and the "
-                                                    "network, or pass --index URL")) from None
+        answer = self.fetch(url)
+        return None if answer is None else answer[1]
+
+    def fetch(self, url: str, accept: str = "text/html") -> tuple[str, str] | None:
+        """(Content-Type, text) of a page, or None when it does not exist."""
+        answer = self.session.get(url, limit=self.max_bytes, headers={"Accept": accept})
+        if answer.status in MISSING:
+            return None
+        if answer.status != 200:
+            raise WheelIndexError(Problem(self.shown, f"GET {redact_urls(url)}: the index answered {answer.status}; "
+                                                      f"try again later, or pass {self.option}"))
+        return answer.headers.get("Content-Type", ""), answer.text
 
 
 # pip's own default index, asked of pip in a child process: importing pip here would switch off setuptools'

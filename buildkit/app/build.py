@@ -22,6 +22,7 @@ from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.adapters.host import read_host
 from buildkit.adapters.proven import ProvenImages
 from buildkit.adapters.registry_auth import Credentials
+from buildkit.adapters.safe_files import write_below
 from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets
 from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
 from buildkit.app.targets import Choices, select_targets
@@ -228,12 +229,11 @@ class BuildRunner:
 
     def _dockerfile(self, item: Rendered) -> Path:
         """The target's build context: its Dockerfile and the support scripts its RUN steps mount."""
-        folder = self.options.out / "contexts" / item.target.id
-        (folder / SUPPORT_DIR).mkdir(parents=True, exist_ok=True)
-        (folder / "Dockerfile").write_text(item.dockerfile, encoding="utf-8")
+        folder = f"contexts/{item.target.id}"
+        write_below(self.options.out, f"{folder}/Dockerfile", item.dockerfile.encode("utf-8"), "--out")
         for name, data in item.support.items():
-            (folder / SUPPORT_DIR / name).write_bytes(data)
-        return folder / "Dockerfile"
+            write_below(self.options.out, f"{folder}/{SUPPORT_DIR}/{name}", data, "--out")
+        return self.options.out / folder / "Dockerfile"
 
     def _request(self, item: Rendered, **changes) -> buildx.BuildRequest:
         target = item.target
@@ -266,7 +266,8 @@ class BuildRunner:
         log.unlink(missing_ok=True)
         cache = prefix_cache(target) if self.options.registry_cache else CacheRefs()
         buildx.run_build(self.builder, self._request(item, stage=SHARED_STAGE, cache=cache, provenance=False), log,
-                         lambda line: self.display.line(f"{target.pair} (shared)", line), self.redact, self.cancel, self.environment)
+                         lambda line: self.display.line(f"{target.pair} (shared)", line), self.redact, self.cancel, self.environment,
+                         within=self.options.out)
 
     def build_one(self, item: Rendered) -> TargetResult:
         target = item.target
@@ -280,7 +281,8 @@ class BuildRunner:
         started = time.monotonic()
         push_to = target.image_name if self.options.push and not self.builder.loads_into_engine else ""
         outcome = buildx.run_build(self.builder, self._request(item, push_to=push_to), log,
-                                   lambda line: self.display.line(target.id, line), self.redact, self.cancel, self.environment)
+                                   lambda line: self.display.line(target.id, line), self.redact, self.cancel, self.environment,
+                                   within=self.options.out)
         result.seconds = round(time.monotonic() - started, 2)
         if outcome.returncode == 0 and outcome.digest:
             result.digest = outcome.digest

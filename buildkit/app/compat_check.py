@@ -1,30 +1,72 @@
-"""`buildkit compat check`: compat.toml against PyTorch's wheel index, and the change that makes them agree."""
+"""`buildkit compat check`: compat.toml (and the default matrix) against what the indexes publish, and the
+change that makes them agree.
+
+Sources, each optional: PyTorch's wheel index (variant pages; a wheel's METADATA per new release and
+variant), the index of each thin-ROCm layout that has its own (AMD's), and PyPI (torch, torchvision and
+torchaudio: releases, upload dates, METADATA and torch/version.py, read by byte ranges). `deep` also reads
+each newest release's GPU libraries for the archs their code objects carry.
+"""
 
 from __future__ import annotations
 
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildkit.adapters.bundled import COMPAT_DATA, tomllib
-from buildkit.adapters.wheel_index import WheelIndex, WheelIndexError
-from buildkit.core.compat import compat_from_data
-from buildkit.core.compat_check import Difference, IndexFacts, candidate_tags, compare, index_facts, propose, unified_diff
-from buildkit.errors import Problem, UserError
+from packaging.version import Version
+
+from buildkit.adapters.bundled import COMPAT_DATA, default_matrix_path, tomllib
+from buildkit.adapters.package_index import IndexFile, PackageIndex
+from buildkit.adapters.regular_files import read_input
+from buildkit.adapters.remote_wheel import extract_member, read_members
+from buildkit.adapters.safe_files import write_atomic
+from buildkit.adapters.wheel_index import MAX_FOLDERS, WheelIndex, WheelIndexError, default_package_index
+from buildkit.core import fields
+from buildkit.core.code_objects import CodeObjectError, cuda_code, rocm_code
+from buildkit.core.compat import COMPANION_PACKAGES, Compat, compat_from_data
+from buildkit.core.compat_check import (
+    CheckFacts,
+    CodeFinding,
+    Difference,
+    candidate_tags,
+    compare,
+    index_facts,
+    propose,
+    unified_diff,
+)
+from buildkit.core.matrix_proposal import propose_matrix
+from buildkit.core.published import PypiFacts, minor_of
+from buildkit.core.release_facts import PublishedFile, Release, backend_pins, read_metadata, read_version_module, releases, variant_of
+from buildkit.core.vendors import of_backend
+from buildkit.errors import Problem, UserError, printable, redact_urls
 
 SHIPPED_LABEL = "buildkit/data/compat.toml"  # how the diff names the shipped file, wherever it is installed
+MATRIX_LABEL = "matrix.toml"
+NONE = "none"  # an index option's value that leaves that index out
 # The tables compatibility data is made of: each holds one table per torch minor, backend version, gfx
 # target..., which buildkit.core.compat reads by key. Anything else in their place is not compatibility data.
 _TABLES_OF_TABLES = ("torch", "cuda", "rocm", "gfx")
 _TABLES = ("wheel_index", "archs", "os_python", "parity", "gpus", "sources")
+MAX_WHEELS_READ = 96  # METADATA reads per run (each a few range requests); the first run over the shipped data reads about 40
+DEEP_MINORS = 2  # --deep reads the GPU libraries of the newest release of this many newest minors
+_GPU_LIBRARY = {"cuda": "torch/lib/libtorch_cuda.so", "rocm": "torch/lib/libtorch_hip.so"}
+MAX_DATA_BYTES = 16 * 1024 * 1024  # the shipped data is tens of kilobytes
+DEEP_DEADLINE = 3600.0  # seconds for --deep's downloads of whole GPU libraries (hundreds of MB each)
 
 
 @dataclass(frozen=True)
 class CheckOutcome:
     data_path: Path
-    facts: IndexFacts
+    facts: CheckFacts
     differences: tuple[Difference, ...]
-    diff: str  # the proposed change to the data file, as a unified diff ('' when nothing can be written)
-    written: bool  # whether the change was applied to data_path
+    diff: str  # the proposed change to the data file and the default matrix, as a unified diff ('' when none)
+    written: bool  # whether the change was applied
+    read: tuple[str, ...] = ()  # the indexes read, for the report
+    unpaired: Mapping[str, tuple[str, ...]] | None = None  # companion -> releases no torch release pairs with
+    matrix_path: Path | None = None
 
     @property
     def unwritable(self) -> tuple[Difference, ...]:
@@ -32,7 +74,7 @@ class CheckOutcome:
 
     @property
     def agrees(self) -> bool:
-        """The data file, as it is now, matches the index."""
+        """The data file, as it is now, matches the indexes."""
         return not self.differences or (self.written and not self.unwritable)
 
 
@@ -52,30 +94,243 @@ def _shape_problem(data: dict) -> str:
     return ""
 
 
-def check_compat(index_url: str | None = None, data_path: Path | None = None, write: bool = False) -> CheckOutcome:
-    path = data_path or COMPAT_DATA
+def _read_data(path: Path) -> tuple[str, Compat]:
+    raw = read_input(path, "--data", MAX_DATA_BYTES, f"--data takes compatibility data, a file shaped like {SHIPPED_LABEL}")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
         data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise UserError(Problem("--data", f"cannot read {path} as compatibility data: {error}")) from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:  # ValueError: TOMLDecodeError, 5,000-digit integers
+        raise UserError(Problem("--data", f"cannot read {path} as compatibility data: {printable(str(error))}")) from None
     shape = _shape_problem(data)
     if shape:
         raise UserError(Problem(str(path), f"{shape}: --data takes compatibility data, a file shaped like {SHIPPED_LABEL} "
                                            "(to check a matrix, run `buildkit matrix validate --matrix FILE`)"))
-    compat = compat_from_data(data)
-    index = WheelIndex(index_url or compat.wheel_index)
-    folders = candidate_tags(compat, index.root_folders())
-    pages = index.torch_pages(folders)
-    if not pages:
-        raise WheelIndexError(Problem(index.url, f"none of {len(folders)} variant folders (cu126/torch/, rocm7.2/torch/, ...) "
-                                                 "has a torch page; is this a PyTorch wheel index?"))
-    facts = index_facts(index.url, folders, pages)
+    return text, compat_from_data(data)
+
+
+def check_compat(index_url: str | None = None, data_path: Path | None = None, write: bool = False, pypi_url: str | None = None,
+                 layout_indexes: Mapping[str, str] | None = None, deep: bool = False, matrix_path: Path | None = None) -> CheckOutcome:
+    path = data_path or COMPAT_DATA
+    text, compat = _read_data(path)
+    layouts = _layouts_to_read(compat, layout_indexes or {})
+    deadline = DEEP_DEADLINE if deep else None
+    pytorch = None if index_url == NONE else WheelIndex(index_url or compat.wheel_index, option="--index URL (or none)", deadline=deadline)
+    pypi = None if pypi_url == NONE else WheelIndex(pypi_url or default_package_index(), option="--pypi URL (or none)", deadline=deadline)
+    read = [reader.shown for reader in (pytorch, pypi) if reader] + [redact_urls(url) for url in layouts.values()]
+    if not read:
+        raise UserError(Problem("--index", "every index is left out (none): name at least one of --index, --pypi, --layout-index"))
+    index, files = _read_wheel_indexes(compat, pytorch, layouts) if pytorch or layouts else (None, {})
+    variant_pins = _variant_pins(compat, pytorch, files) if pytorch else {}
+    pypi_facts, pypi_files = _read_pypi(compat, pypi) if pypi else (None, {})
+    code = _read_code(compat, pytorch, files, pypi, pypi_facts, pypi_files) if deep else ()
+    facts = CheckFacts(index, pypi_facts, variant_pins, code)
     differences = compare(compat, facts)
     proposed = propose(text, compat, facts) if any(d.writable for d in differences) else text
     # The shipped file's diff applies with `git apply` at the repository root; a --data file's names it as given.
     labels = (f"a/{SHIPPED_LABEL}", f"b/{SHIPPED_LABEL}") if data_path is None else (str(path), str(path))
     diff = unified_diff(text, proposed, *labels)
+    matrix = matrix_path or (default_matrix_path() if data_path is None else None)
+    matrix_text = (read_input(matrix, "--default-matrix", MAX_DATA_BYTES, "the default matrix kept in step with the data").decode("utf-8", "replace")
+                   if matrix and matrix.exists() else None)
+    matrix_proposed = matrix_text
+    if matrix_text is not None and matrix is not None:
+        after = compat_from_data(tomllib.loads(proposed))
+        matrix_proposed = propose_matrix(matrix_text, after, fields.TOP["python"].default, fields.TOP["companions"].default)
+        shipped = matrix.resolve() == default_matrix_path().resolve()
+        matrix_labels = (f"a/{MATRIX_LABEL}", f"b/{MATRIX_LABEL}") if shipped else (str(matrix), str(matrix))
+        diff += unified_diff(matrix_text, matrix_proposed, *matrix_labels)
     if write and diff:
-        path.write_text(proposed, encoding="utf-8")
-    return CheckOutcome(path, facts, differences, diff, written=write and bool(diff))
+        write_atomic(path, proposed.encode("utf-8"), "--data")
+        if matrix is not None and matrix_proposed is not None and matrix_proposed != matrix_text:
+            write_atomic(matrix, matrix_proposed.encode("utf-8"), "--default-matrix")
+    unpaired = {name: pairing.unpaired for name, pairing in pypi_facts.pairings().items()} if pypi_facts else {}
+    return CheckOutcome(path, facts, differences, diff, written=write and bool(diff), read=tuple(read), unpaired=unpaired,
+                        matrix_path=matrix)
+
+
+def _layouts_to_read(compat: Compat, requested: Mapping[str, str]) -> dict[str, str]:
+    """Layout -> index URL: each thin-ROCm layout with an index of its own that a backend version uses, or
+    that --layout-index names; --layout-index LAYOUT=none leaves one out."""
+    unknown = sorted(set(requested) - set(compat.rocm_layouts))
+    if unknown:
+        raise UserError(Problem("--layout-index", f"no ROCm layout {', '.join(unknown)}; known: {', '.join(compat.rocm_layouts)}"))
+    used = {release.layout for release in compat.backends.values() if release.thin_wheels}
+    chosen = {}
+    for name, layout in compat.rocm_layouts.items():
+        url = requested.get(name, layout.index if name in used else "")
+        if url and url != NONE:
+            chosen[name] = url
+    return chosen
+
+
+def _read_wheel_indexes(compat: Compat, pytorch: WheelIndex | None, layouts: Mapping[str, str]):
+    """PyTorch's variant pages and each layout index's torch page, as facts, with the files of each variant."""
+    files: dict[str, list[IndexFile]] = {}
+    folders: tuple[str, ...] = ()
+    if pytorch is not None:
+        folders = candidate_tags(compat, pytorch.root_folders())
+        if len(folders) > MAX_FOLDERS:
+            raise WheelIndexError(Problem(pytorch.shown, f"{len(folders)} variant folders to read, more than the {MAX_FOLDERS} a "
+                                                         "wheel index can have (its root page lists them); is this a PyTorch "
+                                                         "wheel index? Pass --index URL"))
+        with ThreadPoolExecutor(pytorch.workers) as pool:
+            pages = dict(zip(folders, pool.map(lambda folder: PackageIndex(f"{pytorch.url}/{folder}", pytorch).files("torch"), folders)))
+        files = {folder: found for folder, found in pages.items() if found is not None}
+        if not files:
+            raise WheelIndexError(Problem(pytorch.shown, f"none of {len(folders)} variant folders (cu126/torch/, rocm7.2/torch/, ...) "
+                                                       "has a torch page; is this a PyTorch wheel index?"))
+    layout_pages = {}
+    for name, url in layouts.items():
+        reader = WheelIndex(url, option=f"--layout-index {name}=URL (or {name}=none)")
+        found = PackageIndex(url, reader).files("torch") or []  # a layout index without torch has no wheels of it
+        layout_pages[name] = _layout_wheels(compat, name, found)
+    names = {folder: [f.filename for f in found] for folder, found in files.items()}
+    facts = index_facts(pytorch.shown if pytorch else redact_urls(next(iter(layouts.values()))), folders, names, layout_pages, read_pytorch=pytorch is not None)
+    return facts, files
+
+
+def _layout_wheels(compat: Compat, layout: str, files: Iterable[IndexFile]) -> list[tuple[str, str, str]]:
+    """(file name, variant tag, local version) of a layout index's torch wheels: its local versions name the
+    ROCm version the layout's way (rocm{version}.0 on AMD's: rocm7.14.0)."""
+    pattern = re.escape(compat.rocm_layouts[layout].local or "rocm{version}").replace(re.escape("{version}"), r"(\d+\.\d+)")
+    wheels = []
+    for found in files:
+        local = found.filename.split("-")[1].partition("+")[2] if found.filename.count("-") >= 4 else ""
+        match = re.fullmatch(pattern, local)
+        if match:
+            wheels.append((found.filename, of_backend("rocm").index_tag(match.group(1)), local))
+    return wheels
+
+
+def _newest_wheel(files: Iterable[IndexFile], project: str, version: str, local: str = "") -> IndexFile | None:
+    """The linux x86_64 wheel of the newest CPython of one release."""
+    published = releases(project, [PublishedFile(f.filename) for f in files], local=local or None).get(version)
+    return next((f for f in files if published and f.filename == published.wheel), None)
+
+
+def _variant_pins(compat: Compat, pytorch: WheelIndex, files: Mapping[str, list[IndexFile]]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(release, "rocm 7.14") -> the backend libraries that variant's wheel of the minor's newest release pins,
+    for the releases whose pins the data does not hold yet."""
+    wanted = []
+    for folder, found in files.items():
+        by_version = releases("torch", [PublishedFile(f.filename) for f in found], local=folder)
+        newest: dict[str, str] = {}
+        for version in by_version:
+            newest[minor_of(version)] = version
+        backend_version = of_backend_variant(folder)
+        for minor, version in newest.items():
+            release = compat.torch.get(minor)
+            held = release.published.get(version) if release else None
+            if held and backend_version in held.pins:
+                continue
+            wheel = _newest_wheel(found, "torch", version, folder)
+            if wheel is not None:
+                wanted.append(((version, backend_version), wheel))
+    wanted = sorted(wanted, key=lambda item: Version(item[0][0]), reverse=True)[:MAX_WHEELS_READ]
+
+    def pins_of(item):
+        metadata = _metadata(pytorch, item[1].url)
+        return item[0], backend_pins(metadata.requires_dist) if metadata else ()
+
+    with ThreadPoolExecutor(pytorch.workers) as pool:
+        return {key: pins for key, pins in pool.map(pins_of, wanted) if pins}
+
+
+def of_backend_variant(folder: str) -> str:
+    """'rocm 7.14' for the folder rocm7.14."""
+    variant = variant_of(folder)
+    return f"{variant[0]} {variant[1]}" if variant else folder
+
+
+def _metadata(reader: WheelIndex, url: str):
+    members = read_members(reader, url, lambda name: name.endswith(".dist-info/METADATA") and name.count("/") == 1)
+    return read_metadata(next(iter(members.values())).decode("utf-8", "replace")) if members else None
+
+
+def _read_pypi(compat: Compat, reader: WheelIndex) -> tuple[PypiFacts, dict[str, IndexFile]]:
+    """torch's releases in scope with their wheels' METADATA and version module, and the companions' releases
+    of the same days with their METADATA (their requirement on torch decides the pairing)."""
+    index = PackageIndex(reader.url, reader)
+    oldest = min((Version(m) for m in compat.torch), default=Version("0"))
+    listed = {project: index.files(project) or [] for project in ("torch", *COMPANION_PACKAGES)}
+    torch = {v: r for v, r in _releases("torch", listed["torch"]).items() if Version(minor_of(v)) >= oldest}
+    days = {release.date for release in torch.values()}
+    since = min(days, default="")
+    companions = {name: {v: r for v, r in _releases(name, listed[name]).items() if r.date >= since} for name in COMPANION_PACKAGES}
+    # a companion's requirement on torch matters on a day torch was published; other days it pairs with none
+    wanted = [*torch.values(), *(r for found in companions.values() for r in found.values() if r.date in days)]
+    by_name = {f.filename: f for found in listed.values() for f in found}
+
+    def contents(release: Release) -> Release:
+        members = read_members(reader, by_name[release.wheel].url, lambda name: _is_metadata(name) or _is_version_module(name, release.project))
+        metadata = next((read_metadata(data.decode("utf-8", "replace")) for name, data in members.items() if _is_metadata(name)), None)
+        module = next((read_version_module(data.decode("utf-8", "replace")) for name, data in members.items()
+                       if _is_version_module(name, release.project)), {})
+        return release.with_contents(metadata, module)
+
+    with ThreadPoolExecutor(reader.workers) as pool:
+        read = {(r.project, r.version): r for r in pool.map(contents, wanted[:MAX_WHEELS_READ])}
+    torch = {v: read.get(("torch", v), r) for v, r in torch.items()}
+    companions = {name: {v: read.get((name, v), r) for v, r in found.items()} for name, found in companions.items()}
+    return PypiFacts(reader.shown, torch, companions), by_name
+
+
+def _releases(project: str, files: list[IndexFile]) -> dict[str, Release]:
+    return releases(project, [PublishedFile(f.filename, f.uploaded, f.requires_python) for f in files])
+
+
+def _is_metadata(name: str) -> bool:
+    return name.endswith(".dist-info/METADATA") and name.count("/") == 1
+
+
+def _is_version_module(name: str, project: str) -> bool:
+    return name == f"{project}/version.py"
+
+
+def _read_code(compat: Compat, pytorch: WheelIndex | None, files: Mapping[str, list[IndexFile]], pypi: WheelIndex | None,
+               pypi_facts: PypiFacts | None, pypi_files: Mapping[str, IndexFile]) -> tuple[CodeFinding, ...]:
+    """The archs of the GPU code in the newest releases' wheels: each variant's on PyTorch's index, and PyPI's build."""
+    minors = sorted(compat.torch, key=Version)[-DEEP_MINORS:]
+    wanted: list[tuple[WheelIndex, str, str, str, IndexFile]] = []  # reader, release, backend, version, wheel
+    for folder, found in files.items() if pytorch else ():
+        by_version = [v for v in releases("torch", [PublishedFile(f.filename) for f in found], local=folder) if minor_of(v) in minors]
+        wheel = _newest_wheel(found, "torch", by_version[-1], folder) if by_version else None
+        if pytorch and wheel:
+            backend, version = of_backend_variant(folder).split()
+            wanted.append((pytorch, by_version[-1], backend, version, wheel))
+    if pypi and pypi_facts:
+        newest = [v for v in pypi_facts.torch if minor_of(v) in minors]
+        build = pypi_facts.published(newest[-1]).pypi.split() if newest else []
+        if build and not any((b, v) == tuple(build) for _, _, b, v, _ in wanted) and pypi_facts.torch[newest[-1]].wheel in pypi_files:
+            wanted.append((pypi, newest[-1], build[0], build[1], pypi_files[pypi_facts.torch[newest[-1]].wheel]))
+    with tempfile.TemporaryDirectory(prefix="buildkit-deep-") as scratch:
+        findings = [_code_of(reader, release, backend, version, wheel, Path(scratch)) for reader, release, backend, version, wheel in wanted]
+    return tuple(f for f in findings if f is not None)
+
+
+def _code_of(reader: WheelIndex, release: str, backend: str, version: str, wheel: IndexFile, scratch: Path) -> CodeFinding | None:
+    library = extract_member(reader, wheel.url, _GPU_LIBRARY[backend], scratch)
+    if library is None:
+        return None
+    try:
+        data = library.read_bytes()
+        if backend == "cuda":
+            code = cuda_code(data)
+            ptx = set(code.ptx_archs())
+            archs = tuple(_cuda_notation(a) + ("+PTX" if a in ptx else "") for a in code.sass_archs())
+            partial = tuple(_cuda_notation(a) for a in code.partial_sass_archs())
+        else:
+            found = rocm_code(data)
+            archs, partial = found.archs(), ()
+    except CodeObjectError as error:
+        raise WheelIndexError(Problem(reader.shown, f"{wheel.filename}: {_GPU_LIBRARY[backend]}: {error}")) from None
+    finally:
+        library.unlink()
+    return CodeFinding(release, backend, version, wheel.filename, archs, partial)
+
+
+def _cuda_notation(arch: str) -> str:
+    """sm_120 -> 12.0, sm_75 -> 7.5."""
+    number = arch.removeprefix("sm_")
+    return f"{number[:-1]}.{number[-1]}"
+

@@ -72,7 +72,7 @@ def lock_matrix(matrix_path: Path | None, package_index: str | None = None, inse
     for requirement in sorted({package for stack in matrix.stacks for package in stack.packages if is_range(package)}):
         version = newest_matching(requirement, index.project_versions(Requirement(requirement).name))
         if version is None:
-            raise UserError(Problem(requirement, f"no release on {index.url} satisfies it; widen the range or check the index"))
+            raise UserError(Problem(requirement, f"no release on {index.shown} satisfies it; widen the range or check the index"))
         packages[requirement] = version
     previous = read_matrix_lock(matrix_path)
     lock = Lock(bases, packages)

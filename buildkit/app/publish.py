@@ -87,7 +87,7 @@ def published_state(registry: Registry, item: Rendered) -> Published | None:
     manifest = registry.find_manifest(target.repository, target.tag_names[0])
     if manifest is None:
         return None
-    per_platform = registry.labels_per_platform(target.repository, manifest)
+    per_platform = registry.labels_per_platform(target.repository, manifest, only=target.platforms)
     fingerprints = {per_platform[p][1].get(labels.FINGERPRINT, "") if p in per_platform else "" for p in target.platforms}
     return Published(manifest.digest, fingerprints.pop() if len(fingerprints) == 1 else "")
 
@@ -95,7 +95,7 @@ def published_state(registry: Registry, item: Rendered) -> Published | None:
 def _prune(registry: Registry, deletion: Deletion, item: Rendered, keep: int) -> list[str]:
     target = item.target
     deleted = []
-    for tag in release.expired_date_tags(target, registry.list_tags(target.repository), keep):
+    for tag in release.expired_date_tags(target, registry.iter_tags(target.repository), keep):
         found = registry.image_labels(target.repository, tag, platform=target.platforms[0])
         if found is None or found[1].get(labels.TARGET) != target.id:
             continue  # not an image this tool built for this target: leave it alone

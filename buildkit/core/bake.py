@@ -32,6 +32,13 @@ def bake_name(text: str) -> str:
     return _NAME_RE.sub("_", text)
 
 
+def literal(text: str) -> str:
+    """A value bake reads as written: bake evaluates every string of the file as an HCL template, so an
+    --out of /tmp/a${IFS}b names a variable and %{ starts a directive. HCL's escapes ($${, %%{) make them
+    text again (seen with buildx 0.13: `docker buildx bake --print` shows the value as given)."""
+    return text.replace("${", "$${").replace("%{", "%%{")
+
+
 def context_folder(item: Rendered) -> str:
     return f"contexts/{item.target.id}"
 
@@ -54,8 +61,8 @@ def bake_document(
         entry: dict[str, Any] = {
             "context": f"${{{FOLDER_VARIABLE}}}/{context_folder(item)}",
             "dockerfile": "Dockerfile",
-            "args": dict(item.build_args),
-            "labels": {**item.labels, **stamp},
+            "args": {name: literal(value) for name, value in item.build_args.items()},
+            "labels": {name: literal(value) for name, value in {**item.labels, **stamp}.items()},
             "tags": [target.tags[0]],
             "platforms": list(target.platforms),
             # the image's compression, as its labels say: `--push` keeps these options (buildx 0.13 adds
@@ -80,6 +87,6 @@ def bake_document(
         "group": {name: {"targets": members} for name, members in groups.items()},
         "target": targets,
     }
-    document["variable"] = {FOLDER_VARIABLE: {"default": folder}}
-    document["variable"].update({SECRET_VARIABLES[secret]: {"default": path} for secret, path in sorted(secrets.items())})
+    document["variable"] = {FOLDER_VARIABLE: {"default": literal(folder)}}
+    document["variable"].update({SECRET_VARIABLES[secret]: {"default": literal(path)} for secret, path in sorted(secrets.items())})
     return document

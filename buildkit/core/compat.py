@@ -20,6 +20,8 @@ _UBUNTU_RE = re.compile(r"ubuntu-?([0-9]{2}\.[0-9]{2})")
 _DEBIAN_RE = re.compile(r"debian-?([0-9]{2}|sid)\b")
 
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
+# The packages PyTorch publishes with each torch release, built per backend like torch
+COMPANION_PACKAGES = ("torchvision", "torchaudio")
 
 
 @dataclass(frozen=True)
@@ -56,23 +58,42 @@ class BackendRelease:
 
 
 @dataclass(frozen=True)
+class Published:
+    """What one torch release's published artifacts say (compat check reads them from the indexes): its
+    date, its Requires-Python, which backend build PyPI serves, the backend libraries each build pins, and the
+    companion releases published with it."""
+
+    date: str = ""
+    requires_python: str = ""
+    pypi: str = ""  # "cuda 13.2": the build PyPI's torch is (torch/version.py)
+    companions: Mapping[str, str] = field(default_factory=dict)  # torchvision -> 0.29.2
+    pins: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # "cuda 13.2" -> (cuda-toolkit[...]==13.2.2, ...)
+    wheel: str = ""  # the wheel whose METADATA and version module were read
+
+
+@dataclass(frozen=True)
 class TorchRelease:
     """What one torch minor release (2.14) supports."""
 
     minor: str
     python: tuple[str, ...]
     backends: Mapping[str, tuple[str, ...]]
-    torchvision: str
+    torchvision: str = ""  # a team's shorthand: torchvision's minor series, whose patch follows torch's
     unconfirmed: tuple[str, ...] = ()
     releases: tuple[str, ...] = ()  # every final release of the minor, oldest first (2.12.0, 2.12.1)
     amd64_only: tuple[str, ...] = ()  # "cuda 12.6": backend versions whose arm64 wheels this release lacks
+    published: Mapping[str, Published] = field(default_factory=dict)  # release -> what its artifacts say
 
     @property
     def newest_release(self) -> str | None:
         return max(self.releases, key=Version) if self.releases else None
 
     def companion_version(self, package: str, torch_version: str) -> str | None:
-        """torchvision's release tracks torch's patch number (torch 2.14.1 ↔ torchvision 0.29.1)."""
+        """The companion release published with this torch release (torch 2.15.0 <-> torchvision 0.29.2), as
+        its artifacts say; a team's `torchvision` series gives 0.29.<torch's patch> for releases without."""
+        published = self.published.get(torch_version)
+        if published and package in published.companions:
+            return published.companions[package]
         if package == "torchvision" and self.torchvision:
             return f"{self.torchvision}.{Version(torch_version).micro}"
         return None
@@ -189,6 +210,7 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
             unconfirmed=tuple(entry.get("unconfirmed", ())),
             releases=tuple(entry.get("releases", ())),
             amd64_only=tuple(entry.get("amd64_only", ())),
+            published={release: _published(facts) for release, facts in entry.get("published", {}).items()},
         )
         for minor, entry in data.get("torch", {}).items()
     }
@@ -211,7 +233,8 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
         for version, entry in data.get(backend, {}).items()
     }
     index = data.get("wheel_index", {})
-    gfx_targets = _gfx_targets(data.get("gfx", {}), backends)
+    offered = {(backend, version) for release in torch.values() for backend in BACKENDS for version in release.backends[backend]}
+    gfx_targets = _gfx_targets(data.get("gfx", {}), {key: facts for key, facts in backends.items() if key in offered})
     known_archs = {backend: tuple(data.get("archs", {}).get(backend, ())) for backend in BACKENDS}
     if gfx_targets:  # the gfx table lists the known ROCm targets (plus any a team's [compat] arch list names)
         for backend in GFX_BACKENDS:
@@ -244,9 +267,18 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
     )
 
 
+def _published(entry: Mapping[str, Any]) -> Published:
+    return Published(
+        date=entry.get("date", ""), requires_python=entry.get("requires_python", ""), pypi=entry.get("pypi", ""),
+        companions={name: entry[name] for name in COMPANION_PACKAGES if name in entry},
+        pins={variant: tuple(pins) for variant, pins in entry.get("pins", {}).items()},
+        wheel=entry.get("wheel", ""),
+    )
+
+
 def _gfx_targets(table: Mapping[str, Any], backends: Mapping[tuple[str, str], BackendRelease]) -> dict[str, GfxTarget]:
     """The [gfx] table, each target with the ROCm versions whose wheels list it (read from [rocm] archs,
-    so the two never disagree)."""
+    so the two never disagree), among the versions some torch release ships wheels for."""
     rocm = sorted((b for b in backends.values() if b.backend in GFX_BACKENDS), key=lambda b: Version(b.version))
     return {
         name: GfxTarget(

@@ -1,10 +1,11 @@
-"""The compatibility data against PyTorch's wheel index: what the index has that the data lacks, the
+"""The compatibility data against what the indexes publish: what they have that the data lacks, the
 reverse, and the change to compat.toml that makes them agree.
 
-Pure: the file names found on the index's per-variant torch pages come in; differences and the rewritten
-TOML text go out. The index is read per backend variant (<index>/cu130/torch/, <index>/rocm7.2/torch/);
-its wheel names carry every fact compared here, e.g. torch-2.14.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl
-is torch 2.14.1, CUDA 13.0, CPython 3.11, linux/amd64.
+Pure: what the indexes hold comes in (file names on PyTorch's per-variant torch pages, PyPI's releases with
+the contents of the wheels read, the GPU code found in a wheel's libraries); differences and the rewritten
+TOML text go out. PyTorch's index is read per backend variant (<index>/cu130/torch/, <index>/rocm7.2/torch/);
+its wheel names carry the variant facts, e.g. torch-2.14.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl is
+torch 2.14.1, CUDA 13.0, CPython 3.11, linux/amd64.
 """
 
 from __future__ import annotations
@@ -12,32 +13,24 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import tomlkit
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from buildkit.core.compat import AMD64, ARM64, BACKENDS, Compat
+from buildkit.core.published import PYPI_SOURCE, PYPI_SOURCE_TEXT, PypiFacts, changed_fields, minor_of, published_table
+from buildkit.core.release_facts import linux_platform, parse_wheel, variant_of
 from buildkit.core.vendors import of_backend
 
 PROJECT = "torch"
 WHEEL_INDEX_SOURCE = "wheel-index"
 WHEEL_INDEX_SOURCE_TEXT = "PyTorch's wheel index, per-variant simple pages <index>/<cu130|rocm7.2>/torch/, read by `buildkit compat check`"
+CODE_SOURCE = "wheel-code-objects"
+CODE_SOURCE_TEXT = ("The GPU code in torch wheels' libraries (the SASS and PTX entries of libtorch_cuda.so's .nv_fatbin, the offload "
+                    "bundles of libtorch_hip.so's .hip_fatbin), read by `buildkit compat check --deep`")
 AHEAD = 4  # minor versions probed past the newest one the data knows, per major
-_CUDA_TAG = re.compile(r"^cu(\d+)(\d)$")  # cu130 -> 13.0, cu118 -> 11.8
-_ROCM_TAG = re.compile(r"^rocm(\d+(?:\.\d+)+)$")  # rocm7.2, rocm6.2.4
-_PLATFORM = {"x86_64": AMD64, "aarch64": ARM64}
 _CPYTHON = re.compile(r"^cp(\d)(\d+)$")
-
-
-def variant_of(tag: str) -> tuple[str, str] | None:
-    """(backend, version) of an index folder: cu129 -> (cuda, 12.9), rocm6.2.4 -> (rocm, 6.2.4); else None."""
-    if found := _CUDA_TAG.match(tag):
-        return "cuda", f"{int(found.group(1))}.{found.group(2)}"
-    if found := _ROCM_TAG.match(tag):
-        return "rocm", found.group(1)
-    return None
 
 
 @dataclass(frozen=True, order=True)
@@ -56,51 +49,83 @@ class IndexWheel:
         return f"{found.major}.{found.minor}"
 
 
-def read_wheel_name(filename: str, tag: str) -> list[IndexWheel]:
+def read_wheel_name(filename: str, tag: str, local: str | None = None) -> list[IndexWheel]:
     """The facts one file on a variant's torch page states; none when it is not a final-release CPython
     Linux torch wheel of that variant. Pages also list files from the index root (other variants, CPU
-    builds without a local version), so the local version must name the page's variant."""
+    builds without a local version), so the local version must name the page's variant (`local`, where an
+    index writes it otherwise than the folder: rocm7.14.0 on AMD's)."""
     variant = variant_of(tag)
-    try:
-        name, version, _build, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
+    parsed = parse_wheel(filename)
+    if variant is None or parsed is None:
         return []
-    if variant is None or name != PROJECT or version.local != tag or version.is_prerelease or version.is_devrelease:
+    name, version, tags = parsed
+    if name != PROJECT or version.local != (local or tag) or version.is_prerelease or version.is_devrelease:
         return []
     found = set()
     for wheel_tag in tags:
         python = _CPYTHON.match(wheel_tag.interpreter)
-        platform = _platform(wheel_tag.platform)
+        platform = linux_platform(wheel_tag.platform)
         # abi == interpreter keeps cp311-cp311 and drops the free-threaded cp314-cp314t
         if python and platform and wheel_tag.abi == wheel_tag.interpreter:
             found.add(IndexWheel(version.base_version, *variant, f"{python.group(1)}.{python.group(2)}", platform))
     return sorted(found)
 
 
-def _platform(platform_tag: str) -> str | None:
-    """linux/amd64 for manylinux_2_28_x86_64, linux/arm64 for manylinux_2_28_aarch64; None for Windows, macOS."""
-    if not platform_tag.startswith(("manylinux", "linux_")):
-        return None
-    return next((platform for machine, platform in _PLATFORM.items() if platform_tag.endswith("_" + machine)), None)
-
-
 @dataclass(frozen=True)
 class IndexFacts:
-    """What the index showed: which variant pages exist, and the torch wheels on them."""
+    """What the wheel indexes showed: which variant pages exist, and the torch wheels on them. PyTorch's index
+    judges every backend version but those whose thin-wheel layout names an index of its own (AMD's), which
+    that index judges: `layouts` are the layouts whose index was read."""
 
     url: str
     probed: tuple[str, ...]  # every variant folder asked for
     found: tuple[str, ...]  # those with a torch page
     wheels: frozenset[IndexWheel]
+    read_pytorch: bool = True
+    layouts: tuple[str, ...] = ()
 
     def of(self, minor: str) -> list[IndexWheel]:
         return [w for w in self.wheels if w.minor == minor]
 
+    def judges(self, compat: Compat, backend: str, version: str) -> bool:
+        """Whether what was read says if torch has wheels for this backend version."""
+        facts = compat.backend(backend, version)
+        layout = compat.layout_of(facts) if facts else None
+        if layout and layout.index:
+            return layout.name in self.layouts
+        return self.read_pytorch
 
-def index_facts(url: str, probed: Iterable[str], pages: Mapping[str, Sequence[str]]) -> IndexFacts:
-    """Facts from each existing variant page's file names."""
-    wheels = frozenset(w for tag, names in pages.items() for name in names for w in read_wheel_name(name, tag))
-    return IndexFacts(url, tuple(sorted(set(probed))), tuple(sorted(pages)), wheels)
+
+def index_facts(url: str, probed: Iterable[str], pages: Mapping[str, Sequence[str]],
+                layout_pages: Mapping[str, Sequence[tuple[str, str, str]]] | None = None, read_pytorch: bool = True) -> IndexFacts:
+    """Facts from each existing variant page's file names, and from the torch page of each layout index read
+    (layout -> (file name, variant tag, local version) of each of its wheels)."""
+    wheels = {w for tag, names in pages.items() for name in names for w in read_wheel_name(name, tag)}
+    for entries in (layout_pages or {}).values():
+        wheels.update(w for name, tag, local in entries for w in read_wheel_name(name, tag, local))
+    return IndexFacts(url, tuple(sorted(set(probed))), tuple(sorted(pages)), frozenset(wheels), read_pytorch, tuple(sorted(layout_pages or {})))
+
+
+@dataclass(frozen=True)
+class CodeFinding:
+    """The GPU code one torch wheel's library carries (`--deep`), in the data's arch notation (7.5, 12.0+PTX, gfx942)."""
+
+    release: str
+    backend: str
+    version: str
+    wheel: str
+    archs: tuple[str, ...]
+    partial: tuple[str, ...] = ()  # archs that only a few kernels are compiled for (not the build's list)
+
+
+@dataclass(frozen=True)
+class CheckFacts:
+    """Everything compat check read: PyTorch's (and AMD's) wheel index, PyPI, and with --deep the wheels' GPU code."""
+
+    index: IndexFacts | None = None
+    pypi: PypiFacts | None = None
+    variant_pins: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)  # (release, "rocm 7.14") -> pins
+    code: tuple[CodeFinding, ...] = ()
 
 
 def candidate_tags(compat: Compat, listed: Iterable[str] = ()) -> tuple[str, ...]:
@@ -151,9 +176,14 @@ class _Facts:
     python: frozenset[str]
     variants: frozenset[tuple[str, str]]
     platforms: Mapping[tuple[str, str], frozenset[str]]
+    current: frozenset[tuple[str, str]] = frozenset()
 
 
-def _from_index(wheels: Sequence[IndexWheel]) -> _Facts:
+def _from_index(wheels: Sequence[IndexWheel], known: Iterable[str] = ()) -> _Facts:
+    """The facts of every wheel; `current`: the backend versions of the newest release, the one a stack pins
+    (AMD's index has torch 2.14.0 for ROCm 10.1, not 2.14.1): only those are added to the data, while a
+    version any release has is kept (a patch release reaches the variant folders one after another)."""
+    newest = max([w.release for w in wheels] + list(known), key=Version, default="")  # `known`: the data's releases
     platforms: dict[tuple[str, str], set[str]] = {}
     for wheel in wheels:
         platforms.setdefault((wheel.backend, wheel.version), set()).add(wheel.platform)
@@ -162,6 +192,7 @@ def _from_index(wheels: Sequence[IndexWheel]) -> _Facts:
         frozenset(w.python for w in wheels),
         frozenset(platforms),
         {variant: frozenset(found) for variant, found in platforms.items()},
+        frozenset((w.backend, w.version) for w in wheels if w.release == newest),
     )
 
 
@@ -183,21 +214,38 @@ def _minors(compat: Compat, facts: IndexFacts) -> list[str]:
     return sorted(set(compat.torch) | found, key=Version)
 
 
-def compare(compat: Compat, facts: IndexFacts) -> tuple[Difference, ...]:
-    """Every disagreement, per torch minor: releases, Python versions, backend versions, platforms."""
+def compare(compat: Compat, facts: CheckFacts) -> tuple[Difference, ...]:
+    """Every disagreement between the data and what was read, once each."""
+    differences: list[Difference] = []
+    if facts.index is not None:
+        differences += _compare_index(compat, facts.index)
+    if facts.pypi is not None:
+        differences += _compare_pypi(compat, facts.pypi, facts.variant_pins)
+    differences += _compare_code(compat, facts.code)
+    return tuple(dict.fromkeys(differences))
+
+
+def _compare_index(compat: Compat, facts: IndexFacts) -> list[Difference]:
+    """Per torch minor: releases, Python versions, backend versions, platforms."""
     differences: list[Difference] = []
     for minor in _minors(compat, facts):
         wheels = facts.of(minor)
+        if minor not in compat.torch and not facts.read_pytorch:
+            continue  # a new torch release is PyTorch's index's (or PyPI's) to describe
         if minor in compat.torch and not wheels:
-            differences.append(Difference(minor, f"torch {minor}", False, writable=False,
-                                          note="no wheel on the index; remove the entry by hand if it was withdrawn"))
+            if facts.read_pytorch:  # a layout index (AMD's) carries a few releases only
+                differences.append(Difference(minor, f"torch {minor}", False, writable=False,
+                                              note="no wheel on the index; remove the entry by hand if it was withdrawn"))
             continue
-        index = _from_index(wheels)
+        index = _from_index(wheels, compat.torch[minor].releases if minor in compat.torch else ())
         data = _from_data(compat, minor) if minor in compat.torch else _Facts(frozenset(), frozenset(), frozenset(), {})
-        differences += _set_differences(minor, "release", index.releases, data.releases)
-        differences += _set_differences(minor, "python", index.python, data.python)
+        if facts.read_pytorch:
+            differences += _set_differences(minor, "release", index.releases, data.releases)
+            differences += _set_differences(minor, "python", index.python, data.python)
         for backend, version in sorted(index.variants ^ data.variants, key=_variant_key):
             on_index = (backend, version) in index.variants
+            if (not on_index and not facts.judges(compat, backend, version)) or (on_index and (backend, version) not in index.current):
+                continue
             described = compat.backend(backend, version) is not None
             differences.append(Difference(
                 minor, f"{backend} {version}", on_index, writable=described or not on_index,
@@ -207,7 +255,51 @@ def compare(compat: Compat, facts: IndexFacts) -> tuple[Difference, ...]:
             for platform in sorted(index.platforms[variant] ^ data.platforms[variant]):
                 differences.append(Difference(minor, f"{variant[0]} {variant[1]} on {platform}", platform in index.platforms[variant],
                                               writable=platform == ARM64))
-    return tuple(differences)
+    return differences
+
+
+def _compare_pypi(compat: Compat, pypi: PypiFacts, variant_pins: Mapping[tuple[str, str], tuple[str, ...]]) -> list[Difference]:
+    """What PyPI's artifacts add: releases and Pythons the data lacks, and each release's published facts."""
+    differences: list[Difference] = []
+    pairings = pypi.pairings()
+    for minor, versions in _pypi_minors(compat, pypi).items():
+        data = compat.torch.get(minor)
+        differences += [Difference(minor, f"release {v}", True) for v in versions if not data or v not in data.releases]
+        differences += [Difference(minor, f"python {p}", True) for p in pypi.pythons(versions[-1]) if not data or p not in data.python]
+        for version in versions:
+            changed = changed_fields(data.published.get(version) if data else None, _published(pypi, version, pairings, variant_pins))
+            if changed:
+                differences.append(Difference(minor, f"published {version}", True, note=", ".join(changed)))
+    return differences
+
+
+def _pypi_minors(compat: Compat, pypi: PypiFacts) -> dict[str, list[str]]:
+    """The torch minors in scope (the data's and newer ones), each with its releases on PyPI, oldest first."""
+    oldest = min((Version(m) for m in compat.torch), default=Version("0"))
+    found: dict[str, list[str]] = {}
+    for version in sorted(pypi.torch, key=Version):
+        if Version(minor_of(version)) >= oldest:
+            found.setdefault(minor_of(version), []).append(version)
+    return found
+
+
+def _published(pypi: PypiFacts, version: str, pairings, variant_pins: Mapping[tuple[str, str], tuple[str, ...]]):
+    """One release's published facts: PyPI's, with the pins read from each variant's wheel on PyTorch's index."""
+    published = pypi.published(version, pairings)
+    extra = {variant: pins for (release, variant), pins in variant_pins.items() if release == version}
+    return replace(published, pins={**extra, **published.pins}) if extra else published
+
+
+def _compare_code(compat: Compat, findings: Sequence[CodeFinding]) -> list[Difference]:
+    """A backend version whose arch list is not the code its wheel carries."""
+    differences = []
+    for finding in findings:
+        facts = compat.backend(finding.backend, finding.version)
+        if facts is None or tuple(facts.archs) == finding.archs:
+            continue
+        differences.append(Difference(minor_of(finding.release), f"{finding.backend} {finding.version} archs", True,
+                                      note=f"{finding.wheel} carries {' '.join(finding.archs)}; the data says {' '.join(facts.archs)}"))
+    return differences
 
 
 def _set_differences(minor: str, kind: str, index: frozenset[str], data: frozenset[str]) -> list[Difference]:
@@ -221,37 +313,122 @@ def _variant_key(variant: tuple[str, str]) -> tuple[str, Version]:
 # --- the proposed change --------------------------------------------------------------------------------
 
 
-def propose(text: str, compat: Compat, facts: IndexFacts) -> str:
-    """compat.toml's text changed so that every writable difference is gone: the lists of each torch minor
-    the index has wheels for follow the index, each added fact named in the entry's `from_index` and the
-    index cited in its `sources`. Comments and layout are kept (tomlkit)."""
+def propose(text: str, compat: Compat, facts: CheckFacts) -> str:
+    """compat.toml's text changed so that every writable difference is gone, each added fact named in its
+    entry's `from_index` (or in a published table citing the wheel read) and its source cited in `sources`.
+    Comments and layout are kept (tomlkit)."""
     document = tomlkit.parse(text)
     torch_tables = document.setdefault("torch", tomlkit.table(is_super_table=True))
+    if facts.index is not None:
+        _propose_index(document, torch_tables, compat, facts.index)
+    if facts.pypi is not None:
+        _propose_pypi(document, torch_tables, compat, facts.pypi, facts.variant_pins)
+    _propose_code(document, compat, facts.code)
+    return spaced(tomlkit.dumps(document))
+
+
+def spaced(text: str) -> str:
+    """A blank line before each table header that tomlkit wrote right after a value, as the file's own are."""
+    lines: list[str] = []
+    for line in text.split("\n"):
+        if line.startswith("[") and lines and lines[-1].strip() and not lines[-1].startswith(("#", "[")):
+            lines.append("")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _cite(document, key: str, text: str) -> None:
+    if key not in document.setdefault("sources", tomlkit.table()):
+        document["sources"][key] = text
+
+
+def _propose_index(document, torch_tables, compat: Compat, facts: IndexFacts) -> None:
+    """The lists of each torch minor the index has wheels for follow the index; a variant the index shows
+    is confirmed for that minor."""
     described = {(b, v) for b, v in compat.backends}
     offered: dict[tuple[str, str], dict[str, frozenset[str]]] = {}  # variant -> minor -> platforms on the index
     for minor in _minors(compat, facts):
         wheels = facts.of(minor)
         if not wheels:
             continue
-        index = _from_index(wheels)
+        index = _from_index(wheels, compat.torch[minor].releases if minor in compat.torch else ())
         entry = torch_tables.get(minor)
+        if entry is None and not facts.read_pytorch:
+            continue
         if entry is None:
             entry = tomlkit.table()
             entry["unconfirmed"] = ["torchvision"]
             torch_tables[minor] = entry
-        _set_list(entry, "releases", index.releases, "release")
-        _set_list(entry, "python", index.python, "python")
+        if facts.read_pytorch:
+            _set_list(entry, "releases", index.releases, "release")
+            _set_list(entry, "python", index.python, "python")
         for backend in BACKENDS:
-            versions = {v for b, v in index.variants if b == backend and (b, v) in described}
-            _set_list(entry, backend, versions, backend)
+            current = [str(v) for v in entry.get(backend, [])]
+            kept = {v for v in current if not facts.judges(compat, backend, v)}  # what no index read here can tell
+            versions = {v for b, v in index.variants if b == backend and (b, v) in described and (v in current or (b, v) in index.current)}
+            _set_list(entry, backend, versions | kept, backend)
+        _confirm(entry, [f"{b} {v}" for b, v in index.variants])
         for variant in index.variants:
             offered.setdefault(variant, {})[minor] = index.platforms[variant]
     for (backend, version), by_minor in offered.items():
         if (backend, version) in described:
             _set_platforms(document, torch_tables, backend, version, by_minor)
-    if WHEEL_INDEX_SOURCE not in document.setdefault("sources", tomlkit.table()):
-        document["sources"][WHEEL_INDEX_SOURCE] = WHEEL_INDEX_SOURCE_TEXT
-    return tomlkit.dumps(document)
+    _cite(document, WHEEL_INDEX_SOURCE, WHEEL_INDEX_SOURCE_TEXT)
+
+
+def _propose_pypi(document, torch_tables, compat: Compat, pypi: PypiFacts, variant_pins) -> None:
+    """Releases and Pythons PyPI adds (never removes: PyPI serves one build of each release), and a published
+    table per release; a new minor starts with the build PyPI serves, its other backends unconfirmed until
+    PyTorch's index is read."""
+    pairings = pypi.pairings()
+    for minor, versions in _pypi_minors(compat, pypi).items():
+        entry = torch_tables.get(minor)
+        if entry is None:
+            entry = torch_tables[minor] = tomlkit.table()
+            build = pypi.published(versions[-1], pairings).pypi
+            for backend in BACKENDS:
+                entry[backend] = [build.split()[1]] if build.startswith(backend + " ") and compat.backend(*build.split()) else []
+        _set_list(entry, "releases", {*map(str, entry.get("releases", [])), *versions}, "release")
+        _set_list(entry, "python", {*map(str, entry.get("python", [])), *pypi.pythons(versions[-1])}, "python")
+        data = compat.torch.get(minor)
+        tables = entry.setdefault("published", tomlkit.table(is_super_table=True))
+        for version in versions:
+            published = _published(pypi, version, pairings, variant_pins)
+            held = data.published.get(version) if data else None
+            if changed_fields(held, published):
+                # pins read in an earlier run (each variant's wheel is read once) stay beside today's
+                merged = replace(published, pins={**(held.pins if held else {}), **published.pins})
+                tables[version] = published_table(merged, pypi.torch[version].wheel)
+        if "torchvision" in _published(pypi, versions[-1], pairings, variant_pins).companions:
+            _confirm(entry, ["torchvision"])
+        if any("torchvision" in table for table in tables.values()):
+            entry.pop("torchvision", None)  # a series guessed before the releases were published: they say otherwise
+    _cite(document, PYPI_SOURCE, PYPI_SOURCE_TEXT)
+
+
+def _propose_code(document, compat: Compat, findings: Sequence[CodeFinding]) -> None:
+    """A backend version's arch list becomes the code its wheel carries."""
+    for finding in findings:
+        facts = compat.backend(finding.backend, finding.version)
+        if facts is None or tuple(facts.archs) == finding.archs:
+            continue
+        table = document[finding.backend][finding.version]
+        table["archs"] = list(finding.archs)
+        _confirm(table, ["archs"])
+        _note(table, [f"archs of {finding.wheel}"], CODE_SOURCE)
+        _cite(document, CODE_SOURCE, CODE_SOURCE_TEXT)
+
+
+def _confirm(table, facts: Iterable[str]) -> None:
+    """Facts an index now shows leave the table's `unconfirmed` list."""
+    current = [str(v) for v in table.get("unconfirmed", [])]
+    kept = [v for v in current if v not in set(facts)]
+    if kept == current:
+        return
+    if kept:
+        table["unconfirmed"] = kept
+    else:
+        del table["unconfirmed"]
 
 
 def _set_list(entry, key: str, wanted: Iterable[str], label: str) -> None:
@@ -288,7 +465,7 @@ def _set_platforms(document, torch_tables, backend: str, version: str, by_minor:
         _note(entry, [f"{'no ' if lacks_arm64 else ''}{name} on {ARM64}"])
 
 
-def _note(table, facts: list[str]) -> None:
+def _note(table, facts: list[str], source: str = WHEEL_INDEX_SOURCE) -> None:
     """Name each fact the index now states in the table's from_index (replacing the fact it contradicts)
     and cite the index among the table's sources."""
     noted = [str(v) for v in table.get("from_index", [])]
@@ -297,8 +474,8 @@ def _note(table, facts: list[str]) -> None:
         noted = [v for v in noted if v != opposite] + ([] if fact in noted else [fact])
     table["from_index"] = noted
     sources = [str(s) for s in table.get("sources", [])]
-    if WHEEL_INDEX_SOURCE not in sources:
-        table["sources"] = [*sources, WHEEL_INDEX_SOURCE]
+    if source not in sources:
+        table["sources"] = [*sources, source]
 
 
 def unified_diff(before: str, after: str, fromfile: str, tofile: str) -> str:

@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any
 
 from buildkit.core import grammar
+from buildkit.core.compat import COMPANION_PACKAGES
 from buildkit.errors import Problem, printable
 
 SELECTOR_KEYS = ("torch", "python", "backend", "backend_version", "flavor", "vendor", "family", "id")
@@ -376,9 +377,12 @@ TOP: dict[str, Field] = {
     "run_as_root": Field(Flag(), False, doc="keep root as the images' user"),
     "include": Field(Rules(), [], doc="keep only targets matching one rule"),
     "exclude": Field(Rules(), [], doc="drop targets matching any rule"),
-    "python": Field(Texts(grammar.python_version, allow_empty=False), ["3.10", "3.11", "3.12", "3.13"], inherited=True),
-    "flavors": Field(Texts(grammar.name, allow_empty=False), ["runtime", "devel"], inherited=True),
-    "companions": Field(Texts(grammar.name), ["torchvision"], inherited=True, doc="built per backend; version follows torch"),
+    "python": Field(Texts(grammar.python_version, allow_empty=False), ["3.10", "3.11", "3.12", "3.13"], inherited=True,
+                    doc="CPython versions (each must be one the torch release has wheels for)"),
+    "flavors": Field(Texts(grammar.name, allow_empty=False), ["runtime", "devel"], inherited=True,
+                     doc="image flavors, one template each (templates/<flavor>.Dockerfile.j2)"),
+    "companions": Field(Texts(grammar.name), ["torchvision"], inherited=True,
+                        doc="torchvision, torchaudio: built per backend, the release published with torch"),
     "packages": Field(Texts(grammar.requirement), [], inherited=True, doc="pip requirements: name, extras, version"),
     "os_packages": Field(Texts(grammar.debian_package), ["libnuma1"], inherited=True, doc="Debian/Ubuntu packages"),
     "archs": Field(ARCHS, {}, inherited=True, doc="narrow a backend's arch list (never widen a wheel's)"),
@@ -428,6 +432,14 @@ COMPAT = Table({
         "rocm": VERSIONS,
         "torchvision": Text(grammar.release_version),
         "releases": VERSIONS,
+        # what each release's artifacts say (compat check writes it from the indexes)
+        "published": Table(names=grammar.release_version, each=Table({
+            "date": Text(grammar.note), "requires_python": Text(grammar.note), "pypi": Text(grammar.note),
+            **{package: Text(grammar.release_version) for package in COMPANION_PACKAGES},
+            "pins": Table(names=grammar.note, each=Texts(grammar.requirement)),
+            "wheel": Text(grammar.note),
+            "sources": _NOTES,
+        })),
         "amd64_only": _NOTES,
         "unconfirmed": _NOTES,
         "sources": _NOTES,

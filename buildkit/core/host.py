@@ -17,6 +17,7 @@ from buildkit.core import grammar, labels
 from buildkit.core.compat import Compat
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.plan import Plan, Target
+from buildkit.core.shell import USER, assignment, pasted
 from buildkit.core.vendors import SHM_SIZE, VENDOR_NAMES, Vendor, of_vendor
 from buildkit.errors import Problem, UserError
 
@@ -71,6 +72,7 @@ DOCKER_CDI_FEATURE = (25, 0)
 DOCKER_CDI_DEFAULT = (28, 2)
 ENGINE_KINDS = ("docker", "podman")
 _VERSION_RE = re.compile(r"([0-9]{1,4})\.([0-9]{1,4})")
+_GROUP_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")  # POSIX portable user and group names
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,7 @@ def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | 
         return f"{gpu.arch} is not a gfx target buildkit knows; add it to [compat.gfx] to build for it from source"
     release = compat.backend(identity.backend, identity.backend_version)
     families = [name for name, family in compat.families.items() if gpu.arch in family.gfx]
-    if families and release is not None and compat.layout_of(release) is not None:
+    if families and release is not None and compat.layout_of(release) is not None and gpu.arch in release.archs:
         # thin wheels: the image is one family's; another family's image of the same stack carries the arch
         fix = (f"use the {' or '.join(families)} image of ROCm {identity.backend_version}, which carries {gpu.arch}: "
                f"add \"{families[0]}\" to the stack's rocm_families to build it")
@@ -280,13 +282,13 @@ def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | 
         fix = f"use a ROCm {' or '.join(target.rocm_versions)} image: their wheels carry {gpu.arch} (see `buildkit detect`)"
     else:
         fix = (f"no ROCm wheel carries {gpu.arch}: build torch for it from source (a stack with the `source` flavor, "
-               f"docs/source-builds.md) with `buildkit build --select flavor=source --gpu-arch {gpu.arch}`")
+               f"docs/source-builds.md) with {pasted('buildkit', 'build', '--select', 'flavor=source', '--gpu-arch', gpu.arch)}")
     override = compat_override(compat, gpu.arch)
     if override and override[1] in identity.archs:
         variable = "HSA_OVERRIDE_GFX_VERSION" if ordinal is None else f"HSA_OVERRIDE_GFX_VERSION_{ordinal}"
         scope = "" if ordinal is None else (f" (this host's AMD GPUs differ, so only for this one: GPU {ordinal} in ROCm's "
                                             "order, check with rocminfo)")
-        fix += (f"; or, at your own risk, {variable}={override[0]} makes it run {override[1]} code{scope}: "
+        fix += (f"; or, at your own risk, {assignment(variable, override[0])} makes it run {override[1]} code{scope}: "
                 "unsupported by AMD, and wrong results or hangs are possible")
     return fix
 
@@ -361,14 +363,18 @@ def access_findings(host: HostFacts, vendor: Vendor, access: GpuAccess) -> list[
                                 "load the amdgpu driver; the render node appears with it"))
     for node in [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None and not n.accessible]:
         group = node.group or str(node.gid)
+        # The name comes from the host's /etc/group and can be anything, shell syntax included: the command
+        # names a group by a portable name (POSIX's characters) or else by its number, which usermod takes too.
+        member_of = node.group if _GROUP_NAME_RE.fullmatch(node.group) else str(node.gid)
+        add_to_groups = pasted("sudo", "usermod", "-aG", f"{member_of},video", USER)
         if rootless:  # the container's user is this user: it opens the node with this user's groups or not at all
             findings.append(Finding(True, "device-permission", f"{node.path} is not readable and writable by this user "
                                     f"(owned by group {group}), and a rootless engine's containers open it as this user",
-                                    f"`sudo usermod -aG {group},video $USER` and log in again"))
+                                    f"{add_to_groups} and log in again"))
         else:
             findings.append(Finding(False, "device-permission", f"{node.path} is not readable and writable by this user "
                                     f"(owned by group {group}): torch outside containers cannot use it",
-                                    f"`sudo usermod -aG {group},video $USER` and log in again; containers get it through "
+                                    f"{add_to_groups} and log in again; containers get it through "
                                     f"--group-add (buildkit run adds it)"))
     engine = host.engine
     if access.gpu_request and engine is not None and engine.runtimes is not None and "nvidia" not in engine.runtimes:

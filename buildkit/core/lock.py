@@ -70,15 +70,23 @@ def read_lock(data: Mapping[str, Any], where: str) -> Lock:
     problems = []
     if data.get("schema", SCHEMA) != SCHEMA:
         problems.append(Problem(where, f"expected schema = {SCHEMA}", key="schema"))
+    tables = {}
+    for name, shape in (("bases", '[bases."REFERENCE"] tables'), ("packages", 'a [packages] table of "REQUIREMENT" = "VERSION"')):
+        value = data.get(name) or {}
+        if isinstance(value, Mapping):
+            tables[name] = value
+        else:  # bases = "x", packages = [1]: TOML of the wrong type
+            problems.append(Problem(where, f"expected {shape}, not {_toml_type(value)}", key=name))
+            tables[name] = {}
     bases: dict[str, str] = {}
-    for reference, entry in (data.get("bases") or {}).items():
+    for reference, entry in tables["bases"].items():
         digest = entry.get("digest") if isinstance(entry, Mapping) else None
         if grammar.image_reference(reference) or not isinstance(digest, str) or not grammar.DIGEST_RE.fullmatch(digest):
             problems.append(Problem(where, "expected an image reference with digest = \"sha256:<64 hex>\"", key=f"bases.{reference}"))
         else:
             bases[reference] = digest
     packages: dict[str, str] = {}
-    for requirement, version in (data.get("packages") or {}).items():
+    for requirement, version in tables["packages"].items():
         if grammar.requirement(requirement) or not isinstance(version, str) or grammar.package_version(version):
             problems.append(Problem(where, "expected a requirement = \"version\"", key=f"packages.{requirement}"))
         else:
@@ -86,6 +94,10 @@ def read_lock(data: Mapping[str, Any], where: str) -> Lock:
     if problems:
         raise UserError(problems)
     return Lock(bases, packages)
+
+
+def _toml_type(value: object) -> str:
+    return {str: "a string", list: "an array", bool: "a boolean", int: "an integer", float: "a float"}.get(type(value), "a value")
 
 
 def lock_text(lock: Lock, resolved_at: str) -> str:

@@ -230,6 +230,11 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
     targets = []
     for backend in BACKENDS:
         vendor = of_backend(backend)
+        if not stack.backends[backend] and any(stack.backends.values()):  # a stack of one vendor's images says why
+            why = (f"the compatibility data lists no {vendor.backend_display} wheels for torch {release.minor} yet "
+                   "(`buildkit compat check` adds them once an index carries them)" if not release.backends[backend]
+                   else f"the stack lists no {vendor.backend_display} version")
+            notes.append(Note(f"{stack.torch}", f"no {vendor.display} images: {why}", (("torch", stack.torch), ("backend", backend))))
         for version in stack.backends[backend]:
             facts = compat.backend(backend, version)
             assert facts is not None

@@ -1,49 +1,90 @@
 """`buildkit compat check` output: Markdown for people (it reads in a terminal and renders as a GitHub job
-summary), JSON for machines."""
+summary), JSON for machines (the nightly's pull request is made from it)."""
 
 from __future__ import annotations
 
 from packaging.version import Version
 
 from buildkit.app.compat_check import CheckOutcome
+from buildkit.core.compat import COMPANION_PACKAGES
 from buildkit.ui.views import escaped_lines
 
 
 def compat_markdown(outcome: CheckOutcome) -> str:
-    """The report, escaped for the terminal it is printed on (it quotes the index's pages)."""
+    """The report, escaped for the terminal it is printed on (it quotes the indexes' pages)."""
     return escaped_lines(_markdown(outcome))
 
 
 def _markdown(outcome: CheckOutcome) -> str:
     facts = outcome.facts
-    lines = [f"## compat check: {facts.url}", "",
-             f"{len(facts.found)} of {len(facts.probed)} variant folders have a torch page: {', '.join(facts.found)}.", ""]
+    lines = [f"## compat check: {', '.join(outcome.read)}", ""]
+    if facts.index is not None and facts.index.read_pytorch:
+        lines += [f"{len(facts.index.found)} of {len(facts.index.probed)} variant folders have a torch page: {', '.join(facts.index.found)}.", ""]
+    if facts.pypi is not None:
+        lines += ["| torch release | published | Python | PyPI's build | pins | companions |", "|---|---|---|---|---|---|"]
+        for row in _releases(outcome)[-6:]:
+            lines.append(f"| {row['torch']} | {row['date'] or '-'} | {row['requires_python'] or '-'} | {row['pypi'] or '-'} | "
+                         f"{', '.join(row['pins']) or '-'} | {', '.join(f'{k} {v}' for k, v in row['companions'].items()) or '-'} |")
+        lines.append("")
+        for name, versions in (outcome.unpaired or {}).items():
+            if versions:
+                lines.append(f"- {name} {', '.join(versions)}: published on a day without a torch release its requirement "
+                             "admits; paired with none")
+        lines.append("")
+    for finding in facts.code:
+        partial = f" (a few kernels also for {' '.join(finding.partial)})" if finding.partial else ""
+        lines.append(f"- {finding.wheel}: {finding.backend} {finding.version} code for {' '.join(finding.archs)}{partial}")
+    if facts.code:
+        lines.append("")
     if not outcome.differences:
-        return "\n".join(lines + [f"No differences: {outcome.data_path} agrees with the index.", ""])
-    lines += ["| torch | on the index, not in the data | in the data, not on the index |", "|---|---|---|"]
+        return "\n".join(lines + [f"No differences: {outcome.data_path} agrees with the indexes.", ""])
+    lines += ["| torch | on the indexes, not in the data | in the data, not on the index |", "|---|---|---|"]
     for minor in sorted({d.torch for d in outcome.differences}, key=Version):
         ours = [d for d in outcome.differences if d.torch == minor]
         lines.append(f"| {minor} | {_cell(d for d in ours if d.on_index)} | {_cell(d for d in ours if not d.on_index)} |")
     if outcome.unwritable:
         lines += ["", *(f"- not written: torch {d.torch}, {d.subject}: {d.note or 'change the data by hand'}" for d in outcome.unwritable)]
     if outcome.diff:
-        verb = "Applied to" if outcome.written else "Proposed change to"
+        verb = "Applied" if outcome.written else "Proposed change"
         hint = "" if outcome.written else " (apply it with `buildkit compat check --write`)"
-        lines += ["", f"{verb} {outcome.data_path}{hint}:", "", "```diff", outcome.diff.rstrip("\n"), "```"]
+        lines += ["", f"{verb}{hint}:", "", "```diff", outcome.diff.rstrip("\n"), "```"]
     return "\n".join(lines + [""])
 
 
 def _cell(differences) -> str:
-    return ", ".join(d.subject for d in differences) or "-"
+    return ", ".join(d.subject + (f" ({d.note})" if d.note and d.writable else "") for d in differences) or "-"
+
+
+def _releases(outcome: CheckOutcome) -> list[dict]:
+    """Each torch release read on PyPI, with what its artifacts say."""
+    pypi = outcome.facts.pypi
+    if pypi is None:
+        return []
+    pairings = pypi.pairings()
+    rows = []
+    for version in sorted(pypi.torch, key=Version):
+        published = pypi.published(version, pairings)
+        rows.append({"torch": version, "date": published.date, "requires_python": published.requires_python,
+                     "pythons": list(pypi.pythons(version)), "pypi": published.pypi, "wheel": pypi.torch[version].wheel,
+                     "pins": [pin for pins in published.pins.values() for pin in pins],
+                     "companions": {name: published.companions[name] for name in COMPANION_PACKAGES if name in published.companions}})
+    return rows
 
 
 def compat_json(outcome: CheckOutcome) -> dict:
     facts = outcome.facts
+    index = facts.index
     return {
-        "index": facts.url,
+        "read": list(outcome.read),
+        "index": index.url if index else None,
         "data": str(outcome.data_path),
-        "probed": list(facts.probed),
-        "found": list(facts.found),
+        "matrix": str(outcome.matrix_path) if outcome.matrix_path else None,
+        "probed": list(index.probed) if index else [],
+        "found": list(index.found) if index else [],
+        "releases": _releases(outcome),
+        "unpaired": {name: list(versions) for name, versions in (outcome.unpaired or {}).items()},
+        "code": [{"release": f.release, "backend": f.backend, "backend_version": f.version, "wheel": f.wheel, "archs": list(f.archs),
+                  "partial": list(f.partial)} for f in facts.code],
         "differences": [
             {"torch": d.torch, "subject": d.subject, "on": "index" if d.on_index else "data", "writable": d.writable, "note": d.note or None}
             for d in outcome.differences

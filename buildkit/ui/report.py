@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from buildkit.adapters.safe_files import write_atomic
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
 from buildkit.app.publish import PublishRun
 from buildkit.core.judge import Verdict
 from buildkit.core.release import Outcome
+from buildkit.errors import redact_urls
 
 
 def _size(value: int | None) -> str:
@@ -117,10 +119,15 @@ def run_markdown(run: BuildRun) -> str:
 
 def write_reports(run: BuildRun, engine_description: str, json_path: Path) -> Path:
     """Writes the JSON report and a Markdown twin next to it (same name, .md)."""
+    return _write_pair(json_path, run_json(run, engine_description), run_markdown(run))
+
+
+def _write_pair(json_path: Path, document: dict, markdown_text: str) -> Path:
+    """The JSON report and its Markdown twin, each written whole and never through a link, URLs redacted."""
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(run_json(run, engine_description), indent=2) + "\n", encoding="utf-8")
+    write_atomic(json_path, (redact_urls(json.dumps(document, indent=2)) + "\n").encode("utf-8"), "--report")
     markdown = json_path.with_suffix(".md")
-    markdown.write_text(run_markdown(run), encoding="utf-8")
+    write_atomic(markdown, redact_urls(markdown_text).encode("utf-8"), "--report")
     return markdown
 
 
@@ -162,8 +169,4 @@ def publish_markdown(run: PublishRun) -> str:
 
 
 def write_publish_reports(run: PublishRun, json_path: Path) -> Path:
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(publish_json(run), indent=2) + "\n", encoding="utf-8")
-    markdown = json_path.with_suffix(".md")
-    markdown.write_text(publish_markdown(run), encoding="utf-8")
-    return markdown
+    return _write_pair(json_path, publish_json(run), publish_markdown(run))

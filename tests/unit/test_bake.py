@@ -64,3 +64,20 @@ def test_the_bake_file_pushes_the_compression_its_labels_name(exported):
     assert options["type"] == "image" and "push" not in options
     assert options["compression"] == entry["labels"]["dev.buildkit.compression"] == "zstd"
     assert options["force-compression"] == "true" and options["oci-mediatypes"] == "true"
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI with buildx")
+def test_out_and_secret_paths_holding_bake_syntax_are_read_by_buildx_as_written(cli, tmp_path):
+    """bake reads every string as an HCL template: an --out of a${IFS}b named a variable bake does not have
+    (and %{ a directive). The export escapes them; buildx's own reading gives the paths back unchanged."""
+    out = tmp_path / "a${IFS}b %{ if true }x%{ endif }"
+    pip_conf = tmp_path / "pip ${HOME}.conf"
+    pip_conf.write_text("[global]\n")
+    result = cli("bake", "--out", out, "--select", f"id={TARGET}", "--pip-conf", pip_conf)
+    assert result.code == 0, result.err
+    printed = subprocess.run(["docker", "buildx", "bake", "-f", str(out / "docker-bake.json"), "--print"], cwd="/",
+                             capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0, printed.stderr
+    (entry,) = json.loads(printed.stdout)["target"].values()
+    assert entry["context"] == str(out / "contexts" / TARGET)
+    assert entry["secret"] == [f"id=pip_conf,src={pip_conf}"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from buildkit.adapters.bundled import compat_data
 from buildkit.core.compat import compat_from_data
 from buildkit.core.grammar import image_reference
@@ -9,6 +11,7 @@ from buildkit.core.vendors import BACKENDS
 
 DATA = compat_data()
 COMPAT = compat_from_data(DATA)
+PACKAGE_DATA = Path(__file__).resolve().parents[2] / "buildkit" / "data" / "compat.toml"
 
 
 def test_every_entry_cites_known_sources():
@@ -92,12 +95,13 @@ def test_platforms_arm64_for_cuda_only_and_amd64_only_names_an_arm64_version_the
 
 # --- the gfx target table -------------------------------------------------------------------------------
 
-LLVM_FAMILIES = {"Vega", "CDNA1", "CDNA2", "CDNA3", "CDNA4", "RDNA1", "RDNA2", "RDNA3", "RDNA3.5", "RDNA4", "GFX12.5"}
+LLVM_FAMILIES = {"Vega", "CDNA1", "CDNA2", "CDNA3", "CDNA4", "RDNA1", "RDNA2", "RDNA3", "RDNA3.5", "RDNA4", "CDNA5"}  # CDNA5: gfx1250 (therock-cdna5)
 
 
 def test_every_wheel_arch_is_a_known_gfx_target_that_lists_that_rocm_version():
+    offered = {v for release in COMPAT.torch.values() for v in release.backends["rocm"]}
     for (backend, version), facts in COMPAT.backends.items():
-        if backend == "rocm":
+        if backend == "rocm" and version in offered:  # ROCm 10 is described before a torch release lists it
             for arch in facts.archs:
                 assert arch in COMPAT.gfx_targets and version in COMPAT.gfx_targets[arch].rocm_versions, (version, arch)
     for name, target in COMPAT.gfx_targets.items():
@@ -116,3 +120,55 @@ def test_gfx_targets_have_llvm_families_sources_and_cover_the_override_advice():
     assert COMPAT.gfx_targets["gfx942"].family == "CDNA3"
     assert COMPAT.gfx_targets["gfx1103"].rocm_versions == ("7.14",)
     assert COMPAT.gfx_targets["gfx900"].rocm_versions == ("6.2.4", "6.3", "6.4", "7.0", "7.1", "7.2")
+
+
+# --- facts read from the artifacts (issue 28), each with its source ------------------------------------------
+
+
+def test_torch_2_15_pairs_with_the_torchvision_and_torchaudio_published_with_it():
+    release = COMPAT.torch["2.15"]
+    assert release.companion_version("torchvision", "2.15.0") == "0.29.2"
+    assert release.companion_version("torchaudio", "2.15.0") == "2.11.1"
+    assert release.published["2.15.0"].pypi == "cuda 13.2" and release.published["2.15.0"].requires_python == ">=3.11"
+    assert "cuda-toolkit[cublas,cudart,cufft,cufile,cupti,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.2.2" in release.published["2.15.0"].pins["cuda 13.2"]
+    assert "torchvision" not in release.unconfirmed and not release.torchvision  # the guessed 0.30 series is gone
+    # torchaudio was not published with 2.12-2.14: a stack asking for it there is refused, not guessed
+    assert COMPAT.torch["2.14"].companion_version("torchaudio", "2.14.1") is None
+    for entry in DATA["torch"].values():
+        for version, published in entry.get("published", {}).items():
+            assert version in entry["releases"] and published["sources"] == ["pypi"] and published["wheel"].startswith(f"torch-{version}-")
+
+
+def test_the_2_15_images_install_torchvision_0_29_2():
+    from buildkit.app.targets import Choices, select_targets
+
+    rendered = select_targets(Choices(selectors=("torch=2.15.0",))).render()
+    assert rendered and all(item.target.companions == (f"torchvision==0.29.2+{item.target.local_tag}",) for item in rendered)
+    cuda = next(item for item in rendered if item.target.local_tag == "cu132")
+    assert "torchvision==0.29.2+cu132" in cuda.dockerfile
+
+
+def test_rocm_10_cuda_13_4_1_and_13_5_are_described_with_sources_the_rest_unconfirmed():
+    for version, base in (("10.0", "10.0.0-full"), ("10.1", "10.1.0-full")):
+        rocm = COMPAT.backend("rocm", version)
+        assert rocm.thin_wheels and rocm.layout == "amd-whl-next" and rocm.devel_base.endswith(base)
+        assert {"archs", "devel_base"} <= set(rocm.unconfirmed) and "gfx900" not in rocm.archs
+        assert {"therock-releases", "pytorch-rocm10"} <= set(DATA["rocm"][version]["sources"])
+        assert not any(version in r.backends["rocm"] for r in COMPAT.torch.values())  # no release wheels read yet
+    assert COMPAT.rocm_layouts["amd-whl-next"].local == "rocm{version}.0"
+    assert COMPAT.backend("rocm", "7.14").devel_base.endswith(":7.14.1-full")
+    assert COMPAT.backend("rocm", "7.2").devel_base.endswith(":7.2.4-complete")
+    cuda134, cuda135, cuda132 = (COMPAT.backend("cuda", v) for v in ("13.4", "13.5", "13.2"))
+    assert cuda134.devel_base == "nvidia/cuda:13.4.1-cudnn-devel-ubuntu24.04" and cuda134.driver_toolkit == ""  # 13.4 ships no driver
+    assert "cuda-13-4-ga" in DATA["cuda"]["13.4"]["sources"] and "600.00.00" not in PACKAGE_DATA.read_text()  # the placeholder is gone
+    assert cuda135.archs == cuda134.archs and "archs" in cuda135.unconfirmed and "pypi-cuda" in DATA["cuda"]["13.5"]["sources"]
+    assert cuda132.driver_toolkit == "595.71.05" and cuda132.devel_base.startswith("nvidia/cuda:13.2.2-")
+    assert "12.6" not in COMPAT.torch["2.15"].backends["cuda"]
+
+
+def test_mi450_is_a_cdna5_family_with_its_products():
+    family = COMPAT.families["mi450"]
+    assert family.gfx == ("gfx1250",) and family.therock == "gfx125X-dcgpu" and "MI455X" in family.products
+    target = COMPAT.gfx_targets["gfx1250"]
+    assert target.family == "CDNA5" and not target.unconfirmed and target.rocm_versions == ()  # no release wheel has its kernels
+    assert COMPAT.gfx_targets["gfx1153"].products == ("Radeon 820M",)

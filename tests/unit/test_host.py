@@ -461,3 +461,30 @@ def test_a_host_of_a_family_the_stack_does_not_build_is_told_which_family_to_add
     assert routing.target is None and codes(routing.findings) == [("no-fitting-image", True)]
     assert routing.findings[0].fix == ('use the rdna3 image of ROCm 7.14, which carries gfx1100: add "rdna3" to the stack\'s '
                                        "rocm_families to build it")
+
+
+def test_an_mi450_host_is_told_the_truth_and_a_stack_with_its_family_routes_it(tmp_path, team_matrix):
+    """gfx1250 (Instinct MI450, CDNA5) has device packages for ROCm 7.14 but no release wheel carries torch's
+    kernels for it: the default matrix has no image for it and says to build from source, not to add a family
+    image that would carry nothing; a team whose data adds gfx1250 to 7.14's archs gets the mi450 image."""
+    mi450 = lambda root: hosts.amd_host(root, [("0000:03:00.0", "0x75b0", "0x120000", 120500)])  # noqa: E731 (kfd: 12.5.0)
+    host = facts(mi450, tmp_path / "default")
+    assert [g.arch for g in host.gpus] == ["gfx1250"]
+    routing = route(host, PLAN, COMPAT)
+    assert routing.target is None and "no ROCm wheel carries gfx1250: build torch for it from source" in routing.findings[0].fix
+    archs = ", ".join(f'"{a}"' for a in (*COMPAT.backend("rocm", "7.14").archs, "gfx1250"))
+    team = load_matrix(team_matrix(f'''
+        extends = "default"
+        rocm_families = ["mi300", "mi450"]
+        [compat.rocm."7.14"]
+        archs = [{archs}]
+        [[torch]]
+        version = "2.15.0"
+        python = ["3.12"]
+        flavors = ["runtime"]
+        cuda = ["13.2"]
+        rocm = ["7.14"]
+    '''))
+    team_plan = expand(team)
+    host = read_host(team.compat, hosts.amd_host(tmp_path / "team", [("0000:03:00.0", "0x75b0", "0x120000", 120500)]), MEMBER, DOCKER)
+    assert route(host, team_plan, team.compat).target.id == "2.15.0-rocm7.14-mi450-py3.12-runtime"

@@ -303,6 +303,10 @@ def test_extends_chain_through_a_link_to_a_device(cli, tmp_path):
     ("folder", "matrix.lock: is a folder, not a file"),
     ("dev_zero", "matrix.lock: is a device, not a regular file"),
     ("newline_key", "matrix.lock: bases.python:3.12-slim\\n: expected an image reference with digest"),
+    ("bases_string", 'matrix.lock: bases: expected [bases."REFERENCE"] tables, not a string'),
+    ("bases_array", 'matrix.lock: bases: expected [bases."REFERENCE"] tables, not an array'),
+    ("packages_integer", "matrix.lock: packages: expected a [packages] table of \"REQUIREMENT\" = \"VERSION\", not an integer"),
+    ("base_entry_date", "matrix.lock: bases.python:3.12-slim: expected an image reference with digest"),
 ])
 def test_matrix_lock_that_is_not_a_lock(cli, tmp_path, kind, expected):
     (tmp_path / "m.toml").write_text('extends = "default"\n')
@@ -313,8 +317,12 @@ def test_matrix_lock_that_is_not_a_lock(cli, tmp_path, kind, expected):
         lock.mkdir()
     elif kind == "dev_zero":
         os.symlink("/dev/zero", lock)
-    else:
+    elif kind == "newline_key":
         lock.write_text('schema = 1\n[bases]\n"python:3.12-slim\\n" = "sha256:00"\n')
+    else:
+        lock.write_text("schema = 1\n" + {"bases_string": 'bases = "python"', "bases_array": "bases = [1, 2]",
+                                          "packages_integer": "packages = 3",
+                                          "base_entry_date": '[bases]\n"python:3.12-slim" = 2026-01-01'}[kind] + "\n")
     assert_clear_errors(run_bounded(cli, "plan", "--matrix", tmp_path / "m.toml"), [expected])
 
 

@@ -66,7 +66,7 @@ def test_devel_targets_use_the_vendor_base_and_its_python(cli):
     devel = [t for t in plan.targets if t.flavor == "devel"]
     assert devel and {t.python for t in devel} == {"3.12"}
     rocm = next(t for t in devel if t.id == "2.14.1-rocm7.2-py3.12-devel")
-    assert rocm.base_image == "rocm/dev-ubuntu-24.04:7.2.1-complete"
+    assert rocm.base_image == "rocm/dev-ubuntu-24.04:7.2.4-complete"
     result = cli("plan")
     assert "2.14.1 devel: Python 3.10, 3.11, 3.13 skipped" in result.err
 

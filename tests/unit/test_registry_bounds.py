@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import tracemalloc
 
 import pytest
 
@@ -110,6 +111,16 @@ def test_retry_after_beyond_the_budget_fails_now_instead_of_sleeping(registry):
     assert slept == [] and reg.requests == 1
 
 
+@pytest.mark.parametrize("value", ["²", "¹²", "1e9", "Fri, 31 Dec 99999 23:59:59 GMT"])
+def test_an_unreadable_retry_after_is_backoff_not_an_internal_error(registry, value):
+    """'²'.isdigit() is true and float('²') raises: only ASCII digits or an HTTP-date are a Retry-After."""
+    slept, answers = [], [Answer(503, {"Retry-After": value}), json_answer({})]
+    registry.on("GET", r"/v2/", lambda request: answers.pop(0))
+    reg = client(registry, retries=2, sleep=slept.append)
+    reg.ping()
+    assert reg.requests == 2 and len(slept) == 1 and slept[0] < 1
+
+
 def test_retries_through_429_and_500_keep_working(registry):
     slept, answers = [], [Answer(500), Answer(429, {"Retry-After": "1"}), json_answer({})]
     registry.on("GET", r"/v2/", lambda request: answers.pop(0))
@@ -177,3 +188,38 @@ def test_a_short_wait_is_not_announced(registry):
     notices = []
     client(registry, retries=1, backoff=0.01, notify=notices.append).ping()
     assert notices == []
+
+
+def test_a_tag_listing_of_hundreds_of_large_pages_is_read_a_page_at_a_time(registry):
+    """106 pages of 4 MiB once ended in MemoryError: tags stream page by page, so memory holds about a page
+    (publish --keep keeps only this target's date tags of them)."""
+    page_tags = [f"{'x' * 100}-{index:06d}" for index in range(15_000)]  # about 1.6 MiB of JSON per page
+    pages = 60
+
+    def page(request):
+        number = int(request.query.get("page", "0"))
+        following = {"Link": f'</v2/team/app/tags/list?n=100&page={number + 1}>; rel="next"'} if number + 1 < pages else {}
+        return json_answer({"name": "team/app", "tags": [f"{tag}-{number}" for tag in page_tags]}, **following)
+
+    registry.on("GET", r"/v2/team/app/tags/list", page)
+    reg = client(registry, timeout=30)
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in reg.iter_tags("team/app"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert count == pages * len(page_tags)
+    assert peak < 24 << 20, f"{peak >> 20} MiB held for {pages} pages of about 1.6 MiB"
+
+
+def test_an_index_of_thousands_of_platforms_is_refused_without_a_request_per_child(registry):
+    image = registry.add_image("team/app", None, {"a": "b"})
+    images = {f"linux/arch{index}": image for index in range(5000)}
+    registry.add_index("team/app", "many", images)
+    reg = client(registry)
+    with pytest.raises(RegistryError, match="the index lists 5000 images, more than the 64 platforms buildkit reads"):
+        reg.platform_labels("team/app", "many")
+    with pytest.raises(RegistryError, match="more than the 64 platforms"):
+        reg.image_labels("team/app", "many", "linux/arch7")
+    assert reg.requests == 2  # the index, twice: no child manifest, no config

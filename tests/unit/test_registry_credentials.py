@@ -67,7 +67,7 @@ def test_files_that_are_not_json(tmp_path, content, expected):
 
 
 def test_a_missing_auth_file_and_one_without_this_registry(tmp_path):
-    with pytest.raises(UserError, match="--registry-auth-file: cannot read .*missing.json: No such file"):
+    with pytest.raises(UserError, match="--registry-auth-file: cannot read .*missing.json: no such file; expected a JSON credentials file"):
         load_credentials(REGISTRY, tmp_path / "missing.json", environ={})
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"auths": {"other.example.com": {"auth": b64(b"a:b")}}}))

@@ -39,7 +39,7 @@ def test_stages_and_their_order(source_matrix):
     item = render(source_matrix)
     named = stages(item.dockerfile)
     assert list(named) == ["builder", "torchvision", "rocm-libs", "torch-wheel", "wheels", "tools", "shared", "image"]
-    assert named["builder"].startswith("FROM rocm/dev-ubuntu-24.04:7.2.1-complete AS builder")
+    assert named["builder"].startswith("FROM rocm/dev-ubuntu-24.04:7.2.4-complete AS builder")
     builder = named["builder"]
     # hipify runs before anything compiles, and the wheel build gets the arch list and the job count
     assert builder.index("python tools/amd_build/build_amd.py") < builder.index("python setup.py bdist_wheel")

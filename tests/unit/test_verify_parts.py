@@ -125,9 +125,9 @@ def test_signing_with_a_key_file_needs_cosign_password_in_the_environment(tmp_pa
 
 def test_a_missing_key_file_is_named(tmp_path):
     cosign = Cosign("127.0.0.1:5000", executable=str(_fake_cosign(tmp_path)), environ={"PATH": os.environ["PATH"], "COSIGN_PASSWORD": "x"})
-    with pytest.raises(CosignError, match="no such key file; give the cosign private key"):
+    with pytest.raises(CosignError, match="no such key file; give the cosign private key file"):
         cosign.sign("127.0.0.1:5000/img@sha256:" + "a" * 64, Signer(str(tmp_path / "nope.key")))
-    with pytest.raises(CosignError, match="no such key file; give the cosign public key"):
+    with pytest.raises(CosignError, match="no such key file; give the cosign public key file"):
         cosign.verify("127.0.0.1:5000/img@sha256:" + "a" * 64, Trust(key=str(tmp_path / "nope.pub")))
     assert not (tmp_path / "ran").exists()
 

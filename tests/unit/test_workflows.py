@@ -59,6 +59,10 @@ def test_nightly_workflow_shape():
     tags = " ".join(step.get("run", "") for step in jobs["tags"]["steps"])
     assert jobs["tags"]["needs"] == "build" and "--require-published" in tags and '--channel "$CHANNEL"' in tags
     assert "--gpu skip" not in text and "--gpu-gate off" not in text
+    # compat check runs first and turns what the indexes published into a pull request; plan waits for it
+    compat = " ".join(step.get("run", "") for step in jobs["compat"]["steps"])
+    assert "buildkit compat check --write" in compat and "gh pr create" in compat
+    assert jobs["compat"]["permissions"] == {"contents": "write", "pull-requests": "write"} and jobs["plan"]["needs"] == "compat"
 
 
 def _steps():

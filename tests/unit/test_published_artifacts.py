@@ -1,0 +1,383 @@
+"""`buildkit compat check` reads the published artifacts: PyPI's releases and their wheels' METADATA and
+version modules (by byte ranges), the companion published with each torch release, the GPU code in a
+wheel's libraries, and keeps the default matrix in step, so a new torch release plans its pair the day it
+ships. The indexes are doubles on 127.0.0.1 whose fields are the published wheels' (testkit.artifacts);
+the GPU code is read from the real torch wheel on this machine and from objects nvcc and hipcc build."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from buildkit.adapters.bundled import compat_data
+from buildkit.core.code_objects import CodeObjectError, cuda_code, rocm_code
+from buildkit.core.compat import compat_from_data
+from buildkit.core.matrix_proposal import propose_matrix
+from buildkit.core.release_facts import PublishedFile, backend_pins, pair_companion, read_metadata, read_version_module, releases
+from testkit.artifacts import PypiDouble, companion_files, torch_release_files, torch_wheel
+from testkit.machine_wheels import local_wheels
+from testkit.pytorch_index import PyTorchIndex, torch_wheel_name, wheels_from_compat
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPAT = compat_from_data(compat_data())
+PYTHONS_2_15 = ("3.11", "3.12", "3.13", "3.14", "3.15")
+
+
+# --- pure readers -------------------------------------------------------------------------------------------
+
+
+def test_metadata_and_version_module_give_the_published_pins_and_build():
+    wheel = torch_wheel("torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl")
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(wheel)) as archive:
+        metadata = read_metadata(archive.read("torch-2.15.0.dist-info/METADATA").decode())
+        module = read_version_module(archive.read("torch/version.py").decode())
+    assert metadata.requires_python == ">=3.11" and module["__version__"] == "2.15.0+cu132" and module["cuda"] == "13.2"
+    pins = backend_pins(metadata.requires_dist)
+    assert "nvidia-cudnn-cu13==9.26.0.51" in pins and "triton~=3.9.0" in pins
+    assert pins[0].startswith("cuda-toolkit[") and pins[0].endswith("==13.2.2")
+    assert not any(p.startswith(("filelock", "optree")) for p in pins)  # not a backend library; an extra's
+
+
+def test_a_version_module_is_read_as_literals_never_run(tmp_path):
+    planted = tmp_path / "ran"
+    text = f"__version__ = '2.15.0+cu132'\nimport os\nos.mkdir({str(planted)!r})\ncuda = '13.2'\n"
+    assert read_version_module(text) == {"__version__": "2.15.0+cu132", "cuda": "13.2"} and not planted.exists()
+    assert read_version_module("def (") == {}
+
+
+def _release(project, version, day, requires=()):
+    from buildkit.core.release_facts import Release, WheelMetadata
+
+    return Release(project, version, "", day, (), (), "", "w.whl", WheelMetadata(project, version, "", tuple(requires)))
+
+
+def test_a_companion_pairs_with_the_torch_release_of_its_day_that_its_requirement_admits():
+    torch = {v: _release("torch", v, d) for v, d in [("2.14.0", "2026-09-02"), ("2.14.1", "2026-09-30"), ("2.15.0", "2026-10-28")]}
+    vision = {
+        "0.29.0": _release("torchvision", "0.29.0", "2026-09-02", ["torch (==2.14.0)"]),
+        "0.29.1": _release("torchvision", "0.29.1", "2026-09-30", ["torch (>=2.14.0)"]),
+        "0.29.2": _release("torchvision", "0.29.2", "2026-10-28", ["torch (>=2.14.0)"]),
+        "0.29.3": _release("torchvision", "0.29.3", "2026-11-20", ["torch (>=2.14.0)"]),  # no torch that day
+        "0.31.0": _release("torchvision", "0.31.0", "2026-10-28", ["torch (>=2.16)"]),  # that day's torch is too old
+    }
+    pairing = pair_companion(torch, vision)
+    assert pairing.paired == {"2.14.0": "0.29.0", "2.14.1": "0.29.1", "2.15.0": "0.29.2"}
+    assert set(pairing.unpaired) == {"0.29.3", "0.31.0"}
+    # torchaudio 2.11.0 names no torch at all (its METADATA has no Requires-Dist): its day decides
+    audio = pair_companion(torch, {"2.11.1": _release("torchaudio", "2.11.1", "2026-10-28")})
+    assert audio.paired == {"2.15.0": "2.11.1"}
+
+
+def test_release_files_give_pythons_platforms_and_the_newest_linux_wheel():
+    files = [PublishedFile(name, "2026-10-28", ">=3.11") for name in (
+        "torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl", "torch-2.15.0-cp315-cp315-manylinux_2_28_x86_64.whl",
+        "torch-2.15.0-cp315-cp315t-manylinux_2_28_x86_64.whl", "torch-2.15.0-cp312-cp312-manylinux_2_28_aarch64.whl",
+        "torch-2.15.0-cp312-cp312-win_amd64.whl", "torch-2.16.0.dev20261101-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl", f"torch-2.{'9' * 5000}-cp312-cp312-manylinux_2_28_x86_64.whl")]
+    found = releases("torch", files)
+    assert list(found) == ["2.15.0"]  # no dev release, no 5,000-digit version
+    release = found["2.15.0"]
+    assert release.pythons == ("3.11", "3.12", "3.15") and release.platforms == ("linux/amd64", "linux/arm64")
+    assert release.wheel == "torch-2.15.0-cp315-cp315-manylinux_2_28_x86_64.whl" and release.uploaded == "2026-10-28"
+
+
+# --- GPU code in real libraries ------------------------------------------------------------------------------
+
+
+def _real_torch_wheel() -> Path | None:
+    return next((p for p in local_wheels() if p.name.startswith("torch-2.14.1-") and "x86_64" in p.name), None)
+
+
+@pytest.mark.skipif(_real_torch_wheel() is None, reason="the machine's wheel folders hold no torch 2.14.1 x86_64 wheel")
+def test_the_real_cuda_wheels_fat_binaries_name_its_arch_list():
+    import zipfile
+
+    with zipfile.ZipFile(_real_torch_wheel()) as wheel:
+        code = cuda_code(wheel.read("torch/lib/libtorch_cuda.so"))
+    # cuobjdump --list-elf on the same library (DESIGN.md section 6): SASS for these, a few kernels beyond, no PTX
+    assert code.sass_archs() == ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
+    assert set(code.partial_sass_archs()) == {"sm_89", "sm_103", "sm_121"} and code.ptx_archs() == ()
+    assert COMPAT.backend("cuda", "13.0").archs == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+
+
+KERNEL = "__global__ void add(float* a) { a[threadIdx.x] += 1.0f; }\nextern \"C\" void launch(float* a) { add<<<1, 64>>>(a); }\n"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine")
+def test_nvcc_objects_sass_and_ptx_are_told_apart(tmp_path):
+    (tmp_path / "k.cu").write_text(KERNEL)
+    subprocess.run(["nvcc", "-Xcompiler", "-fPIC", "-shared", "-gencode", "arch=compute_75,code=sm_75", "-gencode",
+                    "arch=compute_90,code=[sm_90,compute_90]", "k.cu", "-o", "k.so"], cwd=tmp_path, check=True, capture_output=True)
+    code = cuda_code((tmp_path / "k.so").read_bytes())
+    assert code.sass_archs() == ("sm_75", "sm_90") and code.ptx_archs() == ("sm_90",)
+
+
+def _hipcc_required() -> bool:
+    return bool(os.environ.get("BUILDKIT_REQUIRE_HIPCC"))
+
+
+@pytest.mark.skipif(shutil.which("hipcc") is None and not _hipcc_required(), reason="no hipcc on this machine")
+def test_hipcc_objects_offload_bundles_name_their_gfx_targets(tmp_path):
+    (tmp_path / "k.hip").write_text("#include <hip/hip_runtime.h>\n" + KERNEL)
+    subprocess.run(["hipcc", "-fPIC", "-shared", "--offload-arch=gfx90a", "--offload-arch=gfx1030", "k.hip", "-o", "k.so"],
+                   cwd=tmp_path, check=True, capture_output=True, env={**os.environ, "HIP_PLATFORM": "amd"})
+    assert rocm_code((tmp_path / "k.so").read_bytes()).archs() == ("gfx90a", "gfx1030")
+
+
+def test_what_is_not_a_library_is_one_error():
+    with pytest.raises(CodeObjectError, match="not an ELF"):
+        cuda_code(b"PK\x03\x04 a zip")
+    elf = Path(sys.executable).resolve().read_bytes()  # a real ELF without GPU code
+    assert cuda_code(elf).sass_archs() == () and rocm_code(elf).archs() == ()
+
+
+# --- compat check against the doubles --------------------------------------------------------------------
+
+
+def _pypi(extra: dict[str, list] | None = None) -> PypiDouble:
+    """torch 2.14.1 and 2.15.0 with their companions, as PyPI publishes them, plus `extra`."""
+    projects = {
+        "torch": [*torch_release_files("2.14.1", "2026-09-30", ("3.10", "3.11", "3.12", "3.13", "3.14"), ">=3.10", "cu130"),
+                  *torch_release_files("2.15.0", "2026-10-28", PYTHONS_2_15, ">=3.11")],
+        "torchvision": [*companion_files("torchvision", "0.29.1", "2026-09-30", "torch (>=2.14.0)"),
+                        *companion_files("torchvision", "0.29.2", "2026-10-28", "torch (>=2.14.0)")],
+        "torchaudio": companion_files("torchaudio", "2.11.1", "2026-10-28", "torch>=2.11"),
+    }
+    for project, files in (extra or {}).items():
+        projects[project] += files
+    return PypiDouble(projects).start()
+
+
+@pytest.fixture
+def release_2_16():
+    """The day 2.16.0 ships (a double: the 2.15.0 release with its versions moved on): on PyPI with
+    torchvision 0.30.0, and on PyTorch's index for CUDA 13.0, 13.2, 13.4 and ROCm 7.14; plus a torchvision
+    released without a torch."""
+    pypi = _pypi({
+        "torch": torch_release_files("2.16.0", "2026-12-22", PYTHONS_2_15, ">=3.11"),
+        "torchvision": [*companion_files("torchvision", "0.30.0", "2026-12-22", "torch (==2.16.0)"),
+                        *companion_files("torchvision", "0.29.3", "2026-11-20", "torch (>=2.14.0)")],
+    })
+    folders = wheels_from_compat(COMPAT)
+    for tag in ("cu130", "cu132", "cu134", "rocm7.14"):
+        folders.setdefault(tag, []).extend(torch_wheel_name("2.16.0", tag, p) for p in PYTHONS_2_15)
+    index = PyTorchIndex(folders).start()
+    yield pypi, index
+    pypi.stop()
+    index.stop()
+
+
+def _checkout(tmp_path: Path) -> Path:
+    """A copy of the tool as a checkout holds it (the package, the default matrix, the templates), so
+    `compat check --write` edits its shipped data and default matrix as the nightly's pull request does."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT / "buildkit", copy / "buildkit", ignore=shutil.ignore_patterns("__pycache__", "_bundled"))
+    shutil.copytree(ROOT / "templates", copy / "templates")
+    shutil.copy(ROOT / "matrix.toml", copy / "matrix.toml")
+    return copy
+
+
+def _buildkit(checkout: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "buildkit.cli", *args], cwd=checkout, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(checkout)})
+
+
+def test_a_new_torch_release_becomes_a_stack_that_plans_its_pair(tmp_path, release_2_16):
+    pypi, index = release_2_16
+    checkout = _checkout(tmp_path)
+    check = _buildkit(checkout, "compat", "check", "--json", "--index", index.url, "--pypi", pypi.url,
+                      "--layout-index", "amd-whl-next=none")
+    assert check.returncode == 3, check.stderr
+    report = json.loads(check.stdout)
+    subjects = {(d["torch"], d["subject"]) for d in report["differences"]}
+    assert {("2.16", "release 2.16.0"), ("2.16", "cuda 13.2"), ("2.16", "rocm 7.14"), ("2.16", "published 2.16.0")} <= subjects
+    assert report["unpaired"]["torchvision"] == ["0.29.3"]  # published without a torch release
+    assert "+++ b/matrix.toml" in report["diff"] and "+++ b/buildkit/data/compat.toml" in report["diff"]
+
+    written = _buildkit(checkout, "compat", "check", "--index", index.url, "--pypi", pypi.url, "--layout-index", "amd-whl-next=none", "--write")
+    assert written.returncode == 0, written.stdout + written.stderr
+    data = tomlkit.parse((checkout / "buildkit/data/compat.toml").read_text())
+    entry = data["torch"]["2.16"]
+    assert list(entry["releases"]) == ["2.16.0"] and list(entry["python"]) == list(PYTHONS_2_15)
+    assert list(entry["cuda"]) == ["13.0", "13.2", "13.4"] and list(entry["rocm"]) == ["7.14"]
+    published = entry["published"]["2.16.0"]
+    assert published["torchvision"] == "0.30.0" and published["pypi"] == "cuda 13.2" and published["date"] == "2026-12-22"
+    assert "torchaudio" not in published  # none was published that day
+    assert "rocm[device-all,libraries]==7.14.*" in published["pins"]["rocm 7.14"]  # read from the index's ROCm wheel
+    matrix = tomlkit.parse((checkout / "matrix.toml").read_text())
+    newest = matrix["torch"][0]
+    assert newest["version"] == "2.16.0" and list(newest["python"]) == ["3.11", "3.12", "3.13"]
+    assert dict(newest["pair"]) == {"cuda": "13.2", "rocm": "7.14"} and "companions" not in newest
+
+    again = _buildkit(checkout, "compat", "check", "--index", index.url, "--pypi", pypi.url, "--layout-index", "amd-whl-next=none")
+    assert again.returncode == 0, again.stdout  # the data agrees once written
+    plan = _buildkit(checkout, "plan", "--select", "torch=2.16.0", "--format", "json")
+    assert plan.returncode == 0, plan.stderr
+    targets = json.loads(plan.stdout)
+    pairs = {t["pair"] for t in targets if t["pair"]}
+    assert "2.16.0-py3.12-runtime" in pairs
+    twins = [t for t in targets if t["pair"] == "2.16.0-py3.12-runtime"]
+    assert {t["vendor"] for t in twins} == {"nvidia", "amd"}
+    assert all(t["companions"] == [f"torchvision==0.30.0+{'cu132' if t['vendor'] == 'nvidia' else 'rocm7.14'}"] for t in twins)
+
+
+def test_a_release_without_rocm_wheels_plans_its_cuda_images_and_says_why(tmp_path):
+    pypi = _pypi({"torch": torch_release_files("2.16.0", "2026-12-22", PYTHONS_2_15, ">=3.11"),
+                  "torchvision": companion_files("torchvision", "0.30.0", "2026-12-22", "torch (==2.16.0)")})
+    try:
+        checkout = _checkout(tmp_path)
+        written = _buildkit(checkout, "compat", "check", "--index", "none", "--pypi", pypi.url, "--layout-index", "amd-whl-next=none", "--write")
+        assert written.returncode == 0, written.stdout + written.stderr
+        entry = tomlkit.parse((checkout / "buildkit/data/compat.toml").read_text())["torch"]["2.16"]
+        assert list(entry["cuda"]) == ["13.2"] and list(entry["rocm"]) == []  # PyPI's build; ROCm unknown until an index says
+        plan = _buildkit(checkout, "plan", "--select", "torch=2.16.0")
+        assert plan.returncode == 0, plan.stderr
+        assert "2.16.0-cuda13.2-py3.12-runtime" in plan.stdout and "rocm" not in plan.stdout.split("note:")[0]
+        assert "no AMD images: the compatibility data lists no ROCm wheels for torch 2.16 yet" in plan.stdout + plan.stderr
+    finally:
+        pypi.stop()
+
+
+def test_pypi_alone_reports_each_releases_published_facts(cli, tmp_path):
+    pypi = _pypi()
+    try:
+        data = tmp_path / "compat.toml"
+        text = (ROOT / "buildkit/data/compat.toml").read_text()
+        document = tomlkit.parse(text)
+        del document["torch"]["2.15"]["published"]  # as the data was before compat check read PyPI
+        data.write_text(tomlkit.dumps(document))
+        result = cli("compat", "check", "--json", "--index", "none", "--pypi", pypi.url, "--layout-index", "amd-whl-next=none", "--data", str(data))
+        report = json.loads(result.out)
+        row = next(r for r in report["releases"] if r["torch"] == "2.15.0")
+        assert row["companions"] == {"torchvision": "0.29.2", "torchaudio": "2.11.1"} and row["pypi"] == "cuda 13.2"
+        assert row["pythons"] == list(PYTHONS_2_15) and row["requires_python"] == ">=3.11"
+        assert result.code == 3 and {"torch": "2.15", "subject": "published 2.15.0", "on": "index"}.items() <= next(
+            d for d in report["differences"] if d["subject"] == "published 2.15.0").items()
+        # only byte ranges of the wheels were asked for: a few per wheel, never a whole file
+        assert pypi.ranges and all(r.startswith("bytes=") for r in pypi.ranges)
+        assert len(pypi.ranges) <= 6 * len({p for p in pypi.requests if p.endswith(".whl")})
+    finally:
+        pypi.stop()
+
+
+def test_the_matrix_follows_a_new_patch_release_and_unblocks_published_companions():
+    document = tomlkit.parse((ROOT / "buildkit/data/compat.toml").read_text())
+    document["torch"]["2.15"]["releases"] = ["2.15.0", "2.15.1"]
+    document["torch"]["2.15"]["published"]["2.15.1"] = {"date": "2026-12-09", "torchvision": "0.29.3"}
+    compat = compat_from_data(json.loads(json.dumps(document.unwrap())))
+    matrix = '[[torch]]\nversion = "2.15.0"\ncompanions = []\ncuda = ["13.2"]\n'
+    proposed = tomlkit.parse(propose_matrix(matrix, compat, ["3.11", "3.12"], ["torchvision"]))
+    assert proposed["torch"][0]["version"] == "2.15.1" and "companions" not in proposed["torch"][0]
+
+
+def test_a_server_without_byte_ranges_is_one_message_and_exit_1(cli):
+    from http.server import BaseHTTPRequestHandler
+
+    from testkit.local_http import serve, stop_serving
+
+    files = torch_release_files("2.15.0", "2026-10-28", ("3.12",), ">=3.11")
+
+    class NoRanges(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            if self.path.endswith("/torch/"):
+                body = json.dumps({"meta": {"api-version": "1.1"}, "files": [
+                    {"filename": f.filename, "url": f"/f/{f.filename}", "upload-time": f.uploaded} for f in files]}).encode()
+                kind = "application/vnd.pypi.simple.v1+json"
+            elif self.path.startswith("/f/"):
+                body, kind = files[0].data, "application/octet-stream"
+            else:
+                self.send_response(404)
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = serve(NoRanges)
+    try:
+        result = cli("compat", "check", "--index", "none", "--layout-index", "amd-whl-next=none", "--pypi", f"http://127.0.0.1:{server.server_address[1]}/simple")
+        assert result.code == 1 and "without a byte range" in result.err and "Traceback" not in result.err
+    finally:
+        stop_serving(server)
+
+
+@pytest.mark.skipif(_real_torch_wheel() is None, reason="the machine's wheel folders hold no torch 2.14.1 x86_64 wheel")
+def test_deep_reads_the_real_wheels_gpu_code_over_byte_ranges_and_corrects_an_arch_list(cli, tmp_path):
+    """The real torch 2.14.1 CUDA 13.0 wheel, served on 127.0.0.1 as PyTorch's index names it: --deep reads its
+    libtorch_cuda.so by ranges and finds the data's CUDA 13.0 list; a planted wrong list is corrected by --write."""
+    data = tmp_path / "compat.toml"
+    document = tomlkit.parse((ROOT / "buildkit/data/compat.toml").read_text())
+    document["cuda"]["13.0"]["archs"] = ["7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX"]
+    data.write_text(tomlkit.dumps(document))
+    real = torch_wheel_name("2.14.1", "cu130", "3.11")
+    folders = wheels_from_compat(COMPAT)  # doubles carry no GPU library: deep passes them over
+    # the real wheel is the newest CPython's x86_64 one of 2.14.1 on cu130, the one deep reads
+    # (2.15.0 is left off cu130 so that 2.14.1 is the variant's newest release, the one deep reads)
+    folders["cu130"] = [n for n in folders["cu130"] if not n.startswith("torch-2.15.0+")
+                        and (not (n.startswith("torch-2.14.1+") and n.endswith("x86_64.whl")) or n == real)]
+    index = PyTorchIndex(folders, real={real: _real_torch_wheel()}).start()
+    try:
+        result = cli("compat", "check", "--json", "--deep", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none",
+                     "--data", str(data))
+        report = json.loads(result.out)
+        (finding,) = [f for f in report["code"] if f["backend_version"] == "13.0"]
+        assert finding["archs"] == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and set(finding["partial"]) == {"8.9", "10.3", "12.1"}
+        assert {(d["torch"], d["subject"]) for d in report["differences"]} == {("2.14", "cuda 13.0 archs"), ("2.15", "cuda 13.0")}
+        written = cli("compat", "check", "--deep", "--write", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none",
+                      "--data", str(data))
+        assert written.code == 0, written.out + written.err
+        table = tomlkit.parse(data.read_text())["cuda"]["13.0"]
+        assert list(table["archs"]) == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and "wheel-code-objects" in table["sources"]
+    finally:
+        index.stop()
+
+
+def test_a_layout_index_adds_a_rocm_version_only_to_the_release_whose_newest_patch_it_carries(cli, tmp_path):
+    """AMD's whl-next double: torch 2.14.0 and 2.15.0 as +rocm10.1.0. ROCm 10.1 joins torch 2.15 (its newest
+    release is there) and not 2.14, whose newest, 2.14.1, is not; nothing else is judged by that index."""
+    from testkit.local_http import QuietHandler, serve, stop_serving
+
+    names = [f"torch-{release}+rocm10.1.0-cp312-cp312-manylinux_2_28_x86_64.whl" for release in ("2.14.0", "2.15.0")]
+
+    class WhlNext(QuietHandler):
+        def do_GET(self):
+            if self.path.rstrip("/").endswith("/torch"):
+                body = "".join(f'<a href="/files/{n.replace("+", "%2B")}">{n}</a>\n' for n in names).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+    server = serve(WhlNext)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/rocm/whl-next/"
+        data = tmp_path / "compat.toml"
+        data.write_text((ROOT / "buildkit/data/compat.toml").read_text())
+        result = cli("compat", "check", "--json", "--index", "none", "--pypi", "none", "--layout-index", f"amd-whl-next={url}", "--data", str(data))
+        report = json.loads(result.out)
+        assert result.code == 3 and [(d["torch"], d["subject"], d["on"]) for d in report["differences"]] == [("2.15", "rocm 10.1", "index")]
+        assert cli("compat", "check", "--index", "none", "--pypi", "none", "--layout-index", f"amd-whl-next={url}", "--data", str(data),
+                   "--write").code == 0
+        assert list(tomlkit.parse(data.read_text())["torch"]["2.15"]["rocm"]) == ["7.14", "10.1"]
+    finally:
+        stop_serving(server)
