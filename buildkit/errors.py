@@ -40,9 +40,12 @@ class Problem:
     key: str = ""  # key path inside the file, e.g. "torch[2].rocm[1]"
     line: int | None = None
 
+    @property
+    def location(self) -> str:
+        return self.where if self.line is None else f"{self.where}:{self.line}"
+
     def __str__(self) -> str:
-        location = self.where if self.line is None else f"{self.where}:{self.line}"
-        text = f"{location}: {self.key}: {self.message}" if self.key else f"{location}: {self.message}"
+        text = f"{self.location}: {self.key}: {self.message}" if self.key else f"{self.location}: {self.message}"
         # One problem, one line: a file name, key or value from hostile input cannot break it or add a line;
         # and never a URL's credentials, whatever client or file the URL came from.
         return printable(redact_urls(text), limit=None)

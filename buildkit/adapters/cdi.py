@@ -20,7 +20,7 @@ import re
 
 import yaml
 
-from buildkit.core.host import CdiDevice
+from buildkit.core.host.facts import CdiDevice
 
 SPEC_DIRS = ("etc/cdi", "var/run/cdi")
 SUFFIXES = (".json", ".yaml", ".yml")

@@ -18,7 +18,8 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
-from buildkit.core.host import EngineFacts, GpuAccess
+from buildkit.core.host.access import GpuAccess
+from buildkit.core.host.facts import EngineFacts
 from buildkit.core.labels import STAMP_LABELS
 from buildkit.errors import Problem, UserError, printable
 

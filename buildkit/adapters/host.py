@@ -25,7 +25,7 @@ from pathlib import Path
 from buildkit.adapters import cdi
 from buildkit.adapters.regular_files import NotReadable, read_regular
 from buildkit.core.compat import Compat
-from buildkit.core.host import CdiSpec, DeviceNode, EngineFacts, Gpu, HostFacts
+from buildkit.core.host.facts import CdiSpec, DeviceNode, EngineFacts, Gpu, HostFacts
 from buildkit.core.vendors import BY_CDI_KIND, BY_PCI_ID
 from buildkit.errors import Problem, UserError, printable
 from buildkit.image.gpu_guard import gfx_name  # one definition for the host and the guard inside images

@@ -10,6 +10,7 @@ elsewhere in it). A path that cannot be read (a loop of links, a FIFO, a device)
 from __future__ import annotations
 
 import errno
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from buildkit.adapters.regular_files import NotReadable, describe_path, read_reg
 from buildkit.core.lock import LOCK_NAME, Lock, read_lock
 from buildkit.core.matrix import Layer, Matrix, MatrixSources, resolve_matrix
 from buildkit.core.matrix_text import LineIndex, TextFile, parse_toml
-from buildkit.core.templates import TemplateFile, TemplateSet
+from buildkit.core.templates import UNREAD_FOLDER, TemplateFile, TemplateSet
 from buildkit.errors import Problem, UserError
 
 DEFAULT_NAME = "default"
@@ -82,6 +83,19 @@ def _template_dir(current: Path, file: TextFile) -> str | None:
     return str(candidate)
 
 
+def _unread_templates(current: Path, file: TextFile) -> tuple[str, ...]:
+    """The *.j2 files of a templates/ folder beside a matrix that sets no template_dir (never the shipped
+    matrix's own templates): they are not read, and the matrix's warnings say so."""
+    folder = current.parent / UNREAD_FOLDER
+    if "template_dir" in file.data or not folder.is_dir() or folder.resolve() == builtin_templates_dir().resolve():
+        return ()
+    try:
+        names = (entry.name for entry in itertools.islice(folder.iterdir(), MAX_FOLDER_ENTRIES))
+        return tuple(sorted(name for name in names if name.endswith(".j2")))
+    except OSError:  # unreadable: nothing to say about files buildkit cannot see
+        return ()
+
+
 def read_layers(path: Path) -> list[Layer]:
     """The file and every file it extends, base first."""
     chain: list[Layer] = []
@@ -94,7 +108,8 @@ def read_layers(path: Path) -> list[Layer]:
             raise UserError(Problem(shown, f"`extends` forms a cycle: {cycle}", key="extends"))
         seen.append(current)
         file = _read(current)
-        chain.insert(0, Layer(path=shown, data=file.data, template_dir=_template_dir(current, file), lines=file.lines.lines))
+        chain.insert(0, Layer(path=shown, data=file.data, template_dir=_template_dir(current, file), lines=file.lines.lines,
+                              unread_templates=_unread_templates(current, file)))
         parent = file.data.get("extends")
         where: dict[str, Any] = dict(key="extends", line=file.lines.line("extends"))
         if parent is None:
@@ -181,13 +196,17 @@ def _folder_templates(folder: Path, builtin: bool) -> list[TemplateFile]:
 
 def read_templates(layers: list[Layer]) -> TemplateSet:
     """The team folders' templates (the most specific file's folder first), then the built-in ones; each name
-    from the first folder that has it."""
+    from the first folder that has it. A block a team template fills that its parents never define is an error."""
     folders = [(Path(layer.template_dir), False) for layer in reversed(layers) if layer.template_dir]
     chosen: dict[str, TemplateFile] = {}
     for folder, builtin in [*folders, (builtin_templates_dir(), True)]:
         for template in _folder_templates(folder, builtin):
             chosen.setdefault(template.name, template)
-    return TemplateSet(chosen.values())
+    templates = TemplateSet(chosen.values())
+    undefined = templates.undefined_blocks()
+    if undefined:
+        raise UserError(undefined)
+    return templates
 
 
 def read_sources(path: Path | None, use_lock: bool = True) -> MatrixSources:

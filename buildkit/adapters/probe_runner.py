@@ -15,7 +15,7 @@ import docker.errors
 from buildkit.adapters.containers import run_once
 from buildkit.adapters.engine import sdk_gpu_options
 from buildkit.core import labels
-from buildkit.core.host import GpuAccess
+from buildkit.core.host.access import GpuAccess
 
 DEFAULT_TIMEOUT = 600  # seconds: an `import torch` can hang on a wedged driver, and a first torch.compile takes a minute
 

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from buildkit.adapters.regular_files import NotReadable, read_regular
-from buildkit.core.host import HostFacts
+from buildkit.core.host.facts import HostFacts
 
 CACHE_ENV = "BUILDKIT_CACHE_DIR"
 MAX_RECORD_BYTES = 16 * 1024 * 1024  # a probe report is kilobytes

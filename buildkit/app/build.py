@@ -29,7 +29,7 @@ from buildkit.app.targets import Choices, select_targets
 from buildkit.core import release
 from buildkit.core.cache import CacheRefs, prefix_cache, target_cache
 from buildkit.core.compat import Compat
-from buildkit.core.host import HostFacts
+from buildkit.core.host.facts import HostFacts
 from buildkit.core.install_plan import layer_name
 from buildkit.core.judge import Verdict
 from buildkit.core.labels import build_stamp_labels

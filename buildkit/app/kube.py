@@ -6,6 +6,7 @@ has its tag (what a pod pulls then cannot move under it), else by tag, with a no
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,13 +44,16 @@ def pair_targets(targets: tuple[Target, ...], subject: str) -> tuple[Target, ...
     return tuple(t for t in targets if t.pair == named.pair) if named.pair else (named,)
 
 
-def _published(target: Target, lookup: Lookup, registries: dict[str, Registry]) -> tuple[str, str]:
-    """(the reference a pod pulls, a note when it is not a digest)."""
+def _published(target: Target, lookup: Lookup, registries: dict[str, Registry], unreachable: dict[str, str]) -> tuple[str, str]:
+    """(the reference a pod pulls, why it is a tag rather than a digest: "" for a digest). A registry that could not
+    be asked once is not asked again for the other images (`unreachable`: registry -> why)."""
     tag = target.tags[0]
     if lookup.by_tag:
         return tag, ""
     reference = ImageReference.parse(tag)
     assert reference is not None and reference.registry  # a target's tag names its registry
+    if reference.registry in unreachable:
+        return tag, unreachable[reference.registry]
     try:
         if reference.registry not in registries:
             credentials = load_credentials(reference.registry, lookup.auth_file)
@@ -58,10 +62,21 @@ def _published(target: Target, lookup: Lookup, registries: dict[str, Registry]) 
                                                       timeout=15, retries=1, budget=60)
         digest = registries[reference.registry].head_manifest(reference.repository, reference.tag)
     except UserError as error:  # RegistryError among them: unreachable, refused, malformed
-        return tag, f"{tag}: named by tag: the registry could not be asked for its digest ({printable(str(error), 200)})"
+        why = f"{reference.registry} could not be asked for their digests ({textwrap.shorten(printable(str(error), None), 300, placeholder=' …')})"
+        unreachable[reference.registry] = why
+        return tag, why
     if digest is None:
-        return tag, f"{tag}: named by tag: not published in {reference.registry} yet"
+        return tag, f"not published in {reference.registry} yet"
     return reference.pinned(digest), ""
+
+
+def _by_tag_notes(targets: tuple[Target, ...], reasons: dict[str, str]) -> list[str]:
+    """One note per reason, naming the images it holds to a tag: "named by tag (not published …): a, b"."""
+    held: dict[str, list[str]] = {}
+    for target in targets:
+        if reasons[target.id]:
+            held.setdefault(reasons[target.id], []).append(target.tags[0])
+    return [f"{len(tags)} image{'s' if len(tags) > 1 else ''} named by tag, {why}: {', '.join(tags)}" for why, tags in held.items()]
 
 
 @dataclass(frozen=True)
@@ -74,10 +89,11 @@ def kube(choices: Choices, subject: str, options: KubeOptions, lookup: Lookup) -
     selection = select_targets(choices)
     targets = pair_targets(selection.targets, subject)
     registries: dict[str, Registry] = {}
-    images, notes = {}, []
+    unreachable: dict[str, str] = {}
+    images, reasons = {}, {}
     for target in targets:
-        images[target.id], note = _published(target, lookup, registries)
-        notes += [note] if note else []
+        images[target.id], reasons[target.id] = _published(target, lookup, registries, unreachable)
+    notes = _by_tag_notes(targets, reasons)
     if len({t.vendor for t in targets}) == 1:
         notes.append(f"{targets[0].id} has no twin in the matrix: manifests for one vendor only")
     found = manifests(targets, images, options, selection.matrix.compat)

@@ -1,8 +1,8 @@
 """Routing a host to the image that uses its GPU: `detect`, `run` and `doctor`.
 
 Host facts come from /sys, /proc, /dev and the CDI specs (below --host-root) and from the engine; the
-decisions are buildkit.core.host's, one set of findings for all three commands: `detect` shows the routing
-and its findings, `doctor` the same findings (or an image's), and `run` refuses what they block. A
+decisions are buildkit.core.host.routing's, one set of findings for all three commands: `detect` shows the
+routing and its findings, `doctor` the same findings (or an image's), and `run` refuses what they block. A
 --host-root other than / describes another host (a mounted root or a test fixture): the live engine is then
 never asked anything, since its answers would be about this machine; --engine names that host's engine.
 """
@@ -18,7 +18,10 @@ import docker
 from buildkit.adapters import buildx, engine
 from buildkit.adapters.host import read_host
 from buildkit.app.targets import Choices, Selection, select_targets
-from buildkit.core.host import EngineFacts, Finding, HostFacts, Routing, arch_covered, assess, engine_from_option, gpu_access, route, run_verdict
+from buildkit.core.host.access import gpu_access
+from buildkit.core.host.facts import EngineFacts, HostFacts, engine_from_option
+from buildkit.core.host.fit import Finding, arch_covered
+from buildkit.core.host.routing import Routing, assess, route, run_verdict
 from buildkit.core.labels import ImageIdentity, image_labels
 from buildkit.core.plan import Plan, Target
 from buildkit.errors import Problem, UserError
@@ -39,6 +42,7 @@ class HostChoice:
 class Detection:
     host: HostFacts
     routing: Routing
+    cli: str  # the engine's command line tool, for the `run` lines: docker or podman
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ def _context(choices: Choices, where: HostChoice) -> _Context:
 
 def detect(choices: Choices, where: HostChoice) -> Detection:
     context = _context(choices, where)
-    return Detection(context.host, context.routing)
+    return Detection(context.host, context.routing, engine_cli(context.host))
 
 
 def _twin(identity: ImageIdentity | None, selection: Selection, routing: Routing, host: HostFacts) -> str | None:
@@ -116,8 +120,8 @@ def _assessed(context: _Context, reference: str) -> tuple[Image, list[Finding]]:
     return image, assess(context.host, context.selection.matrix.compat, image.reference, image.identity, twin)
 
 
-def _refusal(findings: tuple[Finding, ...], more: tuple[Problem, ...] = ()) -> UserError:
-    return UserError([*(Problem("run refused", f"{finding.title}; fix: {finding.fix}") for finding in findings), *more])
+def _refusal(findings: tuple[Finding, ...]) -> UserError:
+    return UserError([Problem("run refused", f"{finding.title}; fix: {finding.fix}") for finding in findings])
 
 
 @dataclass(frozen=True)
@@ -127,24 +131,36 @@ class RunCommand:
 
 
 def run_command(choices: Choices, reference: str | None, where: HostChoice, command: list[str]) -> RunCommand:
-    """The `docker run` command for an image (or the matrix target that fits this host) with its vendor's GPU
-    flags; refuses what doctor blocks (an image that would silently run on the CPU here, a driver too old for
-    it, a GPU arch it has no code for...), naming the fix, and carries doctor's other findings as warnings."""
+    """The `docker run` (or `podman run`) command for an image (or the matrix target that fits this host) with
+    its vendor's GPU flags; refuses what doctor blocks (an image that would silently run on the CPU here, a
+    driver too old for it, a GPU arch it has no code for...), naming the fix, and carries doctor's other
+    findings as warnings. On a host without GPUs nothing is refused: the image (without one, the target a CUDA
+    host would get) runs on the CPU, with a warning."""
     context = _context(choices, where)
+    routing = context.routing
     if reference is None:
-        if context.routing.target is None or context.routing.blocking:
-            # with nothing to route to, an image named by hand runs on the CPU
-            anyway = (Problem("run", "no matrix target fits this host: name an image to run it on the CPU anyway"),) if context.routing.vendor is None else ()
-            raise _refusal(tuple(f for f in context.routing.findings if f.blocking), anyway)
-        reference = context.routing.target.tags[0]
+        target = routing.target or routing.cpu_target
+        blocking = tuple(f for f in routing.findings if f.blocking)
+        if blocking:
+            raise _refusal(blocking)
+        if target is None:
+            raise UserError(Problem("run", "the selected targets hold no runtime image to run here: name an image, or widen --select"))
+        reference = target.tags[0]
     image, findings = _assessed(context, reference)
     verdict = run_verdict(context.host, findings)
     if verdict.refusals:
         raise _refusal(verdict.refusals)
     flags = gpu_access(image.identity.vendor, context.host).docker_flags() if image.identity is not None else []
-    docker_cli = os.environ.get(buildx.DOCKER_ENV, "docker")
     interactive = ["-it"] if os.isatty(0) and os.isatty(1) else []
-    return RunCommand([docker_cli, "run", "--rm", *interactive, *flags, image.reference, *command], verdict.warnings)
+    return RunCommand([engine_cli(context.host), "run", "--rm", *interactive, *flags, image.reference, *command], verdict.warnings)
+
+
+def engine_cli(host: HostFacts) -> str:
+    """The command line tool of the host's engine: podman for podman (whose flags, --group-add keep-groups among
+    them, the docker CLI does not take), else $BUILDKIT_DOCKER or docker."""
+    if host.engine is not None and host.engine.kind == "podman":
+        return "podman"
+    return os.environ.get(buildx.DOCKER_ENV, "docker")
 
 
 @dataclass(frozen=True)

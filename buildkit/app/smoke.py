@@ -15,7 +15,8 @@ from buildkit.adapters.host import read_host
 from buildkit.adapters.probe_runner import DEFAULT_TIMEOUT, probe_source, run_probe
 from buildkit.adapters.proven import ProvenImages
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core.host import NO_GPU_ACCESS, HostFacts, gpu_access
+from buildkit.core.host.access import NO_GPU_ACCESS, gpu_access
+from buildkit.core.host.facts import HostFacts
 from buildkit.core.judge import GPU_MODES, Verdict, judge
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.parity import Parity, compare, pair_images

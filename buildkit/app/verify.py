@@ -31,7 +31,7 @@ from buildkit.adapters.provenance import buildkit_statements
 from buildkit.adapters.registry.client import Credentials, Registry, load_credentials
 from buildkit.adapters.sbom import CYCLONEDX_TYPE, local_sbom
 from buildkit.core.attestation import GPU_TEST_TYPE, SmokeRun, gpu_predicate, host_driver, passing_gpu_test
-from buildkit.core.host import HostFacts
+from buildkit.core.host.facts import HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.provenance import SLSA_TYPES, Provenance, read_provenance

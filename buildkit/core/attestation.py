@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from buildkit.core.host import HostFacts
+from buildkit.core.host.facts import HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.vendors import BY_NAME, VENDORS, of_vendor

@@ -1,6 +1,6 @@
 """The matrix schema as data: every key, its kind and grammar, its default, and whether stacks inherit it.
 
-Validation, defaults and the README's matrix reference all follow these tables, so a key cannot be
+Validation, defaults and docs/matrix-reference.md (generated from here) all follow these tables, so a key cannot be
 checked one way and defaulted another. Each kind reads a parsed TOML value, records a problem (file, key
 path, what was expected) when the value does not fit, and returns the value it stands for.
 """
@@ -91,21 +91,26 @@ class Rule:
         """Whether something described only by `partial` facts may match (unknown keys do not rule it out)."""
         return all(_glob_test(pattern)(partial[key]) for key, pattern in self.criteria if key in partial)
 
+    def matches_all(self, partial: Mapping[str, str]) -> bool:
+        """Whether everything described by `partial` facts matches: the facts name every key of the rule."""
+        return all(key in partial and _glob_test(pattern)(partial[key]) for key, pattern in self.criteria)
+
     def __str__(self) -> str:
         return ",".join(f"{key}={pattern}" for key, pattern in self.criteria)
 
 
 def matched_by(rules: Sequence[Rule], facts: Sequence[Mapping[str, str]]) -> list[tuple[int, ...]]:
     """For each rule, the indices of the targets (given by their facts) that it matches, in time linear in
-    the rules and the targets rather than their product. Targets take few values per key (a torch per stack,
-    a few Pythons, two backends; only ids are one per target), so each distinct glob is tried once against
+    the rules and the targets rather than their product (only the keys the rules name are indexed). Targets take
+    few values per key (a torch per stack, a few Pythons, two backends; only ids are one per target), so each
+    distinct glob is tried once against
     each distinct value of its key, turning a rule into the set of values it accepts per key. A rule then
     walks only the targets holding a value its most selective criterion accepts, and rules that accept the
     same values share one answer."""
-    holders: dict[str, dict[str, list[int]]] = {}  # key -> value -> indices of the targets that have it
+    holders: dict[str, dict[str, list[int]]] = {key: {} for rule in rules for key, _ in rule.criteria}  # key -> value -> holders
     for index, target in enumerate(facts):
-        for key, value in target.items():
-            holders.setdefault(key, {}).setdefault(value, []).append(index)
+        for key, values in holders.items():
+            values.setdefault(target[key], []).append(index)
     accepted: dict[tuple[str, str], frozenset[str]] = {}
     answers: dict[tuple[tuple[str, frozenset[str]], ...], tuple[int, ...]] = {}
     everything = tuple(range(len(facts)))

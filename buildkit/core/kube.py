@@ -8,7 +8,7 @@ labels the vendors' node labellers publish:
 - NVIDIA GPU Feature Discovery (NVIDIA/k8s-device-plugin internal/lm: resource.go newArchitectureLabels,
   nvml.go newVersionLabeler): `nvidia.com/gpu.compute.major` / `.minor` (the compute capability) and
   `nvidia.com/cuda.runtime-version.major` (the newest CUDA the driver runs). A term per group of archs, the
-  same rule as core/host.arch_covered: SASS for M.m runs on major M from minor m, PTX on any newer major;
+  same rule as core/host/fit.arch_covered: SASS for M.m runs on major M from minor m, PTX on any newer major;
   the driver term asks for the image's CUDA major (a driver of that major runs every minor of it).
 - the AMD node labeller (ROCm/k8s-device-plugin cmd/k8s-node-labeller/main.go createLabels): on a node whose
   GPUs share one value, `amd.com/gpu.family` (the kernel's family name: AI, NV, GC_11_0_0...) and
@@ -135,12 +135,12 @@ def _affinity(target: Target, compat: Compat) -> tuple[dict | None, list[str]]:
             found = nvidia_terms(archs, int(target.backend_version.split(".")[0]))
         else:
             found, unplaced = amd_terms(archs, compat)
-            notes += [f"{target.id}: no node label names {arch} alone (the AMD labeller publishes family and device id, and the "
+            notes += [f"no node label names {arch} alone (the AMD labeller publishes family and device id, and the "
                       f"compatibility data lists no device id for it): nodes with it are not selected; add its PCI ids to "
                       f"[gpus.amd] with arch = \"{arch}\"" for arch in unplaced]
         terms += [[_expression(NODE_ARCH, "In", platform.split("/")[1]), *term] for term in found]
     if not terms:
-        notes.append(f"{target.id}: no node label identifies the GPUs of its arch list ({' '.join(target.archs)}): "
+        notes.append(f"no node label identifies the GPUs of its arch list ({' '.join(target.archs)}): "
                      "the workload has no node affinity and may land on GPUs it has no code for")
         return None, notes
     required = {"nodeSelectorTerms": [{"matchExpressions": term} for term in terms]}
@@ -166,7 +166,7 @@ def workload(target: Target, image: str, options: KubeOptions, compat: Compat) -
         uid = target.user.uid
         pod["securityContext"] = {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid}
     else:
-        notes.append(f"{target.id}: the image runs as root (run_as_root = true in the matrix): no runAsNonRoot")
+        notes.append("the image runs as root (run_as_root = true in the matrix): no runAsNonRoot")
     objects: list[dict] = []
     if options.dra:
         claim = f"{name[:MAX_NAME - 4].rstrip('-')}-gpu"
@@ -190,11 +190,15 @@ def workload(target: Target, image: str, options: KubeOptions, compat: Compat) -
 
 
 def manifests(targets: tuple[Target, ...], images: dict[str, str], options: KubeOptions, compat: Compat) -> Manifests:
-    """Every twin's workload, NVIDIA first; `images` maps each target id to the reference the pod pulls."""
+    """Every twin's workload, NVIDIA first; `images` maps each target id to the reference the pod pulls. A note
+    that holds for several workloads (family images all running as root) is said once, naming them."""
     objects: list[dict] = []
-    notes: list[str] = []
-    for target in sorted(targets, key=lambda t: (-t.vendor_record.routing_rank, t.id)):
+    about: dict[str, list[str]] = {}  # note -> the targets it is about
+    ordered = sorted(targets, key=lambda t: (-t.vendor_record.routing_rank, t.id))
+    for target in ordered:
         found, said = workload(target, images[target.id], options, compat)
         objects += found
-        notes += said
+        for note in said:
+            about.setdefault(note, []).append(target.id)
+    notes = [f"{'every workload of the pair' if len(ids) == len(ordered) > 1 else ', '.join(ids)}: {note}" for note, ids in about.items()]
     return Manifests(tuple(objects), tuple(notes))

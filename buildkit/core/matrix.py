@@ -23,7 +23,7 @@ from buildkit.core.compat import Compat, TorchRelease, compat_from_data, merge_o
 from buildkit.core.fields import INVALID, REQUIRED, Checker, Rule
 from buildkit.core.lock import Lock, read_lock
 from buildkit.core.matrix_text import TextFile, line_of
-from buildkit.core.templates import TemplateSet
+from buildkit.core.templates import FLAVOR_SUFFIX, UNREAD_FOLDER, TemplateSet
 from buildkit.core.vendors import AMD, BACKENDS, of_backend
 from buildkit.errors import Problem, UserError, printable
 
@@ -36,6 +36,9 @@ class Layer:
     data: Mapping[str, Any]
     template_dir: str | None = None
     lines: Mapping[str, int] = field(default_factory=dict)  # key path -> line
+    # a file without template_dir that has a templates/ folder of *.j2 files beside it: their names, which are
+    # not read (a team that expected templates/ to be the default is told so)
+    unread_templates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class Matrix:
     compat_overridden: bool = False
     lock: Lock = Lock()  # matrix.lock beside the matrix: base digests and resolved package ranges
     lines: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # file -> key path -> line (from the loader)
+    warnings: tuple[Problem, ...] = ()  # what a fork most likely did not mean, though it is valid (plan says it)
 
     def problem(self, where: str, message: str, key: str) -> Problem:
         """A problem found after validation (an include rule that matches nothing), located like validation's."""
@@ -193,10 +197,11 @@ class _StackReader:
     file that set it; then checks it against the compatibility data."""
 
     def __init__(self, check: Checker, merged: Merged, index: int, entry: Mapping[str, Any], top: Mapping[str, Any], compat: Compat,
-                 facts_changed_by: str | None = None, flavors: frozenset[str] | None = None):
+                 facts_changed_by: str | None = None, flavors: frozenset[str] | None = None, layers: tuple[Layer, ...] = ()):
         self.check, self.merged, self.index, self.entry, self.top, self.compat = check, merged, index, entry, top, compat
         self.facts_changed_by = facts_changed_by  # the file whose [compat] overrides changed the shipped facts
         self.flavors = flavors  # the flavors that have a template (None: not known here)
+        self.layers = layers  # the extends chain, for where a missing template should go
         self.file = merged.stack_origin.get((index, ""), "matrix")
         self.key = f"torch[{merged.stack_index.get(index, index)}]"
 
@@ -336,8 +341,9 @@ class _StackReader:
         where, key = self.located("flavors")
         for index, flavor in enumerate(flavors):
             if flavor not in self.flavors:
-                self.fail(where, f"{key}[{index}]", f"no template {flavor}.Dockerfile.j2 for flavor {flavor!r} in the template "
-                          f"folders; add it to your template_dir, or use one of: {', '.join(sorted(self.flavors))}")
+                self.fail(where, f"{key}[{index}]", f"no template {flavor}{FLAVOR_SUFFIX} for flavor {flavor!r} in the template "
+                          f"folders; {_template_fix(self.layers, where, flavor + FLAVOR_SUFFIX)}, or use one of: "
+                          f"{', '.join(sorted(self.flavors))}")
 
     def _archs(self, archs: Mapping[str, tuple[str, ...]], backends: Mapping[str, tuple[str, ...]]) -> None:
         where, key = self.located("archs")
@@ -405,6 +411,48 @@ class _StackReader:
             elif backends[backend]:
                 pair[backend] = _default_twin(self.compat, backend, backends[backend])
         return pair
+
+
+def _template_fix(layers: tuple[Layer, ...], where: str, template: str) -> str:
+    """Where a missing team template goes: the template_dir a file names; else, template_dir being unset, the
+    templates/ folder that holds it unread, or how to set one up."""
+    if any(layer.template_dir for layer in layers):
+        return "add it to your template_dir"
+    unread = next((layer for layer in reversed(layers) if template in layer.unread_templates), None)
+    if unread is not None:
+        return (f"template_dir is unset, so {UNREAD_FOLDER}/{template} beside {unread.path} is not read: add "
+                f'template_dir = "{UNREAD_FOLDER}" to {unread.path}')
+    return (f"template_dir is unset, so only buildkit's own templates are searched: put {template} in a folder beside "
+            f'{where} and name it there, e.g. template_dir = "{UNREAD_FOLDER}"')
+
+
+def _warnings(merged: Merged, layers: tuple[Layer, ...], lines: Mapping[str, Mapping[str, int]]) -> tuple[Problem, ...]:
+    """What a fork most likely did not mean: a templates/ folder it does not read, and the parent's source label
+    on images it publishes to a registry or repository of its own."""
+    found: list[Problem] = []
+    for layer in layers:
+        if layer.unread_templates and not layer.template_dir:
+            names = layer.unread_templates
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            they, are, them = ("they", "are", "them") if len(names) > 1 else ("it", "is", "it")
+            found.append(Problem(layer.path, f"{UNREAD_FOLDER}/ beside this file holds {shown}, but template_dir is unset, so {they} "
+                                             f'{are} not read: add template_dir = "{UNREAD_FOLDER}" to use {them}'))
+    order = [layer.path for layer in layers]
+    source_from = merged.key_origin.get("source")
+    if source_from in order:
+        changed = [key for key in PUBLISHED_AT if order.index(merged.key_origin.get(key, source_from)) > order.index(source_from)]
+        if changed:
+            file = merged.key_origin[changed[0]]
+            found.append(Problem(file, f"{' and '.join(changed)} changed here, but source ({printable(str(merged.data['source']))}) is "
+                                       f"inherited from {source_from}: the images would carry its org.opencontainers.image.source "
+                                       "label, naming another project as theirs; set source to your own repository's URL",
+                                 key=changed[0], line=line_of(lines.get(file, {}), changed[0])))
+    return tuple(found)
+
+
+# Where images are published: a fork that changes these publishes images of its own, and must then say where they
+# come from itself (source, the only provenance the matrix writes into a label, org.opencontainers.image.source).
+PUBLISHED_AT = ("registry", "repository")
 
 
 # What a compat entry must say once a team's overrides are merged over the shipped facts (the shipped
@@ -519,7 +567,7 @@ def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapp
     if not broken_facts and all(value is not INVALID for name, value in top.items() if fields.TOP[name].inherited):
         for index, entry in enumerate(entries):
             stack = _StackReader(check, merged, index, entry, top, compat, merged.where("compat", last) if overrides else None,
-                                 flavors).read()
+                                 flavors, layers).read()
             if stack is not None:
                 stacks.append(stack)
 
@@ -545,4 +593,5 @@ def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapp
         compat_overridden=overrides is not None,
         lock=lock,
         lines=lines,
+        warnings=_warnings(merged, layers, lines),
     )

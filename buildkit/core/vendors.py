@@ -162,7 +162,7 @@ NVIDIA = Vendor(
     arch_from_kfd=False,
     jit_arch_prefix="compute_",
     k8s_affinity="gfd",
-    routing_rank=1,  # a host with as many GPUs of each vendor is routed to NVIDIA, as the README says
+    routing_rank=1,  # a host with as many GPUs of each vendor is routed to NVIDIA, as docs/routing-and-kubernetes.md says
 )
 AMD = Vendor(
     name="amd",

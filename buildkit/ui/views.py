@@ -17,7 +17,8 @@ from buildkit.app.targets import target_json
 from buildkit.core import porting
 from buildkit.core.attestation import gpu_test_summary
 from buildkit.core.hipify_report import HipifyReport
-from buildkit.core.host import Finding, HostFacts
+from buildkit.core.host.facts import HostFacts
+from buildkit.core.host.fit import Finding
 from buildkit.core.judge import Verdict
 from buildkit.core.kube import Manifests
 from buildkit.core.plan import Note, Target
@@ -79,7 +80,7 @@ def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[str]], who
 
 def notes(console: Console, items: Iterable[Note]) -> None:
     for note in items:
-        say(console, f"note: {note}")
+        say(console, f"{'warning' if note.warning else 'note'}: {note}")
 
 
 def print_json(document: Any, compact: bool = False) -> None:
@@ -274,16 +275,22 @@ def findings_table(title: str, findings: Iterable[Finding]) -> Table:
                  (("BLOCKS" if finding.blocking else "note", finding.title, finding.fix) for finding in findings))
 
 
+def _target_json(target: Target | None) -> dict:
+    return {"id": target.id if target else None, "tag": target.tags[0] if target else None}
+
+
 def detection_json(detection: Detection) -> dict:
     routing = detection.routing
     return {
         **gpu_json(detection.host),
         "vendor": routing.vendor,
         "targets": {
-            vendor: {"id": c.target.id if c.target else None, "tag": c.target.tags[0] if c.target else None,
-                     "run_flags": routing.access[vendor].docker_flags(), "passed_over": list(c.reasons)}
+            vendor: {**_target_json(c.target), "run_flags": routing.access[vendor].docker_flags(),
+                     "passed_over": [{"code": group.finding.code, "finding": group.finding.title, "fix": group.finding.fix,
+                                      "targets": [t.id for t in group.targets]} for group in c.passed_over]}
             for vendor, c in routing.choices.items()
         },
+        "cpu_target": _target_json(routing.cpu_target) if routing.cpu_target else None,
         "ok": not routing.blocking,
         "findings": findings_json(routing.findings),
     }
@@ -294,6 +301,8 @@ def show_detection(console: Console, detection: Detection) -> None:
     host_notes(console, host)
     if not host.gpus:
         say(console, "no GPU on this host: images run on the CPU here (torch.cuda.is_available() is False)")
+        if routing.cpu_target is not None:
+            say(console, f"buildkit run starts {routing.cpu_target.tags[0]} here, on the CPU")
         return
     console.print(table("GPUs", ("pci", "vendor", "model", "arch"),
                         ((gpu.pci, gpu.vendor, gpu.name, gpu.arch or "?") for gpu in host.gpus)))
@@ -305,12 +314,15 @@ def show_detection(console: Console, detection: Detection) -> None:
     for spec in host.cdi_specs:
         say(console, f"CDI spec {spec.path}: {spec.kind}, {len(spec.gpu_devices)} GPUs")
     for vendor, choice in routing.choices.items():
-        mark = " (this host's vendor)" if vendor == routing.vendor and len(routing.choices) > 1 else ""
+        primary = vendor == routing.vendor
+        mark = " (this host's vendor)" if primary and len(routing.choices) > 1 else ""
         if choice.target:
-            command = command_line("docker", "run", *routing.access[vendor].docker_flags(), choice.target.tags[0])
+            command = command_line(detection.cli, "run", *routing.access[vendor].docker_flags(), choice.target.tags[0])
             say(console, f"{vendor}{mark}: {choice.target.tags[0]}\n  {command}")
+        elif primary:  # doctor's no-fitting-image finding below says why
+            say(console, f"{vendor}{mark}: no target fits this host (see below)")
         else:
-            say(console, f"{vendor}{mark}: no target fits: {'; '.join(choice.reasons)}")
+            say(console, f"{vendor}{mark}: no target fits: {'; '.join(g.describe(choice.candidates) for g in choice.passed_over)}")
     if routing.findings:
         console.print(findings_table("what doctor says", routing.findings))
 
@@ -323,8 +335,12 @@ def show_doctor(console: Console, report: DoctorReport) -> None:
     host_notes(console, report.host)
     if report.findings:
         console.print(findings_table(f"doctor{': ' + report.image if report.image else ''}", report.findings))
-    say(console, "GPU acceleration is blocked here: fix the findings marked BLOCKS" if report.blocking
-        else "ok: nothing blocks GPU acceleration here")
+    if report.blocking:
+        say(console, "GPU acceleration is blocked here: fix the findings marked BLOCKS")
+    elif not report.host.gpus:
+        say(console, "ok: no GPU here, so images run on the CPU (nothing blocks that)")
+    else:
+        say(console, "ok: nothing blocks GPU acceleration here")
 
 
 def kube_yaml(manifests: Manifests) -> str:

@@ -52,12 +52,13 @@ def test_run_print_uses_cdi_names_for_a_real_image_on_a_host_with_a_cdi_spec(pai
     assert printed.stdout.split(" ", 3)[3].startswith("--device amd.com/gpu=all --group-add video --group-add ")
 
 
-def test_doctor_and_detect_agree_that_a_gpu_less_host_blocks_gpu_acceleration(pair_build, docker_env, tmp_path):
+def test_doctor_and_detect_agree_that_a_gpu_less_host_runs_images_on_the_cpu(pair_build, docker_env, tmp_path):
+    """No GPU is no failure (a CI runner): doctor exits 0 with the no-gpu note, and detect carries the same note."""
     root = hosts.no_gpu(tmp_path / "host")
     cuda = pair_build.targets[CUDA]["tags"][0]
     doctor = run_buildkit("doctor", cuda, "--json", "--matrix", pair_build.matrix, "--host-root", root, env=docker_env)
-    assert doctor.returncode == 1
+    assert doctor.returncode == 0, doctor.stderr
     (finding,) = json.loads(doctor.stdout)["findings"]
-    assert finding["code"] == "no-gpu" and f"this host has no GPU: {cuda} runs on the CPU" in finding["finding"]
+    assert finding["code"] == "no-gpu" and not finding["blocking"] and f"this host has no GPU: {cuda} runs on the CPU" in finding["finding"]
     detected = json.loads(run_buildkit("detect", "--json", "--matrix", pair_build.matrix, "--host-root", root, env=docker_env).stdout)
-    assert [f["code"] for f in detected["findings"]] == ["no-gpu"] and detected["ok"] is False
+    assert [f["code"] for f in detected["findings"]] == ["no-gpu"] and detected["ok"] is True

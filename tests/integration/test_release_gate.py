@@ -16,7 +16,7 @@ import pytest
 from buildkit.adapters.cosign import Cosign, Signer
 from buildkit.adapters.registry.client import Registry
 from buildkit.app.verify import attest_gpu
-from buildkit.core.host import Gpu, HostFacts
+from buildkit.core.host.facts import Gpu, HostFacts
 from buildkit.core.judge import judge
 from buildkit.core.labels import ImageIdentity
 from testkit.builds import index_pip_conf, pair_doubles, team_matrix

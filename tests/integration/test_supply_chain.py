@@ -26,7 +26,7 @@ from buildkit.adapters.registry.client import Registry, load_credentials
 from buildkit.app.smoke import smoke_test
 from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, published_facts, sign
 from buildkit.core.attestation import GPU_TEST_TYPE
-from buildkit.core.host import Gpu, HostFacts
+from buildkit.core.host.facts import Gpu, HostFacts
 from buildkit.core.judge import judge
 from buildkit.core.labels import ImageIdentity
 from buildkit.ui import views

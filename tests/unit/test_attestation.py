@@ -19,7 +19,7 @@ from buildkit.core.attestation import (
     host_driver,
     passing_gpu_test,
 )
-from buildkit.core.host import Gpu, HostFacts
+from buildkit.core.host.facts import Gpu, HostFacts
 from buildkit.core.judge import judge
 from buildkit.core.labels import ImageIdentity
 from testkit.gpu_reports import gpu_report_double

@@ -5,7 +5,7 @@ from __future__ import annotations
 import docker.types
 
 from buildkit.adapters.engine import sdk_gpu_options
-from buildkit.core.host import NO_GPU_ACCESS, GpuAccess
+from buildkit.core.host.access import NO_GPU_ACCESS, GpuAccess
 
 
 def test_cdi_names_become_the_cdi_drivers_device_request():

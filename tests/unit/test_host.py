@@ -1,19 +1,25 @@
 """Host detection on fixture trees, the target each host is routed to, run flags, CDI and doctor's findings.
 
 Every host tree here is read by the real adapter (testkit.hosts writes what the kernel exposes on such a
-host); the decisions are core/host.py's, and detect, doctor and run must agree on each tree.
+host); the decisions are those of core/host/, and detect, doctor and run must agree on each tree.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
+from rich.console import Console
 
+from buildkit import cli as buildkit_cli
 from buildkit.adapters.host import Identity, gfx_name, read_host
 from buildkit.adapters.matrix_files import load_matrix
-from buildkit.core.host import EngineFacts, Gpu, HostFacts, arch_covered, assess, best_target, engine_from_option, gpu_access, primary_vendor, route
+from buildkit.core.host.access import gpu_access
+from buildkit.core.host.facts import EngineFacts, Gpu, HostFacts, engine_from_option
+from buildkit.core.host.fit import arch_covered
+from buildkit.core.host.routing import assess, best_target, primary_vendor, route
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.matrix import parse_selectors
 from buildkit.core.plan import expand, select
@@ -87,7 +93,18 @@ def test_h100_with_an_old_driver_is_routed_to_cuda_12_and_the_cuda_13_image_is_b
     assert host.nvidia_driver == "570.86.15"
     choice = best_target(host, PLAN, COMPAT, "nvidia", python="3.12")
     assert choice.target.id == "2.14.1-cuda12.6-py3.12-runtime"
-    assert "2.15.0-cuda13.2-py3.12-runtime: the NVIDIA driver 570.86.15 is older than 580.65.06" in choice.reasons[0]
+    # one entry per reason, with every target it kept out: CUDA 13.2's (2.15.0, 2.14.1), then CUDA 13.0's
+    assert [(g.finding.code, [t.id for t in g.targets]) for g in choice.passed_over] == [
+        ("driver-too-old", ["2.15.0-cuda13.2-py3.12-runtime", "2.14.1-cuda13.2-py3.12-runtime"]),
+        ("driver-too-old", ["2.15.0-cuda13.0-py3.12-runtime", "2.14.1-cuda13.0-py3.12-runtime"]),
+    ]
+    assert "the NVIDIA driver 570.86.15 is older than 580.65.06, the oldest that runs CUDA 13.2" in choice.passed_over[0].finding.title
+    # doctor says it too (not blocking: the CUDA 12.6 image uses the GPU), with the fix that brings the newer images back
+    (passed,) = route(host, PLAN, COMPAT, python="3.12").findings
+    assert (passed.code, passed.blocking) == ("newer-images-passed-over", False)
+    assert passed.title.startswith("2.14.1-cuda12.6-py3.12-runtime is picked because newer NVIDIA images do not fit this host: "
+                                   "the NVIDIA driver 570.86.15 is older than 580.65.06")
+    assert "(2.15.0-cuda13.2-py3.12-runtime and 1 more)" in passed.title and passed.fix.startswith("upgrade the driver to 580.65.06")
     assert gpu_access(NVIDIA, host).docker_flags() == ["--gpus", "all", "--shm-size", "8g"]
     (finding,) = assess(host, COMPAT, "cuda-image", identity("cuda13"))
     assert finding.code == "driver-too-old" and finding.blocking
@@ -121,17 +138,33 @@ def test_amd_host_without_kfd(tmp_path):
     host = facts(hosts.amd_without_kfd, tmp_path)
     assert [g.arch for g in host.gpus] == [""]  # no kfd topology: the gfx target is unknown
     choice = best_target(host, PLAN, COMPAT, "amd")
-    assert choice.target is None and "the ROCm kernel driver is not loaded: /dev/kfd is missing" in choice.reasons[0]
+    (group,) = choice.passed_over  # the same reason for every AMD target: said once
+    assert choice.target is None and group.finding.title == "the ROCm kernel driver is not loaded: /dev/kfd is missing"
+    assert len(group.targets) == choice.candidates > 1
     findings = assess(host, COMPAT, "rocm", identity("rocm72"))
     assert codes(findings) == [("render-node-missing", True), ("kfd-missing", True)]
+    no_fit = route(host, PLAN, COMPAT).findings[-1]
+    assert no_fit.title == (f"no AMD image of the matrix fits this host: the ROCm kernel driver is not loaded: /dev/kfd is missing "
+                            f"(all {choice.candidates} AMD runtime targets)")
 
 
-def test_no_gpu_blocks_gpu_acceleration(tmp_path):
+def test_another_familys_image_of_the_same_release_is_no_newer_image_passed_over(tmp_path):
+    """On an MI300X the mi200 image of the same torch and ROCm version is passed over too, but nothing newer is lost."""
+    host = facts(hosts.mi300x, tmp_path)
+    choice = best_target(host, PLAN, COMPAT, "amd")
+    assert choice.passed_over and choice.newer_passed_over() == ()
+    assert route(host, PLAN, COMPAT).findings == ()
+
+
+def test_no_gpu_is_a_note_and_run_gets_the_target_a_cuda_host_would(tmp_path):
     host = facts(hosts.no_gpu, tmp_path)
     assert host.gpus == () and primary_vendor(host) is None
-    routing = route(host, PLAN, COMPAT)
-    assert codes(routing.findings) == [("no-gpu", True)] and routing.target is None
+    routing = route(host, PLAN, COMPAT, python="3.12")
+    assert codes(routing.findings) == [("no-gpu", False)] and routing.target is None and not routing.blocking
     assert "this host has no GPU: every image runs on the CPU" in routing.findings[0].title
+    assert routing.cpu_target.id == "2.15.0-cuda13.2-py3.12-runtime"
+    rocm_only = select(PLAN, rule=parse_selectors(["backend=rocm"]))
+    assert route(host, rocm_only, COMPAT, python="3.12").cpu_target.vendor == "amd"
 
 
 def test_gfx1103_laptop_gets_the_rdna3_family_image_and_without_it_no_image_fits(tmp_path):
@@ -350,7 +383,7 @@ def test_mixed_amd_host_gets_a_per_device_override(tmp_path):
 
 TREES = {
     "gfx1103-laptop": (hosts.rdna3_laptop, True),  # the RDNA3 family image carries gfx1103; ROCm 7.2's do not
-    "no-gpu": (hosts.no_gpu, False),
+    "no-gpu": (hosts.no_gpu, True),  # nothing blocks: every image runs on the CPU there, as expected
     "h100-driver-570": (lambda root: hosts.h100(root, driver="570.86.15"), True),
     "v100": (hosts.v100, True),
     "mi300x": (hosts.mi300x, True),
@@ -383,7 +416,10 @@ def test_detect_doctor_and_run_agree(cli, tmp_path, name, selection):
     if chosen:
         assert run.out.split()[-1] == chosen
         image_report = json.loads(cli("doctor", chosen, "--json", *args).out)
-        assert image_report["ok"] and image_report["findings"] == report["findings"]
+        about_the_host = [f for f in report["findings"] if f["code"] != "newer-images-passed-over"]  # routing's, not the image's
+        assert image_report["ok"] and image_report["findings"] == about_the_host
+    elif vendor is None:  # no GPU: run starts the image detect names for the CPU
+        assert run.out.split()[-1] == detected["cpu_target"]["tag"] and "warning: this host has no GPU" in run.err
     else:
         for finding in (f for f in report["findings"] if f["blocking"]):
             assert f"run refused: {finding['finding']}; fix: {finding['fix']}" in run.err
@@ -409,7 +445,7 @@ def test_run_print_uses_cdi_names_on_a_host_with_a_cdi_spec(cli, tmp_path):
     assert result.out.strip().endswith("ghcr.io/buildkit-images/pytorch:2.15.0-rocm7.14-mi300-py3.12-runtime")
     nvidia = hosts.nvidia_cdi_spec(hosts.h100(tmp_path / "nvidia"), gpus=1)
     result = cli("run", "--print", "--host-root", nvidia, "--engine", "podman", "--python", "3.12")
-    assert result.out.startswith("docker run --rm --device nvidia.com/gpu=all --shm-size 8g ghcr.io/"), result.err
+    assert result.out.startswith("podman run --rm --device nvidia.com/gpu=all --shm-size 8g ghcr.io/"), result.err
     # the same host, its engine not named: raw flags, and doctor says why
     unnamed = cli("run", "--print", "--host-root", root, "--python", "3.12")
     assert "--device /dev/kfd --device /dev/dri" in unnamed.out
@@ -489,3 +525,70 @@ def test_an_mi450_host_is_told_the_truth_and_a_stack_with_its_family_routes_it(t
     team_plan = expand(team)
     host = read_host(team.compat, hosts.amd_host(tmp_path / "team", [("0000:03:00.0", "0x75b0", "0x120000", 120500)]), MEMBER, DOCKER)
     assert route(host, team_plan, team.compat).target.id == "2.15.0-rocm7.14-mi450-py3.12-runtime"
+
+
+# --- what the text output says (the JSON knows no more than this) -------------------------------------------
+
+
+@pytest.fixture
+def wide(monkeypatch):
+    """Consoles 400 columns wide, so a table cell is one line and a phrase can be found and counted."""
+    monkeypatch.setattr(buildkit_cli, "Console", lambda *args, **kwargs: Console(*args, **{**kwargs, "width": 400}))
+
+
+def test_detect_and_doctor_text_say_why_newer_images_were_passed_over(cli, tmp_path, wide):
+    """An H100 on driver 570: detect picks CUDA 12.6, and both texts say why CUDA 13 was passed over and how to get it."""
+    root = hosts.h100(tmp_path / "host", driver="570.86.15")
+    args = ("--host-root", root, "--engine", "docker:28.2", "--python", "3.12")
+    detect, doctor = cli("detect", *args), cli("doctor", *args)
+    assert detect.code == doctor.code == 0
+    for text in (detect.out, doctor.out):
+        assert "2.14.1-cuda12.6-py3.12-runtime is picked because newer NVIDIA images do not fit this host" in text
+        assert "the NVIDIA driver 570.86.15 is older than 580.65.06, the oldest that runs CUDA 13.2" in text
+        assert "upgrade the driver to 580.65.06 or newer" in text
+    assert "ok: nothing blocks GPU acceleration here" in doctor.out
+
+
+def test_a_reason_shared_by_every_target_is_printed_once(cli, tmp_path, wide):
+    root = hosts.amd_without_kfd(tmp_path / "host")
+    for command in ("detect", "doctor", "run"):
+        result = cli(command, *(("--print",) if command == "run" else ()), "--host-root", root, "--engine", "docker:28.2")
+        said = result.out + result.err
+        assert said.count("/dev/kfd is missing") == 1, command
+        assert re.search(r"/dev/kfd is missing \(all \d+ AMD runtime targets\)", said), command
+
+
+def test_podman_engines_get_podman_run(cli, tmp_path):
+    """podman takes --group-add keep-groups (rootless) and CDI names; the docker CLI does not take the first."""
+    root = hosts.mi300x(tmp_path / "host")
+    rootless = cli("run", "--print", "--host-root", root, "--engine", "podman-rootless", "--python", "3.12")
+    assert rootless.code == 0, rootless.err
+    assert rootless.out.startswith("podman run --rm --device /dev/kfd --device /dev/dri --group-add keep-groups ")
+    detect = cli("detect", "--host-root", root, "--engine", "podman-rootless", "--python", "3.12")
+    assert "\n  podman run --device /dev/kfd" in detect.out
+    docker = cli("run", "--print", "--host-root", root, "--engine", "docker:28.2", "--python", "3.12")
+    assert docker.out.startswith("docker run --rm --device /dev/kfd") and "keep-groups" not in docker.out
+
+
+def test_podman_without_an_nvidia_cdi_spec_is_refused_with_the_command_that_writes_one(cli, tmp_path):
+    root = hosts.h100(tmp_path / "host")
+    refused = cli("run", "--print", "--host-root", root, "--engine", "podman")
+    assert refused.code == 2 and "--gpus" not in refused.out
+    assert ("run refused: podman hands NVIDIA GPUs to containers through CDI only, and this host has no CDI spec for "
+            "nvidia.com/gpu; fix: write one: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`") in refused.err
+    with_spec = hosts.nvidia_cdi_spec(hosts.h100(tmp_path / "cdi"), gpus=1)
+    assert cli("run", "--print", "--host-root", with_spec, "--engine", "podman").out.startswith("podman run --rm --device nvidia.com/gpu=all")
+
+
+def test_a_host_without_gpus_exits_0_for_detect_doctor_and_run(cli, tmp_path):
+    """The README's rule: no GPU is no failure (CI runners run images on the CPU); each command says so."""
+    root = hosts.no_gpu(tmp_path / "host")
+    detect = cli("detect", "--host-root", root, "--python", "3.12")
+    doctor = cli("doctor", "--host-root", root, "--python", "3.12")
+    run = cli("run", "--print", "--host-root", root, "--python", "3.12", "--", "pytest")
+    assert (detect.code, doctor.code, run.code) == (0, 0, 0)
+    cpu = "ghcr.io/buildkit-images/pytorch:2.15.0-cuda13.2-py3.12-runtime"
+    assert f"buildkit run starts {cpu} here, on the CPU" in detect.out
+    assert "ok: no GPU here, so images run on the CPU (nothing blocks that)" in doctor.out
+    assert run.out == f"docker run --rm --shm-size 8g {cpu} pytest\n"
+    assert f"warning: this host has no GPU: {cpu} runs on the CPU" in run.err

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from buildkit.adapters.matrix_files import load_matrix
-from buildkit.core.host import arch_covered
+from buildkit.core.host.fit import arch_covered
 from buildkit.core.kube import AMD_DEVICE_ID, AMD_FAMILY, NVIDIA_CUDA_MAJOR, NVIDIA_MAJOR, NVIDIA_MINOR, KubeOptions, amd_terms, manifests, nvidia_terms
 from buildkit.core.plan import expand
 from testkit.registry import RegistryProcess, Seeder
@@ -180,7 +180,10 @@ def test_published_images_are_named_by_digest(cli, tmp_path, team_matrix):
         images = [item["spec"]["template"]["spec"]["containers"][0]["image"] for item in items]
         assert images == [f"{registry.address}/team/pytorch@{digest}"] + [
             f"{registry.address}/team/pytorch:2.14.1-rocm7.14-{family}-py3.12-runtime" for family in FAMILIES]
-        assert f"note: {registry.address}/team/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime: named by tag: not published in" in result.err
+        # one note for the images the registry lacks, each named
+        (note,) = [line for line in result.err.splitlines() if "named by tag" in line]
+        assert note.startswith(f"note: {len(FAMILIES)} images named by tag, not published in {registry.address} yet: ")
+        assert f"{registry.address}/team/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime" in note
     finally:
         registry.stop()
 
@@ -189,4 +192,16 @@ def test_an_unreachable_registry_names_images_by_tag_and_says_why(cli, team_matr
     matrix = team_matrix('extends = "default"\nregistry = "127.0.0.1:9"\nrepository = "team/pytorch"\n')  # port 9: discard, closed
     items, result = documents(cli, PAIR, "--matrix", matrix)
     assert items[0]["spec"]["template"]["spec"]["containers"][0]["image"] == "127.0.0.1:9/team/pytorch:2.14.1-cuda13.0-py3.12-runtime"
-    assert "named by tag: the registry could not be asked for its digest" in result.err
+    # the registry is asked once, and said once: every image of the pair in one note, the error whole
+    (note,) = [line for line in result.err.splitlines() if "named by tag" in line]
+    assert note.startswith(f"note: {len(items)} images named by tag, 127.0.0.1:9 could not be asked for their digests (")
+    assert "…" not in note and all(item["spec"]["template"]["spec"]["containers"][0]["image"] in note for item in items)
+
+
+def test_a_note_about_every_workload_is_said_once(cli, team_matrix):
+    """Seven workloads of one pair (a CUDA twin and six family images), all running as root: one note, not seven."""
+    matrix = team_matrix('extends = "default"\nrun_as_root = true\n')
+    items, result = documents(cli, PAIR, "--matrix", matrix, "--by-tag")
+    assert len(items) == 1 + len(FAMILIES)
+    notes = [line for line in result.err.splitlines() if line.startswith("note:")]
+    assert notes == ["note: every workload of the pair: the image runs as root (run_as_root = true in the matrix): no runAsNonRoot"]

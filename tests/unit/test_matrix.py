@@ -136,6 +136,30 @@ def test_exclude_rule_removes_targets_and_an_unpaired_twin_is_reported(team_matr
     assert "unpaired: 2.14.1-cuda13.0-py3.10-runtime has no rocm twin" in result.err
 
 
+def test_notes_are_only_about_targets_the_rules_keep(team_matrix, cli):
+    """The default matrix notes that its devel images skip Pythons; a team whose include keeps one runtime stack, or
+    whose exclude removes devel, hears nothing about them (every command printed them, for stacks it never builds)."""
+    devel_note = "devel: Python 3.10, 3.11, 3.13 skipped"
+    assert any(devel_note in str(note) for note in expand(load_matrix(None)).notes)
+    include = team_matrix("""
+        extends = "default"
+        include = [{ torch = "2.14.1", python = "3.12", flavor = "runtime" }]
+    """, "include.toml")
+    exclude = team_matrix("""
+        extends = "default"
+        exclude = [{ flavor = "devel" }]
+    """, "exclude.toml")
+    keeps_2_14_devel = team_matrix("""
+        extends = "default"
+        include = [{ torch = "2.14.1" }]
+    """, "devel.toml")
+    for path in (include, exclude):
+        assert not any("devel" in str(note) for note in expand(load_matrix(path)).notes), path
+        assert "devel" not in cli("plan", "--matrix", path).err
+    assert [str(note) for note in expand(load_matrix(keeps_2_14_devel)).notes if "devel:" in str(note)] == [
+        "2.14.1 devel: Python 3.10, 3.11, 3.13 skipped: the vendors' devel base images ship Python 3.12 only"]
+
+
 def test_compat_override_describes_a_custom_stack(team_matrix):
     path = team_matrix("""
         extends = "default"
@@ -196,15 +220,15 @@ def test_select_rejects_unknown_keys(cli):
 
 
 def test_readme_matrix_reference_names_every_key_the_schema_reads():
-    """The README's reference block is the user's view of the field table: a key added to the schema and not
+    """The matrix reference's annotated block is the user's view of the field table: a key added to the schema and not
     documented there (or a documented key the schema dropped) fails here."""
     import re
     from pathlib import Path
 
     from buildkit.core.fields import STACK, TOP
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    block = readme.split("## Matrix reference", 1)[1].split("```toml", 1)[1].split("```", 1)[0]
+    page = (Path(__file__).parents[2] / "docs" / "matrix-reference.md").read_text()
+    block = page.split("## Every key, annotated", 1)[1].split("```toml", 1)[1].split("```", 1)[0]
     documented = set(re.findall(r"^(\w+) = ", block, re.M)) - {"releases", "torchvision"}  # [compat] override keys
     assert documented == set(TOP) | set(STACK)
 

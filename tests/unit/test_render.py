@@ -160,6 +160,73 @@ def test_missing_flavor_template_is_a_user_error(cli, team_matrix):
     assert "no template jupyter.Dockerfile.j2 for flavor 'jupyter'" in result.err
 
 
+def test_an_unset_template_dir_is_named_where_a_flavor_has_no_template(cli, team_matrix, tmp_path):
+    """templates/ beside a matrix reads like a default and is none: the missing flavor's error says template_dir is
+    unset and how to set it, and a matrix that builds without it is warned that the folder is not read."""
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "vision.Dockerfile.j2").write_text('{% extends "runtime.Dockerfile.j2" %}\n')
+    unread = team_matrix('extends = "default"\nflavors = ["runtime", "vision"]\n')
+    result = cli("plan", "--matrix", unread)
+    assert result.code == 2
+    assert (f"no template vision.Dockerfile.j2 for flavor 'vision' in the template folders; template_dir is unset, so "
+            f"templates/vision.Dockerfile.j2 beside {unread} is not read: add template_dir = \"templates\" to {unread}") in result.err
+    builds = team_matrix('extends = "default"\nflavors = ["runtime"]\n')
+    result = cli("plan", "--matrix", builds)
+    assert result.code == 0, result.err
+    assert (f"warning: {builds}: templates/ beside this file holds vision.Dockerfile.j2, but template_dir is unset, so it is "
+            "not read: add template_dir = \"templates\" to use it") in result.err
+    set_up = team_matrix('extends = "default"\ntemplate_dir = "templates"\nflavors = ["runtime", "vision"]\n', "set_up.toml")
+    assert "template_dir" not in cli("plan", "--matrix", set_up).err
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "matrix.toml").write_text('extends = "default"\nflavors = ["jupyter"]\n')
+    result = cli("plan", "--matrix", elsewhere / "matrix.toml")
+    assert ("template_dir is unset, so only buildkit's own templates are searched: put jupyter.Dockerfile.j2 in a folder "
+            f"beside {elsewhere / 'matrix.toml'} and name it there, e.g. template_dir = \"templates\"") in result.err
+
+
+def test_a_block_the_parent_does_not_define_is_an_error_with_the_nearest_name(cli, team_matrix, tmp_path):
+    """Jinja drops `{% block extar %}` without a word (the image lacks the team's lines): buildkit refuses it."""
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "vision.Dockerfile.j2").write_text(
+        '{% extends "runtime.Dockerfile.j2" %}\n{% block extar %}\nRUN pip install timm\n{% endblock %}\n')
+    path = team_matrix('extends = "default"\ntemplate_dir = "templates"\nflavors = ["vision"]\n')
+    for command in (("matrix", "validate"), ("plan",), ("render", "--out", tmp_path / "dist")):
+        result = cli(*command, "--matrix", path)
+        assert result.code == 2, command
+        assert (f"error: {templates / 'vision.Dockerfile.j2'}:2: block 'extar' is not defined by runtime.Dockerfile.j2 or what it "
+                "extends, so it would be dropped without a word; blocks to fill: ") in result.err
+        assert 'did you mean "extra"?' in result.err and "Traceback" not in result.err
+
+
+def test_blocks_a_team_part_defines_or_nests_are_blocks_to_fill(team_matrix, tmp_path):
+    """A block defined by a team part in between, or nested inside a filled block, is no stray block."""
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "_team.Dockerfile.j2").write_text(
+        '{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}{% block team_tools %}{% endblock %}{% endblock %}\n')
+    (templates / "vision.Dockerfile.j2").write_text(
+        '{% extends "_team.Dockerfile.j2" %}\n{% block team_tools %}\nRUN pip install timm==1.0.15\n{% endblock %}\n')
+    path = team_matrix('extends = "default"\ntemplate_dir = "templates"\nflavors = ["vision"]\n'
+                       'include = [{ id = "2.14.1-cuda13.0-py3.12-vision" }]\n')
+    (item,) = select_targets(Choices(matrix=path)).render()
+    assert "RUN pip install timm==1.0.15" in item.dockerfile
+
+
+def test_a_fork_publishing_elsewhere_is_warned_that_it_inherits_the_source_label(cli, team_matrix):
+    moved = team_matrix('extends = "default"\nregistry = "registry.example.com"\nrepository = "vision/pytorch"\n')
+    result = cli("plan", "--matrix", moved)
+    assert result.code == 0
+    assert (f"warning: {moved}:2: registry: registry and repository changed here, but source "
+            "(https://github.com/buildkit-images/buildkit) is inherited from ") in result.err
+    assert "org.opencontainers.image.source label, naming another project as theirs; set source to your own" in result.err
+    own = team_matrix('extends = "default"\nrepository = "vision/pytorch"\nsource = "https://git.example.com/vision/images"\n', "own.toml")
+    prefix_only = team_matrix('extends = "default"\ntag_prefix = "vision-"\n', "prefix.toml")
+    for path in (own, prefix_only):
+        assert "warning" not in cli("plan", "--matrix", path).err, path
+
+
 def test_strict_undefined_turns_a_typo_into_an_error():
     matrix = load_matrix(None)
     target = expand(matrix).targets[0]

@@ -13,7 +13,7 @@ from buildkit.adapters.bundled import shipped_compat
 from buildkit.adapters.host import read_host
 from buildkit.app.build import BuildStatus, TargetResult
 from buildkit.app.routing import DoctorReport
-from buildkit.core.host import assess
+from buildkit.core.host.routing import assess
 from buildkit.core.labels import ImageIdentity
 from buildkit.ui.console import LiveDisplay, PlainDisplay
 from buildkit.ui.views import say, show_doctor
