@@ -30,6 +30,7 @@ are rendered in the CLI's process (buildkit.core.render).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -181,10 +182,8 @@ class TemplateWorker:
         target; a template error or going over budget is a UserError, as for a render."""
         process = self._worker(loader, source, planned)
         assert process.stdin is not None
-        try:
+        with contextlib.suppress(BrokenPipeError, OSError):  # the worker is gone: the reader says why
             _send(process.stdin, ("shape", planned))
-        except (BrokenPipeError, OSError):
-            pass  # the worker is gone: the reader says why
         deadline = time.monotonic() + self.time_budget + _MARGIN
         reply = self._reply(deadline)
         if reply is not None and reply.get("per_target") is True:
@@ -230,7 +229,7 @@ class TemplateWorker:
         if reply is not None and "problems" in reply:
             return UserError([Problem(str(where), str(message), key=str(key), line=line) for where, message, key, line in reply["problems"]])
         stopped = self.close()
-        if reply is not None and reply.get("memory") or stopped == -signal.SIGKILL:  # SIGKILL: the kernel's OOM killer
+        if (reply is not None and reply.get("memory")) or stopped == -signal.SIGKILL:  # SIGKILL: the kernel's OOM killer
             return self._over(loader, planned, f"needs more than the {self.memory_budget // 2**20} MiB of memory")
         if stopped in (None, -signal.SIGPROF, -signal.SIGXCPU):  # still running at the deadline, or stopped by its CPU limits
             return self._over(loader, planned, f"runs longer than the {self.time_budget:g} s")
@@ -254,10 +253,8 @@ class TemplateWorker:
                                             stderr=subprocess.DEVNULL, close_fds=True)
             self.serving, self.buffer, self.ready = (loader, source), b"", False
             assert self.process.stdin is not None
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):  # it did not start: _worker says so
                 _send(self.process.stdin, (loader, source))
-            except (BrokenPipeError, OSError):
-                pass  # it did not start: _worker says so
 
     def _worker(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> subprocess.Popen:
         self.start(loader, source)

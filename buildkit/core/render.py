@@ -31,7 +31,7 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import jinja2
 import jinja2.meta
@@ -195,7 +195,7 @@ def _repr_function() -> Callable[[Target, Callable[[Any], str]], str]:
     parts = [f"{name}={{target.{name}!r}}" if name in own or dataclasses.fields(Target)[index].type in ("str", "int", "bool", "str | None")
              else f"{name}={{shared(target.{name})}}" for index, name in enumerate(_TARGET_FIELDS)]
     namespace: dict[str, Any] = {}
-    exec(f'def target_repr(target, shared):\n    return f"Target({", ".join(parts)})"\n', namespace)  # noqa: S102 - field names only
+    exec(f'def target_repr(target, shared):\n    return f"Target({", ".join(parts)})"\n', namespace)
     return namespace["target_repr"]
 
 
@@ -242,7 +242,7 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     While `recording` is set, the render is a shape render: the hooks below give holes their meaning."""
 
-    _TRUSTED: dict[type, set[str]] = {
+    _TRUSTED: ClassVar[dict[type, set[str]]] = {
         Target: {*_TARGET_FIELDS, *(name for name, value in vars(Target).items() if isinstance(value, (property, cached_property)))},
         **{record: _plain_fields(record) for record in (User, Twin, TorchInstall, InstallLayer, Narrowing, Vendor)}}
     intercepted_binops = frozenset({"*", "**"})
@@ -262,7 +262,7 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         text = "".join(pieces)
         return text if self.recording is None else self.recording.captured(text)
 
-    def getattr(self, obj, attribute):  # noqa: A003 - Jinja's name
+    def getattr(self, obj, attribute):
         if self.recording is not None and isinstance(obj, Symbolic):
             return obj.attribute(self, attribute)
         if attribute in self._TRUSTED.get(type(obj), ()) or (type(obj) is TemplateModule and not attribute.startswith("_")):
@@ -276,7 +276,7 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
                 return obj.item(self, argument)
         return super().getitem(obj, argument)
 
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's signature
+    def call(__self, __context, __obj, *args, **kwargs):
         recording = __self.recording
         if recording is not None:
             # Jinja's own arguments for a context-aware callee: the loop's and block's variables, not the call's
@@ -289,10 +289,8 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
                 return __obj(*args, **given)  # a stand-in's own method: a table's items()
             if type(__obj) is not Macro:  # a template's macro takes holes; anything else would read them
                 recording.refuse_symbolic((*args, *given.values()))
-        if type(__obj) is Macro:  # a template's own macro: template code, already inside the sandbox
-            result = __context.call(__obj, *args, **kwargs)
-        else:
-            result = super().call(__context, __obj, *args, **kwargs)
+        # a template's own macro is template code, already inside the sandbox
+        result = __context.call(__obj, *args, **kwargs) if type(__obj) is Macro else super().call(__context, __obj, *args, **kwargs)
         return result if recording is None else recording.checked(result)
 
     def call_binop(self, context, operator, left, right):
@@ -615,7 +613,7 @@ class Renderer:
             return shape.fill(answers, limit)
         except OverflowError:
             raise UserError(self._over_output(planned, limit)) from None  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001 - a value the shape cannot write (a text filter refusing it): render it
+        except Exception:
             return None
 
     def _over_output(self, planned: PlannedImage, limit: int) -> Problem:
@@ -645,7 +643,7 @@ class Renderer:
                 continue
             except MemoryError:
                 raise
-            except Exception:  # noqa: BLE001 - the direct render says what failed
+            except Exception:
                 return None
             finally:
                 self.environment.recording = None  # type: ignore[attr-defined]

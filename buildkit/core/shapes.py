@@ -53,7 +53,7 @@ TYPE_TESTS = frozenset({"defined", "undefined", "none", "string", "mapping", "se
                         "number", "integer", "float", "boolean", "true", "false", "escaped"})
 
 
-class NotParametric(BaseException):  # noqa: N818 - a signal, not an error
+class NotParametric(BaseException):
     """The render looked into holes: the values at these patterns must be real. A BaseException, so no `except
     Exception` in Jinja or a template's callees swallows it."""
 
@@ -82,7 +82,7 @@ class Symbolic:
     """A stand-in for a value during a shape render. Every operation that reads the value refuses (NotParametric);
     subclasses allow what does not depend on it."""
 
-    __slots__ = ("_recorder", "_path", "_real", "_declared")
+    __slots__ = ("_declared", "_path", "_real", "_recorder")
 
     def __init__(self, recorder: Recorder, path: Path, real: Any, declared: Any = None):
         # `declared`: the value's type annotation where one is known (a record's field, a declared variable)
@@ -465,7 +465,7 @@ def _path_of(data: list) -> Path:
         return ()
     steps = []
     for kind, argument in data[1:]:
-        if kind == ATTRIBUTE and type(argument) is str or kind == ITEM and type(argument) in (str, int):
+        if (kind == ATTRIBUTE and type(argument) is str) or (kind == ITEM and type(argument) in (str, int)):
             steps.append((kind, argument))
         elif kind == CALL and type(argument) is list and all(type(item) in (str, int) for item in argument):
             steps.append((kind, tuple(argument)))
@@ -495,7 +495,7 @@ def frozen(value: Any) -> Any:
 class _Node:
     """One step of the paths a tree reads: what is asked of the value there, and the steps below it."""
 
-    __slots__ = ("step", "kinds", "children")
+    __slots__ = ("children", "kinds", "step")
 
     def __init__(self, step: Any):
         self.step = step
@@ -559,7 +559,7 @@ class PathTree:
                      "ga": read_attribute, "call": _call, "ERRORS": _READ_ERRORS,
                      "length": _length, "keys": _keys, "frozen": frozen, "PLAIN": _PLAIN}
         self.source = "\n".join(lines)
-        exec(_compiled(self.source), namespace)  # noqa: S102 - code made above, no input in it
+        exec(_compiled(self.source), namespace)
         self.read: Callable[[Mapping[str, Any]], list[Any]] = namespace["read"]  # type: ignore[assignment]
         self.size = len(self.position)
 
@@ -622,7 +622,7 @@ def _keys(value: Any) -> Any:
 
 class TextFilter(typing.NamedTuple):
     """A filter a hole's text may go through (shell_quote…): the function, and how long its result can be at
-    most (factor × the text's length + extra), for a size bound that needs no filtering."""
+    most (factor * the text's length + extra), for a size bound that needs no filtering."""
 
     function: Callable[[str], str]
     factor: int
@@ -647,7 +647,7 @@ class Shape:
         self._counts = [0] * len(data.values)
         for slot in data.slots:
             self._counts[slot] += 1
-        # a size bound without filtering: a filter chain makes a text of n characters factor × n + extra at most
+        # a size bound without filtering: a filter chain makes a text of n characters factor * n + extra at most
         self._weights, self._constant = [], 0
         for count, chain in zip(self._counts, self._filters):
             factor, extra = 1, 0
