@@ -68,7 +68,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         wheels = thin_rocm_index(folder / "2.14", "pytorch", torch_archs, device_archs).wheels
-        wheels += [wheel for wheel in thin_rocm_index(folder / "2.15", "pytorch", torch_archs, device_archs, "2.15.0", "0.30.0").wheels
+        wheels += [wheel for wheel in thin_rocm_index(folder / "2.15", "pytorch", torch_archs, device_archs, "2.15.0").wheels
                    if wheel.name.startswith(("torch-", "torchvision-"))]
         index = WheelIndex({"rocm7.14": wheels, "simple": []}).start()
         try:

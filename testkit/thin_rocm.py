@@ -25,6 +25,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildkit.adapters.bundled import shipped_compat
 from testkit.wheels import TORCH_DOUBLE, VERSION_DOUBLE, build_wheel, companion_double
 
 ROCM = "7.14"
@@ -82,9 +83,13 @@ class ThinIndex:
 
 
 def thin_rocm_index(folder: Path, layout: str, torch_archs: tuple[str, ...], device_archs: tuple[str, ...],
-                    torch: str = "2.14.1", vision: str = "0.29.1") -> ThinIndex:
-    """The wheels of one thin ROCm 7.14 index: torch (its kernels for `torch_archs`), torchvision, the rocm meta
-    package, rocm-sdk-core/-libraries and the device packages of `device_archs` (the ISAs the index serves)."""
+                    torch: str = "2.14.1") -> ThinIndex:
+    """The wheels of one thin ROCm 7.14 index: torch (its kernels for `torch_archs`), torchvision (the release the
+    compatibility data says was published with it, which the images pin), the rocm meta package,
+    rocm-sdk-core/-libraries and the device packages of `device_archs` (the ISAs the index serves)."""
+    release = shipped_compat().torch_release(torch)
+    vision = release.companion_version("torchvision", torch) if release else None
+    assert vision, f"the compatibility data names no torchvision for torch {torch}"
     local = "rocm7.14" if layout == "pytorch" else "rocm7.14.0"
     version = f"{torch}+{local}"
     rocm_devices = {gfx: f"rocm-sdk-device-{gfx}=={ROCM_RELEASE}" for gfx in device_archs}

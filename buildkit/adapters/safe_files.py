@@ -413,7 +413,10 @@ def _folder(root: int, parts: list[str], create: bool) -> Iterator[int | None]:
                     descriptor = -1
                     yield None
                     return
-                os.mkdir(part, 0o777, dir_fd=descriptor)
+                try:
+                    os.mkdir(part, 0o777, dir_fd=descriptor)
+                except FileExistsError:
+                    pass  # made meanwhile by another write of the run (build -j: each target's context at once)
                 following = os.open(part, _DIRECTORY, dir_fd=descriptor)
             except OSError as error:
                 if error.errno not in (errno.ELOOP, errno.ENOTDIR):

@@ -50,7 +50,7 @@ def index(tmp_path_factory):
     plugin that requires torch (what a user installs into an image later)."""
     folder = tmp_path_factory.mktemp("thin-wheels")
     pytorch = thin_rocm_index(folder / "pytorch", "pytorch", TORCH_ARCHS, DEVICE_ARCHS).wheels
-    pytorch += [wheel for wheel in thin_rocm_index(folder / "pytorch-2.15", "pytorch", TORCH_ARCHS, DEVICE_ARCHS, "2.15.0", "0.30.0").wheels
+    pytorch += [wheel for wheel in thin_rocm_index(folder / "pytorch-2.15", "pytorch", TORCH_ARCHS, DEVICE_ARCHS, "2.15.0").wheels
                 if wheel.name.startswith(("torch-", "torchvision-"))]
     amd = thin_rocm_index(folder / "amd", "amd-multi-arch", TORCH_ARCHS, DEVICE_ARCHS).wheels
     plugin = build_wheel(folder / "plugin", "team-plugin", "1.0", {"team_plugin/__init__.py": ""}, requires=["torch"])
