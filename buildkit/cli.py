@@ -24,8 +24,8 @@ from buildkit.app.targets import (
     SourceOptions,
     find_matrix,
     github_matrix,
+    plan_json,
     select_targets,
-    target_json,
     validate_selection,
 )
 from buildkit.errors import Problem, UserError
@@ -357,7 +357,7 @@ def cmd_matrix_show(args: argparse.Namespace, out: Console, err: Console) -> int
 def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
     selection = select_targets(_choices(args))
     if args.format == "json":
-        views.write_json_array(sys.stdout, map(target_json, selection.iter_plan()))
+        views.write_json_array(sys.stdout, plan_json(selection.iter_plan()))
         return EXIT_OK
     planned = selection.plan()
     if args.format == "github":

@@ -33,6 +33,7 @@ from buildkit.core.host import HostFacts
 from buildkit.core.install_plan import layer_name
 from buildkit.core.judge import Verdict
 from buildkit.core.labels import build_stamp_labels
+from buildkit.core.layer_sharing import BuiltLayer, NodeCost, node_costs
 from buildkit.core.parity import Parity, compare
 from buildkit.core.plan import Note
 from buildkit.core.release import Outcome
@@ -100,6 +101,15 @@ class TargetResult:
         return [(layer_name(step), size) for step, size in self.history if size]
 
     @property
+    def built_layers(self) -> list[BuiltLayer]:
+        """Its layers from the bottom with their sizes and names: each history entry with content is one layer
+        of its RootFS, in order ([] where the engine's history does not line up with its layers)."""
+        sizes = self.layer_sizes
+        if len(sizes) != len(self.layers):
+            return []
+        return [BuiltLayer(digest, size, name) for digest, (name, size) in zip(self.layers, sizes)]
+
+    @property
     def efficiency(self) -> float | None:
         """Bytes in the image's layers over the bytes its final filesystem holds: 1.0 means no layer carries
         files that a later layer deletes or replaces."""
@@ -121,6 +131,8 @@ class PairResult:
 class BuildRun:
     results: list[TargetResult]
     pairs: list[PairResult]
+    # per built image: what a node holding another image of the run pays to add it (core/layer_sharing.py)
+    shares: dict[str, list[NodeCost]] = field(default_factory=dict)
     interrupted: bool = False
     engine_lost: bool = False
     engine_host: str | None = None  # the engine the images are in (a docker-context builder's), None: the default
@@ -406,7 +418,8 @@ class BuildRunner:
             for item in rendered
         ]
         self._tag_pairs(rendered, ordered)
-        return BuildRun(ordered, pair_results(ordered, self.vendor_packages), interrupted=interrupted, engine_lost=self.engine_lost)
+        shares = node_costs({r.id: r.built_layers for r in ordered if r.status is BuildStatus.BUILT and r.built_layers})
+        return BuildRun(ordered, pair_results(ordered, self.vendor_packages), shares, interrupted=interrupted, engine_lost=self.engine_lost)
 
 
 @dataclass(frozen=True)

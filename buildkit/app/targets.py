@@ -8,7 +8,7 @@ rendering adds its Dockerfile. Each command takes only the step it needs: `valid
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from buildkit.adapters.regular_files import describe_path
 from buildkit.adapters.template_worker import TemplateWorker
 from buildkit.core import grammar
 from buildkit.core.fields import Rule, emptied_by
+from buildkit.core.layer_sharing import holders, planned_layers
 from buildkit.core.matrix import Matrix, parse_selectors
 from buildkit.core.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
 from buildkit.core.render import PlannedImage, Rendered, Renderer
@@ -201,6 +202,18 @@ def target_json(item: PlannedImage) -> dict:
         "labels": dict(item.labels),
         "unconfirmed": list(target.unconfirmed),
     }
+
+
+def plan_json(planned: Iterable[PlannedImage]) -> Iterator[dict]:
+    """`plan --format json`: each target's contract object with its layers from the bottom, each keyed by what
+    determines its files (core/layer_sharing.py): images whose layers have the same key share that blob, and
+    `shared_by` counts the other selected images that hold it (the build report adds the bytes a node pays)."""
+    items = tuple(planned)
+    layers = [planned_layers(item) for item in items]
+    held = holders(layers)
+    for item, own in zip(items, layers):
+        yield {**target_json(item), "layers": [{"name": layer.name, "key": layer.key, "python_neutral": layer.python_neutral,
+                                                "shared_by": held[layer.key] - 1} for layer in own]}
 
 
 def github_matrix(planned: tuple[PlannedImage, ...]) -> dict:

@@ -163,5 +163,6 @@ def test_builds_of_one_run_create_their_shared_folders_side_by_side(tmp_path):
     for attempt in range(20):
         out = tmp_path / f"out{attempt}"
         with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(lambda index: write_below(out, f"contexts/t{index}/buildkit/install.py", b"print()\n", "--out"), range(8)))
+            list(pool.map(write_below, [out] * 8, [f"contexts/t{index}/buildkit/install.py" for index in range(8)], [b"print()\n"] * 8,
+                          ["--out"] * 8))
         assert sorted(path.parent.parent.name for path in out.glob("contexts/*/buildkit/install.py")) == [f"t{i}" for i in range(8)]
