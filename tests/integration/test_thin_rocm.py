@@ -104,6 +104,32 @@ def test_family_images_share_every_layer_but_their_device_code(families):
     assert rdna3["layers"][shared] != mi300["layers"][shared]  # device-gfx1100 against device-gfx942
 
 
+def test_torch_s_layers_built_again_from_nothing_are_the_same_blobs(families, index, base_image, docker_env, cleanup_images,
+                                                                   repository, tmp_path):
+    """A nightly on a fresh runner: the MI300 image built again minutes later with no cache at all (every wheel
+    downloaded and installed again) has the same digest for every layer of torch's install, so a registry and a
+    node that hold yesterday's layers take nothing new; the report says the node pays torch's install nothing."""
+    path = matrix(tmp_path, index, f"{repository}-again", f'[{{ id = "{MI300}" }}]')
+    again = build(path, tmp_path / "pip.conf", tmp_path / "out", docker_env, "--no-cache")
+    first, second = families.targets[MI300], again.targets[MI300]
+    assert second["status"] == "built", (second["error"], second["log_tail"])
+    plan = json.loads((families.out / "contexts" / MI300 / "buildkit" / "torch-install.json").read_text())
+
+    def digests(target):
+        return {layer["layer"]: digest for layer, digest in zip(target["layer_sizes"], target["layers"], strict=True)}
+
+    installed = [layer["name"] for layer in plan["layers"]]
+    assert {name: digests(first)[name] for name in installed} == {name: digests(second)[name] for name in installed}
+    # what the first build's report says a node holding the MI300 image pays for the RDNA3 one: it unpacks its device
+    # code and its own steps above it, and fetches those but the few of its steps whose files are the MI300 image's
+    cost = {share["held"]: share for share in families.targets[RDNA3]["shares"]}[MI300]
+    sizes = families.targets[RDNA3]["layer_sizes"]
+    above = sum(layer["bytes"] for layer in sizes[[layer["layer"] for layer in sizes].index("device-gfx1100"):])
+    device = sum(layer["bytes"] for layer in sizes if layer["layer"].startswith("device-"))
+    assert cost["unpacked_bytes"] == above and device <= cost["fetched_bytes"] <= above
+    assert {"rocm-sdk-core", "rocm-sdk-libraries", "torch", "companions"} <= set(cost["shared_layers"])
+
+
 def test_device_all_keeps_every_layer_under_max_layer_size(families):
     target = families.targets[DEVICE_ALL]
     budget = 30 * 10**6
