@@ -33,6 +33,13 @@ def timed_build(matrix: Path, pip_conf: Path, out: Path, *extra: str, env: dict 
     return seconds, json.loads((out / "report.json").read_text())
 
 
+def thin_rocm_stack(torch: str, families: tuple[str, ...], max_layer_size: str = "") -> str:
+    """A [[torch]] entry of ROCm 7.14's thin wheels only, one image per family (none: device-all)."""
+    budget = f'max_layer_size = "{max_layer_size}"\n' if max_layer_size else ""
+    return (f'\n[[torch]]\nversion = "{torch}"\ncuda = []\nrocm = ["7.14"]\nrocm_families = {json.dumps(list(families))}\n'
+            f"{budget}")
+
+
 def pair_index(wheels: Path) -> WheelIndex:
     """The 2.14.1 pair's torch and torchvision doubles, and bench-extra 1.0 on the default index; started."""
     extra = build_wheel(wheels / "extra", "bench-extra", "1.0", {"bench_extra/__init__.py": ""})
