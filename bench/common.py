@@ -27,7 +27,8 @@ def timed_build(matrix: Path, pip_conf: Path, out: Path, *extra: str, env: dict 
     if result.returncode != 0:
         # each failed target's own reason when the build got as far as its report, else what it printed last
         report = out / "report.json"
-        failed = [f"{t['id']}: {t['error']}" for t in json.loads(report.read_text())["targets"] if t["status"] != "built"] \
+        failed = ["\n".join([f"{t['id']}: {t['error']}", *t["log_tail"]]) for t in json.loads(report.read_text())["targets"]
+                  if t["status"] != "built"] \
             if report.exists() else []
         sys.exit("build failed:\n" + ("\n".join(failed) or result.stderr[-3000:]))
     return seconds, json.loads((out / "report.json").read_text())
