@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +47,7 @@ EXIT_FAILED = 1  # the work failed (a build, a smoke test, a check), or the envi
 # 2: bad input, one message per problem (UserError.exit_code, and argparse's for a usage error)
 EXIT_DIFFERS = 3  # compat check: the data and the index differ (a proposed change, not an outage)
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM (a CI job cancelled, `timeout`, `docker stop`)
 EXIT_READER_GONE = 141  # 128 + SIGPIPE, what a shell reports for a command its reader closed on
 
 GPU_HELP = "auto: run kernels when the host has the image's GPU vendor (default); require: fail without one; skip: never"
@@ -92,11 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
                           help="text (default), or github: problems as ::error annotations on their file and line")
     show = _command(matrix_commands, "show", help="print the matrix as its `extends` chain resolves it, as TOML")
     _matrix_option(show)
+    schema = _command(matrix_commands, "schema", help="print the JSON Schema of matrix files (for editors), or with --markdown the key reference")
+    schema.add_argument("--markdown", action="store_true", help="the reference tables of docs/matrix-reference.md instead")
 
     plan = _command(commands, "plan", help="list the targets a matrix expands to")
     _selection_options(plan, source=True)
     plan.add_argument("--format", choices=views.PLAN_FORMATS, default=views.PLAN_FORMATS[0],
-                      help="table (default), json, or github (an Actions matrix)")
+                      help="table (default), json, github (an Actions matrix), or ids (one target id per line)")
 
     render = _command(commands, "render", help="write one Dockerfile per target into a folder tree")
     _selection_options(render, source=True)
@@ -192,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run --compile-check's hipcc in a container of this ROCm toolchain image, not on this machine")
     hipify.add_argument("--include-dir", action="append", default=[], metavar="DIR",
                         help="an include folder of the tree (relative to PATH) for --compile-check; repeatable")
+    hipify.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]", dest="defines",
+                        help="a macro the project's build defines (as setup.py's define_macros), for the findings and --compile-check; repeatable")
+    hipify.add_argument("--hipcc-flags", default="", metavar="FLAGS",
+                        help="more flags for --compile-check's hipcc, one string split as a shell would: --hipcc-flags='-O3 -DFOO'")
+    hipify.add_argument("--cxx-flags", default="", metavar="FLAGS", help="more flags for --compile-check's C++ compiler (one string)")
+    hipify.add_argument("--keep-objects", type=Path, metavar="DIR", help="keep --compile-check's objects (and dependency lists) in DIR")
     hipify.add_argument("--json", type=Path, help="write the report as JSON")
 
     doctor = _command(commands, "doctor", help="explain why GPU acceleration would or would not work here")
@@ -308,6 +320,13 @@ def _positive(value: str) -> int:
     return number
 
 
+def _split(flags: str, option: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(flags))
+    except ValueError as error:
+        raise UserError(Problem(option, f"cannot be split into flags ({error}): quote as a shell would")) from None
+
+
 def _choices(args: argparse.Namespace, **overrides) -> Choices:
     source = SourceOptions(tuple(getattr(args, "gpu_arch", ())), getattr(args, "pytorch_src", None), getattr(args, "max_jobs", None) or 0)
     return Choices(
@@ -347,6 +366,13 @@ def cmd_matrix_validate(args: argparse.Namespace, out: Console, err: Console) ->
     return EXIT_OK
 
 
+def cmd_matrix_schema(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.ui.matrix_schema import reference_markdown, schema_text
+
+    sys.stdout.write(reference_markdown() if args.markdown else schema_text())
+    return EXIT_OK
+
+
 def cmd_matrix_show(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.matrix_show import resolve
 
@@ -358,6 +384,9 @@ def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
     selection = select_targets(_choices(args))
     if args.format == "json":
         views.write_json_array(sys.stdout, plan_json(selection.iter_plan()))
+        return EXIT_OK
+    if args.format == "ids":
+        sys.stdout.writelines(f"{target.id}\n" for target in selection.targets)
         return EXIT_OK
     planned = selection.plan()
     if args.format == "github":
@@ -466,7 +495,8 @@ def cmd_hipify(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.hipify_preflight import PreflightOptions, preflight
 
     report = preflight(PreflightOptions(args.path, args.out, args.compile_check, args.offload_arch, args.json,
-                                        args.toolchain_image, tuple(args.include_dir)))
+                                        args.toolchain_image, tuple(args.include_dir), tuple(args.defines), _split(args.hipcc_flags, "--hipcc-flags"),
+                                        _split(args.cxx_flags, "--cxx-flags"), args.keep_objects))
     for line in views.hipify_lines(report):
         views.say(out, line)
     return EXIT_OK if report.passed else EXIT_FAILED
@@ -599,6 +629,7 @@ def cmd_completion(args: argparse.Namespace, out: Console, err: Console) -> int:
 COMMANDS = {
     ("matrix", "validate"): cmd_matrix_validate,
     ("matrix", "show"): cmd_matrix_show,
+    ("matrix", "schema"): cmd_matrix_schema,
     ("plan", None): cmd_plan,
     ("render", None): cmd_render,
     ("build", None): cmd_build,
@@ -619,6 +650,15 @@ COMMANDS = {
 }
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, as Ctrl-C is: every writer removes its temporary files on the
+    way out and running builds are stopped, instead of the process vanishing mid-write."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # everything after `--` is the container's command (buildkit run), never buildkit's options
@@ -630,6 +670,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(width=width, soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
     handler = COMMANDS[(args.command, getattr(args, f"{args.command}_command", None))]
+    if threading.current_thread() is threading.main_thread():  # tests call main() from threads too
+        signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         if hasattr(args, "matrix"):  # every command that reads a matrix has --matrix: the file comes from one rule
             found = find_matrix(args.matrix)
@@ -641,9 +683,9 @@ def main(argv: list[str] | None = None) -> int:
         for problem in error.problems:
             views.say(err, f"error: {problem}")
         return error.exit_code
-    except KeyboardInterrupt:
-        views.say(err, "interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as interrupt:
+        views.say(err, "terminated" if isinstance(interrupt, Terminated) else "interrupted")
+        return EXIT_TERMINATED if isinstance(interrupt, Terminated) else EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`buildkit plan --format json | head`): not an error of ours to report; point
         # stdout at /dev/null so the interpreter's final flush does not raise again on the way out

@@ -16,6 +16,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator, Mapping
@@ -205,6 +206,7 @@ def update_tree(folder: OwnedFolder, files: Mapping[str, bytes | Path]) -> TreeU
             if len(problems) > len(shown):
                 shown.append(Problem(folder.option, f"and {len(problems) - len(shown)} more such paths"))
             raise UserError(shown)
+        _remove_stray_temporaries(root, {"", *(path.rpartition("/")[0] for path in (*earlier.files, *wanted))})
         stale = sorted(path for path in earlier.files if path not in wanted and on_disk.get(path))
         changing = sorted(path for path in wanted if on_disk.get(path) != hashes[path])
         if earlier.files == hashes and not changing and not earlier.replacing:
@@ -264,7 +266,7 @@ def _read_manifest(root: int, folder: OwnedFolder) -> _Manifest:
     try:
         descriptor = os.open(folder.manifest, _READ, dir_fd=root)
     except FileNotFoundError:
-        if os.listdir(root):
+        if any(not _is_temporary(name) for name in os.listdir(root)):
             raise UserError(Problem(
                 folder.option,
                 f"{folder.root} is not empty and is not an earlier {folder.tool} output (it has no {folder.manifest}, "
@@ -447,10 +449,39 @@ def _write_file(root: int, path: str, source: bytes | Path, umask: int) -> None:
             _replace_file(parent, name, source, None, 0o666 & ~umask)
 
 
+def _temporary_name(name: str) -> str:
+    return f".{name[:100]}.{secrets.token_hex(6)}{_TEMPORARY_SUFFIX}"
+
+
+_TEMPORARY_SUFFIX = ".buildkit-tmp"
+_TEMPORARY_RE = re.compile(r"\..{1,100}\.[0-9a-f]{12}" + re.escape(_TEMPORARY_SUFFIX), re.DOTALL)
+
+
+def _is_temporary(name: str) -> bool:
+    """A temporary file _replace_file names: one a run killed mid-write (SIGKILL, a power cut) left behind."""
+    return bool(_TEMPORARY_RE.fullmatch(name))
+
+
+def _remove_stray_temporaries(root: int, folders: set[str]) -> None:
+    """Remove what earlier interrupted runs left of their temporary files in the folders this run writes to:
+    they would otherwise stay in the output, and in every build context sent from it."""
+    for path in sorted(folders):
+        with _folder(root, path.split("/") if path else [], create=False) as folder:
+            if folder is None:
+                continue
+            for name in os.listdir(folder):
+                if _is_temporary(name):
+                    info = _lstat(folder, name)
+                    if info is not None and stat.S_ISREG(info.st_mode):
+                        os.unlink(name, dir_fd=folder)
+
+
 def _replace_file(folder: int, name: str, data: bytes | None, source: Path | None, mode: int) -> None:
     """Write a temporary file beside the target, then rename it over the target: readers see the old file
-    or the new one, never a part. rename replaces a symlink itself, never the file it points to."""
-    temporary = f".{name[:100]}.{secrets.token_hex(6)}.buildkit-tmp"
+    or the new one, never a part. rename replaces a symlink itself, never the file it points to. The
+    temporary file is removed on any exception, Ctrl-C and SIGTERM included (the CLI raises on SIGTERM);
+    one a killed run leaves is removed by the next update_tree."""
+    temporary = _temporary_name(name)
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
     try:
         try:

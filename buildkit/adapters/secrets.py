@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from buildkit.adapters.regular_files import read_input
-from buildkit.errors import Problem, UserError
+from buildkit.errors import REDACTED, Problem, UserError, redact_urls
 
 # The user-info ends at the LAST "@" before the path, as URL parsers (and pip) read it: a password with an
 # unencoded "@" ("https://user:p@ss@host/") is all of "user:p@ss", not "user:p".
@@ -30,15 +30,16 @@ MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # a pip.conf is lines; a CA bundle of eve
 
 
 class Redactor:
-    """Replaces secret values (passwords, tokens) in any text before it is logged or reported."""
+    """Replaces secret values (passwords, tokens) in any text before it is logged or reported, and the
+    user-info of every URL in it (errors.redact_urls), whether or not it is a known secret."""
 
     def __init__(self, secrets: Iterable[str]):
         self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
-            text = text.replace(secret, "****")
-        return text
+            text = text.replace(secret, REDACTED)
+        return redact_urls(text)
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,23 @@ once, so a render that reaches a team template runs in a worker process:
 
 - memory: its address space is capped at what it holds once started plus MEMORY_BUDGET (RLIMIT_AS): an
   allocation past it fails at once (MemoryError) instead of swapping the machine;
-- time: each render may use TIME_BUDGET seconds of CPU (RLIMIT_CPU, raised before each render: the kernel
-  stops the worker past it) and the CLI waits at most that long, plus a margin, for the answer;
-- output: the Dockerfile is counted as the template writes it and stopped past OUTPUT_BUDGET characters.
+- time: each command may use TIME_BUDGET seconds of CPU (a profiling timer, set before each command: the kernel
+  stops the worker past it, even inside one long C operation; RLIMIT_CPU behind it) and the CLI waits at most
+  that long, plus a margin, for the answer;
+- output: the Dockerfile is counted as the template writes it and stopped past OUTPUT_BUDGET characters (a text
+  written from a shape in the CLI is measured before it is written).
 
 Going over is a UserError naming the template and the target; the worker is then replaced for the next
-render. The worker starts once per run (a Python of its own: about 0.3 s) and renders every team target of
-it; it imports nothing from the folder it runs in (-I, and buildkit's own import path handed over). The
-CLI sends the planned images in frames of BATCH from a thread of its own while it reads the answers, so
-the worker renders on another core while the CLI plans and nothing waits on a round trip per target.
-buildkit's built-in templates are its own code and are rendered in the CLI's process (buildkit.core.render).
+render. The worker starts once per run (a Python of its own: about 0.3 s; the CLI starts it while it plans)
+and renders for every team target of it; it imports nothing from the folder it runs in (-I, and buildkit's
+own import path handed over). Most of what it renders are shapes (buildkit.core.shapes): one render of a
+template with every value a hole stands for every target whose values meet its guards, and the CLI writes those
+targets' texts itself; the marker that holes are printed with is drawn here, so neither the CLI nor a template
+knows it. A template a shape cannot stand for is rendered per target: the CLI sends those planned images in
+frames of BATCH from a thread of its own while it reads the answers, so the worker renders on another core
+while the CLI plans and nothing waits on a round trip per target. A fault found while compiling a template or
+rendering its first shape is the template's error at once. buildkit's built-in templates are its own code and
+are rendered in the CLI's process (buildkit.core.render).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import math
 import os
 import pickle
 import resource
+import secrets
 import select
 import signal
 import struct
@@ -41,6 +49,7 @@ from typing import IO, cast
 import jinja2
 
 from buildkit.core.render import PlannedImage, Renderer
+from buildkit.core.shapes import ShapeData
 from buildkit.core.templates import TemplateSet
 from buildkit.errors import Problem, UserError
 
@@ -68,8 +77,8 @@ def _receive_frame(stream: IO[bytes]) -> object | None:
 
 
 def _answer(stream: IO[bytes], text: str | None = None, **reply: object) -> None:
-    """One answer: a JSON line, then for a rendered text its UTF-8 bytes (their count in the line): encoding a
-    Dockerfile as a JSON string cost a tenth of a render."""
+    """One answer: a JSON line, then for a rendered text (or a shape's JSON) its UTF-8 bytes (their count in the
+    line): encoding a Dockerfile as a JSON string cost a tenth of a render."""
     data = text.encode("utf-8", "surrogatepass") if text is not None else b""
     stream.write(json.dumps({**reply, "bytes": len(data)} if text is not None else reply).encode() + b"\n" + data)
     stream.flush()
@@ -96,30 +105,48 @@ def _lower(limit: int, value: int) -> None:
 
 
 def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
-    """The worker: renders each planned image it is sent with the renderer it was set up with, one JSON answer
-    per render on stdout."""
+    """The worker: answers each command it is sent with the renderer it was set up with, one JSON answer per
+    render on stdout: ("shape", planned image) for the shape of its render, ("render", planned images) for
+    their texts."""
     commands, answers = sys.stdin.buffer, sys.stdout.buffer
     setup = _receive_frame(commands)
     if setup is None:
         return
     loader, source = cast(tuple[jinja2.BaseLoader, str], setup)
-    renderer = Renderer(loader, source, {}, None)  # renders planned images only: their install plans come with them
+    # renders planned images only (their install plans come with them); the marker is drawn here, so the CLI's
+    # side never sees it and no template can know it
+    renderer = Renderer(loader, source, {}, None, marker="\ue000" + secrets.token_hex(16))
+    signal.signal(signal.SIGPROF, signal.SIG_DFL)  # the CPU budget's timer ends the worker (see below)
     # A worker stopped by its CPU limit would otherwise dump core, into the team's folder it runs in.
     _lower(resource.RLIMIT_CORE, 0)
     if os.path.exists("/proc/self/statm"):  # elsewhere (macOS) time and output stay bounded
         _lower(resource.RLIMIT_AS, _address_space() + memory_budget)
     _answer(answers, ready=True)
-    while (batch := _receive_frame(commands)) is not None:
-        for planned in batch:  # type: ignore[attr-defined]
-            _lower(resource.RLIMIT_CPU, math.ceil(_cpu_seconds() + time_budget))
+    while (command := _receive_frame(commands)) is not None:
+        kind, payload = cast(tuple[str, object], command)
+        for planned in (payload,) if kind == "shape" else payload:  # type: ignore[attr-defined]
+            # the budget is per command: a shape render, its retries and the render of the target on its own
+            # that tells why it has no shape share one. The profiling timer stops the worker (SIGPROF's default
+            # action) once the command has used the budget's CPU time, to the millisecond, even inside one long C
+            # operation; RLIMIT_CPU, whole seconds, stays as the kernel's backstop.
+            _lower(resource.RLIMIT_CPU, math.ceil(_cpu_seconds() + time_budget) + 1)
+            signal.setitimer(signal.ITIMER_PROF, time_budget)
             try:
-                text = renderer.text(planned, limit=output_budget)
+                if kind == "shape":
+                    shape = renderer.shape_data(planned, limit=output_budget)
+                    if shape is None:
+                        renderer.text(planned, limit=output_budget)  # raises what fails; else it is rendered per target
+                        _answer(answers, per_target=True)
+                    else:
+                        _answer(answers, json.dumps(shape.to_json(), ensure_ascii=False), shape=True)
+                else:
+                    _answer(answers, renderer.text(planned, limit=output_budget))
             except UserError as error:
                 _answer(answers, problems=[[p.where, p.message, p.key, p.line] for p in error.problems])
             except MemoryError:
                 _answer(answers, memory=True)
-            else:
-                _answer(answers, text=text)
+            finally:
+                signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 # --- the CLI's side ------------------------------------------------------------------------------------------
@@ -133,6 +160,7 @@ class TemplateWorker:
         self.process: subprocess.Popen | None = None
         self.serving: tuple[jinja2.BaseLoader, str] | None = None
         self.buffer = b""
+        self.ready = False  # whether the worker has said it is ready
 
     def render_all(self, loader: jinja2.BaseLoader, source: str, planned: Sequence[PlannedImage]) -> list[str]:
         process = self._worker(loader, source, planned[0])
@@ -148,56 +176,99 @@ class TemplateWorker:
             sender.join()
         return texts
 
+    def shape(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> ShapeData | None:
+        """The shape of the target's render (buildkit.core.shapes), None where its template is rendered target by
+        target; a template error or going over budget is a UserError, as for a render."""
+        process = self._worker(loader, source, planned)
+        assert process.stdin is not None
+        try:
+            _send(process.stdin, ("shape", planned))
+        except (BrokenPipeError, OSError):
+            pass  # the worker is gone: the reader says why
+        deadline = time.monotonic() + self.time_budget + _MARGIN
+        reply = self._reply(deadline)
+        if reply is not None and reply.get("per_target") is True:
+            return None
+        if reply is not None and reply.get("shape") is True:
+            data = self._answer_bytes(reply, deadline)
+            if data is not None:
+                try:
+                    return ShapeData.from_json(json.loads(data))
+                except (ValueError, TypeError, KeyError, IndexError):
+                    pass  # not a shape: a worker that answers so is stopped, as one that answers nothing
+            reply = None
+        raise self._failure(loader, planned, reply)
+
     def _send_batches(self, process: subprocess.Popen, planned: Sequence[PlannedImage]) -> None:
         assert process.stdin is not None
         try:
             for start in range(0, len(planned), BATCH):
-                _send(process.stdin, list(planned[start:start + BATCH]))
+                _send(process.stdin, ("render", list(planned[start:start + BATCH])))
         except (BrokenPipeError, OSError, ValueError):
             pass  # the worker is gone (over budget, or closed after an error): the reader says why
+
+    def _answer_bytes(self, reply: dict, deadline: float) -> bytes | None:
+        """The bytes that follow an answer line: a text of at most the output budget (4 bytes a character in
+        UTF-8), or a shape's JSON (its text, escaped, and the paths of its holes and guards)."""
+        size = reply.get("bytes")
+        if isinstance(size, int) and 0 <= size <= 8 * self.output_budget + 2**20:
+            return self._read(size, deadline)
+        return None
 
     def _text(self, loader: jinja2.BaseLoader, planned: PlannedImage) -> str:
         deadline = time.monotonic() + self.time_budget + _MARGIN
         reply = self._reply(deadline)
-        size = reply.get("bytes") if reply is not None else None
-        if isinstance(size, int) and 0 <= size <= 4 * self.output_budget:  # UTF-8: at most 4 bytes a character
-            data = self._read(size, deadline)
-            if data is not None:
+        if reply is not None and "bytes" in reply:
+            data = self._answer_bytes(reply, deadline)
+            if data is not None and len(data) <= 4 * self.output_budget:
                 return data.decode("utf-8", "surrogatepass")
             reply = None
+        raise self._failure(loader, planned, reply)
+
+    def _failure(self, loader: jinja2.BaseLoader, planned: PlannedImage, reply: dict | None) -> UserError:
+        """Why an answer is not a text or a shape: the template's problems, or the budget it went over."""
         if reply is not None and "problems" in reply:
-            raise UserError([Problem(str(where), str(message), key=str(key), line=line) for where, message, key, line in reply["problems"]])
+            return UserError([Problem(str(where), str(message), key=str(key), line=line) for where, message, key, line in reply["problems"]])
         stopped = self.close()
         if reply is not None and reply.get("memory") or stopped == -signal.SIGKILL:  # SIGKILL: the kernel's OOM killer
-            raise self._over(loader, planned, f"needs more than the {self.memory_budget // 2**20} MiB of memory")
-        if stopped in (None, -signal.SIGXCPU):  # still running at the deadline, or stopped by its CPU limit
-            raise self._over(loader, planned, f"runs longer than the {self.time_budget:g} s")
-        raise self._over(loader, planned, f"stopped the worker (exit status {stopped}) instead of finishing in the time and memory")
+            return self._over(loader, planned, f"needs more than the {self.memory_budget // 2**20} MiB of memory")
+        if stopped in (None, -signal.SIGPROF, -signal.SIGXCPU):  # still running at the deadline, or stopped by its CPU limits
+            return self._over(loader, planned, f"runs longer than the {self.time_budget:g} s")
+        return self._over(loader, planned, f"stopped the worker (exit status {stopped}) instead of finishing in the time and memory")
 
     def _over(self, loader: jinja2.BaseLoader, planned: PlannedImage, what: str) -> UserError:
         files = loader.files if isinstance(loader, TemplateSet) else {}
         where = files[planned.template].filename if planned.template in files else planned.template
-        return UserError(Problem(where, f"over budget: the render {what} one render may take (target {planned.target.id}); "
-                                        "a Dockerfile renders in milliseconds: look for loops, repeated strings or large "
-                                        "numbers in this template and the templates it uses"))
+        return UserError(Problem(where, f"over budget: the render {what} one render may take; a Dockerfile renders in "
+                                        "milliseconds: look for loops, repeated strings or large numbers in this template "
+                                        f"and the templates it uses (target {planned.target.id})"))
+
+    def start(self, loader: jinja2.BaseLoader, source: str) -> None:
+        """Start the worker for these templates without waiting for it: it gets ready while the CLI plans."""
+        if not (self.process is not None and self.serving is not None and self.serving[0] is loader and self.serving[1] == source):
+            self.close()
+            paths = [path for path in sys.path if path]  # "" would be the working folder: a team's repository
+            boot = (f"import sys; sys.path[:0] = {paths!r}; from buildkit.adapters.template_worker import serve; "
+                    f"serve({self.time_budget!r}, {self.memory_budget!r}, {self.output_budget!r})")
+            self.process = subprocess.Popen([sys.executable, "-I", "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=subprocess.DEVNULL, close_fds=True)
+            self.serving, self.buffer, self.ready = (loader, source), b"", False
+            assert self.process.stdin is not None
+            try:
+                _send(self.process.stdin, (loader, source))
+            except (BrokenPipeError, OSError):
+                pass  # it did not start: _worker says so
 
     def _worker(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> subprocess.Popen:
-        if self.process is not None and self.serving is not None and self.serving[0] is loader and self.serving[1] == source:
-            return self.process
-        self.close()
-        paths = [path for path in sys.path if path]  # "" would be the working folder: a team's repository
-        boot = (f"import sys; sys.path[:0] = {paths!r}; from buildkit.adapters.template_worker import serve; "
-                f"serve({self.time_budget!r}, {self.memory_budget!r}, {self.output_budget!r})")
-        self.process = subprocess.Popen([sys.executable, "-I", "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, close_fds=True)
-        self.serving, self.buffer = (loader, source), b""
-        assert self.process.stdin is not None
-        _send(self.process.stdin, (loader, source))
-        ready = self._reply(time.monotonic() + START_SECONDS)
-        if not (ready and ready.get("ready")):
-            self.close()
-            raise UserError(Problem(planned.template, "the worker that renders team templates did not start; "
-                                                      f"check that {sys.executable} runs"))
+        self.start(loader, source)
+        assert self.process is not None
+        if not self.ready:
+            ready = self._reply(time.monotonic() + START_SECONDS)
+            if not (ready and ready.get("ready")):
+                self.close()
+                raise UserError(Problem(planned.template, "the worker that renders team templates did not start; "
+                                                          f"check that {sys.executable} runs"))
+            self.ready = True
         return self.process
 
     def _reply(self, deadline: float) -> dict | None:

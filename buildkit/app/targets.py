@@ -7,8 +7,12 @@ rendering adds its Dockerfile. Each command takes only the step it needs: `valid
 
 from __future__ import annotations
 
+import gc
 import os
+import secrets
+from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,7 +25,7 @@ from buildkit.core.fields import Rule, emptied_by
 from buildkit.core.layer_sharing import holders, planned_layers
 from buildkit.core.matrix import Matrix, parse_selectors
 from buildkit.core.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
-from buildkit.core.render import PlannedImage, Rendered, Renderer
+from buildkit.core.render import PlannedImage, Rendered, Renderer, template_name
 from buildkit.errors import Problem, UserError
 
 MATRIX_ENV = "BUILDKIT_MATRIX"
@@ -97,14 +101,39 @@ class Selection:
 
     def iter_plan(self) -> Iterator[PlannedImage]:
         """The plan one target at a time, for output that need not hold it all (plan --format json)."""
-        return map(self.renderer.plan, self.targets)
+        with records_that_last():
+            yield from map(self.renderer.plan, self.targets)
 
     def render(self) -> tuple[Rendered, ...]:
-        return self.renderer.render_all(self.plan())
+        self.renderer.prepare()  # the team templates' worker starts while the targets are planned
+        with records_that_last():
+            return self.renderer.render_all(self.plan())
 
 
-def select_targets(choices: Choices = Choices()) -> Selection:
-    """The targets the choices select: at least one, else a UserError saying which choice left none."""
+@contextmanager
+def records_that_last() -> Iterator[None]:
+    """Expanding, planning and rendering thousands of targets allocates records that live until the command ends
+    and hold no reference cycles; the cyclic collector's passes over them, more frequent as they grow, cost more
+    than the work (selecting 100,000 targets: 3.2 s with them, 1.9 s without). So the collector waits until the
+    step is done, and then leaves what survived it alone (gc.freeze)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.freeze()
+
+
+def select_targets(choices: Choices = Choices(), rendering: bool = False) -> Selection:
+    """The targets the choices select: at least one, else a UserError saying which choice left none. `rendering`:
+    the caller renders them (validate), so a worker for the team's templates starts now, while they are expanded."""
+    with records_that_last():
+        return _select_targets(choices, rendering)
+
+
+def _select_targets(choices: Choices, rendering: bool) -> Selection:
     matrix = load_matrix(choices.matrix)
     if choices.registry is not None:
         if grammar.registry(choices.registry):
@@ -114,6 +143,11 @@ def select_targets(choices: Choices = Choices()) -> Selection:
         matrix = replace(matrix, compression=choices.compression)
     if choices.channel is not None:
         matrix = replace(matrix, stacks=tuple(replace(stack, channel=choices.channel) for stack in matrix.stacks))
+    # the marker that shape renders print holes with is drawn at random, so no template or matrix value can hold it
+    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat, TemplateWorker(),
+                        marker="\ue000" + secrets.token_hex(16))
+    if rendering:
+        renderer.prepare()
     source = choices.source
     if source.pytorch_src is not None and not (source.pytorch_src / "tools" / "amd_build" / "build_amd.py").is_file():
         raise UserError(Problem("--pytorch-src", f"{source.pytorch_src} is not a PyTorch checkout (no tools/amd_build/build_amd.py)"))
@@ -133,25 +167,43 @@ def select_targets(choices: Choices = Choices()) -> Selection:
     if not targets:
         raise UserError(Problem("--gpu-arch", f"{', '.join(source.gpu_archs)} leaves no target: no selected family image "
                                               "carries it (see the notes of `buildkit plan`)"))
-    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat, TemplateWorker())
     return Selection(matrix, targets, (*plan.notes, *narrowed_out, *left_out), renderer)
 
 
 def validate_selection(choices: Choices) -> Selection:
-    """`matrix validate`: the selection, with every target rendered, so a template error (a team template's
-    syntax, an undefined value, a sandbox refusal) fails validation as it would fail `render`. Every template
-    problem is reported, each once, however many targets use that template."""
-    selection = select_targets(choices)
-    problems: dict[tuple[str, int | None], Problem] = {}
-    for target in selection.targets:
-        try:
-            selection.renderer.render(selection.renderer.plan(target))
-        except UserError as error:
-            for problem in error.problems:
-                problems.setdefault((problem.where, problem.line), problem)
-    if problems:
-        raise UserError(list(problems.values()))
+    """`matrix validate`: the selection, with every target's render checked, so a template error (a team
+    template's syntax, an undefined value, a sandbox refusal, a render over budget) fails validation as it would
+    fail `render`. A template's shapes stand for its targets (buildkit.core.shapes), so each is rendered a few
+    times, not once per target. A template's first error stops its checks: each is reported once, with how
+    many targets use the template."""
+    selection = select_targets(choices, rendering=True)
+    with records_that_last():
+        _check_renders(selection)
     return selection
+
+
+def _check_renders(selection: Selection) -> None:
+    failed = selection.renderer.check_all(selection.targets)
+    if failed:
+        using = Counter(template_name(target.flavor) for target in selection.targets)
+        # one problem per place in a template, however many flavors' templates reach it
+        stopped: dict[tuple[str, int | None], tuple[Problem, int]] = {}
+        for name, error in failed.items():
+            for problem in error.problems:
+                first, count = stopped.get((problem.where, problem.line), (problem, 0))
+                stopped[(problem.where, problem.line)] = (first, count + using[name])
+        raise UserError([_naming_targets(problem, count) for problem, count in stopped.values()])
+
+
+def _naming_targets(problem: Problem, count: int) -> Problem:
+    """A template's problem, naming the target it was found in and how many others it stops: validation checks
+    no further target of a template once it has failed."""
+    if count < 2:
+        return problem
+    head, found, target = problem.message.rpartition(" (target ")
+    if found and target.endswith(")"):
+        return replace(problem, message=f"{head} (target {target[:-1]} and the {count - 1} other targets that use this template)")
+    return replace(problem, message=f"{problem.message} ({count} targets use this template)")
 
 
 def _emptied(matrix: Matrix, described: Plan, choices: Choices) -> Problem:

@@ -1,6 +1,6 @@
 """The matrix schema as data: every key, its kind and grammar, its default, and whether stacks inherit it.
 
-Validation, defaults and the README's matrix reference all follow these tables, so a key cannot be
+Validation, defaults and docs/matrix-reference.md (generated from here) all follow these tables, so a key cannot be
 checked one way and defaulted another. Each kind reads a parsed TOML value, records a problem (file, key
 path, what was expected) when the value does not fit, and returns the value it stands for.
 """
@@ -97,15 +97,16 @@ class Rule:
 
 def matched_by(rules: Sequence[Rule], facts: Sequence[Mapping[str, str]]) -> list[tuple[int, ...]]:
     """For each rule, the indices of the targets (given by their facts) that it matches, in time linear in
-    the rules and the targets rather than their product. Targets take few values per key (a torch per stack,
-    a few Pythons, two backends; only ids are one per target), so each distinct glob is tried once against
+    the rules and the targets rather than their product (only the keys the rules name are indexed). Targets take
+    few values per key (a torch per stack, a few Pythons, two backends; only ids are one per target), so each
+    distinct glob is tried once against
     each distinct value of its key, turning a rule into the set of values it accepts per key. A rule then
     walks only the targets holding a value its most selective criterion accepts, and rules that accept the
     same values share one answer."""
-    holders: dict[str, dict[str, list[int]]] = {}  # key -> value -> indices of the targets that have it
+    holders: dict[str, dict[str, list[int]]] = {key: {} for rule in rules for key, _ in rule.criteria}  # key -> value -> holders
     for index, target in enumerate(facts):
-        for key, value in target.items():
-            holders.setdefault(key, {}).setdefault(value, []).append(index)
+        for key, values in holders.items():
+            values.setdefault(target[key], []).append(index)
     accepted: dict[tuple[str, str], frozenset[str]] = {}
     answers: dict[tuple[tuple[str, frozenset[str]], ...], tuple[int, ...]] = {}
     everything = tuple(range(len(facts)))
@@ -376,9 +377,12 @@ TOP: dict[str, Field] = {
     "run_as_root": Field(Flag(), False, doc="keep root as the images' user"),
     "include": Field(Rules(), [], doc="keep only targets matching one rule"),
     "exclude": Field(Rules(), [], doc="drop targets matching any rule"),
-    "python": Field(Texts(grammar.python_version, allow_empty=False), ["3.10", "3.11", "3.12", "3.13"], inherited=True),
-    "flavors": Field(Texts(grammar.name, allow_empty=False), ["runtime", "devel"], inherited=True),
-    "companions": Field(Texts(grammar.name), ["torchvision"], inherited=True, doc="built per backend; version follows torch"),
+    "python": Field(Texts(grammar.python_version, allow_empty=False), ["3.10", "3.11", "3.12", "3.13"], inherited=True,
+                    doc="CPython versions (each must be one the torch release has wheels for)"),
+    "flavors": Field(Texts(grammar.name, allow_empty=False), ["runtime", "devel"], inherited=True,
+                     doc="image flavors, one template each (templates/<flavor>.Dockerfile.j2)"),
+    "companions": Field(Texts(grammar.name), ["torchvision"], inherited=True,
+                        doc="torchvision, torchaudio: built per backend, the release published with torch"),
     "packages": Field(Texts(grammar.requirement), [], inherited=True, doc="pip requirements: name, extras, version"),
     "os_packages": Field(Texts(grammar.debian_package), ["libnuma1"], inherited=True, doc="Debian/Ubuntu packages"),
     "archs": Field(ARCHS, {}, inherited=True, doc="narrow a backend's arch list (never widen a wheel's)"),

@@ -16,13 +16,16 @@ from buildkit.core.plan import Target
 GUARD_ENV = "BUILDKIT_GPU_GUARD"  # what gpu_guard.ENV reads: warn (default), strict, off
 
 
+_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # made once: json.dumps makes one per call
+
+
 def guard_config(target: Target) -> str:
     """The guard's config as compact JSON: one shell-quoted argument of the template's install step."""
-    return json.dumps({
+    return _COMPACT.encode({
         "vendor": target.vendor,
         "backend": target.backend_label,
-        "reference": target.tags[0],
+        "reference": f"{target.image_name}:{target.tag_names[0]}",  # its immutable tag (tags[0])
         "pair": target.pair or "",
         "twins": [{"vendor": twin.vendor, "reference": twin.reference, **({"archs": list(twin.archs)} if twin.archs else {})}
                   for twin in target.twins],
-    }, sort_keys=True, separators=(",", ":"))
+    })

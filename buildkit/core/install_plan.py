@@ -37,9 +37,11 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatchcase
+from functools import cached_property
 
 from buildkit.core.compat import Compat
 from buildkit.core.plan import Target
+from buildkit.core.source import SOURCE_FLAVOR
 from buildkit.core.trim import LIBRARY_DIRS, trim_for
 from buildkit.core.vendors import Vendor
 
@@ -85,12 +87,24 @@ class TorchInstall:
     installer: str = "uv"  # what installs each layer's wheels (pip always resolves and downloads them)
 
     def to_json(self) -> str:
+        return self._json
+
+    @cached_property
+    def _json(self) -> str:  # kept: a plan's fingerprint and its build context both read it
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
 
 
 def python_neutral(vendor: Vendor, packages: tuple[str, ...]) -> bool:
     """Whether a layer of these distributions holds only the vendor's library wheels, built for any Python."""
     return bool(packages) and all(any(fnmatchcase(name, pattern) for pattern in vendor.library_distributions) for name in packages)
+
+
+def install_inputs(target: Target) -> tuple:
+    """Everything of a target that torch_install reads (its key: the targets of one stack and backend version,
+    whatever their Python and flavor, install torch alike, so a plan computes each install once)."""
+    return (target.backend, target.backend_version, target.torch_requirement, target.companions, target.index_url,
+            target.archs, target.wheel_archs, target.device_code, target.layers, target.max_layer_size, target.channel,
+            target.installer, target.flavor == SOURCE_FLAVOR, target.thin_wheels)
 
 
 def torch_install(target: Target, compat: Compat) -> TorchInstall:

@@ -7,6 +7,7 @@ newest confirmed of each); they share a `pair` key and the floating tags move fo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -84,7 +85,7 @@ class Target:
     # thin ROCm wheels: per gfx target the image carries, the distributions of its device code
     device_code: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
-    @property
+    @cached_property  # kept: templates and labels read it for every render
     def device_packages(self) -> tuple[str, ...]:
         return tuple(name for _, names in self.device_code for name in names)
 
@@ -125,17 +126,17 @@ class Target:
         """The stack's packages as the image installs them: each range, then the pins matrix.lock resolved them to."""
         return (*self.packages, *self.locked_packages)
 
-    @property
+    @cached_property  # kept: templates and labels read it for every render
     def vendor_record(self) -> Vendor:
         """What buildkit knows about the vendor whose GPUs the image is for."""
         return of_backend(self.backend)
 
-    @property
+    @cached_property  # kept: templates and labels read it for every render
     def backend_label(self) -> str:
         """CUDA 13.0, ROCm 7.2."""
         return self.vendor_record.backend_label(self.backend_version)
 
-    @property
+    @cached_property  # kept: templates and labels read it for every render
     def container_environment(self) -> tuple[tuple[str, str], ...]:
         """What the vendor's container runtime reads from the image's environment (NVIDIA_VISIBLE_DEVICES…)."""
         return self.vendor_record.environment(self.backend_version)
@@ -220,7 +221,8 @@ def _family_archs(matrix: Matrix, stack: Stack, version: str, archs: tuple[str, 
     return tuple(images)
 
 
-def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Target]:
+def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict[str, Any]]:
+    """The stack's targets as the fields of each (a Target is made once its pair and twins are settled)."""
     compat = matrix.compat
     release = compat.torch_release(stack.torch)
     assert release is not None  # resolve_matrix guarantees it
@@ -228,7 +230,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
     targets = []
     for backend in BACKENDS:
         vendor = of_backend(backend)
-        if not stack.backends[backend]:
+        if not stack.backends[backend] and any(stack.backends.values()):  # a stack of one vendor's images says why
             why = (f"the compatibility data lists no {vendor.backend_display} wheels for torch {release.minor} yet "
                    "(`buildkit compat check` adds them once an index carries them)" if not release.backends[backend]
                    else f"the stack lists no {vendor.backend_display} version")
@@ -259,7 +261,13 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                 layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
                 local_version=local,
             )
-            images = _family_archs(matrix, stack, version, stack.archs.get(backend, facts.archs), layout is not None, notes)
+            stack_archs = stack.archs.get(backend, facts.archs)
+            # per image of the version (one per ROCm family, or one with every arch): its archs and device code. A
+            # thin image carries the device code of its archs; one with the wheels' whole list, of every gfx target
+            # its index has device packages for (what torch's device-all asks for)
+            images = [(family, archs, tuple((gfx, layout.device_packages(gfx)) for gfx in (compat.device_archs(version) if archs == facts.archs else archs))
+                       if layout else ())
+                      for family, archs in _family_archs(matrix, stack, version, stack_archs, layout is not None, notes)]
             for flavor in stack.flavors:
                 if flavor == SOURCE_FLAVOR and not of_backend(backend).builds_from_source:
                     notes.append(Note(f"{stack.torch} {flavor}", "the source flavor compiles ROCm torch only; "
@@ -276,22 +284,20 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
                     ))
                 twin = stack.pair.get(backend) == version and flavor != SOURCE_FLAVOR  # source has no CUDA side
                 builder = facts.devel_base if flavor == SOURCE_FLAVOR else ""
+                # the source flavor compiles torch for its archs: one image, no device packages to choose
+                flavor_images = images if flavor != SOURCE_FLAVOR else [("", stack_archs, ())]
                 for python in stack.python:
                     if python in skipped:
                         continue
                     base = _base_image(matrix, flavor, backend, version, python)
-                    # the source flavor compiles torch for its archs: one image, no device packages to choose
-                    for family, archs in images if flavor != SOURCE_FLAVOR else (("", stack.archs.get(backend, facts.archs)),):
-                        # a thin image carries the device code of its archs; one with the wheels' whole list, of every
-                        # gfx target its index has device packages for (what torch's device-all asks for)
-                        carried = compat.device_archs(version) if archs == facts.archs else archs
-                        device_code = tuple((gfx, layout.device_packages(gfx)) for gfx in carried) if layout and flavor != SOURCE_FLAVOR else ()
+                    base_digest = matrix.lock.base_digest(base)
+                    for family, archs, device_code in flavor_images:
                         ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor, family)
                         floating = floating_tag(matrix.tag_prefix, stack.torch, backend, python, flavor, family)
-                        targets.append(Target(
+                        targets.append(dict(
                             id=ident, python=python, flavor=flavor, family=family, archs=archs, device_code=device_code,
                             pair=pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
-                            base_image=base, base_digest=matrix.lock.base_digest(base),
+                            base_image=base, base_digest=base_digest,
                             tag_names=(ident, floating) if twin else (ident,),
                             builder_image=builder, builder_digest=matrix.lock.base_digest(builder) if builder else "",
                             **shared,
@@ -299,51 +305,53 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[Targ
     return targets
 
 
-def _settle_pairs(targets: list[Target], notes: list[Note]) -> list[Target]:
+def _facts(spec: dict[str, Any]) -> dict[str, str]:
+    """Target.facts of the target these are the fields of."""
+    return {key: spec[key] for key in ("torch", "python", "backend", "backend_version", "flavor", "vendor", "family", "id")}
+
+
+def _settle_pairs(targets: list[dict[str, Any]], notes: list[Note]) -> None:
     """A twin whose other half is missing loses its pair key and floating tags, and the plan says why."""
     halves: dict[str, set[str]] = {}
     for target in targets:
-        if target.pair:
-            halves.setdefault(target.pair, set()).add(target.backend)
-    settled = []
+        if target["pair"]:
+            halves.setdefault(target["pair"], set()).add(target["backend"])
     for target in targets:
-        if target.pair and len(halves[target.pair]) < len(BACKENDS):
-            missing = next(b for b in BACKENDS if b not in halves[target.pair])
+        if target["pair"] and len(halves[target["pair"]]) < len(BACKENDS):
+            missing = next(b for b in BACKENDS if b not in halves[target["pair"]])
             notes.append(Note(
-                target.pair,
-                f"unpaired: {target.id} has no {missing} twin (not in the stack's {missing} versions, "
+                target["pair"],
+                f"unpaired: {target['id']} has no {missing} twin (not in the stack's {missing} versions, "
                 "or removed by include/exclude); it is built alone and no pair tag moves for it",
-                tuple(target.facts.items()),
+                tuple(_facts(target).items()),
             ))
-            target = replace(target, pair=None, tag_names=target.tag_names[:1])  # floating tags are for twins
-        settled.append(target)
-    return settled
+            target["pair"], target["tag_names"] = None, target["tag_names"][:1]  # floating tags are for twins
 
 
-def _link_twins(targets: list[Target]) -> tuple[Target, ...]:
+def _link_twins(targets: list[dict[str, Any]]) -> None:
     """Each paired target learns its twins (the pair's targets of the other vendor), so its image can name
     them; they are part of the target, hence of its fingerprint: a changed twin rebuilds the image naming it."""
-    by_pair: dict[str, list[Target]] = {}
+    by_pair: dict[str, list[dict[str, Any]]] = {}
     for target in targets:
-        if target.pair:
-            by_pair.setdefault(target.pair, []).append(target)
-    linked = []
-    for target in targets:
-        others = [other for other in by_pair.get(target.pair or "", ()) if other.vendor != target.vendor]
-        # arch lists only where there is a choice (ROCm family images): a lone twin's narrowed archs do not
-        # change the image that names it
-        several = len(others) > 1
-        linked.append(replace(target, twins=tuple(Twin(o.vendor, o.tags[0], o.archs if several else ()) for o in others)))
-    return tuple(linked)
+        if target["pair"]:
+            by_pair.setdefault(target["pair"], []).append(target)
+    for members in by_pair.values():
+        for target in members:
+            others = [other for other in members if other["vendor"] != target["vendor"]]
+            # arch lists only where there is a choice (ROCm family images): a lone twin's narrowed archs do not
+            # change the image that names it
+            several = len(others) > 1
+            target["twins"] = tuple(Twin(o["vendor"], f"{o['registry']}/{o['repository']}:{o['tag_names'][0]}", o["archs"] if several else ())
+                                    for o in others)
 
 
 def expand(matrix: Matrix) -> Plan:
     """Every target the matrix describes, after its include/exclude rules; raises on impossible tags."""
     notes: list[Note] = []
-    targets: list[Target] = []
+    targets: list[dict[str, Any]] = []
     for stack in matrix.stacks:
         targets.extend(_stack_targets(matrix, stack, notes))
-    filtered = apply_rules(matrix.include, matrix.exclude, [t.facts for t in targets])
+    filtered = apply_rules(matrix.include, matrix.exclude, [_facts(spec) for spec in targets])
     if filtered.unmatched:
         raise UserError(first_problems([matrix.problem(matrix.files[-1], f"include rule {{ {matrix.include[index]} }} matches no "
                                                        "target of this matrix; check its keys and globs against `buildkit plan`",
@@ -354,7 +362,7 @@ def expand(matrix: Matrix) -> Plan:
                                        f"exclude[{filtered.emptied_by}]"))
     targets = [targets[index] for index in filtered.kept]
 
-    bad_tags = [name for target in targets for name in target.tag_names if grammar.tag(name)]
+    bad_tags = [name for target in targets for name in target["tag_names"] if grammar.tag(name)]
     if bad_tags:
         more = f" (and {len(bad_tags) - 1} more)" if len(bad_tags) > 1 else ""
         raise UserError(matrix.problem(
@@ -363,7 +371,22 @@ def expand(matrix: Matrix) -> Plan:
             "shorten tag_prefix or the flavor name",
             "tag_prefix",
         ))
-    return Plan(_link_twins(_settle_pairs(targets, notes)), tuple(dict.fromkeys(notes)))
+    _settle_pairs(targets, notes)
+    _link_twins(targets)
+    return Plan(tuple(map(_target, targets)), tuple(dict.fromkeys(notes)))
+
+
+_TARGET_DEFAULTS = {field.name: field.default for field in dataclasses.fields(Target) if field.default is not dataclasses.MISSING}
+
+
+def _target(spec: dict[str, Any]) -> Target:
+    """Target(**spec), for specs expand made (every field without a default, only fields): a frozen record's
+    __init__ sets its 45 fields one object.__setattr__ at a time, most of the time of expanding 100,000 targets,
+    so the fields go into the record's dictionary at once. Target has no __post_init__ to skip."""
+    target = object.__new__(Target)
+    target.__dict__.update(_TARGET_DEFAULTS)
+    target.__dict__.update(spec)
+    return target
 
 
 def select(plan: Plan, vendor: str = ALL_VENDORS, rule: Rule | None = None) -> Plan:
@@ -371,7 +394,7 @@ def select(plan: Plan, vendor: str = ALL_VENDORS, rule: Rule | None = None) -> P
     rule = rule or Rule(())
     if vendor != ALL_VENDORS:
         rule = Rule((*rule.criteria, ("vendor", vendor)))
-    chosen = tuple(t for t in plan.targets if rule.matches(t.facts))
+    chosen = tuple(t for t in plan.targets if rule.matches(t.facts)) if rule.criteria else plan.targets
     return Plan(chosen, tuple(note for note in plan.notes if rule.could_match(dict(note.facts))))
 
 

@@ -13,15 +13,22 @@ or a macro that doubles a string run for minutes or take gigabytes through opera
 So a render that reaches a template not shipped with buildkit goes to the `bounded` runner the caller
 supplies (buildkit.adapters.template_worker: a process with a budget of time, memory and output), and only
 renders of buildkit's own templates run here, where 10,000 targets must not pay a process round trip each.
+
+Nor do 10,000 targets pay a Jinja render each: a template is rendered once per shape (buildkit.core.shapes),
+with every value a hole and the values it looks into made real, and each target's text is written from the
+shape whose guards its values meet, byte for byte what its own render would give. `matrix validate` checks
+every target that way (check_all), so a template's fault is found by the render of its first shape.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
+import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
@@ -29,17 +36,31 @@ from typing import Any, Protocol
 import jinja2
 import jinja2.meta
 import jinja2.sandbox
+from jinja2.compiler import CodeGenerator, optimizeconst
 from jinja2.environment import TemplateModule
 from jinja2.runtime import Macro
 
 from buildkit.core import labels
 from buildkit.core.compat import Compat
 from buildkit.core.guard import guard_config
-from buildkit.core.install_plan import TorchInstall, torch_install
+from buildkit.core.install_plan import InstallLayer, Narrowing, TorchInstall, install_inputs, torch_install
 from buildkit.core.matrix import User
-from buildkit.core.plan import Target
+from buildkit.core.plan import Target, Twin
+from buildkit.core.shapes import (
+    Fragment,
+    Function,
+    Hole,
+    NotParametric,
+    Recorder,
+    ShapeBook,
+    ShapeData,
+    Symbolic,
+    TextFilter,
+    Unsupported,
+)
 from buildkit.core.source import GB_PER_JOB, SOURCE_FLAVOR
 from buildkit.core.templates import TemplateSet
+from buildkit.core.vendors import Vendor
 from buildkit.errors import Problem, UserError, printable
 
 FINGERPRINT_SCHEMA = 4
@@ -55,6 +76,8 @@ SUPPORT_DIR = "buildkit"
 SUPPORT_CONTEXT = "buildkit-support"
 SUPPORT_FILES = ("install.py", "gpu_guard.py")
 INSTALL_PLAN = "torch-install.json"  # per target, next to the support files: what install.py resolves and installs
+CHECK_BATCH = 1024  # plans a validation sends to be rendered on their own at a time (memory stays bounded)
+_DRAFT = "0" * 64  # a draft plan's fingerprint: as long as a sha256 in hex
 
 
 @dataclass(frozen=True)
@@ -69,10 +92,13 @@ class PlannedImage:
     install: TorchInstall | None = None  # how torch is installed from its index (None: the source flavor builds it)
 
 
+_PLANNED_FIELDS = tuple(field.name for field in dataclasses.fields(PlannedImage))
+
+
 @dataclass(frozen=True)
 class Rendered(PlannedImage):
     dockerfile: str = ""
-    support: Mapping[str, bytes] = dataclasses.field(default_factory=dict)  # SUPPORT_DIR's files, by name
+    support: Mapping[str, bytes] = dataclasses.field(default_factory=dict)  # SUPPORT_DIR's files, by name (shared: read only)
 
 
 def support_mount(target: Target, name: str = "") -> str:
@@ -87,7 +113,7 @@ def support_mount(target: Target, name: str = "") -> str:
 
 
 def template_variables(planned: PlannedImage) -> dict[str, Any]:
-    """What every template, built-in or a team's, can read (the README's template reference lists each)."""
+    """What every template, built-in or a team's, can read (docs/templates-and-flavors.md's template reference lists each)."""
     target = planned.target
     return {
         "target": target,
@@ -104,11 +130,19 @@ def template_variables(planned: PlannedImage) -> dict[str, Any]:
     }
 
 
+_CONTROL = re.compile("[\x00-\x1f]")
+
+
+# What each variable is (template_variables): a type these fix is no guard of a shape (buildkit.core.shapes).
+VARIABLE_TYPES = {"target": Target, "build_args": dict[str, str], "template": str, "shared_stage": str, "tools_stage": str,
+                  "install": TorchInstall | None, "support": str, "gb_per_job": int, "gpu_guard": str, "labels": dict[str, str]}
+
+
 def dockerfile_string(value: str) -> str:
     """`value` as one double-quoted Dockerfile word (a LABEL value): its backslashes, quotes and `$` escaped, so
     the builder neither ends the word nor expands a variable in it. Matrix values never hold a line break
     (validation refuses control characters); one here would start a new instruction, so it is refused."""
-    if any(ord(character) < 32 for character in value):
+    if _CONTROL.search(value):
         raise ValueError(f"a control character in a Dockerfile string: {value!r}")
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
@@ -134,47 +168,136 @@ def build_args(target: Target) -> dict[str, str]:
     return args
 
 
-def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_labels: Mapping[str, str]) -> str:
+def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_labels: Mapping[str, str],
+                target_text: str | None = None) -> str:
     """sha256 over everything that determines the image: the digest of the template sources the target's
     Dockerfile is rendered from, every field of the target (base image and its digest, packages, user, ...),
     the build args and the labels. The same inputs give the same hex on any machine.
 
     Each part is the repr of plain data (strings, numbers, tuples, frozen records), which escapes newlines, so
-    the parts joined by newlines can be told apart and no two different inputs hash the same text.
+    the parts joined by newlines can be told apart and no two different inputs hash the same text. `target_text`:
+    repr(target), where the caller has it.
     """
     text = "\n".join((
-        f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}", templates, repr(target),
+        f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}", templates, repr(target) if target_text is None else target_text,
         repr(sorted(args.items())), repr(sorted(image_labels.items())),
     ))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 _TARGET_FIELDS = tuple(field.name for field in dataclasses.fields(Target))
+
+
+def _repr_function() -> Callable[[Target, Callable[[Any], str]], str]:
+    """repr(target) as the dataclass writes it, one f-string, with the tuples and records targets share (not their
+    own tags and twins) read through `shared` (a cache of their reprs)."""
+    own = {"tag_names", "twins"}
+    parts = [f"{name}={{target.{name}!r}}" if name in own or dataclasses.fields(Target)[index].type in ("str", "int", "bool", "str | None")
+             else f"{name}={{shared(target.{name})}}" for index, name in enumerate(_TARGET_FIELDS)]
+    namespace: dict[str, Any] = {}
+    exec(f'def target_repr(target, shared):\n    return f"Target({", ".join(parts)})"\n', namespace)  # noqa: S102 - field names only
+    return namespace["target_repr"]
+
+
+_TARGET_REPR = _repr_function()
 MAX_PRODUCT_ITEMS = 1_000_000  # characters or items one `*` may produce: a Dockerfile is a few KB
 MAX_EXPONENT = 256
+# The text filters a shape applies to a hole's value when it fills a target's text (buildkit.core.shapes), with how
+# long they make a text of n characters at most: quote's worst is a ' as '"'"' (5), dockerfile_string escapes each
+# character with one backslash at most, and both add two quotes.
+# Filling applies them to thousands of targets' values, many the same (a vendor, a Python): their results are kept.
+TEXT_FILTERS = {"shell_quote": TextFilter(functools.lru_cache(4096)(shlex.quote), 5, 2),
+                "dockerfile_string": TextFilter(functools.lru_cache(4096)(dockerfile_string), 2, 2)}
+
+
+def _plain_fields(record: type) -> set[str]:
+    return {field.name for field in dataclasses.fields(record)}
+
+
+class _CodeGenerator(CodeGenerator):
+    """Jinja's code, with `{{ }}` output and `~` going through the environment's print and join hooks, so a shape
+    render (buildkit.core.shapes) can print a hole without it ever becoming a string the template can read."""
+
+    def _output_child_pre(self, node, frame, finalize):
+        self.write("environment.print_value(")
+
+    def _output_child_post(self, node, frame, finalize):
+        self.write(")")
+
+    @optimizeconst
+    def visit_Concat(self, node, frame):
+        self.write("environment.join_values((")
+        for argument in node.nodes:
+            self.visit(argument, frame)
+            self.write(", ")
+        self.write("))")
 
 
 class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
-    """Jinja's immutable sandbox, with a direct path for reading a Target's (or its User's) public fields and
-    properties: plain, frozen data, so checking each read costs a sandbox what it saves nothing. `*` and `**`
-    are bounded: `{{ "x" * 10**10 }}` or `{{ 9 ** 9 ** 9 }}` in a team template is a template error, not a
-    process that eats the machine's memory or never ends (the sandbox already bounds range())."""
+    """Jinja's immutable sandbox, with a direct path for reading the public fields and properties of the records a
+    template is given (a Target, its User and twins, an install plan, a vendor): plain, frozen data, so checking
+    each read costs a sandbox what it saves nothing. `*` and `**` are bounded: `{{ "x" * 10**10 }}` or
+    `{{ 9 ** 9 ** 9 }}` in a team template is a template error, not a process that eats the machine's memory or
+    never ends (the sandbox already bounds range()).
 
-    _TRUSTED = {Target: {*_TARGET_FIELDS, *(name for name, value in vars(Target).items() if isinstance(value, (property, cached_property)))},
-                User: {field.name for field in dataclasses.fields(User)}}
+    While `recording` is set, the render is a shape render: the hooks below give holes their meaning."""
+
+    _TRUSTED: dict[type, set[str]] = {
+        Target: {*_TARGET_FIELDS, *(name for name, value in vars(Target).items() if isinstance(value, (property, cached_property)))},
+        **{record: _plain_fields(record) for record in (User, Twin, TorchInstall, InstallLayer, Narrowing, Vendor)}}
     intercepted_binops = frozenset({"*", "**"})
+    code_generator_class = _CodeGenerator
+    recording: Recorder | None = None
+
+    def print_value(self, value):
+        if self.recording is not None and type(value) in (Hole, Fragment):
+            return self.recording.print(value)
+        return str(value)  # any other stand-in refuses
+
+    def join_values(self, values):
+        text = "".join(map(self.print_value, values))
+        return text if self.recording is None else self.recording.captured(text)
+
+    def concat(self, pieces):  # Jinja's own joins of captured output: macro results, set blocks, super()
+        text = "".join(pieces)
+        return text if self.recording is None else self.recording.captured(text)
 
     def getattr(self, obj, attribute):  # noqa: A003 - Jinja's name
+        if self.recording is not None and isinstance(obj, Symbolic):
+            return obj.attribute(self, attribute)
         if attribute in self._TRUSTED.get(type(obj), ()) or (type(obj) is TemplateModule and not attribute.startswith("_")):
-            return getattr(obj, attribute)  # a target's data, or a macro an imported template exports
+            return getattr(obj, attribute)  # a record's data, or a macro an imported template exports
         return super().getattr(obj, attribute)
 
+    def getitem(self, obj, argument):
+        if self.recording is not None:
+            self.recording.refuse_symbolic([argument])
+            if isinstance(obj, Symbolic):
+                return obj.item(self, argument)
+        return super().getitem(obj, argument)
+
     def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's signature
+        recording = __self.recording
+        if recording is not None:
+            # Jinja's own arguments for a context-aware callee: the loop's and block's variables, not the call's
+            given = {name: value for name, value in kwargs.items() if name not in ("_loop_vars", "_block_vars")}
+            if type(__obj) is Function:
+                return __obj.call(args, given)
+            if isinstance(__obj, Symbolic):
+                raise NotParametric(__obj._patterns())
+            if isinstance(getattr(__obj, "__self__", None), Symbolic):
+                return __obj(*args, **given)  # a stand-in's own method: a table's items()
+            if type(__obj) is not Macro:  # a template's macro takes holes; anything else would read them
+                recording.refuse_symbolic((*args, *given.values()))
         if type(__obj) is Macro:  # a template's own macro: template code, already inside the sandbox
-            return __context.call(__obj, *args, **kwargs)
-        return super().call(__context, __obj, *args, **kwargs)
+            result = __context.call(__obj, *args, **kwargs)
+        else:
+            result = super().call(__context, __obj, *args, **kwargs)
+        return result if recording is None else recording.checked(result)
 
     def call_binop(self, context, operator, left, right):
+        if self.recording is not None:
+            self.recording.refuse_symbolic((left, right))
         if operator == "**" and isinstance(right, int) and not isinstance(left, float) and abs(right) > MAX_EXPONENT:
             raise jinja2.sandbox.SecurityError(f"exponent {right} is larger than {MAX_EXPONENT}")
         if operator == "*":
@@ -182,6 +305,20 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
                 if isinstance(sequence, (str, list, tuple)) and isinstance(count, int) and len(sequence) * count > MAX_PRODUCT_ITEMS:
                     raise jinja2.sandbox.SecurityError(f"the product would hold more than {MAX_PRODUCT_ITEMS:,} items")
         return super().call_binop(context, operator, left, right)
+
+
+def _hooked(environment: _Sandbox, name: str, function, test: bool):
+    """A filter or test that, during a shape render, goes through the recorder (which decides what it may do with
+    holes); otherwise it is the function itself, one attribute check later."""
+
+    @functools.wraps(function)  # keeps Jinja's pass_context marks
+    def hooked(*args, **kwargs):
+        recording = environment.recording
+        if recording is None:
+            return function(*args, **kwargs)
+        return (recording.test if test else recording.filter)(name, function, args, kwargs)
+
+    return hooked
 
 
 def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
@@ -194,8 +331,9 @@ def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters["shell_quote"] = shlex.quote
-    environment.filters["dockerfile_string"] = dockerfile_string
+    environment.filters.update({"shell_quote": shlex.quote, "dockerfile_string": dockerfile_string})
+    environment.filters = {name: _hooked(environment, name, function, False) for name, function in environment.filters.items()}
+    environment.tests = {name: _hooked(environment, name, function, True) for name, function in environment.tests.items()}
     return environment
 
 
@@ -230,23 +368,38 @@ def _one_line(text: str) -> str:
 
 
 class BoundedRunner(Protocol):
-    """Renders planned images from a loader's templates, each under a budget (see the module docstring): their
-    Dockerfile texts, in order. Going over the budget, or any template error, is a UserError naming the template."""
+    """Renders planned images from a loader's templates, each under a budget (see the module docstring). Going over
+    the budget, or any template error, is a UserError naming the template."""
 
-    def render_all(self, loader: jinja2.BaseLoader, source: str, planned: Sequence[PlannedImage]) -> list[str]: ...
+    output_budget: int  # characters a Dockerfile may have
+
+    def render_all(self, loader: jinja2.BaseLoader, source: str, planned: Sequence[PlannedImage]) -> list[str]:
+        """Their Dockerfile texts, in order."""
+        ...
+
+    def shape(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> ShapeData | None:
+        """The shape of this target's render (Renderer.shape_data), None where it has none."""
+        ...
+
+    def start(self, loader: jinja2.BaseLoader, source: str) -> None:
+        """Get ready to render these templates (a worker starting), without waiting."""
+        ...
 
 
 class Renderer:
     def __init__(self, loader: jinja2.BaseLoader, source: str, support: Mapping[str, bytes], compat: Compat | None,
-                 bounded: BoundedRunner | None = None):
+                 bounded: BoundedRunner | None = None, marker: str = ""):
         """`support`: the image-side scripts every build context carries (SUPPORT_FILES, by name); `compat`: the
         facts install plans come from (None: a renderer of images already planned, the template worker); `bounded`:
         where renders of templates that are not buildkit's own go; None renders every template here (for
-        callers that trust all of theirs)."""
+        callers that trust all of theirs); `marker`: a random token that shape renders print holes with (see
+        buildkit.core.shapes; "": no shapes, every target is rendered on its own)."""
         self.environment = make_environment(loader)
+        self.loader = loader
         self.source = source
         self.compat = compat
         self.bounded = bounded
+        self.marker = marker
         self.support = dict(support)
         listing = "".join(f"{name}:{hashlib.sha256(data).hexdigest()}\n" for name, data in sorted(self.support.items()))
         self._support_digest = hashlib.sha256(listing.encode()).hexdigest()  # part of every fingerprint
@@ -254,11 +407,18 @@ class Renderer:
         self._digests: dict[str, str] = {}
         self._reached: dict[str, frozenset[str]] = {}  # name -> the templates it extends, includes or imports, itself too
         self._references: dict[str, tuple[str, tuple[str | None, ...]]] = {}  # name -> (source, templates it names)
+        self._shapes: dict[str, ShapeBook] = {}  # template -> the shapes its renders had so far
+        self._one_by_one: set[str] = set()  # templates that have no shape: each target is rendered on its own
+        self._installs: dict[tuple, TorchInstall] = {}  # install_inputs -> the plan
+        self._bounded: dict[str, bool] = {}  # template -> whether its renders go to the bounded runner
+        self._reprs: dict[int, tuple[Any, str]] = {}  # id(a value targets share) -> (the value, its repr)
+        self._real_so_far: frozenset = frozenset()  # the patterns shape renders have made real
+        self._supports: dict[int, tuple[TorchInstall, Mapping[str, bytes]]] = {}  # id(install) -> its support files
 
     def _source(self, name: str, target: Target, referrer: str = "") -> tuple[str, str | None]:
         """A template's source and the file it came from (for messages)."""
         try:
-            source, filename, _ = self.environment.loader.get_source(self.environment, name)  # type: ignore[union-attr]
+            source, filename, _ = self.loader.get_source(self.environment, name)
             return source, filename
         except jinja2.TemplateNotFound:
             if referrer:
@@ -303,10 +463,31 @@ class Renderer:
         image_labels = labels.image_labels(target, self.source)
         # how torch is installed from its index; the source flavor installs the wheels it built
         assert self.compat is not None, "planning needs the compatibility data"
-        install = None if target.flavor == SOURCE_FLAVOR else torch_install(target, self.compat)
+        install = None if target.flavor == SOURCE_FLAVOR else self._install(target)
         inputs = f"{self.templates_digest(name, target)} {self._support_digest} {install.to_json() if install else ''}"
-        digest = fingerprint(target, inputs, args, image_labels)
+        digest = fingerprint(target, inputs, args, image_labels, self._target_repr(target))
         return PlannedImage(target, name, args, {**image_labels, labels.FINGERPRINT: digest}, digest, install)
+
+    def _target_repr(self, target: Target) -> str:
+        """repr(target), with the reprs of the tuples and records it shares with the targets of its stack (their
+        packages, device code, user…) made once: they are most of its text."""
+        return _TARGET_REPR(target, self._shared_repr)
+
+    def _shared_repr(self, value: Any) -> str:
+        found = self._reprs.get(id(value))
+        if found is None or found[0] is not value:
+            if len(self._reprs) >= 4096:
+                self._reprs.clear()
+            found = self._reprs[id(value)] = (value, repr(value))
+        return found[1]
+
+    def _install(self, target: Target) -> TorchInstall:
+        """The target's install plan: one object for all the targets that install torch alike."""
+        key = install_inputs(target)
+        found = self._installs.get(key)
+        if found is None:
+            found = self._installs[key] = torch_install(target, self.compat)  # type: ignore[arg-type]
+        return found
 
     def _template(self, name: str, target: Target) -> jinja2.Template:
         if name not in self._templates:
@@ -322,48 +503,187 @@ class Renderer:
         """Whether every template the image's template reaches is buildkit's own (a team's file of the same
         name, searched first, makes it the team's)."""
         self.templates_digest(planned.template, planned.target)
-        loader = self.environment.loader
-        return isinstance(loader, TemplateSet) and loader.builtin(self._reached[planned.template])
+        return isinstance(self.loader, TemplateSet) and self.loader.builtin(self._reached[planned.template])
 
     def render(self, planned: PlannedImage) -> Rendered:
         return self.render_all((planned,))[0]
 
     def render_all(self, planned: Iterable[PlannedImage]) -> tuple[Rendered, ...]:
-        """Rendered images in order; those that reach a team's template go to the bounded runner all at once."""
+        """Rendered images in order. Each is written from its template's shape for its values; those without one
+        are rendered on their own, the ones that reach a team's template by the bounded runner, all at once."""
         items = tuple(planned)
-        bounded = [index for index, item in enumerate(items) if self.bounded is not None and not self.builtin(item)]
-        texts = dict(zip(bounded, self.bounded.render_all(self.environment.loader, self.source,  # type: ignore[union-attr,arg-type]
-                                                           [items[index] for index in bounded]))) if bounded else {}
-        return tuple(Rendered(**{f.name: getattr(item, f.name) for f in dataclasses.fields(PlannedImage)},
+        texts: dict[int, str] = {}
+        for index, item in enumerate(items):
+            text = self._shaped(item)
+            if text is not None:
+                texts[index] = text
+        bounded = [index for index, item in enumerate(items) if index not in texts and self._is_bounded(item)]
+        if bounded:
+            texts.update(zip(bounded, self.bounded.render_all(self.loader, self.source,  # type: ignore[union-attr]
+                                                              [items[index] for index in bounded])))
+        return tuple(Rendered(**{name: getattr(item, name) for name in _PLANNED_FIELDS},
                               dockerfile=texts[index] if index in texts else self.text(item), support=self._support_of(item))
                      for index, item in enumerate(items))
 
-    def _support_of(self, planned: PlannedImage) -> dict[str, bytes]:
-        """The build context's support files: the scripts, and the target's install plan."""
-        if planned.install is None:
+    def prepare(self) -> None:
+        """Before rendering: the bounded runner gets ready while the caller plans, where a team template is in use."""
+        if self.bounded is not None and isinstance(self.loader, TemplateSet) and not self.loader.builtin(self.loader.files):
+            self.bounded.start(self.loader, self.source)
+
+    def check_all(self, targets: Iterable[Target]) -> dict[str, UserError]:
+        """`matrix validate`'s check of every target's render: per template, the first error its renders raise (a
+        template that failed is not checked further). Each target is checked as a draft of its plan: everything
+        but the fingerprint (the digest costs most of a plan; templates see it only as a 64-character label, so
+        a shape's guards and sizes hold for the draft as for the plan). A shape is rendered from a target's full
+        plan, and a template without shapes renders the full plans of its targets, a batch at a time."""
+        failed: dict[str, UserError] = {}
+        waiting: dict[str, list[PlannedImage]] = {}  # template -> full plans to render on their own
+        for target in targets:
+            name = template_name(target.flavor)
+            if name in failed:
+                continue
+            try:
+                draft = self._draft(target)
+                if not self._shaped(draft, write=False, plan=functools.partial(self.plan, target)):
+                    waiting.setdefault(name, []).append(self.plan(target))
+                    if len(waiting[name]) >= CHECK_BATCH:
+                        self._render_alone(waiting.pop(name))
+            except UserError as error:
+                failed[name] = error
+        for name, batch in waiting.items():
+            if name not in failed:
+                try:
+                    self._render_alone(batch)
+                except UserError as error:
+                    failed[name] = error
+        return failed
+
+    def _draft(self, target: Target) -> PlannedImage:
+        """The target's plan but for its fingerprint, a placeholder of the same length."""
+        name = template_name(target.flavor)
+        self.templates_digest(name, target)  # a template that cannot be found or parsed fails here, as in plan()
+        install = None if target.flavor == SOURCE_FLAVOR else self._install(target)
+        return PlannedImage(target, name, build_args(target), {**labels.image_labels(target, self.source), labels.FINGERPRINT: _DRAFT},
+                            _DRAFT, install)
+
+    def _render_alone(self, batch: list[PlannedImage]) -> None:
+        if self._is_bounded(batch[0]):
+            self.bounded.render_all(self.loader, self.source, batch)  # type: ignore[union-attr]
+        else:
+            for planned in batch:
+                self.text(planned)
+
+    def _is_bounded(self, planned: PlannedImage) -> bool:
+        found = self._bounded.get(planned.template)
+        if found is None:
+            found = self._bounded[planned.template] = self.bounded is not None and not self.builtin(planned)
+        return found
+
+    def _shaped(self, planned: PlannedImage, write: bool = True, plan: Callable[[], PlannedImage] | None = None) -> str | None:
+        """The image's text from its template's shape for its values (a shape rendered from it, or from `plan()`
+        where it is a draft, when none of the template's shapes so far stands for it); with `write` False, "ok"
+        once its size is checked. None where the template has no shape, or the shape cannot write these values:
+        the image is then rendered on its own, which says what fails."""
+        name = planned.template
+        if not self.marker or name in self._one_by_one:
+            return None
+        variables = template_variables(planned)
+        book = self._shapes.get(name)
+        if book is None:
+            book = self._shapes[name] = ShapeBook(self.environment.getattr, TEXT_FILTERS, _Sandbox._TRUSTED)
+        found = book.find(variables)
+        bounded = self._is_bounded(planned)
+        if found is None:
+            if plan is not None:
+                planned = plan()
+                variables = template_variables(planned)
+            data = self.bounded.shape(self.loader, self.source, planned) if bounded else self.shape_data(planned)  # type: ignore[union-attr]
+            try:
+                found = book.add(data, variables) if data is not None else None
+            except Unsupported:
+                found = None
+            if found is None:
+                self._one_by_one.add(name)
+                return None
+        shape, answers = found
+        limit = self.bounded.output_budget if bounded else None  # type: ignore[union-attr]
+        try:
+            if not write:
+                if limit is not None and not shape.fits(answers, limit):
+                    raise OverflowError
+                return "ok"
+            return shape.fill(answers, limit)
+        except OverflowError:
+            raise UserError(self._over_output(planned, limit)) from None  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - a value the shape cannot write (a text filter refusing it): render it
+            return None
+
+    def _over_output(self, planned: PlannedImage, limit: int) -> Problem:
+        filename = self._template(planned.template, planned.target).filename or planned.template
+        return Problem(filename, f"the template writes more than {limit:,} characters, beyond its budget (a Dockerfile "
+                                 f"is kilobytes) (target {planned.target.id})")
+
+    def shape_data(self, planned: PlannedImage, limit: int | None = None) -> ShapeData | None:
+        """The shape of this image's render: its template rendered with every value a hole, each value it looks
+        into made real and the render run again, until one completes (buildkit.core.shapes). None where none does
+        (the template failed, or did what holes cannot stand for): rendering the image on its own tells which."""
+        template = self._template(planned.template, planned.target)
+        variables = template_variables(planned)
+        # what earlier shapes found real is likely read by this one too (flavors share their parts): starting from
+        # it saves renders, and a value made real where a hole would do costs sharing, never correctness
+        real = self._real_so_far
+        while True:
+            recorder = Recorder(real, self.marker, TEXT_FILTERS)  # its filters: the names that derive a hole
+            self.environment.recording = recorder  # type: ignore[attr-defined]
+            try:
+                text = self._generate(template, {name: recorder.view(value, (name,), VARIABLE_TYPES.get(name)) for name, value in variables.items()},
+                                      planned, limit)
+            except NotParametric as refused:
+                if refused.patterns <= real:
+                    return None  # nothing left to make real
+                real |= refused.patterns
+                continue
+            except MemoryError:
+                raise
+            except Exception:  # noqa: BLE001 - the direct render says what failed
+                return None
+            finally:
+                self.environment.recording = None  # type: ignore[attr-defined]
+            self._real_so_far = real
+            return recorder.shape(text)
+
+    def _generate(self, template: jinja2.Template, context: Mapping[str, Any], planned: PlannedImage, limit: int | None) -> str:
+        """The template's text; with `limit`, stopped as soon as it has written more than `limit` characters (a loop
+        writing gigabytes is stopped at the limit, not after)."""
+        if limit is None:
+            return "".join(template.generate(**context))
+        # joined a few hundred pieces at a time: counting each of a Dockerfile's thousand pieces costs a third of a render
+        pieces, chunks, written = template.generate(**context), [], 0
+        while block := list(itertools.islice(pieces, 256)):
+            chunks.append("".join(block))
+            written += len(chunks[-1])
+            if written > limit:
+                raise UserError(self._over_output(planned, limit))
+        return "".join(chunks)
+
+    def _support_of(self, planned: PlannedImage) -> Mapping[str, bytes]:
+        """The build context's support files: the scripts, and the target's install plan (one mapping for all the
+        targets that install torch alike)."""
+        install = planned.install
+        if install is None:
             return self.support
-        return {**self.support, INSTALL_PLAN: planned.install.to_json().encode()}
+        found = self._supports.get(id(install))
+        if found is None or found[0] is not install:
+            found = self._supports[id(install)] = (install, {**self.support, INSTALL_PLAN: install.to_json().encode()})
+        return found[1]
 
     def text(self, planned: PlannedImage, limit: int | None = None) -> str:
-        """The Dockerfile text, rendered here. With `limit`, rendering stops as soon as the template has written
-        more than `limit` characters (a loop writing gigabytes is stopped at the limit, not after)."""
+        """The Dockerfile text, rendered here, on its own (no shape). With `limit`, rendering stops as soon as the
+        template has written more than `limit` characters."""
         target = planned.target
         template = self._template(planned.template, target)
-        context = template_variables(planned)
         try:
-            if limit is None:
-                return template.render(**context)
-            # joined a few hundred pieces at a time: counting each of a Dockerfile's thousand pieces costs a third
-            # of a render
-            pieces, chunks, written = template.generate(**context), [], 0
-            while block := list(itertools.islice(pieces, 256)):
-                chunks.append("".join(block))
-                written += len(chunks[-1])
-                if written > limit:
-                    raise UserError(Problem(template.filename or planned.template, f"the template writes more than {limit:,} "
-                                                                                   f"characters, beyond its budget (a Dockerfile "
-                                                                                   f"is kilobytes) (target {target.id})"))
-            return "".join(chunks)
+            return self._generate(template, template_variables(planned), planned, limit)
         except (UserError, MemoryError):
             raise
         except Exception as error:  # a team template can fail in any way its code allows; say where

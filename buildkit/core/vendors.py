@@ -131,7 +131,7 @@ NVIDIA = Vendor(
     arch_from_kfd=False,
     jit_arch_prefix="compute_",
     k8s_affinity="gfd",
-    routing_rank=1,  # a host with as many GPUs of each vendor is routed to NVIDIA, as the README says
+    routing_rank=1,  # a host with as many GPUs of each vendor is routed to NVIDIA, as docs/routing-and-kubernetes.md says
     # Every nvidia-* wheel torch 2.14.1+cu130 requires is py3-none-manylinux (the wheels on this machine's index:
     # nvidia_cudnn_cu13-9.24.0.43-py3-none-manylinux_2_27_x86_64.whl, nvidia_cuda_nvrtc-13.0.88-py3-none-…); the
     # ones compat `layers` does not name (nvrtc, nvshmem, curand, nvjitlink, cupti, the runtime, cufile, nvtx:

@@ -12,6 +12,7 @@ from buildkit.app.publish import PublishRun
 from buildkit.core.judge import Verdict
 from buildkit.core.layer_sharing import NodeCost
 from buildkit.core.release import Outcome
+from buildkit.errors import redact_urls
 
 
 def _size(value: int | None) -> str:
@@ -132,11 +133,11 @@ def write_reports(run: BuildRun, engine_description: str, json_path: Path) -> Pa
 
 
 def _write_pair(json_path: Path, document: dict, markdown_text: str) -> Path:
-    """The JSON report and its Markdown twin, each written whole and never through a link."""
+    """The JSON report and its Markdown twin, each written whole and never through a link, URLs redacted."""
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(json_path, (json.dumps(document, indent=2) + "\n").encode("utf-8"), "--report")
+    write_atomic(json_path, (redact_urls(json.dumps(document, indent=2)) + "\n").encode("utf-8"), "--report")
     markdown = json_path.with_suffix(".md")
-    write_atomic(markdown, markdown_text.encode("utf-8"), "--report")
+    write_atomic(markdown, redact_urls(markdown_text).encode("utf-8"), "--report")
     return markdown
 
 

@@ -16,17 +16,18 @@ from buildkit.adapters.safe_files import write_atomic
 from buildkit.app.targets import target_json
 from buildkit.core import porting
 from buildkit.core.attestation import gpu_test_summary
+from buildkit.core.hipify_report import HipifyReport
 from buildkit.core.host import Finding, HostFacts
 from buildkit.core.judge import Verdict
 from buildkit.core.kube import Manifests
 from buildkit.core.plan import Note, Target
+from buildkit.core.preprocessor import OPEN
 from buildkit.core.render import PlannedImage
 from buildkit.core.shell import command_line
 from buildkit.core.vendors import VENDOR_NAMES
-from buildkit.errors import Problem, printable
+from buildkit.errors import Problem, printable, redact_urls
 
 if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need not import them to print
-    from buildkit.adapters.hipify import HipifyReport
     from buildkit.app.build import PlannedBuild
     from buildkit.app.matrix_show import ResolvedMatrix
     from buildkit.app.routing import Detection, DoctorReport
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need 
     from buildkit.app.verify import Verification
 
 # What each command can print; the first is its default.
-PLAN_FORMATS = ("table", "json", "github")
+PLAN_FORMATS = ("table", "json", "github", "ids")
 VALIDATE_FORMATS = ("text", "github")
 DRY_RUN_FORMATS = ("table", "json")
 ANNOTATION_TITLE = "buildkit matrix validate"
@@ -43,8 +44,9 @@ ANNOTATION_TITLE = "buildkit matrix validate"
 def escaped_lines(text: str) -> str:
     """Text whatever its source (a host tree, a registry, a template, a matrix, the engine) with every control
     character escaped by errors.printable, line by line: the line breaks are this output's own (a value that
-    could hold one of its own is escaped whole before it is composed in, see one_line_each)."""
-    return "\n".join(printable(line, limit=None) for line in text.split("\n"))
+    could hold one of its own is escaped whole before it is composed in, see one_line_each), and the user-info
+    of every URL in it redacted (errors.redact_urls)."""
+    return "\n".join(printable(line, limit=None) for line in redact_urls(text).split("\n"))
 
 
 def terminal(text: str) -> Text:
@@ -63,11 +65,13 @@ def one_line_each(lines: list[str]) -> list[str]:
     return [printable(line, limit=None) for line in lines]
 
 
-def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[str]]) -> Table:
-    """A table whose title and cells are terminal() text: rich reads a plain string cell as markup."""
+def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[str]], whole: Iterable[str] = ()) -> Table:
+    """A table whose title and cells are terminal() text: rich reads a plain string cell as markup. `whole`:
+    columns whose values are never folded (ids and tags a reader copies), the others fold to make room."""
     grid = Table(title=terminal(title), title_justify="left")
+    kept = set(whole)
     for column in columns:
-        grid.add_column(column, overflow="fold")
+        grid.add_column(column, overflow="fold", no_wrap=column in kept, min_width=None)
     for row in rows:
         grid.add_row(*map(terminal, row))
     return grid
@@ -80,12 +84,13 @@ def notes(console: Console, items: Iterable[Note]) -> None:
 
 def print_json(document: Any, compact: bool = False) -> None:
     """JSON on standard output: indented for people, or one line (an Actions output, `$GITHUB_OUTPUT`)."""
-    sys.stdout.write((json.dumps(document, separators=(",", ":")) if compact else json.dumps(document, indent=2)) + "\n")
+    text = json.dumps(document, separators=(",", ":")) if compact else json.dumps(document, indent=2)
+    sys.stdout.write(redact_urls(text) + "\n")
 
 
 def write_json(path: Path, document: Any, option: str) -> None:
     """A JSON file an option names: written whole, never through a symlink (safe_files.write_atomic)."""
-    write_atomic(path, (json.dumps(document, indent=2) + "\n").encode("utf-8"), option)
+    write_atomic(path, (redact_urls(json.dumps(document, indent=2)) + "\n").encode("utf-8"), option)
 
 
 def write_json_array(stream: TextIO, items: Iterable[Mapping]) -> None:
@@ -94,7 +99,7 @@ def write_json_array(stream: TextIO, items: Iterable[Mapping]) -> None:
     made three fifths of `plan --format json`'s time on large plans)."""
     stream.write("[")
     for index, item in enumerate(items):
-        stream.write(("\n" if index == 0 else ",\n") + json.dumps(item))
+        stream.write(("\n" if index == 0 else ",\n") + redact_urls(json.dumps(item)))
     stream.write("\n]\n")
 
 
@@ -135,7 +140,7 @@ def github_annotations(problems: Iterable[Problem]) -> list[str]:
         if file is None:
             text = f"{problem.where}: {text}"
         properties = ",".join(part for part in (location, f"title={_annotation_property(ANNOTATION_TITLE)}") if part)
-        lines.append(f"::error {properties}::{_annotation_data(text)}")
+        lines.append(f"::error {properties}::{_annotation_data(redact_urls(text))}")
     return lines
 
 
@@ -213,9 +218,10 @@ def planned_build_json(build: PlannedBuild) -> dict:
 
 
 def plan_table(planned: tuple[PlannedImage, ...]) -> Table:
-    return table(f"{len(planned)} targets", ("id", "vendor", "tags", "pair", "fingerprint"), (
-        (item.target.id, item.target.vendor, "\n".join(item.target.tag_names), item.target.pair or "-", item.fingerprint[:12])
-        for item in planned))
+    """One row per target: its id (its immutable tag), the floating tag it moves with its twin, its pair."""
+    return table(f"{len(planned)} targets", ("id", "vendor", "floating tag", "pair", "fingerprint"), (
+        (item.target.id, item.target.vendor, "\n".join(item.target.tag_names[1:]) or "-", item.target.pair or "-", item.fingerprint[:12])
+        for item in planned), whole=("id",))
 
 
 def verdict_table(verdicts: list[Verdict], mode: str) -> Table:
@@ -345,7 +351,15 @@ def hipify_lines(report: HipifyReport) -> list[str]:
     for finding in report.findings:
         verdict = "will not port" if finding.blocks else "review"
         where = f"{finding.file}:{finding.line}" + (f" ({finding.hipified})" if finding.hipified else "")
-        lines.append(f"  {verdict}: {where}: {finding.subject}: {finding.detail}")
+        note = f" [inside {finding.condition}, which the ROCm build's macros do not settle]" if finding.state == OPEN else ""
+        if finding.compiled_by:
+            note += f" [compiles on ROCm: {', '.join(finding.compiled_by)}]"
+        lines.append(f"  {verdict}: {where}: {finding.subject}: {finding.detail}{note}")
+    if report.inactive:
+        shown = ", ".join(f"{f.file}:{f.line}" for f in report.inactive[:5]) + (", ..." if len(report.inactive) > 5 else "")
+        lines.append(f"  inactive on ROCm, not counted: {len(report.inactive)} finding{'s' if len(report.inactive) > 1 else ''} in #if "
+                     f"branches the ROCm build does not compile ({shown}); macros: {report.macros}")
+    lines += [f"  build flags: {line}" for line in report.build_flags]
     if report.compile_skipped:
         lines.append(f"compile check skipped: {report.compile_skipped}")
     if report.toolchain_limit:
@@ -361,6 +375,10 @@ def hipify_lines(report: HipifyReport) -> list[str]:
         detail = "" if unit.status == porting.COMPILED else f": {unit.summary}"
         made_from = f" (from {unit.source})" if unit.source != unit.file else ""
         lines.append(f"  {unit.file}{made_from}, {unit.compiler}: {note}{detail}")
+        lines += [f"    error: {error.location}: {error.message}" for error in unit.errors[1:]]
+    if report.objects:
+        lines.append(f"  objects kept in {report.objects}")
+    lines += [f"NOT PASSED: {reason}" for reason in report.failures]
     return one_line_each(lines)
 
 

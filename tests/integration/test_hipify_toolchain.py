@@ -3,7 +3,8 @@
 with torch/extension.h), for gfx942, which this machine's Debian 12 hipcc cannot target. The image is the
 local one from Debian's packages (.ci/rocm-toolchain-image.sh); torch is the test venv's CPU build, so its
 ROCm headers are hipified from its CUDA headers. Both files must compile, and a defect planted in the .cu
-must be reported at its line of the .cu."""
+must be reported at its line of the .cu. Then the shapes real ports meet (tests/fixtures/rocm_ports) under
+the image's HIP 6.4 and GCC 16: 32-bit warp masks, the __noinline__ include-order clash, a cub alias."""
 
 from __future__ import annotations
 
@@ -59,3 +60,48 @@ def test_image_without_hipcc_or_absent_is_one_clear_message(cli, base_image, tmp
     assert "Traceback" not in no_hipcc.err and not (tmp_path / "out").exists()
     absent = cli("hipify", FIXTURE, "--out", tmp_path / "out", "--compile-check", "--toolchain-image", "buildkit-test/no-such-image:1")
     assert absent.code == 2 and "--toolchain-image: buildkit-test/no-such-image:1 is not in the engine: pull it first" in absent.err
+
+
+# --- the shapes of real ports (tests/fixtures/rocm_ports), under Debian unstable's HIP 6.4 -----------------------
+
+PORTS = Path(__file__).resolve().parent.parent / "fixtures" / "rocm_ports"
+
+
+def _check(cli, rocm_toolchain, tmp_path, tree: str):
+    result = cli("hipify", PORTS / tree, "--out", tmp_path / "out", "--compile-check", "--offload-arch", "gfx942",
+                 "--toolchain-image", rocm_toolchain, "--json", tmp_path / "report.json")
+    return result, json.loads((tmp_path / "report.json").read_text())
+
+
+def test_32_bit_masks_block_on_hip_6_4(cli, rocm_toolchain, tmp_path):
+    """HIP 6.4 static_asserts a 64-bit mask: the static findings block, and the compiler's errors are each of
+    the user's lines once (hipcc's host and device passes say them twice), not only the first."""
+    result, report = _check(cli, rocm_toolchain, tmp_path, "full_mask")
+    assert result.code == 1
+    assert [(f["line"], f["blocks"]) for f in report["findings"]] == [(11, True), (16, True), (17, True), (21, True)]
+    (unit,) = report["compiled"]
+    # one static_assert per template specialization: line 17 reuses line 16's __shfl_xor_sync<unsigned int, float>
+    assert [e["location"] for e in unit["errors"]] == [f"warp_reduce.cu:{n} (warp_reduce.hip:{n + 1})" for n in (11, 16, 21)]
+    assert all("The mask must be a 64-bit integer" in e["message"] for e in unit["errors"])
+    assert unit["command"][0] == "/usr/bin/hipcc" and "--offload-arch=gfx942" in unit["command"]
+
+
+def test_include_order_clash_names_gcc_and_the_workaround(cli, rocm_toolchain, tmp_path):
+    result, report = _check(cli, rocm_toolchain, tmp_path, "include_order")
+    (unit,) = report["compiled"]
+    assert (unit["compiler"], unit["status"]) == ("c++", "environment")
+    assert unit["summary"].startswith("c++ (Debian ")  # the compiler that failed, by its --version line
+    assert "HIP's __noinline__ macro (hip/amd_detail/host_defines.h defines it empty for compilers other than clang) turns libstdc++'s " \
+           "[[__gnu__::__noinline__]] into [[__gnu__::]] (the standard header included at binding.cpp:5 (binding_hip.cpp:6) comes " \
+           "after <hip/hip_runtime.h>): include the C++ standard and torch headers before <hip/hip_runtime.h>" in unit["summary"]
+    assert "torch" not in unit["summary"].split(":")[0]
+    assert result.code == 1 and not report["passed"]  # nothing compiled
+    assert report["failures"] == ["the compile check compiled nothing: no file compiled, each for a reason outside your code"]
+
+
+def test_cub_alias_compiles_but_cub_macros_do_not(cli, rocm_toolchain, tmp_path):
+    result, report = _check(cli, rocm_toolchain, tmp_path, "cub_alias")
+    (unit,) = report["compiled"]
+    assert [e["location"] for e in unit["errors"]] == ["block_sum.cu:17 (block_sum.hip:18)"]  # cub::WarpReduce through the alias is fine
+    assert "CUB_WARP_THREADS" in unit["errors"][0]["message"] and result.code == 1
+    assert report["macros"].startswith("hipcc 6.4's and c++'s own macros (-dM -E)")

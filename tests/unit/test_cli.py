@@ -9,7 +9,8 @@ import pytest
 
 from buildkit import __version__
 
-SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
+SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["matrix", "schema"],
+               ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
                ["hipify"], ["detect"], ["run"], ["doctor"], ["kube"], ["compat", "check"], ["verify"], ["sbom"], ["completion"]]
 
 
@@ -272,7 +273,7 @@ reply buildkit plan --matrix matr
     result = subprocess.run([bash, "--norc", "-c", complete], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "complete -o bashdefault -F _shtab_buildkit buildkit", "plan", "validate show", "--format", "table json github",
+        "complete -o bashdefault -F _shtab_buildkit buildkit", "plan", "validate show schema", "--format", "table json github ids",
         "nvidia amd all", "--dry-run", "matrix.toml",
     ]
 
@@ -301,12 +302,12 @@ def test_the_readme_lists_every_field_a_template_can_read():
     from buildkit.core.render import PlannedImage, template_variables
 
     def readable(cls) -> set[str]:
-        properties = {name for name, value in vars(cls).items() if isinstance(value, (property, cached_property))}
+        # the sandbox refuses names that start with "_": those are not a template's to read
+        properties = {name for name, value in vars(cls).items() if isinstance(value, (property, cached_property)) and not name.startswith("_")}
         return {f.name for f in dataclasses.fields(cls)} | properties
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("### Template reference"):]
-    section = section[: section.index("\n## ")]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "templates-and-flavors.md").read_text()
+    section = page[page.index("### Template reference"):]
     named = set(re.findall(r"`([a-z0-9_]+)`", section))
     variables = set(template_variables(PlannedImage(_a_target(), "runtime.Dockerfile.j2", {}, {}, "")))
     for expected in (variables, readable(Target), readable(User), readable(TorchInstall), readable(InstallLayer)):
@@ -320,3 +321,17 @@ def _a_target():
     from buildkit.app.targets import Choices, select_targets
 
     return select_targets(Choices(selectors=("id=2.14.1-rocm7.2-py3.12-runtime",))).targets[0]
+
+
+def test_plan_ids_lists_one_target_id_per_line_and_the_table_keeps_ids_whole(cli):
+    ids = cli("plan", "--format", "ids", "--select", "torch=2.15.0")
+    assert ids.code == 0 and ids.out.splitlines()[0] == "2.15.0-cuda13.0-py3.11-runtime" and len(ids.out.splitlines()) == 32
+    from rich.console import Console
+
+    from buildkit.app.targets import Choices, select_targets
+    from buildkit.ui.views import plan_table
+
+    narrow = Console(width=80, record=True)
+    narrow.print(plan_table(select_targets(Choices(selectors=("torch=2.15.0",))).plan()))
+    text = narrow.export_text()
+    assert "2.15.0-rocm7.14-strix-halo-py3.13-runtime" in text  # never folded mid-id at 80 columns

@@ -235,7 +235,8 @@ def test_nightly_runs_the_check_and_shows_its_diff_as_the_job_summary():
     workflow = YAML(typ="safe").load((Path(__file__).resolve().parents[2] / ".github" / "workflows" / "nightly.yml").read_text())
     job = workflow["jobs"]["compat"]
     script = "\n".join(step.get("run", "") for step in job["steps"])
-    assert "buildkit compat check" in script and '"$GITHUB_STEP_SUMMARY"' in script and 'exit "$status"' in script
+    assert "buildkit compat check --write" in script and '"$GITHUB_STEP_SUMMARY"' in script and "gh pr create" in script
+    assert "exit 1" in script and "exit 3" in script  # an unreachable index and facts a person must settle fail the job
     assert "${{" not in script  # values reach scripts through env:, never by template expansion
 
 

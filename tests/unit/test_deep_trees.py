@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.hipify import MAX_DEPTH
+from buildkit.adapters.hipify.convert import MAX_DEPTH
 from buildkit.adapters.regular_files import walk
 
 KERNEL = "__global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }\n"

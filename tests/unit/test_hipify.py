@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 
 from buildkit.adapters.bundled import shipped_compat
-from buildkit.adapters.compile_check import compile_check
-from buildkit.adapters.hipcc import Hipcc, default_offload_arch, find_hipcc, is_data_center
-from buildkit.adapters.hipify import run_hipify
+from buildkit.adapters.hipify.compile_check import build_macros, compile_check
+from buildkit.adapters.hipify.convert import run_hipify
+from buildkit.adapters.hipify.hipcc import Hipcc, default_offload_arch, is_data_center
+from buildkit.adapters.hipify.torch_extension import read_extension_build
+from buildkit.core.setup_py import ProjectFlags
 from testkit.trees import assert_refused, snapshot, unprivileged
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -29,22 +31,14 @@ FIXTURE = FIXTURES / "cuda_ext"
 KNOWN = shipped_compat().known_archs["rocm"]
 MANIFEST = ".buildkit-hipify.json"
 CliResult = namedtuple("CliResult", "code out err")
+# The macros the ROCm build starts with when no compiler is asked: torch's flags and what HIP's clang defines.
+ROCM = build_macros(None, read_extension_build("gfx942", "fixture"), ProjectFlags(), "gfx942")
 
 
 @pytest.fixture(scope="module")
 def hipified(tmp_path_factory):
     out = tmp_path_factory.mktemp("hip") / "out"
-    return run_hipify(FIXTURE, out), out
-
-
-@pytest.fixture(scope="module")
-def hipcc() -> Hipcc:
-    found = find_hipcc()
-    if found is None:
-        if os.environ.get("BUILDKIT_REQUIRE_HIPCC") == "1":
-            pytest.fail("hipcc is missing (apt-get install hipcc libamdhip64-dev; .ci/run installs it)")
-        pytest.skip("hipcc is not installed")
-    return found
+    return run_hipify(FIXTURE, out, ROCM), out
 
 
 @pytest.fixture
@@ -129,7 +123,7 @@ def test_host_cpp_defect_is_reported_at_its_line(hipcc, clean_source, tmp_path):
     """A .cpp goes to the C++ compiler beside hipcc (g++ here), as torch's extension build does: its error
     is the code's, at its line."""
     (clean_source / "host.cpp").write_text("int twice(int x) {\n  return x * undeclared_factor;\n}\n")
-    report = compile_check(run_hipify(clean_source, tmp_path / "out"), "gfx90a", KNOWN, hipcc)
+    report = compile_check(run_hipify(clean_source, tmp_path / "out", ROCM), "gfx90a", KNOWN, hipcc)
     (host,) = [c for c in report.compiled if c.file == "host.cpp"]
     assert (host.status, host.compiler, host.location) == ("error", "c++", "host.cpp:2"), host.output
     assert host.summary.startswith("host.cpp:2: error: ") and "undeclared_factor" in host.summary
@@ -138,12 +132,14 @@ def test_host_cpp_defect_is_reported_at_its_line(hipcc, clean_source, tmp_path):
 
 def test_torch_extension_on_this_machine_names_what_is_missing(cli, hipcc, tmp_path):
     """The extension's .cu on Debian 12's hipcc: torch's headers want rocThrust, which Debian 12 lacks. The
-    file is not checkable here, which says nothing against the code, and the report says how to check it."""
+    file is not checkable here, which says nothing against the code, and the report says how to check it; with
+    nothing compiled, the run does not pass."""
     tree = tmp_path / "extension"
     shutil.copytree(FIXTURES / "cuda_ext_torch", tree)
     (tree / "extension_cpp" / "csrc" / "muladd.cpp").unlink()  # its g++ compile is the toolchain image test's
     result = cli("hipify", tree, "--out", tmp_path / "out", "--compile-check", "--offload-arch", "gfx90a", "--json", tmp_path / "r.json")
-    assert result.code == 0, result.out + result.err
+    assert result.code == 1, result.out + result.err  # nothing could be compiled here: not a pass
+    assert "NOT PASSED: the compile check compiled nothing: no file compiled, each for a reason outside your code" in result.out
     assert f"compile check for gfx90a with hipcc {hipcc.version} ({hipcc.path} on this machine)" in result.out
     assert "torch's ROCm headers: torch 2.13.0+cpu is not a ROCm build: its CUDA headers (ATen/cuda, c10/cuda) hipified" in result.out
     (unit,) = json.loads((tmp_path / "r.json").read_text())["compiled"]
@@ -343,8 +339,8 @@ def test_arch_beyond_the_installed_hipcc_is_a_toolchain_limit_not_a_code_defect(
     arch = beyond[-1]
     result = cli("hipify", clean_source, "--out", tmp_path / "out", "--compile-check", "--offload-arch", arch,
                  "--json", tmp_path / "r.json")
-    assert result.code == 0, result.out + result.err  # the code is not blamed
-    assert "DOES NOT COMPILE" not in result.out
+    assert result.code == 1, result.out + result.err  # nothing was compiled: not a pass, though the code is not blamed
+    assert "DOES NOT COMPILE" not in result.out and "NOT PASSED: the compile check compiled nothing: hipcc" in result.out
     supported = ", ".join(a for a in KNOWN if a in hipcc.archs)
     expected = (f"compile check not run: hipcc {hipcc.version} cannot compile for {arch} (a toolchain limit, not your code): "
                 f"install a newer ROCm, check in a newer ROCm toolchain image (--toolchain-image IMAGE), or pick --offload-arch from: {supported}")
@@ -358,7 +354,7 @@ def test_toolchain_limit_is_recognised_in_hipcc_output_when_its_arch_list_is_unk
     if not beyond:
         pytest.skip(f"hipcc {hipcc.version} compiles for every known gfx target: no toolchain limit to show")
     unasked = Hipcc(hipcc.path, hipcc.version, None)
-    report = compile_check(run_hipify(clean_source, tmp_path / "out"), beyond[-1], KNOWN, unasked)
+    report = compile_check(run_hipify(clean_source, tmp_path / "out", ROCM), beyond[-1], KNOWN, unasked)
     assert [c.status for c in report.compiled] == ["toolchain"]  # and the check stops: every unit would say the same
     assert report.toolchain_limit.endswith("(--toolchain-image IMAGE), or pick another --offload-arch")
-    assert report.passed
+    assert report.failures == [f"the compile check compiled nothing: {report.toolchain_limit}"]

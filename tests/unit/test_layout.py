@@ -4,12 +4,14 @@
 - adapters/ never import app/, ui/ or cli;
 - app/ never imports ui/ or cli; ui/ never imports cli;
 - image/ imports nothing from buildkit (it runs inside images with the standard library and torch);
-- cli imports only app/, ui/, errors and the package's version: it parses and prints, the app decides.
+- cli imports only app/, ui/, errors and the package's version: it parses and prints, the app decides;
+- no module imports itself back through others (a cycle), not even for type checking.
 """
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import importlib
 import pkgutil
 import subprocess
@@ -95,6 +97,31 @@ def test_the_rules_can_fail(tmp_path, monkeypatch):
 
     monkeypatch.setitem(globals(), "imports_of", with_engine)
     assert violations("buildkit.core.plan") == ["buildkit.adapters.engine", "subprocess"]
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = set(MODULES)
+    return {module: {name for name in internal(imports_of(module)) if name in modules and name != module} for module in MODULES}
+
+
+def test_no_import_cycles():
+    """Two modules that import each other (adapters/compile_check.py and adapters/hipify.py did, through
+    Compiled) cannot be understood, tested or moved apart: a value both need belongs in a module below them."""
+    try:
+        tuple(graphlib.TopologicalSorter(import_graph()).static_order())
+    except graphlib.CycleError as error:
+        pytest.fail(f"import cycle: {' -> '.join(error.args[1])}")
+
+
+def test_a_cycle_is_caught(monkeypatch):
+    original = imports_of
+
+    def back_to_cli(module: str) -> set[str]:
+        return original(module) | ({"buildkit.cli"} if module == "buildkit.ui.views" else set())
+
+    monkeypatch.setitem(globals(), "imports_of", back_to_cli)
+    with pytest.raises(graphlib.CycleError):
+        tuple(graphlib.TopologicalSorter(import_graph()).static_order())
 
 
 def test_test_modules_have_unique_names():

@@ -77,3 +77,16 @@ def test_the_rule_engine_agrees_with_fnmatch(rules, targets):
         assert not set(candidates) <= excluded_by[0] and set(candidates) <= excluded_by[1]
     else:
         assert filtered.emptied_by is None
+
+
+def test_expanded_targets_are_the_records_their_constructor_makes():
+    """expand fills each record's fields at once (plan._target): the same record as Target(**fields), for every
+    target of the default matrix and a team's, with each field present."""
+    import dataclasses
+
+    from buildkit.app.targets import Choices, select_targets
+    from buildkit.core.plan import Target
+
+    for target in select_targets(Choices()).targets:
+        fields = {field.name: getattr(target, field.name) for field in dataclasses.fields(Target)}
+        assert set(vars(target)) >= set(fields) and Target(**fields) == target and repr(Target(**fields)) == repr(target)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.torch_extension import ExtensionBuild, rocm_headers
+from buildkit.adapters.hipify.torch_extension import ExtensionBuild, rocm_headers
 from buildkit.core.porting import DEFECT, ELSEWHERE, MISSING, LineMap, Location, judge_compile
 
 OUT = "/tmp/out"
@@ -53,9 +53,9 @@ def test_gcc_required_from_here_counts_as_the_users_line():
 def test_error_only_in_others_headers_is_not_blamed_on_the_code():
     output = ("In file included from /tmp/out/kernel.hip:5:\n/venv/torch/include/c10/util/Half.h:40:10: error: unknown type name '__fp16x'\n"
               "1 error generated when compiling for gfx90a.\n")
-    verdict = judge_compile(output, 1, users)
+    verdict = judge_compile(output, 1, users, "hipcc 6.4")
     assert verdict.status == ELSEWHERE and verdict.location is None
-    assert verdict.summary == "failed in /venv/torch/include/c10/util/Half.h:40, outside your code: unknown type name '__fp16x'"
+    assert verdict.summary == "hipcc 6.4 failed in /venv/torch/include/c10/util/Half.h:40, outside your code: unknown type name '__fp16x'"
 
 
 @pytest.mark.parametrize("output", [

@@ -14,6 +14,9 @@ from buildkit.adapters import bounded_http
 from buildkit.adapters.bounded_http import MAX_RETRY_AFTER, retry_after_seconds
 from testkit.fake_registry import Answer, FakeOrigin, trickle
 
+# compat check reads only the index under test: PyPI and the layout indexes of the data are left out
+OFFLINE = ("--pypi", "none", "--layout-index", "amd-whl-next=none")
+
 TOKEN = "ci-token-5ec7e7"
 PAGE = "<!DOCTYPE html><html><body>{}</body></html>"
 
@@ -76,7 +79,7 @@ def test_a_page_trickling_a_byte_at_a_time_fails_at_the_timeout(cli, origin, mon
     monkeypatch.setattr(bounded_http, "DEFAULT_TIMEOUT", 1.0)
     origin.on("GET", r"/whl/", Answer(200, {"Content-Type": "text/html"}, trickle(html("cu130/") * 10), length=None, pause=0.3))
     started = time.monotonic()
-    result = cli("compat", "check", "--index", f"{origin.url}/whl")
+    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert time.monotonic() - started < 4
     assert_one_failure(result, "GET ", "/whl/: no complete answer within 1 s")
 
@@ -88,7 +91,7 @@ def test_every_request_of_a_command_fits_in_its_deadline(cli, origin, monkeypatc
     origin.on("GET", r"/whl/", Answer(200, {}, html()))
     origin.on("GET", r"/whl/.+/torch/", Answer(404, {}, b"", head_pause=0.01))  # about a second per answer
     started = time.monotonic()
-    result = cli("compat", "check", "--index", f"{origin.url}/whl")
+    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert time.monotonic() - started < 6
     assert_one_failure(result, "deadline of 2 s")
 
@@ -97,7 +100,7 @@ def test_a_retry_after_of_an_hour_is_waited_at_most_the_cap_and_announced(cli, o
     answers = iter([Answer(503, {"Retry-After": "3600"}), Answer(200, {}, html())])
     origin.on("GET", r"/whl/", lambda request: next(answers))
     origin.on("GET", r"/whl/.+/torch/", Answer(404))
-    result = cli("compat", "check", "--index", f"{origin.url}/whl")
+    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert waits == [MAX_RETRY_AFTER]
     assert f"it answered 503; retrying in {MAX_RETRY_AFTER:.0f} s (attempt 2 of 4)" in result.err
     assert_one_failure(result, "none of")  # the index then answered, with no variant folder
@@ -106,7 +109,7 @@ def test_a_retry_after_of_an_hour_is_waited_at_most_the_cap_and_announced(cli, o
 def test_a_retry_after_past_the_deadline_fails_at_once(cli, origin, waits, monkeypatch):
     monkeypatch.setattr(bounded_http, "DEFAULT_DEADLINE", 30.0)
     origin.on("GET", r"/whl/", Answer(503, {"Retry-After": "50"}))
-    result = cli("compat", "check", "--index", f"{origin.url}/whl")
+    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert waits == []
     assert_one_failure(result, "it answered 503, and waiting 50 s to retry would pass the command's deadline of 30 s")
 
@@ -115,7 +118,7 @@ def test_a_retry_after_past_the_deadline_fails_at_once(cli, origin, waits, monke
 def test_an_unreadable_retry_after_is_backoff_not_an_internal_error(cli, origin, waits, value):
     """Headers arrive as Latin-1: superscript digits are what a server can send that str.isdigit() accepts."""
     origin.on("GET", r"/whl/", Answer(429, {"Retry-After": value}))
-    result = cli("compat", "check", "--index", f"{origin.url}/whl")
+    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert len(waits) == 3 and all(wait < 5 for wait in waits), waits  # backoff with jitter: 0.5, 1, 2 s
     assert_one_failure(result, "the index answered 429")
 
@@ -123,7 +126,7 @@ def test_an_unreadable_retry_after_is_backoff_not_an_internal_error(cli, origin,
 def test_a_root_page_of_thousands_of_folders_is_refused_without_reading_them(cli, origin):
     origin.on("GET", r"/whl/", Answer(200, {}, html(*(f"cu{number}/" for number in range(1000, 4000)))))
     origin.on("GET", r"/whl/.+/torch/", Answer(404))
-    result = cli("compat", "check", "--index", f"{origin.url}/whl")
+    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert_one_failure(result, "variant folders to read, more than the 500 a wheel index can have")
     assert len(origin.journal.seen) == 1
 
@@ -131,7 +134,7 @@ def test_a_root_page_of_thousands_of_folders_is_refused_without_reading_them(cli
 def test_folder_names_of_5000_digits_are_no_variants(cli, origin):
     origin.on("GET", r"/whl/", Answer(200, {}, html("cu" + "1" * 5000 + "/", "rocm" + "7." * 3000 + "1/")))
     origin.on("GET", r"/whl/.+/torch/", Answer(404))
-    result = cli("compat", "check", "--index", f"{origin.url}/whl")
+    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert_one_failure(result, "has a torch page; is this a PyTorch wheel index?")
 
 

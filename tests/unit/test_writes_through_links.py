@@ -18,6 +18,9 @@ from buildkit.core.compat import compat_from_data
 from buildkit.errors import UserError
 from testkit.pytorch_index import PyTorchIndex, torch_wheel_name, wheels_from_compat
 
+# compat check reads only the index under test: PyPI and the layout indexes of the data are left out
+OFFLINE = ("--pypi", "none", "--layout-index", "amd-whl-next=none")
+
 DIGEST = "sha256:" + "b" * 64
 SECRET = "the victim's file: it must not change\n"
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "cuda_ext"
@@ -88,7 +91,7 @@ def test_compat_check_write_refuses_a_data_link(cli, tmp_path):
     link = tmp_path / "linked.toml"
     link.symlink_to(data)
     try:
-        result = cli("compat", "check", "--index", server.url, "--data", link, "--write")
+        result = cli("compat", "check", *OFFLINE, "--index", server.url, "--pypi", "none", "--layout-index", "amd-whl-next=none", "--data", link, "--write")
     finally:
         server.stop()
     assert_link_refused(result, link)

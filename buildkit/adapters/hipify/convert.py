@@ -2,7 +2,7 @@
 
 Minutes here instead of hours into a source build: which files hipify converts, and what in them will not
 port as it is (CUDA identifiers and headers hipify has no HIP mapping for, inline PTX, warp intrinsics,
-CUDA-only libraries), at the line of the user's own file; buildkit.adapters.compile_check then compiles
+CUDA-only libraries), at the line of the user's own file; buildkit.adapters.hipify.compile_check then compiles
 the result. torch.utils.hipify ships in every torch wheel; torch is an optional dependency.
 
 The user's tree is only read. torch's hipify copies a tree with shutil.copytree, which follows every
@@ -25,16 +25,14 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from buildkit.adapters.safe_files import OwnedFolder, check_output_folder, sha256_file, update_tree
-from buildkit.core.porting import DEFECT, DEVICE_SOURCES, Finding, LineMap, scan
+from buildkit.core.constants import Definitions
+from buildkit.core.hipify_report import HipifyReport, Skipped
+from buildkit.core.porting import BuildMacros, findings
+from buildkit.core.preprocessor import INACTIVE
 from buildkit.errors import Problem, UserError
-
-if TYPE_CHECKING:  # compile_check builds on this module's report
-    from buildkit.adapters.compile_check import Compiled
 
 MANIFEST = ".buildkit-hipify.json"
 TOOL = "buildkit hipify"
@@ -46,36 +44,6 @@ _SHOWN_PROBLEMS = 10
 # Folders below the tree's top: torch's hipify walks with os.walk, one frame per folder (before Python 3.12),
 # under Python's limit of 1,000 frames. A PyTorch checkout goes about a dozen deep.
 MAX_DEPTH = 400
-@dataclass(frozen=True)
-class Skipped:
-    """A path of the source tree that was not copied, and why (a symlink leading out, a loop, a FIFO...)."""
-
-    path: str
-    reason: str
-
-
-@dataclass
-class HipifyReport:
-    source: str
-    output: str
-    converted: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    origins: dict[str, str] = field(default_factory=dict)  # each converted file (in --out) -> the user's file it was made from
-    findings: list[Finding] = field(default_factory=list)  # what will not port as it is, at the user's lines
-    skipped: list[Skipped] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)  # files of an earlier run in --out that this one no longer writes
-    seconds: float = 0.0
-    offload_arch: str = ""
-    toolchain: str = ""  # the hipcc that compiled, and where it ran
-    headers: str = ""  # where the ROCm-only torch headers came from
-    compiled: list[Compiled] = field(default_factory=list)  # one per translation unit
-    compile_seconds: float | None = None
-    compile_skipped: str = ""
-    toolchain_limit: str = ""  # hipcc cannot compile for the arch: the check did not run, the code is not blamed
-
-    @property
-    def passed(self) -> bool:
-        return not any(f.blocks for f in self.findings) and not any(c.status == DEFECT for c in self.compiled)
 
 
 def torch_hipify():
@@ -90,15 +58,8 @@ def torch_hipify():
     return hipify_python
 
 
-def findings_in(out: Path, produced: str, origin: str) -> list[Finding]:
-    """What will not port in one hipified file, at the lines of the user's file it was made from."""
-    text = (out / produced).read_text(encoding="utf-8", errors="replace")
-    lines = LineMap((out / origin).read_text(encoding="utf-8", errors="replace"), text) if origin != produced else None
-    found = []
-    for line, kind, subject, detail, blocks in scan(text, origin.endswith(DEVICE_SOURCES)):
-        original = lines.original(line) if lines else line
-        found.append(Finding(origin, original, kind, subject, detail, blocks, f"{produced}:{line}" if lines else ""))
-    return found
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
 
 
 def check_folders(source: Path, out: Path) -> tuple[Path, Path]:
@@ -116,7 +77,9 @@ def check_folders(source: Path, out: Path) -> tuple[Path, Path]:
     return resolved, target
 
 
-def run_hipify(source: Path, out: Path) -> HipifyReport:
+def run_hipify(source: Path, out: Path, macros: BuildMacros) -> HipifyReport:
+    """Hipify `source` into `out`; findings are judged under `macros`, the ROCm build's (in #if branches that
+    build never compiles they are listed apart and never block)."""
     source, out = check_folders(source, out)
     hipify_python = torch_hipify()
     folder = OwnedFolder(out, MANIFEST, TOOL)
@@ -131,6 +94,7 @@ def run_hipify(source: Path, out: Path) -> HipifyReport:
             path.relative_to(staging).as_posix(): path for path in sorted(staging.rglob("*")) if path.is_file()
         })
         report = HipifyReport(str(source), str(out), skipped=skipped, removed=list(update.removed))
+        produced_files = []
         for original, result in sorted(results.items()):
             produced = Path(result.hipified_path or original)
             relative = produced.relative_to(staging).as_posix()
@@ -141,7 +105,14 @@ def run_hipify(source: Path, out: Path) -> HipifyReport:
             if changed and relative != origin:
                 report.origins[relative] = origin
             if produced.is_file():
-                report.findings += findings_in(staging, relative, report.origins.get(relative, relative))
+                produced_files.append(relative)
+        texts = {relative: _read(staging / relative) for relative in produced_files}
+        names = Definitions.of(texts.values())  # a mask or block size may be defined in any header of the tree
+        report.macros = macros.origin
+        for relative, text in texts.items():
+            origin = report.origins.get(relative, relative)
+            for finding in findings(relative, text, origin, _read(staging / origin) if origin != relative else None, names, macros):
+                (report.inactive if finding.state == INACTIVE else report.findings).append(finding)
     report.seconds = round(time.perf_counter() - started, 3)
     return report
 

@@ -29,6 +29,7 @@ import sysconfig
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from buildkit.errors import Problem, UserError
 
@@ -132,3 +133,14 @@ def rocm_headers(build: ExtensionBuild, hipify_python, scratch: Path) -> RocmHea
         f"torch {build.torch} is not a ROCm build: its CUDA headers (ATen/cuda, c10/cuda) hipified into ATen/hip and c10/hip "
         "as PyTorch's ROCm build makes them (tools/amd_build/build_amd.py), in a scratch include tree",
     )
+
+
+def hipify_nvcc_flags(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """An extension's extra_compile_args["nvcc"] as torch's ROCm build hands them to hipcc: its own rule
+    (BuildExtension._hipify_compile_flags: the first CUDA in a -flag becomes HIP, so -DWITH_CUDA reaches hipcc
+    as -DWITH_HIP), called on a stand-in extension, since the method reads nothing else."""
+    _, cpp_extension = _cpp_extension()
+    extension = SimpleNamespace(extra_compile_args={"nvcc": list(flags)})
+    with contextlib.redirect_stderr(io.StringIO()):
+        cpp_extension.BuildExtension._hipify_compile_flags(None, extension)
+    return tuple(extension.extra_compile_args["nvcc"])

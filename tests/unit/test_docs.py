@@ -1,0 +1,97 @@
+"""The README and docs/ say what the tool does, and the suite holds them to it.
+
+Every worked example is run: in each document, a ```toml file=PATH block is written into a fresh folder, and
+each ```console run block's `$ buildkit ...` lines run there through the CLI, in order; what the block shows
+after a command is its standard output, exactly (notes go to stderr and are not shown). `$ ls PATH` lists a
+folder. (A ```console block without `run` shows a session against a real registry or GPU host.) Links
+between documents point at files and headings that exist; the README stays a front page.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.M | re.S)
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _examples(document: Path) -> list[tuple[str, str, str]]:
+    return [(kind, options.strip(), body) for kind, options, body in _BLOCK.findall(document.read_text())]
+
+
+def _runnable(document: Path) -> bool:
+    return any(kind == "console" and options == "run" for kind, options, _ in _examples(document))
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercase, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("document", [d for d in DOCUMENTS if _runnable(d)], ids=lambda d: d.name)
+def test_worked_examples_print_what_the_text_shows(cli, tmp_path, monkeypatch, document):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BUILDKIT_MATRIX", raising=False)
+    for kind, options, body in _examples(document):
+        if kind == "toml" and options.startswith("file="):
+            path = tmp_path / options.removeprefix("file=")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(body)
+        if kind != "console" or options != "run":
+            continue
+        commands = re.split(r"(?m)^\$ ", body)[1:]
+        assert commands, f"{document.name}: a console block without a $ command"
+        for chunk in commands:
+            line, _, shown = chunk.partition("\n")
+            words = shlex.split(line)
+            if words[0] == "ls":
+                printed = "".join(f"{p.name}\n" for p in sorted((tmp_path / words[1]).iterdir()))
+            else:
+                assert words[0] == "buildkit", f"{document.name}: only buildkit and ls run here: {line}"
+                result = cli(*words[1:])
+                assert result.code == 0, f"{document.name}: `{line}` exited {result.code}: {result.err}"
+                printed = result.out
+            assert printed == shown, f"{document.name}: `{line}` printed:\n{printed}"
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda d: d.name)
+def test_links_point_at_files_and_headings_that_exist(document):
+    for target in _LINK.findall(document.read_text()):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (document.parent / path).resolve() if path else document
+        assert linked.exists(), f"{document.name} links to {target}, which does not exist"
+        if anchor and linked.suffix == ".md":
+            headings = {_slug(h) for h in re.findall(r"^#+ (.+)$", linked.read_text(), re.M)}
+            assert anchor in headings, f"{document.name} links to {target}: no such heading"
+
+
+def test_the_worked_examples_are_marked_to_run():
+    assert {d.name for d in DOCUMENTS if _runnable(d)} >= {"README.md", "matrix-reference.md"}
+
+
+def test_the_readme_is_a_front_page_with_its_two_set_up_commands():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    commands = [body.strip() for kind, _, body in _examples(ROOT / "README.md") if kind == "sh" and "venv" in body]
+    assert commands[:2] == [
+        "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/buildkit matrix validate && .venv/bin/buildkit plan",
+        "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/python -m pytest",
+    ]
+    # every document of docs/ is reachable from the front page
+    linked = {Path(target.partition("#")[0]).name for target in _LINK.findall(text)}
+    assert {d.name for d in DOCUMENTS[1:] if d.suffix == ".md"} <= linked
+
+
+def test_the_matrix_reference_tables_are_the_generated_ones():
+    from buildkit.ui.matrix_schema import reference_markdown
+
+    assert reference_markdown() in (ROOT / "docs" / "matrix-reference.md").read_text(), \
+        "regenerate the tables: buildkit matrix schema --markdown"
