@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from buildkit.core.install_plan import DEVICE_PREFIX, TORCH
+from buildkit.core.install_plan import DEVICE_PREFIX, TORCH, TorchInstall
 from buildkit.core.render import PlannedImage
 
 BASE = "base"
@@ -40,27 +40,58 @@ def _key(parts: tuple) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:KEY_LENGTH]
 
 
-def planned_layers(item: PlannedImage) -> tuple[PlannedLayer, ...]:
-    """The image's layers from the bottom, each keyed by what determines its files."""
-    target = item.target
-    base = (target.base_reference, target.platforms)
-    layers = [PlannedLayer(BASE, _key((BASE, *base))),
-              PlannedLayer(OS, _key((OS, item.template, *base, target.python, target.installer, target.uv, target.os_packages,
-                                     target.compile, target.user)))]
-    install = item.install
-    if install is not None:
+class LayerKeys:
+    """The layers of planned images from the bottom, each keyed by what determines its files. Images of one
+    stack share their install plan (the renderer makes one per stack and backend version), so each layer of
+    it is keyed once per install and Python, and each base and OS part once: a plan of 100,000 targets pays
+    for its distinct layers, not for every layer of every target."""
+
+    def __init__(self) -> None:
+        self._keys: dict[tuple, str] = {}
+        self._installs: dict[tuple, tuple[TorchInstall, tuple[PlannedLayer, ...]]] = {}
+
+    def _key(self, parts: tuple) -> str:
+        found = self._keys.get(parts)
+        if found is None:
+            found = self._keys[parts] = _key(parts)
+        return found
+
+    def of(self, item: PlannedImage) -> tuple[PlannedLayer, ...]:
+        target = item.target
+        base = (target.base_reference, target.platforms)
+        layers = (PlannedLayer(BASE, self._key((BASE, *base))),
+                  PlannedLayer(OS, self._key((OS, item.template, *base, target.python, target.installer, target.uv,
+                                              target.os_packages, target.compile, target.user))))
+        return (*layers, *self._install_layers(item), PlannedLayer(OWN, item.fingerprint[:KEY_LENGTH]))
+
+    def _install_layers(self, item: PlannedImage) -> tuple[PlannedLayer, ...]:
+        install, target = item.install, item.target
+        if install is None:
+            return ()
+        # the install plan itself is in the key (kept alive with its layers), not its text: the renderer gives
+        # the images of one stack and backend version one plan
+        memo = (id(install), target.python, target.channel_date, target.uv, target.platforms, target.torch_requirement, target.companions)
+        found = self._installs.get(memo)
+        if found is not None and found[0] is install:
+            return found[1]
         # what every layer's share of the resolution depends on; a family image's own device extras only
         # choose its device packages, which their layers name
         resolution = (install.index_url, target.channel, target.channel_date, target.torch_requirement, target.companions,
                       install.installer, target.uv, target.platforms,
                       tuple(layer.packages for layer in install.layers if not layer.name.startswith(DEVICE_PREFIX)))
+        layers = []
         for layer in install.layers:
             own = (install.narrowing and (install.narrowing.requirement, install.narrowing.drop), repr(install.trim)) \
                 if layer.name == TORCH else ()
             python = () if layer.python_neutral else (target.python,)
             layers.append(PlannedLayer(layer.name, _key((layer.name, layer.packages, resolution, own, python)), layer.python_neutral))
-    layers.append(PlannedLayer(OWN, item.fingerprint[:KEY_LENGTH]))
-    return tuple(layers)
+        self._installs[memo] = (install, tuple(layers))
+        return tuple(layers)
+
+
+def planned_layers(item: PlannedImage) -> tuple[PlannedLayer, ...]:
+    """One image's layers from the bottom, each keyed by what determines its files."""
+    return LayerKeys().of(item)
 
 
 def holders(images: Iterable[tuple[PlannedLayer, ...]]) -> Counter:

@@ -51,7 +51,7 @@ def test_twins_share_the_base_and_the_os_layers_only(layers):
 
 
 def test_plan_json_keys_every_layer_and_counts_the_images_holding_it(cli):
-    result = cli("plan", "--format", "json", "--select", "torch=2.14.1", "--select", "flavor=runtime", "--select", "backend=cuda")
+    result = cli("plan", "--format", "json", "--layers", "--select", "torch=2.14.1", "--select", "flavor=runtime", "--select", "backend=cuda")
     assert result.code == 0, result.err
     plan = {target["id"]: target for target in json.loads(result.out)}
     cuda = plan[CUDA.format(python="3.12")]["layers"]
@@ -60,6 +60,8 @@ def test_plan_json_keys_every_layer_and_counts_the_images_holding_it(cli):
     pythons = sum(1 for target in plan.values() if target["backend_version"] == "13.0")
     assert by_name["nvidia-cudnn-cu13"]["shared_by"] == pythons - 1 and by_name["nvidia-cudnn-cu13"]["python_neutral"]
     assert by_name["torch"]["shared_by"] == 0 and by_name[OWN]["shared_by"] == 0
+    plain = json.loads(cli("plan", "--format", "json", "--select", "torch=2.14.1", "--select", "flavor=runtime").out)
+    assert "layers" not in plain[0]  # streamed, as before, without --layers
 
 
 def built(*layers: tuple[str, int]) -> list[BuiltLayer]:
