@@ -389,8 +389,8 @@ def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(Problem("--layers", "adds the layers to --format json's objects; add --format json, or leave --layers out"))
     selection = select_targets(_choices(args))
     if args.format == "json":
-        planned = selection.iter_plan()
-        views.write_json_array(sys.stdout, plan_json(planned) if args.layers else map(target_json, planned))
+        streamed = selection.iter_plan()
+        views.write_json_array(sys.stdout, plan_json(streamed) if args.layers else map(target_json, streamed))
         return EXIT_OK
     if args.format == "ids":
         sys.stdout.writelines(f"{target.id}\n" for target in selection.targets)
