@@ -24,10 +24,12 @@ before, and what a node that already holds one image pays to pull another:
 
 Builds run on a throwaway dockerd (its own data root: the local base image loaded, the 3.13 one built from
 Debian by .ci/base-image.sh; the build cache and cache mounts pruned before each cold build); every image is
-pushed to a local docker-registry; each pull runs on a fresh empty engine (holding the other image first where
-a scenario says so). Bytes are what the registry stores of the layers a pull fetches (compressed). The wheels are
-this machine's, served on 127.0.0.1 as PyTorch's index names them (testkit.machine_wheels.cuda_index). Prints
-one JSON object; docs/benchmarks.md records a run.
+pushed to a local docker-registry and leaves the build engine; each pull runs on a fresh empty engine (holding
+the other image first where a scenario says so). Three parts (by hand, buildkit's CUDA images, the ROCm
+doubles), each with a registry of its own emptied after it, keep the disk's peak near 20 GB (MIN_FREE). Bytes
+are what the registry stores of the layers a pull fetches (compressed). The wheels are this machine's, served
+on 127.0.0.1 as PyTorch's index names them (testkit.machine_wheels.cuda_index). Prints one JSON object;
+docs/benchmarks.md records a run.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ BASE = "python:3.11-slim-bookworm"
 OTHER_PYTHON, OTHER_BASE = "3.13", "python:3.13-slim-trixie"
 FAMILIES = ("mi300", "mi350")
 ROCM_SCALE = 1 / 10  # the thin ROCm doubles at a tenth of the real sizes: device-gfx942 80 MB, torch 140 MB
+MIN_FREE = 20 * 10**9  # bytes of disk a run needs: a 6 GB image's build cache and store, a part's registry
 NEXT_NIGHTLY = "nightly-n-plus-1"  # the git_version torch's wheel names on the next day
 # The same content as buildkit's image, the way a Dockerfile written by hand installs it: one pip install.
 # The OS part is a stage of its own (`os`) so that the benchmark can keep it alone in the build cache; the image
@@ -192,6 +195,9 @@ class Bench:
 
 def main() -> None:
     docker = shutil.which("docker") or sys.exit("no docker CLI")
+    free = shutil.disk_usage(tempfile.gettempdir()).free
+    if free < MIN_FREE:
+        sys.exit(f"{free / 1e9:.0f} GB free in {tempfile.gettempdir()}: the benchmark needs about {MIN_FREE / 1e9:.0f} GB")
     today = cuda_index(pythons=("3.11", OTHER_PYTHON)) or sys.exit("this machine's pip configuration names no torch 2.14.1 cp311 wheels")
     tomorrow = cuda_index(git_version=NEXT_NIGHTLY)
     assert tomorrow is not None
