@@ -4,9 +4,11 @@
 # linux/arm64 under qemu-user-static), joined into one multi-platform image with buildx. The mirror comes
 # from this machine's apt sources, so nothing here names a package host.
 # BASE_IMAGE_PULL=1 (a host that reaches Docker Hub and has no Debian mirror, such as a GitHub runner): pull
-# the real image for each platform instead, before any test runs.
+# the real image for each platform instead, before any test runs. BASE_SUITE=trixie: Debian 13's Python (3.13)
+# instead of bookworm's (3.11), from the same mirror (bench.side_by_side's second Python).
 set -euo pipefail
 tag=${1:-python:3.11-slim-bookworm}
+suite=${BASE_SUITE:-bookworm}
 docker=${DOCKER:-docker}
 platforms=${BASE_PLATFORMS:-linux/amd64 linux/arm64}
 if [ -n "${BASE_IMAGE_PULL:-}" ]; then
@@ -26,6 +28,12 @@ sources=/etc/apt/sources.list.d/debian.sources
 [ -f "$sources" ] || sources=/etc/apt/sources.list
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+if [ "$suite" != bookworm ]; then
+  # the machine's main archive for that suite (its security and updates suites are bookworm's)
+  awk -v suite="$suite" '/^URIs:/ && !done { print "Types: deb"; print; print "Suites: " suite; print "Components: main"; done = 1 }
+                         /^Signed-By:/ && !signed { print; signed = 1 }' "$sources" > "$work/$suite.sources"
+  sources=$work/$suite.sources
+fi
 for platform in $platforms; do
   arch=${platform#linux/}
   mmdebstrap --quiet --variant=minbase --architectures="$arch" \
@@ -33,7 +41,7 @@ for platform in $platforms; do
     --aptopt='Acquire::Check-Valid-Until "false"' \
     --customize-hook='chroot "$1" ln -sf /usr/bin/python3 /usr/local/bin/python' \
     --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
-    bookworm "$work/rootfs-$arch.tar" "$sources"
+    "$suite" "$work/rootfs-$arch.tar" "$sources"
 done
 cat > "$work/Dockerfile" <<'EOF'
 FROM scratch

@@ -27,10 +27,18 @@ def timed_build(matrix: Path, pip_conf: Path, out: Path, *extra: str, env: dict 
     if result.returncode != 0:
         # each failed target's own reason when the build got as far as its report, else what it printed last
         report = out / "report.json"
-        failed = [f"{t['id']}: {t['error']}" for t in json.loads(report.read_text())["targets"] if t["status"] != "built"] \
+        failed = ["\n".join([f"{t['id']}: {t['error']}", *t["log_tail"]]) for t in json.loads(report.read_text())["targets"]
+                  if t["status"] != "built"] \
             if report.exists() else []
         sys.exit("build failed:\n" + ("\n".join(failed) or result.stderr[-3000:]))
     return seconds, json.loads((out / "report.json").read_text())
+
+
+def thin_rocm_stack(torch: str, families: tuple[str, ...], max_layer_size: str = "") -> str:
+    """A [[torch]] entry of ROCm 7.14's thin wheels only, one image per family (none: device-all)."""
+    budget = f'max_layer_size = "{max_layer_size}"\n' if max_layer_size else ""
+    return (f'\n[[torch]]\nversion = "{torch}"\ncuda = []\nrocm = ["7.14"]\nrocm_families = {json.dumps(list(families))}\n'
+            f"{budget}")
 
 
 def pair_index(wheels: Path) -> WheelIndex:

@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import timed_build
+from bench.common import thin_rocm_stack, timed_build
 from buildkit.adapters import engine
 from buildkit.adapters.bundled import shipped_compat
 from testkit.builds import index_pip_conf, team_matrix
@@ -35,21 +35,7 @@ BUDGET_MB = 100  # 10 GB at the doubles' scale
 INCLUDE = '[{ torch = "2.15.0", python = "3.11", flavor = "runtime" }, { torch = "2.14.1", python = "3.11", flavor = "runtime" }]'
 # torch 2.15.0 builds the family images; the device-all image is the same torch as a stack of its own
 # (2.14.1 on the same index, so that both stacks resolve the same package sizes)
-STACKS = f'''
-[[torch]]
-version = "2.15.0"
-cuda = []
-rocm = ["7.14"]
-rocm_families = {json.dumps(list(FAMILIES))}
-max_layer_size = "{BUDGET_MB}MB"
-
-[[torch]]
-version = "2.14.1"
-cuda = []
-rocm = ["7.14"]
-rocm_families = []
-max_layer_size = "{BUDGET_MB}MB"
-'''
+STACKS = thin_rocm_stack("2.15.0", FAMILIES, f"{BUDGET_MB}MB") + thin_rocm_stack("2.14.1", (), f"{BUDGET_MB}MB")
 
 
 def installed_layers(out: Path, target: dict) -> dict[str, int]:
@@ -68,7 +54,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         wheels = thin_rocm_index(folder / "2.14", "pytorch", torch_archs, device_archs).wheels
-        wheels += [wheel for wheel in thin_rocm_index(folder / "2.15", "pytorch", torch_archs, device_archs, "2.15.0", "0.30.0").wheels
+        wheels += [wheel for wheel in thin_rocm_index(folder / "2.15", "pytorch", torch_archs, device_archs, "2.15.0").wheels
                    if wheel.name.startswith(("torch-", "torchvision-"))]
         index = WheelIndex({"rocm7.14": wheels, "simple": []}).start()
         try:

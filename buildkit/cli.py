@@ -27,6 +27,7 @@ from buildkit.app.targets import (
     SourceOptions,
     find_matrix,
     github_matrix,
+    plan_json,
     select_targets,
     target_json,
     validate_selection,
@@ -114,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_options(plan, source=True)
     plan.add_argument("--format", choices=views.PLAN_FORMATS, default=views.PLAN_FORMATS[0],
                       help="table (default), json, github (an Actions matrix), or ids (one target id per line)")
+    plan.add_argument("--layers", action="store_true",
+                      help="with --format json: each target's layers, keyed by what determines their files, and how many "
+                           "other selected targets hold each (every target is planned before the first is printed)")
 
     render = _command(commands, "render", help="write one Dockerfile per target into a folder tree")
     _selection_options(render, source=True)
@@ -394,9 +398,12 @@ def cmd_matrix_show(args: argparse.Namespace, out: Console, err: Console) -> int
 
 
 def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.layers and args.format != "json":
+        raise UserError(Problem("--layers", "adds the layers to --format json's objects; add --format json, or leave --layers out"))
     selection = select_targets(_choices(args))
     if args.format == "json":
-        views.write_json_array(sys.stdout, map(target_json, selection.iter_plan()))
+        streamed = selection.iter_plan()
+        views.write_json_array(sys.stdout, plan_json(streamed) if args.layers else map(target_json, streamed))
         return EXIT_OK
     if args.format == "ids":
         sys.stdout.writelines(f"{target.id}\n" for target in selection.targets)

@@ -1,7 +1,7 @@
 """A second, throwaway dockerd for tests: its own socket, data and exec folders, and a bridge of its own (a
 daemon started with `--bridge none` takes the host's docker0 with it when it stops). The local base image is
 loaded into it, so it starts with an empty build cache and nothing else, as a fresh CI runner or a remote
-builder does. A docker context names it, so buildkit can build there with `--builder CONTEXT`. It takes the
+builder does (a puller may start with no image at all). A docker context names it, so buildkit can build there with `--builder CONTEXT`. It takes the
 host engine's configuration (/etc/docker/daemon.json); `classic` turns the containerd image store off in it,
 as on an engine before Docker 29 that never turned it on."""
 
@@ -39,7 +39,7 @@ class SpareEngine:
         """The environment of a process that talks to this engine (DOCKER_HOST)."""
         return {**os.environ, "DOCKER_HOST": f"unix://{self.socket}", "BUILDKIT_DOCKER": self.docker}
 
-    def start(self, base_image: str, context: bool = False) -> SpareEngine:
+    def start(self, *base_images: str, context: bool = False) -> SpareEngine:
         tag = uuid.uuid4().hex[:8]
         self.root = root = Path(f"/tmp/bk-engine-{tag}")  # short: unix socket paths are limited to 108 bytes
         root.mkdir()
@@ -63,9 +63,10 @@ class SpareEngine:
                 self.stop()
                 raise RuntimeError("the spare dockerd did not start: " + self.log.read_text()[-2000:])
             time.sleep(0.5)
-        save = subprocess.Popen([self.docker, "save", base_image], stdout=subprocess.PIPE)
-        subprocess.run([self.docker, "load"], stdin=save.stdout, env=self.env, check=True, capture_output=True)
-        save.wait()
+        for base_image in base_images:
+            save = subprocess.Popen([self.docker, "save", base_image], stdout=subprocess.PIPE)
+            subprocess.run([self.docker, "load"], stdin=save.stdout, env=self.env, check=True, capture_output=True)
+            save.wait()
         if context:
             self.context = f"bk-{tag}"
             subprocess.run([self.docker, "context", "create", self.context, "--docker", f"host=unix://{self.socket}"],

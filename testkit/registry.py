@@ -253,22 +253,34 @@ MANIFEST_TYPES = ("application/vnd.oci.image.index.v1+json, application/vnd.oci.
                   "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
 
 
+def _manifest(address: str, repository: str, reference: str) -> dict:
+    response = requests.get(f"http://{address}/v2/{repository}/manifests/{reference}", headers={"Accept": MANIFEST_TYPES}, timeout=30)
+    response.raise_for_status()
+    return response.json()
+
+
 def layer_media_types(address: str, repository: str, reference: str) -> set[str]:
     """The media types of the layers a reference holds: an image's, every image's of an index (attestation
     manifests aside), or a BuildKit registry cache's (whose index lists the layers themselves)."""
-    def manifest(ref: str) -> dict:
-        response = requests.get(f"http://{address}/v2/{repository}/manifests/{ref}", headers={"Accept": MANIFEST_TYPES}, timeout=30)
-        response.raise_for_status()
-        return response.json()
-
-    document = manifest(reference)
+    document = _manifest(address, repository, reference)
     types = {layer["mediaType"] for layer in document.get("layers", [])}
     for entry in document.get("manifests", []):
         if ".layer." in entry["mediaType"]:
             types.add(entry["mediaType"])
         elif "manifest" in entry["mediaType"] and entry.get("platform", {}).get("os") != "unknown":
-            types |= {layer["mediaType"] for layer in manifest(entry["digest"]).get("layers", [])}
+            types |= {layer["mediaType"] for layer in _manifest(address, repository, entry["digest"]).get("layers", [])}
     return types
+
+
+def image_layers(address: str, repository: str, reference: str, platform: str = "linux/amd64") -> list[tuple[str, int]]:
+    """An image's layers as the registry stores them, from the bottom: (digest, compressed bytes); of an index,
+    its image for `platform`."""
+    document = _manifest(address, repository, reference)
+    for entry in document.get("manifests", []):
+        if "/".join((entry.get("platform", {}).get("os", ""), entry.get("platform", {}).get("architecture", ""))) == platform:
+            document = _manifest(address, repository, entry["digest"])
+            break
+    return [(layer["digest"], int(layer["size"])) for layer in document.get("layers", [])]
 
 
 class Seeder:

@@ -25,6 +25,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildkit.adapters.bundled import shipped_compat
 from testkit.wheels import TORCH_DOUBLE, VERSION_DOUBLE, build_wheel, companion_double
 
 ROCM = "7.14"
@@ -58,11 +59,11 @@ def _blob(size: int, seed: str) -> bytes:
 
 
 def _package(folder: Path, name: str, version: str, megabytes: float, requires: list[str] = (),
-             extras: dict[str, list[str]] | None = None, module: str = "") -> Path:
+             extras: dict[str, list[str]] | None = None, module: str = "", scale: float = SCALE) -> Path:
     """A distribution whose payload is `megabytes` (scaled) of incompressible data under its own module."""
     module = module or "_" + name.replace("-", "_")
     files = {f"{module}/__init__.py": f'"""TEST DOUBLE of {name} {version}."""\n',
-             f"{module}/payload.bin": _blob(megabytes * MB * SCALE, f"{name} {version}")}
+             f"{module}/payload.bin": _blob(megabytes * MB * scale, f"{name} {version}")}
     requirements = list(requires)
     for extra, wanted in (extras or {}).items():
         requirements += [f'{requirement}; extra == "{extra}"' for requirement in wanted]
@@ -82,9 +83,14 @@ class ThinIndex:
 
 
 def thin_rocm_index(folder: Path, layout: str, torch_archs: tuple[str, ...], device_archs: tuple[str, ...],
-                    torch: str = "2.14.1", vision: str = "0.29.1") -> ThinIndex:
-    """The wheels of one thin ROCm 7.14 index: torch (its kernels for `torch_archs`), torchvision, the rocm meta
-    package, rocm-sdk-core/-libraries and the device packages of `device_archs` (the ISAs the index serves)."""
+                    torch: str = "2.14.1", scale: float = SCALE) -> ThinIndex:
+    """The wheels of one thin ROCm 7.14 index: torch (its kernels for `torch_archs`), torchvision (the release the
+    compatibility data says was published with it, which the images pin), the rocm meta package,
+    rocm-sdk-core/-libraries and the device packages of `device_archs` (the ISAs the index serves), at `scale`
+    of the real sizes."""
+    release = shipped_compat().torch_release(torch)
+    vision = release.companion_version("torchvision", torch) if release else None
+    assert vision, f"the compatibility data names no torchvision for torch {torch}"
     local = "rocm7.14" if layout == "pytorch" else "rocm7.14.0"
     version = f"{torch}+{local}"
     rocm_devices = {gfx: f"rocm-sdk-device-{gfx}=={ROCM_RELEASE}" for gfx in device_archs}
@@ -94,9 +100,9 @@ def thin_rocm_index(folder: Path, layout: str, torch_archs: tuple[str, ...], dev
             **{f"device-{gfx}": [requirement] for gfx, requirement in rocm_devices.items()},
             "device-all": list(rocm_devices.values()),
         }),
-        _package(folder, "rocm-sdk-core", ROCM_RELEASE, HOST_MB["rocm-sdk-core"]),
-        _package(folder, "rocm-sdk-libraries", ROCM_RELEASE, HOST_MB["rocm-sdk-libraries"], [f"rocm-sdk-core=={ROCM_RELEASE}"]),
-        *(_package(folder, f"rocm-sdk-device-{gfx}", ROCM_RELEASE, device_mb(gfx), [f"rocm-sdk-libraries=={ROCM_RELEASE}"])
+        _package(folder, "rocm-sdk-core", ROCM_RELEASE, HOST_MB["rocm-sdk-core"], scale=scale),
+        _package(folder, "rocm-sdk-libraries", ROCM_RELEASE, HOST_MB["rocm-sdk-libraries"], [f"rocm-sdk-core=={ROCM_RELEASE}"], scale=scale),
+        *(_package(folder, f"rocm-sdk-device-{gfx}", ROCM_RELEASE, device_mb(gfx), [f"rocm-sdk-libraries=={ROCM_RELEASE}"], scale=scale)
           for gfx in device_archs),
         companion_double(folder, "torchvision", vision, local, torch),
     ]
@@ -106,13 +112,13 @@ def thin_rocm_index(folder: Path, layout: str, torch_archs: tuple[str, ...], dev
         requires = [f"rocm[libraries]=={ROCM}.*"]
         devices = {gfx: f"amd-torch-device-{gfx}=={version}" for gfx in device_archs}
         extras = {**{f"device-{gfx}": [requirement] for gfx, requirement in devices.items()}, "device-all": list(devices.values())}
-        wheels += [_package(folder, f"amd-torch-device-{gfx}", version, AMD_TORCH_DEVICE_MB, [rocm_devices[gfx]])
+        wheels += [_package(folder, f"amd-torch-device-{gfx}", version, AMD_TORCH_DEVICE_MB, [rocm_devices[gfx]], scale=scale)
                    for gfx in device_archs]
     files = {
         "torch/__init__.py": TORCH_DOUBLE.format(local=local, version=version),
         "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=None, hip=HIP),
         "torch/cuda/__init__.py": ROCM_CUDA_DOUBLE.format(archs=list(torch_archs)),
-        "torch/lib/libtorch_hip.so": _blob(TORCH_MB[layout] * MB * SCALE, f"torch {version} {layout}"),
+        "torch/lib/libtorch_hip.so": _blob(TORCH_MB[layout] * MB * scale, f"torch {version} {layout}"),
     }
     extra_lines = [f'{requirement}; extra == "{extra}"' for extra, wanted in extras.items() for requirement in wanted]
     wheels.append(build_wheel(folder, "torch", version, files, requires=requires + extra_lines, provides_extras=list(extras)))

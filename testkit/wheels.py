@@ -42,8 +42,9 @@ def _record_line(name: str, data: bytes) -> str:
 
 
 def build_wheel(folder: Path, name: str, version: str, files: dict[str, str | bytes], requires: list[str] = (),
-                provides_extras: list[str] = ()) -> Path:
-    """A valid py3-none-any wheel with the given files (large ones stored: deflating random bytes gains nothing)."""
+                provides_extras: list[str] = (), tag: str = "py3-none-any") -> Path:
+    """A valid wheel with the given files (large ones stored: deflating random bytes gains nothing), py3-none-any
+    unless `tag` names another (cp311-cp311-linux_x86_64: one built for one Python)."""
     distribution = name.replace("-", "_")
     dist_info = f"{distribution}-{version}.dist-info"
     metadata = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Provides-Extra: {e}\n" for e in provides_extras)
@@ -51,12 +52,13 @@ def build_wheel(folder: Path, name: str, version: str, files: dict[str, str | by
     contents = {
         **{path: data.encode() if isinstance(data, str) else data for path, data in files.items()},
         f"{dist_info}/METADATA": metadata.encode(),
-        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: buildkit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist_info}/WHEEL": (f"Wheel-Version: 1.0\nGenerator: buildkit-tests\nRoot-Is-Purelib: {str(tag.endswith('-any')).lower()}\n"
+                               f"Tag: {tag}\n").encode(),
     }
     record = [_record_line(path, data) for path, data in contents.items()] + [f"{dist_info}/RECORD,,"]
     contents[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{distribution}-{version}-py3-none-any.whl"
+    path = folder / f"{distribution}-{version}-{tag}.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for member, data in contents.items():
             archive.writestr(member, data, zipfile.ZIP_STORED if len(data) > 1 << 20 else zipfile.ZIP_DEFLATED)

@@ -33,6 +33,7 @@ from buildkit.core.host.facts import HostFacts
 from buildkit.core.install_plan import layer_name
 from buildkit.core.judge import Verdict
 from buildkit.core.labels import build_stamp_labels
+from buildkit.core.layer_sharing import OS, BuiltLayer, LayerKeys, NodeCost, node_costs
 from buildkit.core.parity import Parity, compare
 from buildkit.core.plan import Note
 from buildkit.core.release import Outcome
@@ -100,6 +101,15 @@ class TargetResult:
         return [(layer_name(step), size) for step, size in self.history if size]
 
     @property
+    def built_layers(self) -> list[BuiltLayer]:
+        """Its layers from the bottom with their sizes and names: each history entry with content is one layer
+        of its RootFS, in order ([] where the engine's history does not line up with its layers)."""
+        sizes = self.layer_sizes
+        if len(sizes) != len(self.layers):
+            return []
+        return [BuiltLayer(digest, size, name) for digest, (name, size) in zip(self.layers, sizes)]
+
+    @property
     def efficiency(self) -> float | None:
         """Bytes in the image's layers over the bytes its final filesystem holds: 1.0 means no layer carries
         files that a later layer deletes or replaces."""
@@ -121,6 +131,8 @@ class PairResult:
 class BuildRun:
     results: list[TargetResult]
     pairs: list[PairResult]
+    # per built image: what a node holding another image of the run pays to add it (core/layer_sharing.py)
+    shares: dict[str, list[NodeCost]] = field(default_factory=dict)
     interrupted: bool = False
     engine_lost: bool = False
     engine_host: str | None = None  # the engine the images are in (a docker-context builder's), None: the default
@@ -258,15 +270,18 @@ class BuildRunner:
         return replace(request, **changes)
 
     def build_prefix(self, item: Rendered) -> None:
-        """The twins' shared stage, once per pair; a failure here shows again in each twin's own build."""
+        """The shared stage of the targets that have it in common (a pair's twins, a stack's family images), once,
+        before any of them: built side by side, each would make its own OS layers, and images that could share
+        them would not. A failure here shows again in each target's own build."""
         if self.cancel.is_set():
             return
         target = item.target
-        log = self.options.out / "logs" / f"{target.pair}-shared.log"
+        name = target.pair or target.id
+        log = self.options.out / "logs" / f"{name}-shared.log"
         log.unlink(missing_ok=True)
-        cache = prefix_cache(target) if self.options.registry_cache else CacheRefs()
+        cache = prefix_cache(target) if self.options.registry_cache and target.pair else CacheRefs()
         buildx.run_build(self.builder, self._request(item, stage=SHARED_STAGE, cache=cache, provenance=False), log,
-                         lambda line: self.display.line(f"{target.pair} (shared)", line), self.redact, self.cancel, self.environment,
+                         lambda line: self.display.line(f"{name} (shared)", line), self.redact, self.cancel, self.environment,
                          within=self.options.out)
 
     def build_one(self, item: Rendered) -> TargetResult:
@@ -395,8 +410,13 @@ class BuildRunner:
         return results, interrupted
 
     def run(self, rendered: tuple[Rendered, ...]) -> BuildRun:
-        prefixes = {item.target.pair: item for item in rendered if item.target.pair}
-        _, interrupted = self._in_parallel(self.build_prefix, list(prefixes.values()))
+        # one shared stage per group of targets whose OS layers are the same (core/layer_sharing.py's `os` key)
+        keys = LayerKeys()
+        groups: dict[str, list[Rendered]] = {}
+        for item in rendered:
+            groups.setdefault(next(layer.key for layer in keys.of(item) if layer.name == OS), []).append(item)
+        prefixes = [items[0] for items in groups.values() if len(items) > 1 or items[0].target.pair]
+        _, interrupted = self._in_parallel(self.build_prefix, prefixes)
         results: dict[str, TargetResult] = {}
         if not interrupted:
             results, interrupted = self._in_parallel(self.build_one, list(rendered))
@@ -406,7 +426,8 @@ class BuildRunner:
             for item in rendered
         ]
         self._tag_pairs(rendered, ordered)
-        return BuildRun(ordered, pair_results(ordered, self.vendor_packages), interrupted=interrupted, engine_lost=self.engine_lost)
+        shares = node_costs({r.id: r.built_layers for r in ordered if r.status is BuildStatus.BUILT and r.built_layers})
+        return BuildRun(ordered, pair_results(ordered, self.vendor_packages), shares, interrupted=interrupted, engine_lost=self.engine_lost)
 
 
 @dataclass(frozen=True)

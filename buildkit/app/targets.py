@@ -11,7 +11,7 @@ import gc
 import os
 import secrets
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,6 +22,7 @@ from buildkit.adapters.regular_files import describe_path
 from buildkit.adapters.template_worker import TemplateWorker
 from buildkit.core import grammar
 from buildkit.core.fields import Rule, emptied_by
+from buildkit.core.layer_sharing import LayerKeys, holders
 from buildkit.core.matrix import Matrix, parse_selectors
 from buildkit.core.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
 from buildkit.core.render import PlannedImage, Rendered, Renderer, template_name
@@ -253,6 +254,19 @@ def target_json(item: PlannedImage) -> dict:
         "labels": dict(item.labels),
         "unconfirmed": list(target.unconfirmed),
     }
+
+
+def plan_json(planned: Iterable[PlannedImage]) -> Iterator[dict]:
+    """`plan --format json --layers`: each target's contract object with its layers from the bottom, each keyed by what
+    determines its files (core/layer_sharing.py): images whose layers have the same key share that blob, and
+    `shared_by` counts the other selected images that hold it (the build report adds the bytes a node pays)."""
+    items = tuple(planned)
+    keys = LayerKeys()
+    layers = [keys.of(item) for item in items]
+    held = holders(layers)
+    for item, own in zip(items, layers):
+        yield {**target_json(item), "layers": [{"name": layer.name, "key": layer.key, "python_neutral": layer.python_neutral,
+                                                "shared_by": held[layer.key] - 1} for layer in own]}
 
 
 def github_matrix(planned: tuple[PlannedImage, ...]) -> dict:

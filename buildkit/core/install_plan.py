@@ -6,11 +6,21 @@ its own, all at once, into a folder laid out as the venv holds it, and the image
 their own (`COPY --link`), in this order:
 
 1. each of the backend version's large dependencies (compat `layers`: cuDNN, cuBLAS, NCCL…; rocm-sdk-core and
-   rocm-sdk-libraries), a layer each, so a pull fetches them in parallel and a registry's layer limit holds;
-2. `dependencies`: everything else torch and its companions need, in one layer;
-3. `torch` itself, whose stage also narrows a thin wheel's requirement on device code, applies a fat wheel's
+   rocm-sdk-libraries), a layer each, so a pull fetches them in parallel and a registry's layer limit holds:
+   first those built for any Python (the vendor's library wheels), then the rest (triton);
+2. the vendor's other library wheels together (`nvidia-libraries`: nvrtc, curand, nvjitlink…), for any Python;
+3. `dependencies`: everything else torch needs, in one layer;
+4. `torch` itself, whose stage also narrows a thin wheel's requirement on device code, applies a fat wheel's
    arch trim, and writes torch's exact build as the constraint of every later install;
-4. for thin ROCm wheels, the device code of each gfx target the image carries, a layer per target.
+5. `companions`: torchvision and the others built with torch, which change when torch does;
+6. for thin ROCm wheels, the device code of each gfx target the image carries, a layer per target.
+
+What changes most often comes last: a node holding yesterday's nightly pulls the layers from torch's up, and
+a node holding one family image pulls another's device layers only. A layer whose distributions are all the
+vendor's library wheels (`python_neutral`) is installed without bytecode: its files, and so its digest, are
+the same in the images of every Python of a stack (their venvs keep site-packages in one Python-neutral
+folder). Every layer's files carry one fixed timestamp, so a layer rebuilt from the same wheels, on any day
+and any builder, is the same blob.
 
 The image proves the backend (check-backend) as soon as the layers are in, before anything is installed on
 torch. Stages run side by side (a cold build's downloads and installs overlap), and a copied layer does not
@@ -26,22 +36,29 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
+from fnmatch import fnmatchcase
 from functools import cached_property
 
 from buildkit.core.compat import Compat
 from buildkit.core.plan import Target
 from buildkit.core.source import SOURCE_FLAVOR
 from buildkit.core.trim import LIBRARY_DIRS, trim_for
+from buildkit.core.vendors import Vendor
 
 DEPENDENCIES = "dependencies"
 TORCH = "torch"
+COMPANIONS = "companions"
 DEVICE_PREFIX = "device-"
+_REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
 class InstallLayer:
-    name: str  # a distribution name, `dependencies`, `torch` or device-<gfx>; also the name of its plan file
-    packages: tuple[str, ...]  # the distributions of the resolution it installs ((): whatever no other layer takes)
+    name: str  # a distribution name, nvidia-libraries, `dependencies`, `torch`, `companions` or device-<gfx>; also its plan file's
+    # the distributions of the resolution it installs: names, or fnmatch patterns that take what no name does
+    # ((): whatever no other layer takes)
+    packages: tuple[str, ...]
+    python_neutral: bool = False  # only wheels built for any Python: no bytecode, the same files under every Python
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,11 @@ class TorchInstall:
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
 
 
+def python_neutral(vendor: Vendor, packages: tuple[str, ...]) -> bool:
+    """Whether a layer of these distributions holds only the vendor's library wheels, built for any Python."""
+    return bool(packages) and all(any(fnmatchcase(name, pattern) for pattern in vendor.library_distributions) for name in packages)
+
+
 def install_inputs(target: Target) -> tuple:
     """Everything of a target that torch_install reads (its key: the targets of one stack and backend version,
     whatever their Python and flavor, install torch alike, so a plan computes each install once)."""
@@ -88,11 +110,12 @@ def install_inputs(target: Target) -> tuple:
 def torch_install(target: Target, compat: Compat) -> TorchInstall:
     release = compat.backend(target.backend, target.backend_version)
     layout = compat.layout_of(release) if release else None
+    vendor = target.vendor_record
     torch = target.torch_requirement
     narrowing = None
     device: list[InstallLayer] = []
     if layout is not None:
-        device = [InstallLayer(f"{DEVICE_PREFIX}{gfx}", packages) for gfx, packages in target.device_code]
+        device = [InstallLayer(f"{DEVICE_PREFIX}{gfx}", packages, python_neutral(vendor, packages)) for gfx, packages in target.device_code]
         narrowed = target.archs != target.wheel_archs
         extras = layout.arch_extras(target.archs) if narrowed else (layout.all_extra,)
         if layout.extras_of == "torch":
@@ -105,7 +128,12 @@ def torch_install(target: Target, compat: Compat) -> TorchInstall:
     if trim and not trim.by_packages:
         fat_trim = {"removed": trim.removed_pattern, "kept": trim.kept_pattern, "library_dirs": list(LIBRARY_DIRS),
                     "removed_archs": list(trim.removed), "kept_archs": list(trim.kept)}
-    layers = (*(InstallLayer(name, (name,)) for name in target.layers), InstallLayer(DEPENDENCIES, ()), InstallLayer(TORCH, ("torch",)), *device)
+    large = [InstallLayer(name, (name,), python_neutral(vendor, (name,))) for name in target.layers]
+    libraries = [InstallLayer(vendor.libraries_layer, vendor.library_distributions, True)] if vendor.libraries_layer else []
+    companions = tuple(found.group() for found in map(_REQUIREMENT_NAME.match, target.companions) if found)
+    layers = (*(layer for layer in large if layer.python_neutral), *libraries, *(layer for layer in large if not layer.python_neutral),
+              InstallLayer(DEPENDENCIES, ()), InstallLayer(TORCH, ("torch",)),
+              *([InstallLayer(COMPANIONS, companions)] if companions else []), *device)
     return TorchInstall(
         index_url=target.index_url, requirements=(torch, *target.companions), layers=layers, backend=target.backend,
         backend_version=target.backend_version, max_layer_size=target.max_layer_size, narrowing=narrowing,

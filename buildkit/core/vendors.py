@@ -75,6 +75,13 @@ class Vendor:
     jit_arch_prefix: str  # a build's JIT-compiled arch (PTX: compute_120) serves newer GPUs; "" when there is none
     k8s_affinity: str  # whose node labels place its workloads: gfd (GPU Feature Discovery) | amd-labeller
     routing_rank: int  # a host with as many GPUs of each vendor goes to the higher rank
+    # The distributions (fnmatch patterns of their names) that carry the vendor's native libraries as wheels
+    # built for any Python (`py3-none-<platform>`): an image installs them in layers whose files do not depend
+    # on its Python, so the images of every Python of a stack share them.
+    library_distributions: tuple[str, ...] = ()
+    # The layer that takes every such distribution no layer of its own names (the backend version's compat
+    # `layers`); "" when those layers take them all.
+    libraries_layer: str = ""
 
     @property
     def names_gfx_targets(self) -> bool:
@@ -163,6 +170,12 @@ NVIDIA = Vendor(
     jit_arch_prefix="compute_",
     k8s_affinity="gfd",
     routing_rank=1,  # a host with as many GPUs of each vendor is routed to NVIDIA, as docs/routing-and-kubernetes.md says
+    # Every nvidia-* wheel torch 2.14.1+cu130 requires is py3-none-manylinux (the wheels on this machine's index:
+    # nvidia_cudnn_cu13-9.24.0.43-py3-none-manylinux_2_27_x86_64.whl, nvidia_cuda_nvrtc-13.0.88-py3-none-…); the
+    # ones compat `layers` does not name (nvrtc, nvshmem, curand, nvjitlink, cupti, the runtime, cufile, nvtx:
+    # about 500 MB installed) go together in one layer.
+    library_distributions=("nvidia-*",),
+    libraries_layer="nvidia-libraries",
 )
 AMD = Vendor(
     name="amd",
@@ -205,6 +218,11 @@ AMD = Vendor(
     jit_arch_prefix="",
     k8s_affinity="amd-labeller",
     routing_rank=0,
+    # TheRock's ROCm wheels are py3-none-<platform> (rocm_sdk_core-7.10.0a20251020-py3-none-win_amd64.whl in
+    # ROCm/TheRock#1848, rocm_sdk_libraries_gfx120x_all-7.9.0rc20251008-py3-none-linux_x86_64.whl in
+    # vladmandic/sdnext#4737); rocm-sdk-core, rocm-sdk-libraries and the device packages all have layers of their
+    # own, so no layer gathers the rest.
+    library_distributions=("rocm-sdk-*",),
 )
 
 VENDORS = (NVIDIA, AMD)

@@ -15,6 +15,11 @@ carries out is buildkit/core/install_plan.py's, written next to it as torch-inst
         a stage of its own, all of them at once, and the image copies each ROOT in as one layer. torch's
         layer also narrows a thin wheel's requirement on device code, trims a fat wheel's unused archs and
         writes torch's exact build as the constraint of every later install.
+        The layer is reproducible: the same wheels give the same files, byte for byte, on any day and any
+        builder (every timestamp LAYER_EPOCH, bytecode compiled after it and recorded in RECORD, no record of
+        the download folder). The venv keeps site-packages in a Python-neutral folder (lib/python3.X/
+        site-packages is a link to it), and a layer of wheels built for any Python (`python_neutral`) gets no
+        bytecode: its files are then the same under every Python, and so is its digest.
     python /buildkit/install.py check-backend cuda|rocm VERSION
         the backend check: the image runs it as soon as torch's layers are in place, before anything else is
         installed on them.
@@ -33,10 +38,17 @@ Each command exits non-zero with one line saying what is wrong: the line `buildk
 failing step's reason.
 """
 
+import base64
+import compileall
+import csv
+import fnmatch
+import hashlib
 import importlib.metadata
 import importlib.util
+import io
 import json
 import os
+import py_compile
 import re
 import shutil
 import subprocess
@@ -52,6 +64,13 @@ USAGE = ("usage: install.py resolve PLAN OUT | install.py layer LAYER.json ROOT 
          "install.py check-backend cuda|rocm VERSION")
 # uv's downloads and built wheels go in the build's pip cache mount: no layer holds them
 UV_CACHE = "/root/.cache/pip/uv"
+# Every file of a layer carries this time (1980-01-01, the earliest a wheel's zip can record): a layer rebuilt
+# from the same wheels on another day is the same blob. Not SOURCE_DATE_EPOCH, which a nightly sets to its own
+# day or commit: the layer of an unchanged wheel must not change with it.
+LAYER_EPOCH = 315532800
+# What installers write about the install itself rather than the package: the download folder (direct_url.json,
+# as if installed from a file) and the wheel file's own timestamp (uv's). They would differ on every build.
+INSTALL_RECORDS = ("direct_url.json", "uv_cache.json")
 
 
 def canonical(name):
@@ -107,7 +126,7 @@ def uv_index_arguments(config_path, cert):
     parser = configparser.RawConfigParser()
     if config_path:
         parser.read(config_path)
-    value = {}
+    value = {}  # type: dict[str, str]
     for section in ("global", "install"):
         if parser.has_section(section):
             value.update(parser.items(section))
@@ -127,6 +146,12 @@ def uv_index_arguments(config_path, cert):
 def site_packages(root=""):
     """The venv's site-packages folder as it lies under `root` ("": the venv itself)."""
     return root + sysconfig.get_path("purelib")
+
+
+def layer_site(root):
+    """Where a layer's site-packages lie under `root`: the folder the venv's site-packages link names (the
+    same for every Python), or site-packages itself in a venv without the link."""
+    return root + os.path.realpath(site_packages())
 
 
 # --- resolve ----------------------------------------------------------------------------------------------
@@ -168,7 +193,7 @@ def uv_compile(requirements, index_url, pre):
             pins = [_PIN_RE.match(line.strip()) for line in handle if line.strip() and not line.startswith(("#", " "))]
     if not all(pins):
         sys.exit("resolving: uv wrote a requirement that is not an exact pin")
-    return [(found.group(1), found.group(2)) for found in pins]
+    return [(found.group(1), found.group(2)) for found in pins if found]
 
 
 def with_extras(requirement, name, drop, add):
@@ -212,8 +237,9 @@ def resolve(plan_path, out):
     with open(plan_path, encoding="utf-8") as handle:
         plan = json.load(handle)
     installed = venv_distributions()
-    owner = {canonical(package): layer["name"] for layer in plan["layers"] for package in layer["packages"]}
-    shares = {layer["name"]: [] for layer in plan["layers"]}
+    owner = {canonical(package): layer["name"] for layer in plan["layers"] for package in layer["packages"] if "*" not in package}
+    patterns = [(package, layer["name"]) for layer in plan["layers"] for package in layer["packages"] if "*" in package]
+    shares = {layer["name"]: [] for layer in plan["layers"]}  # type: dict[str, list[str]]
     for name, version in sorted(set(resolution(plan))):
         held = installed.get(canonical(name))
         if held == version:
@@ -221,11 +247,13 @@ def resolve(plan_path, out):
         if held is not None:
             sys.exit(f"resolving: torch's install needs {name}=={version}, and the image's venv holds {name} {held}, which "
                      "its layers cannot replace (each is copied over the venv): pin the venv's tools to match")
-        shares[owner.get(canonical(name), DEPENDENCIES)].append(f"{name}=={version}")
+        matched = next((layer for pattern, layer in patterns if fnmatch.fnmatchcase(canonical(name), pattern)), DEPENDENCIES)
+        shares[owner.get(canonical(name), matched)].append(f"{name}=={version}")
     os.makedirs(out, exist_ok=True)
+    neutral = {layer["name"]: layer["python_neutral"] for layer in plan["layers"]}
     for name, pins in shares.items():
         layer = {"name": name, "packages": pins, "index_url": plan["index_url"], "pre": plan["pre"],
-                 "max_layer_size": plan["max_layer_size"], "installer": plan["installer"]}
+                 "max_layer_size": plan["max_layer_size"], "installer": plan["installer"], "python_neutral": neutral[name]}
         if name == TORCH_LAYER:
             # what the torch layer does is the same for every family image of a stack (their device code comes
             # after it), so its share of the plan names no arch: the layer is built once and shared
@@ -258,9 +286,9 @@ def check_sizes(layer, files):
 
 def installed_torch(root):
     """The torch distribution installed under `root`."""
-    found = list(importlib.metadata.distributions(name="torch", path=[site_packages(root)]))
+    found = list(importlib.metadata.distributions(name="torch", path=[layer_site(root)]))
     if not found:
-        sys.exit(f"torch's layer holds no torch under {site_packages(root)}")
+        sys.exit(f"torch's layer holds no torch under {layer_site(root)}")
     return found[0]
 
 
@@ -304,20 +332,97 @@ def trim_archs(trim, root):
 def install_files(layer, files, root):
     """Install downloaded wheels (and sdists) under `root` as the venv's prefix holds them, without resolving
     again: --no-deps, the resolution is exact. uv takes the wheels (unpacked once, hard-linked into place); an
-    sdist (the rocm meta package on a real index) is pip's, which builds it with a build backend from the index."""
+    sdist (the rocm meta package on a real index) is pip's, which builds it with a build backend from the index.
+    No bytecode yet: it is compiled once the files have their final timestamps (reproducible). The files go to
+    the venv's Python-neutral site-packages folder where it has one."""
     prefix = root + sys.prefix
     wheels = [path for path in files if path.endswith(".whl")]
     if layer["installer"] == "uv" and wheels:
         # no cache: the files are hard-linked from uv's scratch copy on this filesystem, not copied out of a cache mount
         uv("install", ["--no-deps", "--no-index", "--no-cache", "--prefix", prefix, *wheels], f"installing {layer['name']}",
-           {"UV_LINK_MODE": "hardlink"})
+           {"UV_LINK_MODE": "hardlink", "UV_COMPILE_BYTECODE": "0"})
         files = [path for path in files if path not in wheels]
     if files:
-        pip(["install", "--no-deps", "--ignore-installed", "--quiet", "--prefix", prefix,
+        pip(["install", "--no-deps", "--ignore-installed", "--no-compile", "--quiet", "--prefix", prefix,
              *index_arguments(layer["index_url"], layer["pre"]), *files], f"installing {layer['name']}")
     lock = os.path.join(prefix, ".lock")  # uv's lock on the environment it installed into, not part of it
     if os.path.exists(lock):
         os.remove(lock)
+    installed, site = site_packages(root), layer_site(root)
+    if installed != site and os.path.isdir(installed):
+        os.makedirs(os.path.dirname(site), exist_ok=True)
+        os.rename(installed, site)
+        if not os.listdir(os.path.dirname(installed)):
+            os.rmdir(os.path.dirname(installed))  # lib/python3.X: in the image, the venv's own link stands there
+
+
+def built_for_any_python(path):
+    """Whether a downloaded file is a wheel whose ABI tags are all `none` (nvidia_cublas-…-py3-none-manylinux…):
+    no extension module, no file that depends on the Python it is installed for."""
+    name = os.path.basename(path)
+    return name.endswith(".whl") and all(abi == "none" for abi in name[:-4].split("-")[-2].split("."))
+
+
+def _records(site):
+    if not os.path.isdir(site):  # a layer of scripts or data alone
+        return []
+    return sorted(os.path.join(site, name, "RECORD") for name in os.listdir(site) if name.endswith(".dist-info"))
+
+
+def _read_record(path):
+    with open(path, encoding="utf-8", newline="") as handle:
+        return [row for row in csv.reader(handle) if row]
+
+
+def _write_record(path, rows):
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(rows)
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text.getvalue())
+
+
+def forget_install_records(site):
+    """Remove what the installer wrote about this install (INSTALL_RECORDS) from each dist-info and its RECORD:
+    the package reads as installed from its index, which it was."""
+    for record in _records(site):
+        folder = os.path.dirname(record)
+        gone = {f"{os.path.basename(folder)}/{name}" for name in INSTALL_RECORDS if os.path.exists(os.path.join(folder, name))}
+        for path in gone:
+            os.remove(os.path.join(site, path))
+        if gone:
+            _write_record(record, [row for row in _read_record(record) if row[0] not in gone])
+
+
+def compile_bytecode(root, site):
+    """Bytecode for every module of the layer, as pip and uv compile it (timestamp pycs), naming each source by
+    its path in the image rather than under `root`; then each pyc in its distribution's RECORD, as installers
+    list them, so an uninstall removes it too. The same sources at the same timestamps give the same pycs."""
+    if os.path.isdir(site):
+        compileall.compile_dir(site, quiet=2, workers=0, stripdir=root,
+                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    for record in _records(site):
+        rows = _read_record(record)
+        listed = {row[0] for row in rows}
+        for source in sorted(path for path in listed if path.endswith(".py")):
+            compiled = importlib.util.cache_from_source(os.path.join(site, source))
+            relative = os.path.relpath(compiled, site)
+            if relative not in listed and os.path.isfile(compiled):
+                with open(compiled, "rb") as handle:
+                    data = handle.read()
+                rows.append([relative, f"sha256={record_digest(data)}", str(len(data))])
+        _write_record(record, rows)
+
+
+def record_digest(data):
+    """A RECORD's hash: sha256, urlsafe base64 without padding (PEP 376, PEP 427)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def fix_timestamps(root):
+    """Every file and folder below `root` at LAYER_EPOCH (links themselves, not what they name)."""
+    for top, folders, files in os.walk(root, topdown=False):
+        for name in files + folders:
+            os.utime(os.path.join(top, name), (LAYER_EPOCH, LAYER_EPOCH), follow_symlinks=False)
 
 
 def install_layer(path, root):
@@ -339,14 +444,25 @@ def install_layer(path, root):
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"layer {layer['name']}: {', '.join(layer['packages'])} ({size_text(total)} of wheels)")
+    site = layer_site(root)
     if layer["name"] == TORCH_LAYER:
         torch = installed_torch(root)
         if layer["narrowing"]:
             narrow_metadata(layer["narrowing"], torch)
         if layer["trim"]:
-            trim_archs(layer["trim"], os.path.join(site_packages(root), "torch"))
+            trim_archs(layer["trim"], os.path.join(site, "torch"))
         with open(root + os.path.join(sys.prefix, CONSTRAINT), "w", encoding="utf-8") as handle:
             handle.write(f"torch=={torch.version}\n")
+    forget_install_records(site)
+    fix_timestamps(root)  # before the bytecode, which records its sources' timestamps
+    per_python = [os.path.basename(path) for path in files if not built_for_any_python(path)]
+    if layer["python_neutral"] and not per_python:
+        print(f"layer {layer['name']}: wheels built for any Python, installed without bytecode: the same files under every Python")
+    else:
+        if layer["python_neutral"]:
+            print(f"layer {layer['name']}: {', '.join(per_python)} built for one Python: the layer is this Python's own")
+        compile_bytecode(root, site)
+        fix_timestamps(root)
 
 
 # --- the stack's packages -------------------------------------------------------------------------------

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from buildkit.adapters.safe_files import write_atomic
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
 from buildkit.app.publish import PublishRun
 from buildkit.core.judge import Verdict
+from buildkit.core.layer_sharing import NodeCost
 from buildkit.core.release import Outcome
 from buildkit.errors import redact_urls
 
@@ -24,7 +26,7 @@ def _size(value: int | None) -> str:
     return str(size)  # pragma: no cover
 
 
-def target_json(result: TargetResult) -> dict:
+def target_json(result: TargetResult, shares: Sequence[NodeCost] = ()) -> dict:
     return {
         "id": result.id,
         "vendor": result.vendor,
@@ -45,6 +47,9 @@ def target_json(result: TargetResult) -> dict:
         "layers": result.layers,
         "layer_sizes": [{"layer": name, "bytes": size} for name, size in result.layer_sizes],
         "largest_layers": [{"layer": name, "bytes": size} for name, size in largest_layers(result)],
+        # what a node holding another image of this run pays to add this one, cheapest first (uncompressed bytes)
+        "shares": [{"held": cost.held, "shared_layers": list(cost.shared), "shared_bytes": cost.shared_bytes,
+                    "fetched_bytes": cost.fetched_bytes, "unpacked_bytes": cost.unpacked_bytes} for cost in shares],
         "smoke": verdict_json(result.smoke) if result.smoke else None,
         "platforms": {platform: verdict_json(verdict) for platform, verdict in result.platform_smoke.items()},
     }
@@ -77,7 +82,7 @@ def run_json(run: BuildRun, engine_description: str) -> dict:
         "interrupted": run.interrupted,
         "engine_lost": run.engine_lost,
         "totals": {status.value: sum(1 for r in run.results if r.status is status) for status in BuildStatus if status is not BuildStatus.PENDING},
-        "targets": [target_json(result) for result in run.results],
+        "targets": [target_json(result, run.shares.get(result.id, [])) for result in run.results],
         "pairs": [
             {
                 "pair": p.pair, "members": list(p.members), "shared_layers": p.shared_layers, "shared_bytes": p.shared_bytes,
@@ -104,6 +109,11 @@ def run_markdown(run: BuildRun) -> str:
     if built:
         lines += ["", "| target | largest layers (uncompressed) |", "|---|---|"]
         lines += [f"| `{r.id}` | " + ", ".join(f"{name} {_size(size)}" for name, size in largest_layers(r, 3)) + " |" for r in built]
+    nearest = {name: costs[0] for name, costs in run.shares.items() if costs}
+    if nearest:
+        lines += ["", "| target | a node holding | shares with it | fetches | unpacks |", "|---|---|---|---|---|"]
+        lines += [f"| `{name}` | `{cost.held}` | {len(cost.shared)} layers, {_size(cost.shared_bytes)} | {_size(cost.fetched_bytes)} | "
+                  f"{_size(cost.unpacked_bytes)} |" for name, cost in nearest.items()]
     if run.pairs:
         lines += ["", "| pair | twins | shared layers | shared bytes | parity |", "|---|---|---|---|---|"]
         for p in run.pairs:

@@ -6,9 +6,14 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # One virtual environment holds torch and everything installed with it; PATH makes it the default Python
 # for users and entrypoints, and the OS Python stays as the base image left it. It holds pip alone, as Python
 # 3.12 and later make it: torch's layers are copied over it, and the setuptools an older Python adds would
-# sit beside the one they bring.
+# sit beside the one they bring. Its site-packages folder's path names no Python version (lib/python/site-packages;
+# lib/python3.12/site-packages is a link to it), so torch's layers of wheels built for any Python (the
+# CUDA and ROCm libraries) hold the same files, and have the same digest, under every Python.
 RUN python3.12 -m venv /opt/venv \
- && if /opt/venv/bin/python -m pip show --quiet setuptools 2>/dev/null; then /opt/venv/bin/python -m pip uninstall --yes --quiet setuptools; fi
+ && if /opt/venv/bin/python -m pip show --quiet setuptools 2>/dev/null; then /opt/venv/bin/python -m pip uninstall --yes --quiet setuptools; fi \
+ && mkdir /opt/venv/lib/python \
+ && mv /opt/venv/lib/python3.12/site-packages /opt/venv/lib/python/site-packages \
+ && ln -s /opt/venv/lib/python/site-packages /opt/venv/lib/python3.12/site-packages
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1
@@ -43,6 +48,7 @@ RUN --mount=type=bind,source=buildkit,target=/buildkit \
 
 FROM tools AS layer-nvidia-cudnn-cu13
 # nvidia-cudnn-cu13, a large dependency of torch, in a layer of its own.
+# Wheels built for any Python: the same files, and the same layer, under every Python.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
 
 # hadolint ignore=DL3013,DL3042
@@ -56,6 +62,7 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
 
 FROM tools AS layer-nvidia-cublas
 # nvidia-cublas, a large dependency of torch, in a layer of its own.
+# Wheels built for any Python: the same files, and the same layer, under every Python.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
 
 # hadolint ignore=DL3013,DL3042
@@ -69,6 +76,7 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
 
 FROM tools AS layer-nvidia-nccl-cu13
 # nvidia-nccl-cu13, a large dependency of torch, in a layer of its own.
+# Wheels built for any Python: the same files, and the same layer, under every Python.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
 
 # hadolint ignore=DL3013,DL3042
@@ -82,6 +90,7 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
 
 FROM tools AS layer-nvidia-cufft
 # nvidia-cufft, a large dependency of torch, in a layer of its own.
+# Wheels built for any Python: the same files, and the same layer, under every Python.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
 
 # hadolint ignore=DL3013,DL3042
@@ -95,6 +104,7 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
 
 FROM tools AS layer-nvidia-cusolver
 # nvidia-cusolver, a large dependency of torch, in a layer of its own.
+# Wheels built for any Python: the same files, and the same layer, under every Python.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
 
 # hadolint ignore=DL3013,DL3042
@@ -108,6 +118,7 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
 
 FROM tools AS layer-nvidia-cusparselt-cu13
 # nvidia-cusparselt-cu13, a large dependency of torch, in a layer of its own.
+# Wheels built for any Python: the same files, and the same layer, under every Python.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
 
 # hadolint ignore=DL3013,DL3042
@@ -121,6 +132,7 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
 
 FROM tools AS layer-nvidia-cusparse
 # nvidia-cusparse, a large dependency of torch, in a layer of its own.
+# Wheels built for any Python: the same files, and the same layer, under every Python.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
 
 # hadolint ignore=DL3013,DL3042
@@ -131,6 +143,20 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
     if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
  && python /buildkit/install.py layer /plan/nvidia-cusparse.json /layers/nvidia-cusparse
+
+FROM tools AS layer-nvidia-libraries
+# The other NVIDIA libraries torch needs (nvidia-*), together.
+# Wheels built for any Python: the same files, and the same layer, under every Python.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
+
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/nvidia-libraries.json,target=/plan/nvidia-libraries.json \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/nvidia-libraries.json /layers/nvidia-libraries
 
 FROM tools AS layer-triton
 # triton, a large dependency of torch, in a layer of its own.
@@ -171,6 +197,19 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
  && python /buildkit/install.py layer /plan/torch.json /layers/torch
 
+FROM tools AS layer-companions
+# torchvision==0.29.1+cu130, built with torch.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
+
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/companions.json,target=/plan/companions.json \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/companions.json /layers/companions
+
 # ---- shared: the tools, the image's OS packages and its user ----
 FROM tools AS shared
 
@@ -207,9 +246,11 @@ COPY --link --from=layer-nvidia-cufft /layers/nvidia-cufft/ /
 COPY --link --from=layer-nvidia-cusolver /layers/nvidia-cusolver/ /
 COPY --link --from=layer-nvidia-cusparselt-cu13 /layers/nvidia-cusparselt-cu13/ /
 COPY --link --from=layer-nvidia-cusparse /layers/nvidia-cusparse/ /
+COPY --link --from=layer-nvidia-libraries /layers/nvidia-libraries/ /
 COPY --link --from=layer-triton /layers/triton/ /
 COPY --link --from=layer-dependencies /layers/dependencies/ /
 COPY --link --from=layer-torch /layers/torch/ /
+COPY --link --from=layer-companions /layers/companions/ /
 
 # torch is proven the CUDA 13.0 build as soon as its layers are in place, before anything is
 # installed on it: a mislabelled or CPU wheel fails here, in seconds, and never becomes an image. No bytecode
@@ -240,7 +281,7 @@ LABEL dev.buildkit.backend="cuda" \
       dev.buildkit.backend-version="13.0" \
       dev.buildkit.base-image="python:3.12-slim-bookworm" \
       dev.buildkit.compression="zstd" \
-      dev.buildkit.fingerprint="659b61dc112629e063b1c145ee362cea85ad92c0e343428f9aa0fdeea5cb65c4" \
+      dev.buildkit.fingerprint="37085afb45232a3551e033e89ab199c4559e16f84802f9739cbaa266c1a457c0" \
       dev.buildkit.flavor="runtime" \
       dev.buildkit.gpu-archs="7.5;8.0;8.6;9.0;10.0;12.0" \
       dev.buildkit.installer="uv" \

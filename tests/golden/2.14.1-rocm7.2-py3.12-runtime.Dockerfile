@@ -6,9 +6,14 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # One virtual environment holds torch and everything installed with it; PATH makes it the default Python
 # for users and entrypoints, and the OS Python stays as the base image left it. It holds pip alone, as Python
 # 3.12 and later make it: torch's layers are copied over it, and the setuptools an older Python adds would
-# sit beside the one they bring.
+# sit beside the one they bring. Its site-packages folder's path names no Python version (lib/python/site-packages;
+# lib/python3.12/site-packages is a link to it), so torch's layers of wheels built for any Python (the
+# CUDA and ROCm libraries) hold the same files, and have the same digest, under every Python.
 RUN python3.12 -m venv /opt/venv \
- && if /opt/venv/bin/python -m pip show --quiet setuptools 2>/dev/null; then /opt/venv/bin/python -m pip uninstall --yes --quiet setuptools; fi
+ && if /opt/venv/bin/python -m pip show --quiet setuptools 2>/dev/null; then /opt/venv/bin/python -m pip uninstall --yes --quiet setuptools; fi \
+ && mkdir /opt/venv/lib/python \
+ && mv /opt/venv/lib/python3.12/site-packages /opt/venv/lib/python/site-packages \
+ && ln -s /opt/venv/lib/python/site-packages /opt/venv/lib/python3.12/site-packages
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1
@@ -80,6 +85,19 @@ RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
  && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
  && python /buildkit/install.py layer /plan/torch.json /layers/torch
 
+FROM tools AS layer-companions
+# torchvision==0.29.1+rocm7.2, built with torch.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/rocm7.2/
+
+# hadolint ignore=DL3013,DL3042
+RUN --mount=type=bind,source=buildkit/install.py,target=/buildkit/install.py \
+    --mount=type=bind,from=resolve,source=/plan/companions.json,target=/plan/companions.json \
+    --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
+    --mount=type=secret,id=ca_bundle,target=/run/secrets/ca-bundle.crt \
+    if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi \
+ && if [ -s /run/secrets/ca-bundle.crt ]; then export PIP_CERT=/run/secrets/ca-bundle.crt; fi \
+ && python /buildkit/install.py layer /plan/companions.json /layers/companions
+
 # ---- shared: the tools, the image's OS packages and its user ----
 FROM tools AS shared
 
@@ -112,6 +130,7 @@ ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/rocm7.2/
 COPY --link --from=layer-pytorch-triton-rocm /layers/pytorch-triton-rocm/ /
 COPY --link --from=layer-dependencies /layers/dependencies/ /
 COPY --link --from=layer-torch /layers/torch/ /
+COPY --link --from=layer-companions /layers/companions/ /
 
 # torch is proven the ROCm 7.2 build as soon as its layers are in place, before anything is
 # installed on it: a mislabelled or CPU wheel fails here, in seconds, and never becomes an image. No bytecode
@@ -136,7 +155,7 @@ LABEL dev.buildkit.backend="rocm" \
       dev.buildkit.backend-version="7.2" \
       dev.buildkit.base-image="python:3.12-slim-bookworm" \
       dev.buildkit.compression="zstd" \
-      dev.buildkit.fingerprint="6cd305910964afa9a2908e74443f7ecda193b3b95bc568ad833d56482dc3d980" \
+      dev.buildkit.fingerprint="01c824364c3dd83a2577e78a9fe55f30ad3c4a1af8573dd1a8cca8a38915019a" \
       dev.buildkit.flavor="runtime" \
       dev.buildkit.gpu-archs="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1150;gfx1151;gfx1200;gfx1201" \
       dev.buildkit.installer="uv" \

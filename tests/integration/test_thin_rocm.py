@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import requests
 
 from buildkit.adapters.bundled import shipped_compat
 from testkit.builds import Build, build, index_pip_conf, team_matrix
+from testkit.daemon import SpareEngine
 from testkit.registry import RegistryProcess
 from testkit.runner import run_buildkit
 from testkit.thin_rocm import thin_rocm_index
@@ -50,7 +52,7 @@ def index(tmp_path_factory):
     plugin that requires torch (what a user installs into an image later)."""
     folder = tmp_path_factory.mktemp("thin-wheels")
     pytorch = thin_rocm_index(folder / "pytorch", "pytorch", TORCH_ARCHS, DEVICE_ARCHS).wheels
-    pytorch += [wheel for wheel in thin_rocm_index(folder / "pytorch-2.15", "pytorch", TORCH_ARCHS, DEVICE_ARCHS, "2.15.0", "0.29.2").wheels
+    pytorch += [wheel for wheel in thin_rocm_index(folder / "pytorch-2.15", "pytorch", TORCH_ARCHS, DEVICE_ARCHS, "2.15.0").wheels
                 if wheel.name.startswith(("torch-", "torchvision-"))]
     amd = thin_rocm_index(folder / "amd", "amd-multi-arch", TORCH_ARCHS, DEVICE_ARCHS).wheels
     plugin = build_wheel(folder / "plugin", "team-plugin", "1.0", {"team_plugin/__init__.py": ""}, requires=["torch"])
@@ -98,9 +100,47 @@ def test_family_images_share_every_layer_but_their_device_code(families):
     """Built once by BuildKit, stored and pulled once: only the device layers differ."""
     mi300, rdna3 = families.targets[MI300], families.targets[RDNA3]
     assert len(rdna3["layers"]) == len(mi300["layers"]) + 3  # gfx1100-gfx1103 against gfx942
-    shared = [layer["layer"] for layer in mi300["layer_sizes"]].index("torch") + 1  # everything up to torch's layer
+    # everything up to the device code: torch's layer, then its companions'
+    shared = [layer["layer"] for layer in mi300["layer_sizes"]].index("device-gfx942")
     assert rdna3["layers"][:shared] == mi300["layers"][:shared]
     assert rdna3["layers"][shared] != mi300["layers"][shared]  # device-gfx1100 against device-gfx942
+
+
+def test_torch_s_layers_built_again_from_nothing_are_the_same_blobs(families, index, base_image, buildkit_cli, docker_env,
+                                                                   repository, tmp_path):
+    """A nightly on a fresh runner: the MI300 image built twice on a throwaway engine, its build cache pruned in
+    between (every wheel downloaded and installed again, minutes later), has the same digest for every layer of
+    torch's install, so a registry and a node that hold the first build's layers take nothing new. (On a throwaway
+    engine: a second result for the same cache keys would leave the shared engine's later builds a choice.)"""
+    path = matrix(tmp_path, index, f"{repository}-again", f'[{{ id = "{MI300}" }}]')
+    spare = SpareEngine(buildkit_cli.docker, tmp_path / "spare.log").start(base_image, context=True)
+    try:
+        env = {**docker_env, "BUILDKIT_CACHE_DIR": str(tmp_path / "proven")}
+        first = build(path, tmp_path / "pip.conf", tmp_path / "first", env, "--builder", spare.context).targets[MI300]
+        subprocess.run([buildkit_cli.docker, "builder", "prune", "--all", "--force"], env=spare.env, check=True, capture_output=True)
+        second = build(path, tmp_path / "pip.conf", tmp_path / "second", env, "--builder", spare.context).targets[MI300]
+    finally:
+        spare.stop()
+    assert first["status"] == second["status"] == "built", (first["error"], second["error"])
+    plan = json.loads((tmp_path / "first" / "contexts" / MI300 / "buildkit" / "torch-install.json").read_text())
+
+    def digests(target):
+        return {layer["layer"]: digest for layer, digest in zip(target["layer_sizes"], target["layers"], strict=True)}
+
+    installed = [layer["name"] for layer in plan["layers"]]
+    assert {name: digests(first)[name] for name in installed} == {name: digests(second)[name] for name in installed}
+    assert digests(first)[installed[0]] == digests(families.targets[MI300])[installed[0]]  # and the shared engine's build's
+
+
+def test_the_report_says_what_a_node_holding_one_family_image_pays_for_another(families):
+    # what the first build's report says a node holding the MI300 image pays for the RDNA3 one: it unpacks its device
+    # code and its own steps above it, and fetches those but the few of its steps whose files are the MI300 image's
+    cost = {share["held"]: share for share in families.targets[RDNA3]["shares"]}[MI300]
+    sizes = families.targets[RDNA3]["layer_sizes"]
+    above = sum(layer["bytes"] for layer in sizes[[layer["layer"] for layer in sizes].index("device-gfx1100"):])
+    device = sum(layer["bytes"] for layer in sizes if layer["layer"].startswith("device-"))
+    assert cost["unpacked_bytes"] == above and device <= cost["fetched_bytes"] <= above
+    assert {"rocm-sdk-core", "rocm-sdk-libraries", "torch", "companions"} <= set(cost["shared_layers"])
 
 
 def test_device_all_keeps_every_layer_under_max_layer_size(families):

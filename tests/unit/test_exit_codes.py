@@ -48,6 +48,8 @@ CASES = [
     _case("matrix", "show", "--matrix", "{tmp}/missing.toml", code=2, says="no such matrix file"),
     _case("plan", code=0),
     _case("plan", "--select", "nokey=x", code=2, says="expected KEY=GLOB"),
+    _case("plan", "--format", "json", "--layers", "--select", f"id={CUDA_TARGET}", code=0, says='"shared_by"'),
+    _case("plan", "--layers", code=2, says="add --format json"),
     _case("render", "--out", "{tmp}/dist", "--select", f"id={CUDA_TARGET}", code=0),
     _case("render", "--matrix", "{tmp}/bad.toml", code=2, says="registry"),
     _case("build", "--dry-run", "--select", f"id={CUDA_TARGET}", code=0, says=CUDA_TARGET),

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 import subprocess
 import sys
+import time
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from buildkit.adapters.bundled import shipped_compat
+from buildkit.image.install import LAYER_EPOCH
 from testkit.machine_wheels import uv_wheel
 from testkit.wheel_index import WheelIndex
 from testkit.wheels import build_wheel, torch_double
@@ -45,14 +49,31 @@ def test_a_command_it_does_not_know_is_refused_with_its_usage():
 # --- one layer, as its stage installs it: under its own root, laid out as the venv holds it ----------------
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory):
-    """A venv as the image's tools stage has it: pip, and uv from the machine's own package index."""
-    folder = tmp_path_factory.mktemp("tools") / "venv"
+PYTHON = f"python{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def make_venv(folder: Path, neutral_site: bool) -> Path:
+    """A venv as the image's tools stage has it: pip, and uv from the machine's own package index; with
+    `neutral_site`, its site-packages moved to lib/python/site-packages and linked, as the templates make it."""
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    if neutral_site:
+        (folder / "lib" / "python").mkdir()
+        (folder / "lib" / PYTHON / "site-packages").rename(folder / "lib" / "python" / "site-packages")
+        (folder / "lib" / PYTHON / "site-packages").symlink_to(folder / "lib" / "python" / "site-packages")
     subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index",
                     str(uv_wheel(shipped_compat().uv))], check=True, env=ISOLATED)
     return folder
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    """A venv without the Python-neutral site-packages folder (a team template's)."""
+    return make_venv(tmp_path_factory.mktemp("tools") / "venv", neutral_site=False)
+
+
+@pytest.fixture(scope="module")
+def neutral_venv(tmp_path_factory):
+    return make_venv(tmp_path_factory.mktemp("neutral-tools") / "venv", neutral_site=True)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +83,12 @@ def index(tmp_path_factory):
                                                "demo-1.0.dist-info/entry_points.txt": "[console_scripts]\ndemo-tool = demo:main\n"},
                        requires=["uv"])
     torch = torch_double(wheels, "2.14.1", "cu130", "13.0", None, ["sm_90"])
-    served = WheelIndex({"idx": [demo, torch, uv_wheel(shipped_compat().uv)]}).start()
+    # a library wheel built for any Python, with a module, as the nvidia-* wheels are; one built for this Python
+    library = build_wheel(wheels, "nvidia-demo-lib", "1.0", {"nvidia/demo/__init__.py": "", "nvidia/demo/lib/libdemo.so": b"\x7fELF"},
+                          tag="py3-none-manylinux_2_17_x86_64")
+    extension = build_wheel(wheels, "nvidia-demo-ext", "1.0", {"nvidia_demo_ext/__init__.py": "VALUE = 1\n"},
+                            tag=f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}{sys.version_info.minor}-manylinux_2_17_x86_64")
+    served = WheelIndex({"idx": [demo, torch, library, extension, uv_wheel(shipped_compat().uv)]}).start()
     yield served
     served.stop()
 
@@ -71,14 +97,18 @@ def venv_python(venv) -> str:
     return str(venv / "bin" / "python")
 
 
-def run_layer(venv, folder, index, name, packages, installer):
+def run_layer(venv, folder, index, name, packages, installer, python_neutral=False, output=None):
     plan = folder / f"{name}.json"
+    folder.mkdir(parents=True, exist_ok=True)
     plan.write_text(json.dumps({"name": name, "packages": packages, "index_url": f"{index.url}/idx/", "pre": False,
-                                "max_layer_size": 10**9, "installer": installer, "narrowing": None, "trim": None}))
+                                "max_layer_size": 10**9, "installer": installer, "narrowing": None, "trim": None,
+                                "python_neutral": python_neutral}))
     root = folder / "layers" / name
     result = subprocess.run([venv_python(venv), INSTALL, "layer", str(plan), str(root)], capture_output=True, text=True,
                             timeout=300, env=ISOLATED)
     assert result.returncode == 0, result.stdout + result.stderr
+    if output is not None:
+        output.append(result.stdout)
     return root
 
 
@@ -121,7 +151,8 @@ def test_resolve_leaves_the_venvs_own_distributions_as_they_are(venv, index, tmp
     plan = tmp_path / "torch-install.json"
     plan.write_text(json.dumps({
         "index_url": f"{index.url}/idx/", "pre": False, "requirements": ["torch==2.14.1+cu130", "demo==1.0"],
-        "layers": [{"name": "dependencies", "packages": []}, {"name": "torch", "packages": ["torch"]}],
+        "layers": [{"name": "dependencies", "packages": [], "python_neutral": False},
+                   {"name": "torch", "packages": ["torch"], "python_neutral": False}],
         "max_layer_size": 10**9, "installer": installer, "narrowing": None, "trim": None, "backend": "cuda", "backend_version": "13.0",
     }))
     result = subprocess.run([venv_python(venv), INSTALL, "resolve", str(plan), str(tmp_path / "plan")], capture_output=True,
@@ -129,3 +160,56 @@ def test_resolve_leaves_the_venvs_own_distributions_as_they_are(venv, index, tmp
     assert result.returncode == 0, result.stdout + result.stderr
     shares = {name: json.loads((tmp_path / "plan" / f"{name}.json").read_text())["packages"] for name in ("dependencies", "torch")}
     assert shares == {"dependencies": ["demo==1.0"], "torch": ["torch==2.14.1+cu130"]}
+
+
+# --- reproducible layers, the same under every Python where their wheels allow ----------------------------
+
+
+def tree(root: Path) -> list[tuple]:
+    """Everything a layer's tar records of its files: path, kind, mode, mtime, content."""
+    entries = []
+    for path in sorted(root.rglob("*")):
+        status = path.lstat()
+        content = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() and not path.is_symlink() else ""
+        entries.append((str(path.relative_to(root)), stat.S_IFMT(status.st_mode), stat.S_IMODE(status.st_mode), status.st_mtime, content))
+    return entries
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_a_layer_built_twice_from_the_same_wheels_is_the_same_byte_for_byte(neutral_venv, index, tmp_path, installer):
+    """Two builds a second apart (another day, another builder): the same files, modes and timestamps, bytecode
+    included, so BuildKit writes the same layer blob. Nothing records the download folder or the wheel file's time."""
+    first = run_layer(neutral_venv, tmp_path / "first", index, "dependencies", ["demo==1.0", "nvidia-demo-lib==1.0"], installer)
+    time.sleep(1.1)
+    second = run_layer(neutral_venv, tmp_path / "second", index, "dependencies", ["demo==1.0", "nvidia-demo-lib==1.0"], installer)
+    assert tree(first) == tree(second)
+    assert {entry[3] for entry in tree(first)} == {LAYER_EPOCH}
+    site = prefixed(first, neutral_venv) / "lib" / "python" / "site-packages"
+    assert not list(site.glob("*.dist-info/direct_url.json")) and not list(site.glob("*.dist-info/uv_cache.json"))
+    record = (site / "demo-1.0.dist-info" / "RECORD").read_text()
+    assert "direct_url.json" not in record and f"demo/__pycache__/__init__.{sys.implementation.cache_tag}.pyc,sha256=" in record
+
+
+def test_in_a_venv_with_the_neutral_folder_a_layer_names_no_python_version(neutral_venv, index, tmp_path):
+    root = run_layer(neutral_venv, tmp_path, index, "dependencies", ["demo==1.0"], "uv")
+    venv = prefixed(root, neutral_venv)
+    assert (venv / "lib" / "python" / "site-packages" / "demo" / "__init__.py").is_file()
+    assert not (venv / "lib" / PYTHON).exists()  # the image's venv has its link there
+    assert (venv / "bin" / "demo-tool").read_text().startswith(f"#!{neutral_venv}/bin/python")
+
+
+def test_a_python_neutral_layer_of_wheels_for_any_python_holds_no_bytecode(neutral_venv, index, tmp_path):
+    said = []
+    root = run_layer(neutral_venv, tmp_path, index, "nvidia-libraries", ["nvidia-demo-lib==1.0"], "uv", python_neutral=True, output=said)
+    site = prefixed(root, neutral_venv) / "lib" / "python" / "site-packages"
+    assert (site / "nvidia" / "demo" / "lib" / "libdemo.so").is_file()
+    assert not list(root.rglob("__pycache__")) and not list(root.rglob("*.pyc"))
+    assert "installed without bytecode" in said[0]
+
+
+def test_a_wheel_built_for_one_python_makes_its_layer_that_pythons_own(neutral_venv, index, tmp_path):
+    said = []
+    root = run_layer(neutral_venv, tmp_path, index, "nvidia-libraries", ["nvidia-demo-lib==1.0", "nvidia-demo-ext==1.0"], "uv",
+                     python_neutral=True, output=said)
+    assert list(root.rglob(f"__init__.{sys.implementation.cache_tag}.pyc"))  # compiled: imports stay fast
+    assert "built for one Python: the layer is this Python's own" in said[0] and "nvidia_demo_ext-1.0-cp" in said[0]

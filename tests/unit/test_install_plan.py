@@ -8,7 +8,7 @@ import re
 import pytest
 
 from buildkit.app.targets import Choices, SourceOptions, select_targets
-from buildkit.core.install_plan import DEPENDENCIES, TORCH
+from buildkit.core.install_plan import COMPANIONS, DEPENDENCIES, TORCH
 from buildkit.image.install import with_extras
 from testkit.dockerfiles import stages
 
@@ -47,7 +47,7 @@ def test_a_family_image_installs_exactly_its_device_packages_and_never_device_al
     item = pair["2.14.1-rocm7.14-mi300-py3.12-runtime"]
     plan = plan_of(item)
     device = [layer for layer in plan["layers"] if layer["name"].startswith("device-")]
-    assert device == [{"name": "device-gfx942", "packages": ["rocm-sdk-device-gfx942"]}]
+    assert device == [{"name": "device-gfx942", "packages": ["rocm-sdk-device-gfx942"], "python_neutral": True}]
     assert plan["narrowing"] == {"requirement": "rocm", "drop": "device-all", "add": ["device-gfx942"]}
     assert plan["requirements"] == ["torch==2.14.1+rocm7.14", "torchvision==0.29.1+rocm7.14"]  # the exact local build
     assert "device-all" not in item.dockerfile
@@ -56,13 +56,38 @@ def test_a_family_image_installs_exactly_its_device_packages_and_never_device_al
 
 
 def test_layers_come_in_order_host_packages_then_the_rest_then_torch_then_device_code(pair):
+    """What changes least comes first: a node holding yesterday's nightly has every layer below torch's, one
+    holding another family's image every layer below the device code."""
     plan = plan_of(pair["2.14.1-rocm7.14-rdna3-py3.12-runtime"])
     names = [layer["name"] for layer in plan["layers"]]
-    assert names == ["rocm-sdk-core", "rocm-sdk-libraries", DEPENDENCIES, TORCH,
+    assert names == ["rocm-sdk-core", "rocm-sdk-libraries", DEPENDENCIES, TORCH, COMPANIONS,
                      "device-gfx1100", "device-gfx1101", "device-gfx1102", "device-gfx1103"]
     cuda = plan_of(pair["2.14.1-cuda13.0-py3.12-runtime"])
-    assert [layer["name"] for layer in cuda["layers"]][:3] == ["nvidia-cudnn-cu13", "nvidia-cublas", "nvidia-nccl-cu13"]
-    assert [layer["name"] for layer in cuda["layers"]][-2:] == [DEPENDENCIES, TORCH] and cuda["narrowing"] is None
+    names = [layer["name"] for layer in cuda["layers"]]
+    assert names[:3] == ["nvidia-cudnn-cu13", "nvidia-cublas", "nvidia-nccl-cu13"]
+    assert names[-5:] == ["nvidia-libraries", "triton", DEPENDENCIES, TORCH, COMPANIONS] and cuda["narrowing"] is None
+    assert cuda["layers"][names.index("nvidia-libraries")]["packages"] == ["nvidia-*"]  # what no layer of its own names
+    assert cuda["layers"][names.index(COMPANIONS)]["packages"] == ["torchvision"]
+
+
+def test_the_layers_of_library_wheels_are_python_neutral_and_the_rest_are_not(pair):
+    """The vendor's library wheels (nvidia-*, rocm-sdk-*: py3-none) hold the same files under every Python;
+    triton, torch, its companions and the other dependencies are built per Python."""
+    for item in pair.values():
+        neutral = {layer["name"] for layer in plan_of(item)["layers"] if layer["python_neutral"]}
+        everything = {layer["name"] for layer in plan_of(item)["layers"]}
+        if item.target.backend == "cuda":
+            assert neutral == {name for name in everything if name.startswith("nvidia-")}
+        else:
+            assert neutral == {name for name in everything if name.startswith(("rocm-sdk-", "device-"))}
+        assert not neutral & {"triton", "pytorch-triton-rocm", DEPENDENCIES, TORCH, COMPANIONS}
+
+
+def test_a_stack_without_companions_has_no_companions_layer(team_matrix):
+    path = team_matrix('extends = "default"\ncompanions = []\ninclude = [{ id = "2.14.1-cuda13.0-py3.12-runtime" }]\n')
+    (item,) = select_targets(Choices(matrix=path)).render()
+    assert COMPANIONS not in [layer["name"] for layer in plan_of(item)["layers"]]
+    assert "layer-companions" not in item.dockerfile
 
 
 def test_family_images_render_the_same_dockerfile_up_to_their_device_code(pair):
@@ -79,7 +104,7 @@ def test_family_images_render_the_same_dockerfile_up_to_their_device_code(pair):
         layers = [layer["name"] for layer in plan_of(item)["layers"]]
         assert [name for name in stages_of if name.startswith("layer-")] == [f"layer-{name}" for name in layers]
         copies = re.findall(r"^COPY --link --from=layer-(\S+) ", stages_of["image"], flags=re.M)
-        assert copies == layers and all(name.startswith("device-") for name in layers[layers.index(TORCH) + 1:])
+        assert copies == layers and all(name.startswith("device-") for name in layers[layers.index(COMPANIONS) + 1:])
         for name in layers:
             binds = re.findall(r"--mount=type=bind,([^ ]+)", stages_of[f"layer-{name}"])
             assert binds == ["source=buildkit/install.py,target=/buildkit/install.py",
@@ -123,7 +148,8 @@ def test_amd_multi_arch_layout_asks_torch_for_its_device_extras(team_matrix):
     assert plan["index_url"] == "https://repo.amd.com/rocm/whl-multi-arch/"
     assert plan["requirements"][0] == "torch[device-gfx942]==2.14.1+rocm7.14.0" and plan["narrowing"] is None
     assert [layer for layer in plan["layers"] if layer["name"] == "device-gfx942"] == [
-        {"name": "device-gfx942", "packages": ["amd-torch-device-gfx942", "rocm-sdk-device-gfx942"]}]
+        # torch's own kernels for the arch are not one of ROCm's library wheels: built per Python, for all we know
+        {"name": "device-gfx942", "packages": ["amd-torch-device-gfx942", "rocm-sdk-device-gfx942"], "python_neutral": False}]
 
 
 @pytest.mark.parametrize("text, expected", [

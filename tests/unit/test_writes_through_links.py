@@ -157,3 +157,16 @@ def test_sbom_and_test_reports_are_written_whole(cli, tmp_path):
     with pytest.raises(UserError, match=r"--out: .*link\.json is a symlink"):
         write_json(link, {"b": 2}, "--out")
     assert json.loads(target.read_text()) == {"a": 1}
+
+
+def test_builds_of_one_run_create_their_shared_folders_side_by_side(tmp_path):
+    """`build -j 2` writes each target's context at once: two threads that both find contexts/ missing both
+    create it, and the second must use the folder the first made instead of failing with "File exists"."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for attempt in range(20):
+        out = tmp_path / f"out{attempt}"
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(write_below, [out] * 8, [f"contexts/t{index}/buildkit/install.py" for index in range(8)], [b"print()\n"] * 8,
+                          ["--out"] * 8))
+        assert sorted(path.parent.parent.name for path in out.glob("contexts/*/buildkit/install.py")) == [f"t{i}" for i in range(8)]
