@@ -54,8 +54,8 @@ def get_arch_list():
 '''
 
 
-def _blob(size: int, seed: str) -> bytes:
-    return random.Random(seed).randbytes(max(1, size))
+def _blob(size: float, seed: str) -> bytes:
+    return random.Random(seed).randbytes(max(1, int(size)))
 
 
 def _package(folder: Path, name: str, version: str, megabytes: float, requires: list[str] = (),

@@ -37,7 +37,9 @@ TRIM_LINE = re.compile(r"arch trim: removed (\d+) files, (\d+) bytes")
 READ_IMAGE = """
 import importlib.util, json, os, re, sys
 removed, declared = (re.compile(p) for p in json.loads(sys.argv[1]))
-torch = importlib.util.find_spec("torch").submodule_search_locations[0]
+# the real path: site-packages is reached through a link from the versioned python folder, and the walk
+# below does not follow links
+torch = os.path.realpath(importlib.util.find_spec("torch").submodule_search_locations[0])
 found = {"torch_bytes": 0, "naming_removed": [], "naming_declared": []}
 for top, folders, names in os.walk("/"):
     folders[:] = [f for f in folders if os.path.join(top, f) not in ("/proc", "/sys", "/dev")]
