@@ -6,9 +6,11 @@ a failing target with its log tail while its twin builds, image hygiene, and sec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 
+import docker
 import pytest
 
 from testkit.builds import team_matrix
@@ -224,6 +226,10 @@ def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(dou
                 assert ours[target_id]["compression"] == "zstd"
         finally:
             registry.stop()
+            # on the containerd image store a bake push also keeps the pushed images in the engine
+            for reference in pushed.values():
+                with contextlib.suppress(docker.errors.ImageNotFound):
+                    client.images.remove(reference, force=True)
     finally:
         index.stop()
 
