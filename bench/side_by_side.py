@@ -184,6 +184,10 @@ class Bench:
         try:
             if holding:
                 run([puller.docker, "pull", "--quiet", self.reference(holding)], puller.env, f"pulling {holding}")
+                # the held image's gigabytes on disk before the clock starts, so the timed pull does not pay for
+                # their writeback (suspected, not measured, in the 2026-12-03 run: the same 626 MB of layers
+                # pulled in 35.9 s and in 51.6 s, each right after a 6 GB pull)
+                run(["sync"], puller.env, "flushing the held image to disk")
             seconds = run([puller.docker, "pull", "--quiet", self.reference(reference)], puller.env, f"pulling {reference}")
         finally:
             puller.stop()
