@@ -352,11 +352,23 @@ def _template_problem(name: str, error: BaseException, target: Target) -> Proble
         message = f"template tried something the sandbox forbids: {error}"
     elif isinstance(error, RecursionError):
         # most often a team file named like a built-in template that extends that name: it extends itself
-        message = ("template recurses without end (does it extend or include itself? A team template of a built-in "
-                   "name shadows it: give yours a flavor's name, <flavor>.Dockerfile.j2, to extend the built-in one)")
+        message = f"template recurses without end (does it include itself? {_SHADOWING_HINT})"
     else:
         message = f"template failed: {type(error).__name__}: {error}"
     return Problem(where, f"{_one_line(message)} (target {target.id})", line=line)
+
+
+_SHADOWING_HINT = ("a team template of a built-in name shadows it: give yours a flavor's name, <flavor>.Dockerfile.j2, "
+                   "to extend the built-in one")
+
+
+def _parent(tree: jinja2.nodes.Template, filename: str) -> tuple[str, str, int] | None:
+    """The template a parsed template extends unconditionally (its one `{% extends %}`, at the top level, naming a
+    template in quotes), with its file and line; None for any other template."""
+    extends = list(tree.find_all(jinja2.nodes.Extends))
+    if len(extends) == 1 and extends[0] in tree.body and isinstance(extends[0].template, jinja2.nodes.Const):
+        return str(extends[0].template.value), filename, extends[0].lineno
+    return None
 
 
 def _one_line(text: str) -> str:
@@ -405,6 +417,7 @@ class Renderer:
         self._digests: dict[str, str] = {}
         self._reached: dict[str, frozenset[str]] = {}  # name -> the templates it extends, includes or imports, itself too
         self._references: dict[str, tuple[str, tuple[str | None, ...]]] = {}  # name -> (source, templates it names)
+        self._parents: dict[str, tuple[str, str, int] | None] = {}  # name -> (the template it extends, its file, line)
         self._shapes: dict[str, ShapeBook] = {}  # template -> the shapes its renders had so far
         self._one_by_one: set[str] = set()  # templates that have no shape: each target is rendered on its own
         self._installs: dict[tuple, TorchInstall] = {}  # install_inputs -> the plan
@@ -444,16 +457,30 @@ class Renderer:
                     except RecursionError:  # thousands of nested brackets: Jinja's parser recurses per level
                         raise UserError(Problem(filename or current, f"template nests too deeply to parse (target {target.id})")) from None
                     self._references[current] = (source, tuple(jinja2.meta.find_referenced_templates(parsed)))
+                    self._parents[current] = _parent(parsed, filename or current)
                 sources[current], references = self._references[current]
                 for referenced in references:
                     if referenced is None:
                         raise UserError(Problem(current, "a template may include or extend only templates named in quotes "
                                                          f"(a computed name cannot be fingerprinted) (target {target.id})"))
                     pending.append((referenced, current))
+            self._refuse_extends_cycle(name, target)
             text = "".join(f"{key}:{len(value)}:{value}\n" for key, value in sorted(sources.items()))
             self._digests[name] = hashlib.sha256(text.encode()).hexdigest()
             self._reached[name] = frozenset(sources)
         return self._digests[name]
+
+    def _refuse_extends_cycle(self, name: str, target: Target) -> None:
+        """A template whose extends chain comes back to itself recurses without end when rendered: said from the
+        parsed chain, before any render (a render reaches it only after the worker has started)."""
+        chain = [name]
+        while (parent := self._parents.get(chain[-1])) is not None:
+            if parent[0] in chain:
+                _, filename, line = self._parents[chain[chain.index(parent[0])]] or parent
+                loop = " -> ".join([*chain[chain.index(parent[0]):], parent[0]])
+                raise UserError(Problem(filename, f"template extends itself ({loop}), so it would recurse without end; "
+                                                  f"{_SHADOWING_HINT} (target {target.id})", line=line))
+            chain.append(parent[0])
 
     def plan(self, target: Target) -> PlannedImage:
         name = template_name(target.flavor)

@@ -189,7 +189,7 @@ def test_a_team_template_that_shadows_the_builtin_it_extends_is_told_why_it_recu
     (team_folder / "matrix.toml").write_text(TEAM + 'template_dir = "templates"\n')
     result = cli("matrix", "validate")
     assert result.code == 2 and result.err.count("\n") == 1, result.err
-    assert "templates/runtime.Dockerfile.j2:1: template recurses without end" in result.err
+    assert "templates/runtime.Dockerfile.j2:1: template extends itself (runtime.Dockerfile.j2 -> runtime.Dockerfile.j2)" in result.err
     assert "<flavor>.Dockerfile.j2" in result.err and "Traceback" not in result.err
 
 

@@ -23,7 +23,7 @@ FAULTS = {  # fault: (the team's runtime.Dockerfile.j2, what its one error says)
     "sandbox_violation": ('{% extends "_image.Dockerfile.j2" %}{% block base %}\nFROM {{ target.__class__.__init__.__globals__ }}\n'
                           '{% endblock %}', "runtime.Dockerfile.j2:2: template tried something the sandbox forbids"),
     "self_extending": ('{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}RUN true{% endblock %}',
-                       "runtime.Dockerfile.j2:1: template recurses without end"),
+                       "runtime.Dockerfile.j2:1: template extends itself"),
     "resource_bomb": ('{% extends "_image.Dockerfile.j2" %}{% block base %}\n'
                       '{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n{% endblock %}',
                       "over budget: the render runs longer than the 2 s"),
@@ -59,3 +59,26 @@ def test_a_fault_in_a_part_every_flavor_uses_is_one_error(cli, tmp_path):
     result = cli("matrix", "validate", "--matrix", Path(tmp_path / "m.toml"))
     assert result.code == 2 and result.err.count("error: ") == 1, result.err
     assert "_image.Dockerfile.j2:2: template uses an undefined value" in result.err
+
+
+def test_templates_that_extend_each_other_are_one_error_before_any_render(cli, tmp_path):
+    """runtime extends the team's _base, which extends runtime: said from the parsed chain, at the template that
+    starts the loop, with the loop named."""
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "runtime.Dockerfile.j2").write_text('{% extends "_base.Dockerfile.j2" %}\n')
+    (tmp_path / "t" / "_base.Dockerfile.j2").write_text('\n{% extends "runtime.Dockerfile.j2" %}\n')
+    (tmp_path / "m.toml").write_text('extends = "default"\ntemplate_dir = "t"\n')
+    result = cli("matrix", "validate", "--matrix", Path(tmp_path / "m.toml"))
+    assert result.code == 2 and result.err.count("error: ") == 1, result.err
+    assert ("runtime.Dockerfile.j2:1: template extends itself "
+            "(runtime.Dockerfile.j2 -> _base.Dockerfile.j2 -> runtime.Dockerfile.j2)") in result.err
+
+
+def test_a_conditional_extends_of_itself_is_left_to_the_render(cli, tmp_path):
+    """An `{% extends %}` inside an `{% if %}` is not a loop by itself: the render decides, and here it never takes it."""
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "team.Dockerfile.j2").write_text(
+        '{% if target.python == "2.7" %}{% extends "team.Dockerfile.j2" %}{% else %}{% extends "runtime.Dockerfile.j2" %}{% endif %}\n')
+    (tmp_path / "m.toml").write_text('extends = "default"\ntemplate_dir = "t"\nflavors = ["team"]\n')
+    result = cli("matrix", "validate", "--matrix", Path(tmp_path / "m.toml"))
+    assert result.code == 0, result.err
