@@ -16,9 +16,12 @@ import pytest
 SELECT = ("--select", "id=2.14.1-cuda13.0-py3.12-runtime")
 # The real CLI, with the rename of each finished temporary file held until the test has signalled: what
 # stands in here is the timing of a slow disk, not any part of the cleanup.
+# Ctrl-C's handler is set, as an interactive shell gives it: a suite started with SIGINT ignored (a background job;
+# Python keeps an inherited SIG_IGN) would otherwise never see the SIGINT this test sends.
 HELD_RENAME = """
-import os, sys, time
+import os, signal, sys, time
 from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import buildkit.adapters.safe_files as safe_files
 from buildkit.cli import main
 real_replace = os.replace
