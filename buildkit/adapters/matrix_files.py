@@ -91,7 +91,12 @@ def _unread_templates(current: Path, file: TextFile) -> tuple[str, ...]:
         return ()
     try:
         names = (entry.name for entry in itertools.islice(folder.iterdir(), MAX_FOLDER_ENTRIES))
-        return tuple(sorted(name for name in names if name.endswith(".j2")))
+        found = tuple(sorted(name for name in names if name.endswith(".j2")))
+        # a copy of buildkit's own templates (a checkout of buildkit, installed without -e): nothing goes unread
+        builtin = builtin_templates_dir()
+        if all((builtin / name).is_file() and (builtin / name).read_bytes() == (folder / name).read_bytes() for name in found):
+            return ()
+        return found
     except OSError:  # unreadable: nothing to say about files buildkit cannot see
         return ()
 
