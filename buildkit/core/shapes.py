@@ -519,10 +519,11 @@ class PathTree:
     items by key, calls of the variables' own plain functions only), each asked for a kind: a guard's fact (its
     type, length, keys or frozen value) or TEXT (the value itself); _MISSING where a path leads nowhere.
 
-    A tree is read once per target, so it is compiled: one Python function that reads each step once for all
-    the paths through it (the arguments of its steps stay in a table the code indexes, never in its text). A
-    variable that is the very object the last target had (targets share their install plan) gives the last
-    target's answers again: records are frozen."""
+    A tree is read once per target, so it is compiled: per variable, one Python function that reads each step
+    once for all the paths through it (the arguments of its steps stay in a table the code indexes, never in its
+    text). Trees that ask the same of a variable (the flavors of a matrix extend the same template) share that
+    function, and with it its memory: a variable that is the very object the function read last (targets share
+    their install plan, across flavors too) gives the same answers again, since records are frozen."""
 
     def __init__(self, getattr_: Callable[[Any, str], Any], requests: Iterable[tuple[Path, str]],
                  trusted: Mapping[type, Iterable[str]] = {}, sample: Mapping[str, Any] | None = None):
@@ -537,39 +538,28 @@ class PathTree:
             if kind not in node.kinds:
                 node.kinds.append(kind)
         self.position: dict[tuple[Path, str], int] = {}  # (path, kind) -> where read() answers it
-        constants: list[Any] = []
-        lines = ["def read(variables):", "    out = [MISSING] * SIZE"]
-        for number, (name, root) in enumerate(roots.items()):
+        readers = []
+        for name, root in roots.items():
             first = len(self.position)
             body: list[str] = []
-            self._emit(root, (name,), "v", 2, body, constants, (sample or {}).get(name, _MISSING))
-            last = len(self.position)
-            constants.append(name)
-            lines += [f"    v = variables.get(K[{len(constants) - 1}], MISSING)",
-                      f"    if v is MEMO[{number}][0] and v is not MISSING:",
-                      f"        out[{first}:{last}] = MEMO[{number}][1]",
-                      "    elif v is not MISSING:", *body,
-                      f"        MEMO[{number}] = (v, out[{first}:{last}])"]
-        lines.append("    return out")
-        def read_attribute(value: Any, name: str) -> Any:  # what the sandbox reads, _MISSING for its Undefined
-            found = getattr_(value, name)
-            return _MISSING if isinstance(found, Undefined) else found
-
-        namespace = {"MISSING": _MISSING, "SIZE": len(self.position), "K": constants, "MEMO": [(_MISSING, [])] * len(roots),
-                     "ga": read_attribute, "call": _call, "ERRORS": _READ_ERRORS,
-                     "length": _length, "keys": _keys, "frozen": frozen, "PLAIN": _PLAIN}
-        self.source = "\n".join(lines)
-        exec(_compiled(self.source), namespace)
-        self.read: Callable[[Mapping[str, Any]], list[Any]] = namespace["read"]  # type: ignore[assignment]
+            constants: list[Any] = []
+            self._emit(root, (name,), "v", 2, body, constants, (sample or {}).get(name, _MISSING), first)
+            readers.append(_variable_reader(getattr_, "\n".join(body), tuple((type(item), item) for item in constants),
+                                            len(self.position) - first))
+        names = list(roots)
+        code = "lambda variables: [" + ", ".join(f"*R[{index}](variables.get(N[{index}], MISSING))" for index in range(len(names))) + "]"
+        self.read: Callable[[Mapping[str, Any]], list[Any]] = eval(code, {"R": readers, "N": names, "MISSING": _MISSING})
         self.size = len(self.position)
 
-    def _emit(self, node: _Node, path: Path, value: str, depth: int, lines: list[str], constants: list[Any], sample: Any) -> None:
+    def _emit(self, node: _Node, path: Path, value: str, depth: int, lines: list[str], constants: list[Any], sample: Any,
+              first: int) -> None:
+        """The code that reads `node`'s requests into `out`, numbered from `first` (the variable's first answer)."""
         indent = "    " * depth
         for kind in node.kinds:
             self.position[(path, kind)] = len(self.position)
             answer = {TEXT: value, TYPE: f"type({value})", LENGTH: f"length({value})", KEYS: f"keys({value})",
                       VALUE: f"{value} if type({value}) in PLAIN else frozen({value})"}[kind]
-            lines.append(f"{indent}out[{self.position[(path, kind)]}] = {answer}")
+            lines.append(f"{indent}out[{self.position[(path, kind)] - first}] = {answer}")
         for step, child in node.children.items():
             constants.append(step[1])
             argument = f"K[{len(constants) - 1}]"
@@ -582,7 +572,7 @@ class PathTree:
             lines += [f"{indent}try:", f"{indent}    {inner} = {read}", f"{indent}except ERRORS:", f"{indent}    {inner} = MISSING",
                       f"{indent}if {inner} is not MISSING:"]
             before = len(lines)
-            self._emit(child, (*path, step), inner, depth + 1, lines, constants, self._sample_step(sample, step))
+            self._emit(child, (*path, step), inner, depth + 1, lines, constants, self._sample_step(sample, step), first)
             if len(lines) == before:
                 lines.append(f"{indent}    pass")
 
@@ -596,11 +586,33 @@ class PathTree:
         return _MISSING if isinstance(found, Undefined) else found
 
 
+_READER = """\
+def read(v):
+    if v is LAST[0]:
+        return LAST[1]
+    out = [MISSING] * SIZE
+    if v is not MISSING:
+{body}
+    LAST[:] = v, out
+    return out
+"""
+
+
 @functools.lru_cache(256)
-def _compiled(source: str) -> Any:
-    """A tree's code, compiled once: the trees of a matrix's flavors, which share their parts, have the same code
-    (their own table of step arguments apart)."""
-    return compile(source, "<buildkit path tree>", "exec")
+def _variable_reader(getattr_: Callable[[Any, str], Any], body: str, typed_constants: tuple[tuple[type, Any], ...],
+                     size: int) -> Callable[[Any], list[Any]]:
+    """One variable's compiled reader, made once for every tree that asks the same of it (its code, its steps'
+    arguments, typed so that 1 and True stay apart, and the sandbox's getattr). The list it answers is shared:
+    callers copy it."""
+    def read_attribute(value: Any, name: str) -> Any:  # what the sandbox reads, _MISSING for its Undefined
+        found = getattr_(value, name)
+        return _MISSING if isinstance(found, Undefined) else found
+
+    namespace: dict[str, Any] = {"MISSING": _MISSING, "SIZE": size, "K": [item for _, item in typed_constants], "LAST": [_MISSING, [_MISSING] * size],
+                 "ga": read_attribute, "call": _call, "ERRORS": _READ_ERRORS, "length": _length, "keys": _keys,
+                 "frozen": frozen, "PLAIN": _PLAIN}
+    exec(compile(_READER.format(body=body or "        pass"), "<buildkit path tree>", "exec"), namespace)
+    return namespace["read"]
 
 
 _PLAIN = frozenset({str, int, bool, float, type(None)})  # a value that is its own frozen form

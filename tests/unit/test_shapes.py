@@ -15,7 +15,7 @@ import pytest
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.install_plan import install_inputs, torch_install
 from buildkit.core.render import VARIABLE_TYPES, Renderer, template_variables
-from buildkit.core.shapes import ShapeData
+from buildkit.core.shapes import _MISSING, ITEM, TEXT, VALUE, PathTree, ShapeData
 from buildkit.errors import UserError
 
 MARKER = "\ue000test-marker"
@@ -209,3 +209,14 @@ def test_a_shape_from_json_refuses_a_step_that_is_not_one(step):
     data["guards"][0][0] = ["target", step]
     with pytest.raises(ValueError, match="not a path step"):
         ShapeData.from_json(data)
+
+
+def test_trees_that_ask_the_same_of_a_variable_share_its_reader_and_still_answer_each_value():
+    """The flavors' trees read a shared install plan once between them; another object is read again."""
+    requests = [(("install", (ITEM, 1)), VALUE), (("target", (ITEM, "k")), TEXT)]
+    first, second = PathTree(getattr, requests), PathTree(getattr, requests)
+    shared, other = ("a", "b"), ("c", "d")
+    assert first.read({"install": shared, "target": {"k": "x"}}) == ["b", "x"]
+    assert second.read({"install": shared, "target": {"k": "y"}}) == ["b", "y"]
+    assert first.read({"install": other, "target": {"k": "z"}}) == ["d", "z"]
+    assert second.read({"target": {"k": "w"}}) == [_MISSING, "w"]
