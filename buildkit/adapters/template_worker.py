@@ -312,5 +312,15 @@ class TemplateWorker:
                 stream.close()
         return status
 
+    def forsake(self) -> None:
+        """In a forked child (buildkit.adapters.forked): the running worker is the parent's, so this process lets
+        go of it without stopping it (closing only its own copies of the pipes) and starts its own when it needs
+        one."""
+        process, self.process, self.serving, self.buffer, self.ready = self.process, None, None, b"", False
+        if process is not None:
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    stream.close()
+
     def __del__(self) -> None:
         self.close()

@@ -11,12 +11,13 @@ import gc
 import os
 import secrets
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from buildkit.adapters.bundled import default_matrix_path, image_support_files
+from buildkit.adapters.forked import split_map, usable_cores
 from buildkit.adapters.matrix_files import load_matrix
 from buildkit.adapters.regular_files import describe_path
 from buildkit.adapters.template_worker import TemplateWorker
@@ -182,8 +183,11 @@ def validate_selection(choices: Choices) -> Selection:
     return selection
 
 
-def _check_renders(selection: Selection) -> None:
-    failed = selection.renderer.check_all(selection.targets)
+PARALLEL_FROM = 20_000  # targets from which validate checks renders on every core: below, a fork costs what it saves
+
+
+def _check_renders(selection: Selection, parallel_from: int = PARALLEL_FROM) -> None:
+    failed = _failed_renders(selection, parallel_from)
     if failed:
         using = Counter(template_name(target.flavor) for target in selection.targets)
         # one problem per place in a template, however many flavors' templates reach it
@@ -193,6 +197,27 @@ def _check_renders(selection: Selection) -> None:
                 first, count = stopped.get((problem.where, problem.line), (problem, 0))
                 stopped[(problem.where, problem.line)] = (first, count + using[name])
         raise UserError([_naming_targets(problem, count) for problem, count in stopped.values()])
+
+
+def _failed_renders(selection: Selection, parallel_from: int) -> dict[str, UserError]:
+    """Per template, its first error in target order: the targets in contiguous parts, one per core for a large
+    selection, each part's errors after those of the parts before it (a template's first error is the one
+    the targets checked in order would meet first)."""
+    renderer = selection.renderer
+
+    def check(part: Sequence[Target]) -> dict[str, list[Problem]]:
+        return {name: error.problems for name, error in renderer.check_all(part).items()}  # Problems pickle; errors may not
+
+    def own_worker() -> None:
+        if isinstance(renderer.bounded, TemplateWorker):
+            renderer.bounded.forsake()
+
+    parts = usable_cores() if len(selection.targets) >= parallel_from else 1
+    failed: dict[str, UserError] = {}
+    for answer in split_map(check, selection.targets, parts, in_child=own_worker):
+        for name, problems in answer.items():
+            failed.setdefault(name, UserError(problems))
+    return failed
 
 
 def _naming_targets(problem: Problem, count: int) -> Problem:
