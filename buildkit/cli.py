@@ -41,6 +41,7 @@ from buildkit.ui.completion import SHELLS
 if TYPE_CHECKING:
     from buildkit.app.build import BuildOptions, IndexSettings
     from buildkit.app.routing import HostChoice
+    from buildkit.core.render import PlannedImage
 
 # Exit codes (the README's table): scripts and CI tell these apart.
 EXIT_OK = 0
@@ -397,13 +398,19 @@ def cmd_matrix_show(args: argparse.Namespace, out: Console, err: Console) -> int
     return EXIT_OK
 
 
+def _plan_line(planned: PlannedImage) -> str:
+    return views.json_line(target_json(planned))
+
+
 def cmd_plan(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.layers and args.format != "json":
         raise UserError(Problem("--layers", "adds the layers to --format json's objects; add --format json, or leave --layers out"))
     selection = select_targets(_choices(args))
     if args.format == "json":
-        streamed = selection.iter_plan()
-        views.write_json_array(sys.stdout, plan_json(streamed) if args.layers else map(target_json, streamed))
+        if args.layers:  # each target's layers are named against the whole plan's
+            views.write_json_array(sys.stdout, plan_json(selection.iter_plan()))
+        else:
+            views.write_json_lines(sys.stdout, selection.map_plan(_plan_line))
         return EXIT_OK
     if args.format == "ids":
         sys.stdout.writelines(f"{target.id}\n" for target in selection.targets)

@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Generic, NoReturn, TypeVar
 
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
@@ -38,34 +38,52 @@ def can_fork() -> bool:
     return sys.platform == "linux" and hasattr(os, "fork") and threading.active_count() == 1
 
 
-def split_map(work: Callable[[Sequence[Item]], Answer], items: Sequence[Item], parts: int,
-              in_child: Callable[[], None] = lambda: None) -> list[Answer]:
-    """`work` of each of `parts` contiguous slices of `items` (contiguous: neighbouring targets share records),
-    in order; all but the first in forked children, where the platform allows. `in_child` runs first in each
-    child (to let go of what belongs to the parent, such as a worker process)."""
-    size = -(-len(items) // max(parts, 1)) if items else 0
-    slices = [items[start:start + size] for start in range(0, len(items), size)] if size else [items]
-    if len(slices) == 1 or not can_fork():
-        return [work(part) for part in slices]
-    children = [_start(work, part, in_child) for part in slices[1:]]
-    try:
-        answers = [work(slices[0])]
-        for (pid, reader), part in zip(children, slices[1:]):
-            answers.append(_collect(pid, reader, work, part))
-        return answers
-    finally:
-        for pid, reader in children:
-            _stop(pid, reader)
+def contiguous_parts(items: Sequence[Item], count: int) -> list[Sequence[Item]]:
+    """`items` in `count` contiguous slices of (nearly) equal length, at least one; contiguous, since neighbouring
+    targets share records (a stack's packages, an install plan) that a part reads once."""
+    size = -(-len(items) // max(count, 1)) or 1
+    return [items[start:start + size] for start in range(0, len(items), size)] or [items]
 
 
-def _start(work: Callable[[Sequence[Item]], Answer], part: Sequence[Item], in_child: Callable[[], None]) -> tuple[int, int]:
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid:
+class Forked(Generic[Item, Answer]):
+    """`work(part)` in a forked child, started at once; `answer()` waits for it, `stop()` ends it unanswered."""
+
+    def __init__(self, work: Callable[[Sequence[Item]], Answer], part: Sequence[Item], in_child: Callable[[], None] = lambda: None):
+        self.work, self.part = work, part
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _child(work, part, in_child, reader, writer)
         os.close(writer)
-        return pid, reader
+        self.pid, self.reader = pid, reader
+
+    def answer(self) -> Answer:
+        """The child's answer, or the parent's own where the child gave none."""
+        with os.fdopen(self.reader, "rb", closefd=False) as stream:
+            data = stream.read()
+        _, status = os.waitpid(self.pid, 0)
+        if status == 0:
+            try:
+                return pickle.loads(data)
+            except Exception:  # a truncated or unreadable answer: the parent does the part
+                pass
+        return self.work(self.part)
+
+    def stop(self) -> None:
+        """A child not answered yet (the parent was interrupted, or failed) is killed; every child is reaped and
+        its pipe closed."""
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):
+            if os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+        with contextlib.suppress(OSError):
+            os.close(self.reader)
+
+
+def _child(work: Callable[[Sequence[Item]], Answer], part: Sequence[Item], in_child: Callable[[], None], reader: int, writer: int) -> NoReturn:
+    """The child: its answer, pickled, into the pipe; nothing else of the parent's runs here."""
     status = 1
-    try:  # the child: its answer, pickled, into the pipe; nothing else of the parent's runs here
+    try:
         os.close(reader)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -78,24 +96,18 @@ def _start(work: Callable[[Sequence[Item]], Answer], part: Sequence[Item], in_ch
         os._exit(status)
 
 
-def _collect(pid: int, reader: int, work: Callable[[Sequence[Item]], Answer], part: Sequence[Item]) -> Answer:
-    """The child's answer, or the parent's own where the child gave none."""
-    with os.fdopen(reader, "rb", closefd=False) as stream:
-        data = stream.read()
-    _, status = os.waitpid(pid, 0)
-    if status == 0:
-        try:
-            return pickle.loads(data)
-        except Exception:  # a truncated or unreadable answer: the parent does the part
-            pass
-    return work(part)
-
-
-def _stop(pid: int, reader: int) -> None:
-    """A child not collected (the parent was interrupted, or failed): killed, reaped, its pipe closed."""
-    with contextlib.suppress(ChildProcessError, ProcessLookupError):
-        if os.waitpid(pid, os.WNOHANG) == (0, 0):
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-    with contextlib.suppress(OSError):
-        os.close(reader)
+def split_map(work: Callable[[Sequence[Item]], Answer], items: Sequence[Item], count: int,
+              in_child: Callable[[], None] = lambda: None) -> list[Answer]:
+    """`work` of each of `count` contiguous parts of `items`, in order: all but the first in forked children,
+    where the platform allows. `in_child` runs first in each child (to let go of what is the parent's, such as a
+    worker process)."""
+    parts = contiguous_parts(items, count)
+    if len(parts) == 1 or not can_fork():
+        return [work(part) for part in parts]
+    helpers: list[Forked[Item, Answer]] = []
+    try:
+        helpers.extend(Forked(work, part, in_child) for part in parts[1:])
+        return [work(parts[0]), *(helper.answer() for helper in helpers)]
+    finally:
+        for helper in helpers:
+            helper.stop()

@@ -11,13 +11,14 @@ import gc
 import os
 import secrets
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from buildkit.adapters.bundled import default_matrix_path, image_support_files
-from buildkit.adapters.forked import split_map, usable_cores
+from buildkit.adapters.forked import Forked, can_fork, contiguous_parts, split_map, usable_cores
 from buildkit.adapters.matrix_files import load_matrix
 from buildkit.adapters.regular_files import describe_path
 from buildkit.adapters.template_worker import TemplateWorker
@@ -90,6 +91,10 @@ class Choices:
     compression: str | None = None  # --compression: overrides the matrix's
 
 
+PARALLEL_FROM = 20_000  # targets from which validate and plan work on every core: below, a fork costs what it saves
+Answer = TypeVar("Answer")
+
+
 @dataclass(frozen=True)
 class Selection:
     matrix: Matrix
@@ -104,6 +109,29 @@ class Selection:
         """The plan one target at a time, for output that need not hold it all (plan --format json)."""
         with records_that_last():
             yield from map(self.renderer.plan, self.targets)
+
+    def map_plan(self, each: Callable[[PlannedImage], Answer], parallel_from: int = PARALLEL_FROM) -> Iterator[Answer]:
+        """`each` of every target's plan, in order, one target at a time; for a large selection, the parts after
+        the first are planned in forked children meanwhile (each on a core), so `each`'s answers must pickle (a
+        JSON object's text)."""
+        parts = contiguous_parts(self.targets, usable_cores() if len(self.targets) >= parallel_from else 1)
+        if len(parts) == 1 or not can_fork():
+            yield from map(each, self.iter_plan())
+            return
+
+        def work(part: Sequence[Target]) -> list[Answer]:
+            with records_that_last():
+                return [each(self.renderer.plan(target)) for target in part]
+
+        helpers = [Forked(work, part) for part in parts[1:]]
+        try:
+            with records_that_last():
+                yield from map(each, map(self.renderer.plan, parts[0]))
+            for helper in helpers:
+                yield from helper.answer()
+        finally:
+            for helper in helpers:
+                helper.stop()
 
     def render(self) -> tuple[Rendered, ...]:
         self.renderer.prepare()  # the team templates' worker starts while the targets are planned
@@ -181,9 +209,6 @@ def validate_selection(choices: Choices) -> Selection:
     with records_that_last():
         _check_renders(selection)
     return selection
-
-
-PARALLEL_FROM = 20_000  # targets from which validate checks renders on every core: below, a fork costs what it saves
 
 
 def _check_renders(selection: Selection, parallel_from: int = PARALLEL_FROM) -> None:

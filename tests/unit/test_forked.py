@@ -72,8 +72,13 @@ def test_no_child_is_forked_while_a_thread_runs():
 
 def test_a_child_left_running_is_stopped_when_the_parent_is_interrupted(monkeypatch):
     started = []
-    start = forked._start
-    monkeypatch.setattr(forked, "_start", lambda *args: started.append(start(*args)) or started[-1])
+
+    class Recorded(forked.Forked):
+        def __init__(self, *args):
+            super().__init__(*args)
+            started.append(self.pid)
+
+    monkeypatch.setattr(forked, "Forked", Recorded)
 
     def interrupted(part):
         if os.getpid() == PARENT:
@@ -85,7 +90,7 @@ def test_a_child_left_running_is_stopped_when_the_parent_is_interrupted(monkeypa
         split_map(interrupted, [1, 2], 2)
     assert len(started) == 1
     with pytest.raises(ChildProcessError):
-        os.waitpid(started[0][0], os.WNOHANG)  # killed and reaped
+        os.waitpid(started[0], os.WNOHANG)  # killed and reaped
 
 
 TEAM = ('extends = "default"\ntemplate_dir = "t"\nflavors = ["team"]\npython = ["3.11", "3.12", "3.13"]\n'
@@ -111,3 +116,16 @@ def test_validate_on_every_core_finds_the_errors_it_finds_in_one_process(tmp_pat
 
     alone, split = failures(10**9), failures(1)
     assert alone == split and "no_such_field" in split["team.Dockerfile.j2"] and last in split["team.Dockerfile.j2"]
+
+
+def test_plan_json_on_every_core_is_the_one_process_plan_line_for_line(monkeypatch):
+    """plan --format json's lines, the parts after the first planned in children meanwhile: the same lines in the
+    same order as one process writes."""
+    from buildkit.cli import _plan_line
+
+    monkeypatch.setattr("buildkit.app.targets.usable_cores", lambda: 3)
+    assert forked.can_fork()
+    selection = select_targets(Choices())
+    alone = list(selection.map_plan(_plan_line, parallel_from=10**9))
+    split = list(selection.map_plan(_plan_line, parallel_from=1))
+    assert split == alone and len(alone) == len(selection.targets) > 100
