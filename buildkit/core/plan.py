@@ -88,7 +88,7 @@ class Target:
 
     @cached_property  # kept: templates and labels read it for every render
     def device_packages(self) -> tuple[str, ...]:
-        return tuple(name for _, names in self.device_code for name in names)
+        return _device_packages(self.device_code)
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -266,14 +266,18 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 installer=stack.installer, uv=compat.uv if stack.installer == "uv" else "", compression=matrix.compression,
                 layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
                 local_version=local,
+                # not fields: what the records' cached properties compute, the same for every target of this
+                # version, set with the fields (see _target)
+                vendor_record=vendor, backend_label=vendor.backend_label(version), container_environment=vendor.environment(version),
             )
             stack_archs = stack.archs.get(backend, facts.archs)
             # per image of the version (one per ROCm family, or one with every arch): its archs and device code. A
             # thin image carries the device code of its archs; one with the wheels' whole list, of every gfx target
             # its index has device packages for (what torch's device-all asks for)
-            images = [(family, archs, tuple((gfx, layout.device_packages(gfx)) for gfx in (compat.device_archs(version) if archs == facts.archs else archs))
-                       if layout else ())
-                      for family, archs in _family_archs(matrix, stack, vendor, version, stack_archs, layout is not None, notes)]
+            images = [(family, archs, code, _device_packages(code)) for family, archs, code in (
+                (family, archs, tuple((gfx, layout.device_packages(gfx)) for gfx in (compat.device_archs(version) if archs == facts.archs else archs))
+                 if layout else ())
+                for family, archs in _family_archs(matrix, stack, vendor, version, stack_archs, layout is not None, notes))]
             for flavor in stack.flavors:
                 if flavor == SOURCE_FLAVOR and not of_backend(backend).builds_from_source:
                     notes.append(Note(f"{stack.torch} {flavor}", "the source flavor compiles ROCm torch only; "
@@ -291,13 +295,13 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 twin = stack.pair.get(backend) == version and flavor != SOURCE_FLAVOR  # source has no CUDA side
                 builder = facts.devel_base if flavor == SOURCE_FLAVOR else ""
                 # the source flavor compiles torch for its archs: one image, no device packages to choose
-                flavor_images = images if flavor != SOURCE_FLAVOR else [("", stack_archs, ())]
+                flavor_images = images if flavor != SOURCE_FLAVOR else [("", stack_archs, (), ())]
                 for python in stack.python:
                     if python in skipped:
                         continue
                     base = _base_image(matrix, flavor, backend, version, python)
                     base_digest = matrix.lock.base_digest(base)
-                    for family, archs, device_code in flavor_images:
+                    for family, archs, device_code, device_packages in flavor_images:
                         ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor, family)
                         floating = floating_tag(matrix.tag_prefix, stack.torch, backend, python, flavor, family)
                         targets.append(dict(
@@ -306,7 +310,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                             base_image=base, base_digest=base_digest,
                             tag_names=(ident, floating) if twin else (ident,),
                             builder_image=builder, builder_digest=matrix.lock.base_digest(builder) if builder else "",
-                            **shared,
+                            device_packages=device_packages, **shared,
                         ))
     return targets
 
@@ -390,13 +394,19 @@ def _kept_by_rules(matrix: Matrix, facts: Mapping[str, str]) -> bool:
     return included and not any(rule.matches_all(facts) for rule in matrix.exclude)
 
 
+def _device_packages(device_code: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[str, ...]:
+    return tuple(name for _, names in device_code for name in names)
+
+
 _TARGET_DEFAULTS = {field.name: field.default for field in dataclasses.fields(Target) if field.default is not dataclasses.MISSING}
 
 
 def _target(spec: dict[str, Any]) -> Target:
-    """Target(**spec), for specs expand made (every field without a default, only fields): a frozen record's
-    __init__ sets its 45 fields one object.__setattr__ at a time, most of the time of expanding 100,000 targets,
-    so the fields go into the record's dictionary at once. Target has no __post_init__ to skip."""
+    """Target(**spec), for specs expand made (every field without a default, and the values of some cached
+    properties): a frozen record's __init__ sets its 45 fields one object.__setattr__ at a time, most of the time
+    of expanding 100,000 targets, so the fields go into the record's dictionary at once. Target has no
+    __post_init__ to skip. A cached property found in the dictionary is not computed (functools.cached_property
+    takes a lock each time it computes one, on Python 3.11): the values a version's targets share are set here."""
     target = object.__new__(Target)
     target.__dict__.update(_TARGET_DEFAULTS)
     target.__dict__.update(spec)

@@ -84,7 +84,8 @@ def test_the_rule_engine_agrees_with_fnmatch(rules, targets):
 
 def test_expanded_targets_are_the_records_their_constructor_makes():
     """expand fills each record's fields at once (plan._target): the same record as Target(**fields), for every
-    target of the default matrix and a team's, with each field present."""
+    target of the default matrix and a team's, with each field present, and each cached property it sets the one
+    the record computes."""
     import dataclasses
 
     from buildkit.app.targets import Choices, select_targets
@@ -93,3 +94,6 @@ def test_expanded_targets_are_the_records_their_constructor_makes():
     for target in select_targets(Choices()).targets:
         fields = {field.name: getattr(target, field.name) for field in dataclasses.fields(Target)}
         assert set(vars(target)) >= set(fields) and Target(**fields) == target and repr(Target(**fields)) == repr(target)
+        made = Target(**fields)  # its cached properties computed, where expand set the values it shares
+        for name in set(vars(target)) - set(fields):
+            assert getattr(made, name) == vars(target)[name], (target.id, name)
