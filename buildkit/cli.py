@@ -41,7 +41,7 @@ from buildkit.ui.completion import SHELLS
 if TYPE_CHECKING:
     from buildkit.app.build import BuildOptions, IndexSettings
     from buildkit.app.routing import HostChoice
-    from buildkit.core.render import PlannedImage
+    from buildkit.app.targets import PlannedImage
 
 # Exit codes (the README's table): scripts and CI tell these apart.
 EXIT_OK = 0
