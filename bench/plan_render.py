@@ -116,6 +116,17 @@ def in_process(path: Path, repeat: int) -> dict:
             "per_target_us": round(min(timings) / len(rendered) * 1e6, 1)}
 
 
+def reference_loop() -> float:
+    """Seconds of a fixed pure-Python loop (dict stores of new strings), best of three: how fast this host runs
+    the interpreter now, so figures from hosts of other speeds, or a busy moment, can be told apart."""
+    def once() -> float:
+        start, table = time.perf_counter(), {}
+        for number in range(2_000_000):
+            table[number % 1000] = str(number)
+        return time.perf_counter() - start
+    return round(min(once() for _ in range(3)), 3)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -127,6 +138,7 @@ def main() -> None:
         errors = {n: write_matrix(folder / f"errors{n}", 1_000, bad_pythons=n) for n in (1_000, 4_000)}
         out = folder / "stdout"
         results = {
+            "reference loop s (before)": reference_loop(),
             "plan+render 10,000 in-process": in_process(ten, args.repeat),
             "plan+render 10,000 (process)": measured(out, "--render", str(ten)),
             "plan+render 100,000 (process)": measured(out, "--render", str(hundred)),
@@ -138,6 +150,7 @@ def main() -> None:
             "plan json 100,000 (one core)": measured(out, "plan", "--format", "json", "--matrix", str(hundred), one_core=True),
             "validate with 1,000 problems": measured(out, "matrix", "validate", "--matrix", str(errors[1_000])),
             "validate with 4,000 problems": measured(out, "matrix", "validate", "--matrix", str(errors[4_000])),
+            "reference loop s (after)": reference_loop(),
         }
     print(json.dumps({"benchmark": "planning at scale", **results, "cpus": os.cpu_count(), "load_average": os.getloadavg(),
                       "python": platform.python_version()}, indent=2))
