@@ -92,7 +92,14 @@ class Choices:
 
 
 PARALLEL_FROM = 20_000  # targets from which validate and plan work on every core: below, a fork costs what it saves
+MOST_PARTS = 8  # each validate part may start a template worker, and copies some of the parent's pages
 Answer = TypeVar("Answer")
+
+
+def _part_count(targets: int, parallel_from: int) -> int:
+    """Into how many parts to split the work on these targets: one per core this process may use, for a large
+    selection."""
+    return min(usable_cores(), MOST_PARTS) if targets >= parallel_from else 1
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,7 @@ class Selection:
         """`each` of every target's plan, in order, one target at a time; for a large selection, the parts after
         the first are planned in forked children meanwhile (each on a core), so `each`'s answers must pickle (a
         JSON object's text)."""
-        parts = contiguous_parts(self.targets, usable_cores() if len(self.targets) >= parallel_from else 1)
+        parts = contiguous_parts(self.targets, _part_count(len(self.targets), parallel_from))
         if len(parts) == 1 or not can_fork():
             yield from map(each, self.iter_plan())
             return
@@ -237,7 +244,7 @@ def _failed_renders(selection: Selection, parallel_from: int) -> dict[str, UserE
         if isinstance(renderer.bounded, TemplateWorker):
             renderer.bounded.forsake()
 
-    parts = usable_cores() if len(selection.targets) >= parallel_from else 1
+    parts = _part_count(len(selection.targets), parallel_from)
     failed: dict[str, UserError] = {}
     for answer in split_map(check, selection.targets, parts, in_child=own_worker):
         for name, problems in answer.items():

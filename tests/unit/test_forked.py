@@ -129,3 +129,15 @@ def test_plan_json_on_every_core_is_the_one_process_plan_line_for_line(monkeypat
     alone = list(selection.map_plan(_plan_line, parallel_from=10**9))
     split = list(selection.map_plan(_plan_line, parallel_from=1))
     assert split == alone and len(alone) == len(selection.targets) > 100
+
+
+def test_a_large_selection_is_split_once_per_core_up_to_a_bound(monkeypatch):
+    from buildkit.app.targets import MOST_PARTS, PARALLEL_FROM, _part_count
+
+    monkeypatch.setattr("buildkit.app.targets.usable_cores", lambda: 64)
+    assert _part_count(PARALLEL_FROM, PARALLEL_FROM) == MOST_PARTS < 64
+    assert _part_count(PARALLEL_FROM - 1, PARALLEL_FROM) == 1
+    monkeypatch.setattr("buildkit.app.targets.usable_cores", lambda: 2)
+    assert _part_count(10**6, PARALLEL_FROM) == 2
+    assert [len(part) for part in forked.contiguous_parts(range(10), 3)] == [4, 4, 2]
+    assert [len(part) for part in forked.contiguous_parts((), 3)] == [0]
