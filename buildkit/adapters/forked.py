@@ -6,7 +6,7 @@ rewritten in the child's pages), and sends back only its answer, pickled. The pa
 itself. Where there is one core, no fork (Windows, macOS, where fork is not safe with system frameworks), or a
 thread running (fork copies only the calling thread), the work runs in the process as one part.
 
-A child is a helper, never the one who decides: if it dies, is killed, or answers what cannot be read, the
+A child is a helper, never the one who decides: if it cannot be made, dies, is killed, or answers what cannot be read, the
 parent does its part itself, so the result is the same as the one-process run's. A child ends with
 os._exit, so no handler of the parent's (cleanup on exit, on SIGTERM, on Ctrl-C) runs twice.
 """
@@ -50,8 +50,17 @@ class Forked(Generic[Item, Answer]):
 
     def __init__(self, work: Callable[[Sequence[Item]], Answer], part: Sequence[Item], in_child: Callable[[], None] = lambda: None):
         self.work, self.part = work, part
-        reader, writer = os.pipe()
-        pid = os.fork()
+        self.pid, self.reader = 0, -1  # no child: the system would not make one (no memory, no process or file left)
+        try:
+            reader, writer = os.pipe()
+        except OSError:
+            return
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(reader)
+            os.close(writer)
+            return
         if pid == 0:
             _child(work, part, in_child, reader, writer)
         os.close(writer)
@@ -59,6 +68,8 @@ class Forked(Generic[Item, Answer]):
 
     def answer(self) -> Answer:
         """The child's answer, or the parent's own where the child gave none."""
+        if not self.pid:
+            return self.work(self.part)
         with os.fdopen(self.reader, "rb", closefd=False) as stream:
             data = stream.read()
         _, status = os.waitpid(self.pid, 0)
@@ -72,6 +83,8 @@ class Forked(Generic[Item, Answer]):
     def stop(self) -> None:
         """A child not answered yet (the parent was interrupted, or failed) is killed; every child is reaped and
         its pipe closed."""
+        if not self.pid:
+            return
         with contextlib.suppress(ChildProcessError, ProcessLookupError):
             if os.waitpid(self.pid, os.WNOHANG) == (0, 0):
                 os.kill(self.pid, signal.SIGKILL)

@@ -141,3 +141,11 @@ def test_a_large_selection_is_split_once_per_core_up_to_a_bound(monkeypatch):
     assert _part_count(10**6, PARALLEL_FROM) == 2
     assert [len(part) for part in forked.contiguous_parts(range(10), 3)] == [4, 4, 2]
     assert [len(part) for part in forked.contiguous_parts((), 3)] == [0]
+
+
+def test_a_part_the_system_makes_no_child_for_is_worked_on_by_the_parent(monkeypatch):
+    def refused():
+        raise BlockingIOError(11, "Resource temporarily unavailable")  # fork's EAGAIN: no process left
+
+    monkeypatch.setattr(forked.os, "fork", refused)
+    assert split_map(where, list(range(4)), 2) == [where([0, 1]), where([2, 3])]
