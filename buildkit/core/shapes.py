@@ -523,7 +523,8 @@ class PathTree:
     once for all the paths through it (the arguments of its steps stay in a table the code indexes, never in its
     text). Trees that ask the same of a variable (the flavors of a matrix extend the same template) share that
     function, and with it its memory: a variable that is the very object the function read last (targets share
-    their install plan, across flavors too) gives the same answers again, since records are frozen."""
+    their install plan, across flavors too) gives the same answers again, since records are frozen. A variable
+    asked only for itself (a stage's name) is read inline."""
 
     def __init__(self, getattr_: Callable[[Any, str], Any], requests: Iterable[tuple[Path, str]],
                  trusted: Mapping[type, Iterable[str]] = {}, sample: Mapping[str, Any] | None = None):
@@ -538,17 +539,22 @@ class PathTree:
             if kind not in node.kinds:
                 node.kinds.append(kind)
         self.position: dict[tuple[Path, str], int] = {}  # (path, kind) -> where read() answers it
-        readers = []
+        readers: list[Callable[[Any], list[Any]] | None] = []
         for name, root in roots.items():
             first = len(self.position)
+            if root.kinds == [TEXT] and not root.children:  # the variable itself (a stage's name): read inline
+                self.position[((name,), TEXT)] = first
+                readers.append(None)
+                continue
             body: list[str] = []
             constants: list[Any] = []
             self._emit(root, (name,), "v", 2, body, constants, (sample or {}).get(name, _MISSING), first)
             readers.append(_variable_reader(getattr_, "\n".join(body), tuple((type(item), item) for item in constants),
                                             len(self.position) - first))
-        names = list(roots)
-        code = "lambda variables: [" + ", ".join(f"*R[{index}](variables.get(N[{index}], MISSING))" for index in range(len(names))) + "]"
-        self.read: Callable[[Mapping[str, Any]], list[Any]] = eval(code, {"R": readers, "N": names, "MISSING": _MISSING})
+        answers = [f"variables.get(N[{index}], MISSING)" if reader is None else f"*R[{index}](variables.get(N[{index}], MISSING))"
+                   for index, reader in enumerate(readers)]
+        code = f"lambda variables: [{', '.join(answers)}]"
+        self.read: Callable[[Mapping[str, Any]], list[Any]] = eval(code, {"R": readers, "N": list(roots), "MISSING": _MISSING})
         self.size = len(self.position)
 
     def _emit(self, node: _Node, path: Path, value: str, depth: int, lines: list[str], constants: list[Any], sample: Any,
@@ -710,39 +716,41 @@ def _picker(positions: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
 
 
 class _Page:
-    """The shapes that observed the same guards: one tree reads those and every value the shapes print."""
+    """The shapes that observed the same guards, by the facts of those guards."""
 
     def __init__(self, guards: tuple[tuple[Path, str], ...]):
         self.guards = guards
         self.shapes: dict[tuple, Shape] = {}  # facts -> shape
-        self.texts: dict[Path, None] = {}  # the paths the shapes print
-        self.tree: PathTree | None = None
-        self.facts: Callable[[list[Any]], tuple] = tuple
+        self.facts: Callable[[list[Any]], tuple] = tuple  # a target's facts among the book's tree's answers
 
-    def build(self, getattr_: Callable[[Any, str], Any], trusted: Mapping[type, Iterable[str]], sample: Mapping[str, Any]) -> None:
-        self.tree = PathTree(getattr_, (*self.guards, *((path, TEXT) for path in self.texts)), trusted, sample)
-        self.facts = _picker([self.tree.position[guard] for guard in self.guards])
+    def bind(self, position: Mapping[tuple[Path, str], int]) -> None:
+        self.facts = _picker([position[guard] for guard in self.guards])
         for shape in self.shapes.values():
-            shape.bind(self.tree.position)
+            shape.bind(position)
 
 
 class ShapeBook:
-    """The shapes of one template, found by the facts of a target's variables; the page (guard list) that
-    answered last is asked first (targets come in runs)."""
+    """The shapes of one template, found by the facts of a target's variables. One tree reads, once per target,
+    what every page's guards ask and every shape prints; the page (guard list) that answered last is asked
+    first (targets come in runs)."""
 
     def __init__(self, getattr_: Callable[[Any, str], Any], filters: Mapping[str, TextFilter], trusted: Mapping[type, Iterable[str]] = {}):
         self._getattr = getattr_
         self._filters = filters
         self._trusted = trusted
         self._pages: list[_Page] = []
+        self._requests: dict[tuple[Path, str], None] = {}  # what the tree reads: every page's guards, every printed path
+        self._tree: PathTree | None = None
 
     def __len__(self) -> int:
         return sum(len(page.shapes) for page in self._pages)
 
     def find(self, variables: Mapping[str, Any]) -> tuple[Shape, list[Any]] | None:
         """The shape that stands for these variables, and the answers to fill it with."""
+        if self._tree is None:
+            return None
+        answers = self._tree.read(variables)
         for index, page in enumerate(self._pages):
-            answers = page.tree.read(variables)  # type: ignore[union-attr]
             found = page.shapes.get(page.facts(answers))
             if found is not None:
                 if index:
@@ -757,11 +765,14 @@ class ShapeBook:
         if page is None:
             page = _Page(data.guards)
             self._pages.insert(0, page)
-        new_texts = [path for path, _ in data.values if path not in page.texts]
-        page.texts.update(dict.fromkeys(new_texts))
-        if page.tree is None or new_texts:
-            page.build(self._getattr, self._trusted, variables)
-        shape.bind(page.tree.position)  # type: ignore[union-attr]
-        answers = page.tree.read(variables)  # type: ignore[union-attr]
+        new = [request for request in (*data.guards, *((path, TEXT) for path, _ in data.values)) if request not in self._requests]
+        if self._tree is None or new:  # a tree that reads these too: every page and shape learns its positions
+            self._requests.update(dict.fromkeys(new))
+            self._tree = PathTree(self._getattr, self._requests, self._trusted, variables)
+            for each in self._pages:
+                each.bind(self._tree.position)
+        page.bind(self._tree.position)
+        shape.bind(self._tree.position)
+        answers = self._tree.read(variables)
         page.shapes[page.facts(answers)] = shape
         return shape, answers
