@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,15 @@ from buildkit.adapters.forked import split_map
 from buildkit.app.targets import Choices, _failed_renders, select_targets
 
 PARENT = os.getpid()
+
+
+@pytest.fixture(autouse=True)
+def only_this_tests_threads(monkeypatch):
+    """The suite's session servers (the local wheel index, test registries) run in threads of this process for
+    the whole run, so a fork would never be made here: only the threads a test starts count. A child touches
+    none of those servers' locks (it works, pickles and writes to its own pipe)."""
+    already = threading.active_count() - 1
+    monkeypatch.setattr(forked, "threading", types.SimpleNamespace(active_count=lambda: threading.active_count() - already))
 
 
 def where(part):
