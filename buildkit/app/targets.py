@@ -218,8 +218,8 @@ def validate_selection(choices: Choices) -> Selection:
     return selection
 
 
-def _check_renders(selection: Selection, parallel_from: int = PARALLEL_FROM) -> None:
-    failed = _failed_renders(selection, parallel_from)
+def _check_renders(selection: Selection) -> None:
+    failed = _failed_renders(selection, PARALLEL_FROM)
     if failed:
         using = Counter(template_name(target.flavor) for target in selection.targets)
         # one problem per place in a template, however many flavors' templates reach it
