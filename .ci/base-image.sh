@@ -34,6 +34,8 @@ if [ "$suite" != bookworm ]; then
                          /^Signed-By:/ && !signed { print; signed = 1 }' "$sources" > "$work/$suite.sources"
   sources=$work/$suite.sources
 fi
+# one root file system per platform, all at once (arm64's runs under qemu: the slower half)
+builds=()
 for platform in $platforms; do
   arch=${platform#linux/}
   mmdebstrap --quiet --variant=minbase --architectures="$arch" \
@@ -41,8 +43,10 @@ for platform in $platforms; do
     --aptopt='Acquire::Check-Valid-Until "false"' \
     --customize-hook='chroot "$1" ln -sf /usr/bin/python3 /usr/local/bin/python' \
     --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
-    "$suite" "$work/rootfs-$arch.tar" "$sources"
+    "$suite" "$work/rootfs-$arch.tar" "$sources" &
+  builds+=($!)
 done
+for build in "${builds[@]}"; do wait "$build"; done
 cat > "$work/Dockerfile" <<'EOF'
 FROM scratch
 ARG TARGETARCH
