@@ -4,8 +4,9 @@ A CI machine that runs the suite again and again keeps, between runs, what they 
 a warm run stays warm), images of a test session that was killed before its cleanup (tagged `buildkit-test-*`,
 or left untagged with buildkit's target label) and pytest's temporary folders. One run filled such a disk
 halfway through (`No space left on device`, 156 errors). So: what earlier test sessions left always goes;
-build cache goes only as far as the suite's room needs, oldest first (BuildKit's own keep-storage order); and
-a disk that still lacks room is named, with its figures, before any test runs.
+where room is short, dangling images go, then build cache only as far as the suite's room needs, oldest first
+(BuildKit's own keep-storage order); a disk that still lacks room is named, with its figures, before any test
+runs.
 
 Usage: python3 .ci/make_room.py NEED_GB   (the docker CLI from $DOCKER, else `docker`)
 """
@@ -57,7 +58,10 @@ def remove_test_leftovers() -> list[str]:
             name = image if reference == "<none>:<none>" else reference
             subprocess.run([DOCKER, "rmi", "--force", name], capture_output=True)
             removed.append(f"image {name}")
-    for folder in Path(tempfile.gettempdir()).glob("pytest-of-*"):
+    for folder in Path(tempfile.gettempdir()).glob("pytest-of-*/pytest-*"):  # a run's base folder (pytest-current links one)
+        if folder.is_symlink():
+            folder.unlink()
+            continue
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(str(folder))
     return removed
@@ -68,6 +72,9 @@ def main(need_gb: float) -> int:
     need = int(need_gb * GB)
     for what in remove_test_leftovers():
         print(f"make_room: removed what an earlier run left: {what}")
+    if free_bytes(root) < need:
+        docker("image", "prune", "--force")  # dangling images only: no tag, no container (a rebuilt image's old self)
+        print("make_room: removed dangling images")
     short = need - free_bytes(root)
     if short > 0:
         keep = max(0, build_cache_bytes() - short)
