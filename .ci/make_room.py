@@ -2,8 +2,8 @@
 
 A CI machine that runs the suite again and again keeps, between runs, what they left: BuildKit's cache (kept so
 a warm run stays warm), images of a test session that was killed before its cleanup (tagged `buildkit-test-*`,
-or left untagged with buildkit's target label), its spare engines' folders and pytest's temporary folders.
-One run filled such a disk halfway through (`No space left on device`, 156 errors). So: what earlier test sessions left always goes;
+or left untagged with buildkit's target label) and its spare engines' folders. One run filled such a disk
+halfway through (`No space left on device`, 156 errors). So: what earlier test sessions left always goes;
 where room is short, dangling images go, then build cache only as far as the suite's room needs, oldest first
 (BuildKit's own keep-storage order); a disk that still lacks room is named, with its figures, before any test
 runs.
@@ -21,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's testkit: run as a script from .ci/
+from testkit import daemon
 
 DOCKER = os.environ.get("DOCKER", "docker")
 GB = 10**9
@@ -48,8 +51,8 @@ def build_cache_bytes() -> int:
 
 def remove_test_leftovers() -> list[str]:
     """Images of earlier test sessions (their cleanup runs at a session's end, which a killed run never
-    reaches), pytest's folders of earlier runs, and the folders of spare engines whose daemon is gone. Returns
-    what was removed, for the log."""
+    reaches) and the spare engines whose daemon is gone. Returns what was removed, for the log. (pytest's own
+    folders of earlier runs go by its retention settings in pyproject.toml.)"""
     removed = []
     listing = docker("images", "--filter", "label=dev.buildkit.target", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}")
     for line in sorted(set(listing.splitlines())):
@@ -59,38 +62,8 @@ def remove_test_leftovers() -> list[str]:
             name = image if reference == "<none>:<none>" else reference
             subprocess.run([DOCKER, "rmi", "--force", name], capture_output=True)
             removed.append(f"image {name}")
-    for folder in Path(tempfile.gettempdir()).glob("pytest-of-*/pytest-*"):  # a run's base folder (pytest-current links one)
-        if folder.is_symlink():
-            folder.unlink()
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(str(folder))
-    for engine in Path("/tmp").glob("bk-engine-*"):  # testkit.daemon.SpareEngine's folders
-        if _running(engine / "docker.pid"):
-            continue  # a test session running now
-        tag = engine.name.removeprefix("bk-engine-")
-        _unmount_below(engine)
-        subprocess.run(["ip", "link", "del", f"bk{tag}"], capture_output=True)
-        subprocess.run([DOCKER, "context", "rm", "--force", f"bk-{tag}"], capture_output=True)
-        shutil.rmtree(engine, ignore_errors=True)
-        removed.append(f"spare engine {engine}")
+    removed += [f"spare engine {root}" for root in daemon.remove_abandoned(DOCKER)]
     return removed
-
-
-def _unmount_below(folder: Path) -> None:
-    """What a killed daemon left mounted in its folder (its network namespace, its containers' and builds' file
-    systems), deepest first, so that the folder can go."""
-    below = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines() if line.split()[1].startswith(f"{folder}/")]
-    for point in sorted(below, key=len, reverse=True):
-        subprocess.run(["umount", "--lazy", point], capture_output=True)
-
-
-def _running(pidfile: Path) -> bool:
-    try:
-        os.kill(int(pidfile.read_text().strip()), 0)
-    except (OSError, ValueError):
-        return False
-    return True
 
 
 def main(need_gb: float) -> int:

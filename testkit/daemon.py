@@ -41,9 +41,9 @@ class SpareEngine:
 
     def start(self, *base_images: str, context: bool = False) -> SpareEngine:
         tag = uuid.uuid4().hex[:8]
-        self.root = root = Path(f"/tmp/bk-engine-{tag}")  # short: unix socket paths are limited to 108 bytes
+        self.root = root = Path(f"{FOLDER_PREFIX}{tag}")
         root.mkdir()
-        self.bridge = f"bk{tag}"  # interface names have at most 15 characters
+        self.bridge = _bridge(tag)
         subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
         host_config = Path("/etc/docker/daemon.json")
         config = json.loads(host_config.read_text()) if host_config.is_file() else {}
@@ -68,7 +68,7 @@ class SpareEngine:
             subprocess.run([self.docker, "load"], stdin=save.stdout, env=self.env, check=True, capture_output=True)
             save.wait()
         if context:
-            self.context = f"bk-{tag}"
+            self.context = _context(tag)
             subprocess.run([self.docker, "context", "create", self.context, "--docker", f"host=unix://{self.socket}"],
                            check=True, capture_output=True)
         return self
@@ -81,9 +81,44 @@ class SpareEngine:
         if self.daemon is not None and self.daemon.poll() is None:
             self.daemon.send_signal(signal.SIGTERM)
             self.daemon.wait(timeout=60)
-        if self.context:
-            subprocess.run([self.docker, "context", "rm", "-f", self.context], capture_output=True)
-        subprocess.run(["umount", "-R", str(self.root)], capture_output=True)
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
-        shutil.rmtree(self.root, ignore_errors=True)
+        _remove(self.docker, self.root, self.bridge, self.context)
         self.root = None
+
+
+FOLDER_PREFIX = "/tmp/bk-engine-"  # short: unix socket paths are limited to 108 bytes
+
+
+def _bridge(tag: str) -> str:
+    return f"bk{tag}"  # interface names have at most 15 characters
+
+
+def _context(tag: str) -> str:
+    return f"bk-{tag}"
+
+
+def _remove(docker: str, root: Path, bridge: str, context: str) -> None:
+    """An engine's docker context, what is mounted in its folder (deepest first: its network namespace, and its
+    containers' and builds' file systems where its daemon was killed), its bridge and its folder."""
+    if context:
+        subprocess.run([docker, "context", "rm", "-f", context], capture_output=True)
+    below = [fields[1] for fields in map(str.split, Path("/proc/self/mounts").read_text().splitlines()) if fields[1].startswith(f"{root}/")]
+    for point in sorted(below, key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], capture_output=True)
+    subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def remove_abandoned(docker: str) -> list[Path]:
+    """Removes the spare engines whose daemon is gone (a test session killed before its stop()), and returns
+    their folders; those of a session running now stay."""
+    removed = []
+    for root in Path(FOLDER_PREFIX).parent.glob(f"{Path(FOLDER_PREFIX).name}*"):
+        try:
+            os.kill(int((root / "docker.pid").read_text().strip()), 0)
+            continue  # its daemon runs
+        except (OSError, ValueError):
+            pass
+        tag = root.name.removeprefix(Path(FOLDER_PREFIX).name)
+        _remove(docker, root, _bridge(tag), _context(tag))
+        removed.append(root)
+    return removed
