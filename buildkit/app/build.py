@@ -168,18 +168,17 @@ def _tail(log: Path, lines: int | None = LOG_TAIL_LINES) -> list[str]:
         return []
 
 
-def _common_prefix(first: tuple, second: tuple) -> int:
-    count = 0
-    for a, b in zip(first, second):
-        if a != b:
-            break
-        count += 1
-    return count
+def _shared_layers(first: TargetResult, second: TargetResult) -> tuple[int, int]:
+    """The layers with content both images hold, wherever they lie in each (an image assembled on its base holds
+    the OS layer above its own libraries), and their bytes: a registry stores them once, a node fetches them once."""
+    held = {layer.digest for layer in second.built_layers}
+    shared = {layer.digest: layer.size for layer in first.built_layers if layer.digest in held}  # a blob once, however often copied in
+    return len(shared), sum(shared.values())
 
 
 def pair_results(results: list[TargetResult], vendor_packages: tuple[str, ...] = ()) -> list[PairResult]:
-    """Per built pair: the layers the twins share (digests), their bytes (from the shared history), and
-    whether the twins hold the same packages (from their smoke-test probes)."""
+    """Per built pair: the layers the twins share (by digest) and their bytes, and whether the twins hold the same
+    packages (from their smoke-test probes)."""
     groups: dict[str, list[TargetResult]] = {}
     for result in results:
         if result.pair and result.status is BuildStatus.BUILT:
@@ -192,14 +191,8 @@ def pair_results(results: list[TargetResult], vendor_packages: tuple[str, ...] =
         parity = None
         if first.smoke and second.smoke and first.smoke.report and second.smoke.report:
             parity = compare(first.id, first.smoke.report, second.id, second.smoke.report, vendor_packages)
-        shared_history = _common_prefix(tuple(first.history), tuple(second.history))
-        pairs.append(PairResult(
-            pair=key,
-            members=(first.id, second.id),
-            shared_layers=_common_prefix(tuple(first.layers), tuple(second.layers)),
-            shared_bytes=sum(size for _, size in first.history[:shared_history]),
-            parity=parity,
-        ))
+        layers, size = _shared_layers(first, second)
+        pairs.append(PairResult(pair=key, members=(first.id, second.id), shared_layers=layers, shared_bytes=size, parity=parity))
     return pairs
 
 

@@ -9,6 +9,8 @@ their own (`COPY --link`), in this order:
    rocm-sdk-libraries), a layer each, so a pull fetches them in parallel and a registry's layer limit holds:
    first those built for any Python (the vendor's library wheels), then the rest (triton);
 2. the vendor's other library wheels together (`nvidia-libraries`: nvrtc, curand, nvjitlink…), for any Python;
+   then the files of each large dependency built for one Python that are the same under every Python
+   (`<name>-any-python`: all of triton's but its shared objects, which its stage moves there);
 3. `dependencies`: everything else torch needs, in one layer;
 4. `torch` itself, whose stage also narrows a thin wheel's requirement on device code, applies a fat wheel's
    arch trim, and writes torch's exact build as the constraint of every later install;
@@ -19,8 +21,10 @@ What changes most often comes last: a node holding yesterday's nightly pulls the
 a node holding one family image pulls another's device layers only. A layer whose distributions are all the
 vendor's library wheels (`python_neutral`) is installed without bytecode: its files, and so its digest, are
 the same in the images of every Python of a stack (their venvs keep site-packages in one Python-neutral
-folder). Every layer's files carry one fixed timestamp, so a layer rebuilt from the same wheels, on any day
-and any builder, is the same blob.
+folder). An image on a base whose environment buildkit knows (core/bases.py) is assembled with those layers
+(`below_base`) at its very bottom, under the base's files, so a node unpacks them once for every Python; the
+others (`above_base`) come after the base, in the order above. Every layer's files carry one fixed timestamp,
+so a layer rebuilt from the same wheels, on any day and any builder, is the same blob.
 
 The image proves the backend (check-backend) as soon as the layers are in, before anything is installed on
 torch. Stages run side by side (a cold build's downloads and installs overlap), and a copied layer does not
@@ -49,6 +53,7 @@ DEPENDENCIES = "dependencies"
 TORCH = "torch"
 COMPANIONS = "companions"
 DEVICE_PREFIX = "device-"
+ANY_PYTHON_SUFFIX = "-any-python"
 _REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -59,6 +64,23 @@ class InstallLayer:
     # ((): whatever no other layer takes)
     packages: tuple[str, ...]
     python_neutral: bool = False  # only wheels built for any Python: no bytecode, the same files under every Python
+    # wheels built for one Python whose other files are the same under every Python: triton 3.8.0's cp311 and cp313
+    # wheels (their RECORDs, read) hold 413 of 420 files alike, 392 of 936 MB, and every file that differs is a
+    # shared object (libtriton.so, libproton.so, plugins) or the wheel's own metadata. Those files go to a layer
+    # of their own (any_python_name), installed without bytecode; the shared objects, metadata and bytecode stay.
+    any_python: bool = False
+
+    @property
+    def any_python_name(self) -> str:
+        return f"{self.name}{ANY_PYTHON_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class LayerCopy:
+    """One layer of the image: what a layer's stage installed under /layers/<folder>/, copied in."""
+
+    stage: str  # the layer's stage is layer-<stage>
+    folder: str
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,21 @@ class TorchInstall:
 
     def to_json(self) -> str:
         return self._json
+
+    @cached_property  # kept: every target of the install renders it
+    def below_base(self) -> tuple[LayerCopy, ...]:
+        """The layers that are the same under every Python, bottom first: the vendor's library layers (device code
+        aside: it differs between the family images of one Python) and the Python-independent files of the layers
+        built for one Python."""
+        neutral = [LayerCopy(layer.name, layer.name) for layer in self.layers
+                   if layer.python_neutral and not layer.name.startswith(DEVICE_PREFIX)]
+        return (*neutral, *(LayerCopy(layer.name, layer.any_python_name) for layer in self.layers if layer.any_python))
+
+    @cached_property  # kept: every target of the install renders it
+    def above_base(self) -> tuple[LayerCopy, ...]:
+        """The other layers, in install order: what a Python, a day's torch or a GPU family changes."""
+        below = {copy.folder for copy in self.below_base}
+        return tuple(LayerCopy(layer.name, layer.name) for layer in self.layers if layer.name not in below)
 
     @cached_property
     def _json(self) -> str:  # kept: a plan's fingerprint and its build context both read it
@@ -128,7 +165,8 @@ def torch_install(target: Target, compat: Compat) -> TorchInstall:
     if trim and not trim.by_packages:
         fat_trim = {"removed": trim.removed_pattern, "kept": trim.kept_pattern, "library_dirs": list(LIBRARY_DIRS),
                     "removed_archs": list(trim.removed), "kept_archs": list(trim.kept)}
-    large = [InstallLayer(name, (name,), python_neutral(vendor, (name,))) for name in target.layers]
+    neutral = {name: python_neutral(vendor, (name,)) for name in target.layers}
+    large = [InstallLayer(name, (name,), neutral[name], any_python=not neutral[name]) for name in target.layers]
     libraries = [InstallLayer(vendor.libraries_layer, vendor.library_distributions, True)] if vendor.libraries_layer else []
     companions = tuple(found.group() for found in map(_REQUIREMENT_NAME.match, target.companions) if found)
     layers = (*(layer for layer in large if layer.python_neutral), *libraries, *(layer for layer in large if not layer.python_neutral),

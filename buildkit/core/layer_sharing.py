@@ -2,11 +2,14 @@
 
 Planned (no engine): each layer of an image gets a key, a digest of what determines its files, so that two
 images with a layer of the same key hold the same blob (torch's layers are reproducible: buildkit/image/
-install.py). The keys follow the image's layers from the bottom: the base image's, the OS layers (the venv,
-its installer, the OS packages and the user: the tools and shared stages), each layer of torch's install
-(buildkit/core/install_plan.py), and the image's own steps above them. A layer of torch's install is
-determined by what its share of the resolution depends on (the index, the channel and its day, torch and its
-companions, the installer, the platforms), its own packages, and the Python unless it is Python-neutral.
+install.py). The keys follow the image's layers from the bottom. An image assembled on its base
+(core/bases.py) starts with torch's layers that are the same under every Python (`below_base`), then the OS
+layer (the base image's files with the venv, its installer, the OS packages and the user: the tools and shared
+stages, copied in as one), then torch's other layers (`above_base`) and the image's own steps. Any other image
+starts with the base image's layers and the OS layers, then every layer of torch's install. A layer of torch's
+install is determined by what its share of the resolution depends on (the index, the channel and its day,
+torch and its companions, the installer, the platforms), its own packages, and the Python unless its files are
+the same under every Python.
 
 Built (the engine's layers, by digest, with their sizes): what a node holding one image fetches to add
 another (the layers it lacks) and what it unpacks (the engine's store keeps a layer per chain: every layer
@@ -20,8 +23,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from buildkit.core.install_plan import DEVICE_PREFIX, TORCH, TorchInstall
-from buildkit.core.render import PlannedImage
+from buildkit.core.install_plan import DEVICE_PREFIX, TORCH, LayerCopy, TorchInstall
+from buildkit.core.render import PlannedImage, assembled_on_base
 
 BASE = "base"
 OS = "os"
@@ -48,7 +51,7 @@ class LayerKeys:
 
     def __init__(self) -> None:
         self._keys: dict[tuple, str] = {}
-        self._installs: dict[tuple, tuple[TorchInstall, tuple[PlannedLayer, ...]]] = {}
+        self._installs: dict[tuple, tuple[TorchInstall, tuple[tuple[PlannedLayer, ...], tuple[PlannedLayer, ...]]]] = {}
 
     def _key(self, parts: tuple) -> str:
         found = self._keys.get(parts)
@@ -59,15 +62,19 @@ class LayerKeys:
     def of(self, item: PlannedImage) -> tuple[PlannedLayer, ...]:
         target = item.target
         base = (target.base_reference, target.platforms)
-        layers = (PlannedLayer(BASE, self._key((BASE, *base))),
-                  PlannedLayer(OS, self._key((OS, item.template, *base, target.python, target.installer, target.uv,
-                                              target.os_packages, target.compile, target.user))))
-        return (*layers, *self._install_layers(item), PlannedLayer(OWN, item.fingerprint[:KEY_LENGTH]))
+        os_layer = PlannedLayer(OS, self._key((OS, item.template, *base, target.python, target.installer, target.uv,
+                                                target.os_packages, target.compile, target.user)))
+        below, above = self._install_layers(item)
+        own = PlannedLayer(OWN, item.fingerprint[:KEY_LENGTH])
+        if assembled_on_base(item):
+            return (*below, os_layer, *above, own)
+        return (PlannedLayer(BASE, self._key((BASE, *base))), os_layer, *below, *above, own)
 
-    def _install_layers(self, item: PlannedImage) -> tuple[PlannedLayer, ...]:
+    def _install_layers(self, item: PlannedImage) -> tuple[tuple[PlannedLayer, ...], tuple[PlannedLayer, ...]]:
+        """The layers of torch's install the same under every Python, and the others, each in the image's order."""
         install, target = item.install, item.target
         if install is None:
-            return ()
+            return (), ()
         # the install plan itself is in the key (kept alive with its layers), not its text: the renderer gives
         # the images of one stack and backend version one plan
         memo = (id(install), target.python, target.channel_date, target.uv, target.platforms, target.torch_requirement, target.companions)
@@ -79,14 +86,22 @@ class LayerKeys:
         resolution = (install.index_url, target.channel, target.channel_date, target.torch_requirement, target.companions,
                       install.installer, target.uv, target.platforms,
                       tuple(layer.packages for layer in install.layers if not layer.name.startswith(DEVICE_PREFIX)))
-        layers = []
-        for layer in install.layers:
-            own = (install.narrowing and (install.narrowing.requirement, install.narrowing.drop), repr(install.trim)) \
-                if layer.name == TORCH else ()
-            python = () if layer.python_neutral else (target.python,)
-            layers.append(PlannedLayer(layer.name, _key((layer.name, layer.packages, resolution, own, python)), layer.python_neutral))
-        self._installs[memo] = (install, tuple(layers))
-        return tuple(layers)
+        installed = {layer.name: layer for layer in install.layers}
+
+        def keyed(copies: tuple[LayerCopy, ...]) -> tuple[PlannedLayer, ...]:
+            layers = []
+            for copy in copies:
+                layer = installed[copy.stage]
+                own = (install.narrowing and (install.narrowing.requirement, install.narrowing.drop), repr(install.trim)) \
+                    if layer.name == TORCH else ()
+                neutral = layer.python_neutral or copy.folder != copy.stage  # a layer's files no Python changes
+                python = () if neutral else (target.python,)
+                layers.append(PlannedLayer(copy.folder, _key((copy.folder, layer.packages, resolution, own, python)), neutral))
+            return tuple(layers)
+
+        keyed_layers = (keyed(install.below_base), keyed(install.above_base))
+        self._installs[memo] = (install, keyed_layers)
+        return keyed_layers
 
 
 def planned_layers(item: PlannedImage) -> tuple[PlannedLayer, ...]:

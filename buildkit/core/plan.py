@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from buildkit.core import grammar
+from buildkit.core.bases import base_environment
 from buildkit.core.compat import AMD64, ARM64, Compat
 from buildkit.core.fields import Rule, apply_rules
 from buildkit.core.matrix import Matrix, Stack, User, first_problems
@@ -117,6 +118,11 @@ class Target:
     def base_reference(self) -> str:
         """What FROM names: the base pinned to the lock's digest, or the base as the matrix names it."""
         return f"{self.base_image}@{self.base_digest}" if self.base_digest else self.base_image
+
+    @cached_property  # kept: templates read it for every render
+    def base_environment(self) -> tuple[tuple[str, str], ...] | None:
+        """What the base image's configuration sets, where buildkit knows it (core/bases.py); None otherwise."""
+        return base_environment(self.base_image)
 
     @property
     def builder_reference(self) -> str:

@@ -112,6 +112,12 @@ def support_mount(target: Target, name: str = "") -> str:
     return f"type=bind,source={source},target={target_path}"
 
 
+def assembled_on_base(planned: PlannedImage) -> bool:
+    """Whether the image is assembled from scratch with the layers that are the same under every Python below its
+    base's files (core/bases.py): torch goes in in layers, and buildkit knows what the base's configuration sets."""
+    return planned.install is not None and bool(planned.install.below_base) and planned.target.base_environment is not None
+
+
 def template_variables(planned: PlannedImage) -> dict[str, Any]:
     """What every template, built-in or a team's, can read (docs/templates-and-flavors.md's template reference lists each)."""
     target = planned.target
@@ -122,6 +128,7 @@ def template_variables(planned: PlannedImage) -> dict[str, Any]:
         "shared_stage": SHARED_STAGE,
         "tools_stage": TOOLS_STAGE,
         "install": planned.install,
+        "assembled": assembled_on_base(planned),
         "support": support_mount(target),
         "support_file": lambda name: support_mount(target, name),
         "gb_per_job": GB_PER_JOB,
@@ -135,7 +142,7 @@ _CONTROL = re.compile("[\x00-\x1f]")
 
 # What each variable is (template_variables): a type these fix is no guard of a shape (buildkit.core.shapes).
 VARIABLE_TYPES = {"target": Target, "build_args": dict[str, str], "template": str, "shared_stage": str, "tools_stage": str,
-                  "install": TorchInstall | None, "support": str, "gb_per_job": int, "gpu_guard": str, "labels": dict[str, str]}
+                  "install": TorchInstall | None, "assembled": bool, "support": str, "gb_per_job": int, "gpu_guard": str, "labels": dict[str, str]}
 
 
 def dockerfile_string(value: str) -> str:

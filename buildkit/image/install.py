@@ -71,6 +71,7 @@ LAYER_EPOCH = 315532800
 # What installers write about the install itself rather than the package: the download folder (direct_url.json,
 # as if installed from a file) and the wheel file's own timestamp (uv's). They would differ on every build.
 INSTALL_RECORDS = ("direct_url.json", "uv_cache.json")
+ANY_PYTHON_SUFFIX = "-any-python"  # core/install_plan.py's: the layer of a layer's files that no Python changes
 
 
 def canonical(name):
@@ -250,10 +251,12 @@ def resolve(plan_path, out):
         matched = next((layer for pattern, layer in patterns if fnmatch.fnmatchcase(canonical(name), pattern)), DEPENDENCIES)
         shares[owner.get(canonical(name), matched)].append(f"{name}=={version}")
     os.makedirs(out, exist_ok=True)
-    neutral = {layer["name"]: layer["python_neutral"] for layer in plan["layers"]}
+    planned = {layer["name"]: layer for layer in plan["layers"]}
     for name, pins in shares.items():
         layer = {"name": name, "packages": pins, "index_url": plan["index_url"], "pre": plan["pre"],
-                 "max_layer_size": plan["max_layer_size"], "installer": plan["installer"], "python_neutral": neutral[name]}
+                 "max_layer_size": plan["max_layer_size"], "installer": plan["installer"],
+                 "python_neutral": planned[name]["python_neutral"],
+                 "any_python": name + ANY_PYTHON_SUFFIX if planned[name]["any_python"] else ""}
         if name == TORCH_LAYER:
             # what the torch layer does is the same for every family image of a stack (their device code comes
             # after it), so its share of the plan names no arch: the layer is built once and shared
@@ -428,7 +431,9 @@ def fix_timestamps(root):
 def install_layer(path, root):
     with open(path, encoding="utf-8") as handle:
         layer = json.load(handle)
-    os.makedirs(root, exist_ok=True)  # the image copies ROOT in: an empty one is an empty layer
+    share = os.path.join(os.path.dirname(root.rstrip("/")), layer["any_python"]) if layer.get("any_python") else ""
+    for folder in filter(None, (root, share)):
+        os.makedirs(folder, exist_ok=True)  # the image copies each in: an empty one is an empty layer
     if not layer["packages"]:
         print(f"layer {layer['name']}: nothing to install")
         return
@@ -462,7 +467,38 @@ def install_layer(path, root):
         if layer["python_neutral"]:
             print(f"layer {layer['name']}: {', '.join(per_python)} built for one Python: the layer is this Python's own")
         compile_bytecode(root, site)
-        fix_timestamps(root)
+    if share:
+        moved = move_any_python_files(site, layer_site(share))
+        print(f"layer {layer['name']}: {moved} files no Python build changes moved to layer {layer['any_python']}")
+        fix_timestamps(share)
+    fix_timestamps(root)  # what the bytecode and the moves changed
+
+
+def is_python_specific(relative):
+    """Whether a file of a wheel built for one Python may differ in that wheel's build for another Python: its
+    shared objects (extension modules and the libraries built with them), its bytecode and its distribution's
+    metadata. Every other file (sources, headers, tools) is the same in each build."""
+    parts = relative.split(os.sep)
+    name = parts[-1]
+    return (parts[0].endswith(".dist-info") or "__pycache__" in parts or name.endswith((".so", ".pyc"))
+            or ".so." in name)
+
+
+def move_any_python_files(site, share):
+    """Move the files of `site` no Python build changes to the same paths under `share` (their bytecode stays:
+    it names its Python); returns how many moved. Timestamps go with them."""
+    moved = 0
+    for top, _folders, files in os.walk(site):
+        for name in sorted(files):
+            path = os.path.join(top, name)
+            relative = os.path.relpath(path, site)
+            if os.path.islink(path) or is_python_specific(relative):
+                continue
+            target = os.path.join(share, relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.rename(path, target)
+            moved += 1
+    return moved
 
 
 # --- the stack's packages -------------------------------------------------------------------------------

@@ -232,8 +232,11 @@ RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \
 
 # ---- The twins diverge here: the tools and shared stages are the same for the CUDA and the ROCm image of a
 # pair. The shared stage is a stage of its own, so the pair's shared prefix can be built once, before both twins.
-FROM shared AS image
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Assembled from scratch: torch's layers that are the same under every Python at the bottom (the
+# NVIDIA libraries), then the shared stage's files (the base image, the venv, the OS packages, the user)
+# as one layer, then the rest. An engine keeps each layer unpacked under the layers below it, so a node holding
+# this stack's image for another Python unpacks none of those libraries again (buildkit/core/bases.py).
+FROM scratch AS image
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130/
 
 # torch from the CUDA 13.0 wheel index and no other (its dependencies are mirrored there), as the
@@ -247,6 +250,15 @@ COPY --link --from=layer-nvidia-cusolver /layers/nvidia-cusolver/ /
 COPY --link --from=layer-nvidia-cusparselt-cu13 /layers/nvidia-cusparselt-cu13/ /
 COPY --link --from=layer-nvidia-cusparse /layers/nvidia-cusparse/ /
 COPY --link --from=layer-nvidia-libraries /layers/nvidia-libraries/ /
+COPY --link --from=layer-triton /layers/triton-any-python/ /
+COPY --link --from=shared / /
+# What the base image's configuration sets, which an image from scratch does not inherit, then the venv's.
+ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY --link --from=layer-triton /layers/triton/ /
 COPY --link --from=layer-dependencies /layers/dependencies/ /
 COPY --link --from=layer-torch /layers/torch/ /
@@ -281,7 +293,7 @@ LABEL dev.buildkit.backend="cuda" \
       dev.buildkit.backend-version="13.0" \
       dev.buildkit.base-image="python:3.12-slim-bookworm" \
       dev.buildkit.compression="zstd" \
-      dev.buildkit.fingerprint="37085afb45232a3551e033e89ab199c4559e16f84802f9739cbaa266c1a457c0" \
+      dev.buildkit.fingerprint="e3caca70dfc91fc06537b1c6b7411e33965449e1739c95b9eaab5b26655bf308" \
       dev.buildkit.flavor="runtime" \
       dev.buildkit.gpu-archs="7.5;8.0;8.6;9.0;10.0;12.0" \
       dev.buildkit.installer="uv" \

@@ -123,6 +123,7 @@ ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/rocm7.2/
 # torch from the ROCm 7.2 wheel index and no other (its dependencies are mirrored there), as the
 # exact build the target names, in layers of at most 10.0 GB each (max_layer_size): every
 # large dependency in a layer of its own, so pulls fetch them in parallel.
+COPY --link --from=layer-pytorch-triton-rocm /layers/pytorch-triton-rocm-any-python/ /
 COPY --link --from=layer-pytorch-triton-rocm /layers/pytorch-triton-rocm/ /
 COPY --link --from=layer-dependencies /layers/dependencies/ /
 COPY --link --from=layer-torch /layers/torch/ /
@@ -151,7 +152,7 @@ LABEL dev.buildkit.backend="rocm" \
       dev.buildkit.backend-version="7.2" \
       dev.buildkit.base-image="rocm/dev-ubuntu-24.04:7.2.4-complete" \
       dev.buildkit.compression="zstd" \
-      dev.buildkit.fingerprint="1e88eea9afec628e1a884a240d32566ad471f1d4d03d5534bc28130d4af6d35a" \
+      dev.buildkit.fingerprint="b7e1275826d8057faa9b0f2cb686743e5264321d68239b0ff8e0685628aa11fd" \
       dev.buildkit.flavor="devel" \
       dev.buildkit.gpu-archs="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1150;gfx1151;gfx1200;gfx1201" \
       dev.buildkit.installer="uv" \

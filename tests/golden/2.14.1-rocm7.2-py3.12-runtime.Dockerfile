@@ -120,13 +120,25 @@ RUN existing="$(awk -F: '$3 == 1000 { print $1 }' /etc/passwd)" \
 
 # ---- The twins diverge here: the tools and shared stages are the same for the CUDA and the ROCm image of a
 # pair. The shared stage is a stage of its own, so the pair's shared prefix can be built once, before both twins.
-FROM shared AS image
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Assembled from scratch: torch's layers that are the same under every Python at the bottom (the
+# AMD libraries), then the shared stage's files (the base image, the venv, the OS packages, the user)
+# as one layer, then the rest. An engine keeps each layer unpacked under the layers below it, so a node holding
+# this stack's image for another Python unpacks none of those libraries again (buildkit/core/bases.py).
+FROM scratch AS image
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/rocm7.2/
 
 # torch from the ROCm 7.2 wheel index and no other (its dependencies are mirrored there), as the
 # exact build the target names, in layers of at most 10.0 GB each (max_layer_size): every
 # large dependency in a layer of its own, so pulls fetch them in parallel.
+COPY --link --from=layer-pytorch-triton-rocm /layers/pytorch-triton-rocm-any-python/ /
+COPY --link --from=shared / /
+# What the base image's configuration sets, which an image from scratch does not inherit, then the venv's.
+ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY --link --from=layer-pytorch-triton-rocm /layers/pytorch-triton-rocm/ /
 COPY --link --from=layer-dependencies /layers/dependencies/ /
 COPY --link --from=layer-torch /layers/torch/ /
@@ -155,7 +167,7 @@ LABEL dev.buildkit.backend="rocm" \
       dev.buildkit.backend-version="7.2" \
       dev.buildkit.base-image="python:3.12-slim-bookworm" \
       dev.buildkit.compression="zstd" \
-      dev.buildkit.fingerprint="01c824364c3dd83a2577e78a9fe55f30ad3c4a1af8573dd1a8cca8a38915019a" \
+      dev.buildkit.fingerprint="2b16b8b95c72298c22a439badadcc3a128185b318ddfcc7a7c022b5450913767" \
       dev.buildkit.flavor="runtime" \
       dev.buildkit.gpu-archs="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1150;gfx1151;gfx1200;gfx1201" \
       dev.buildkit.installer="uv" \

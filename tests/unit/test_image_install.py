@@ -88,7 +88,16 @@ def index(tmp_path_factory):
                           tag="py3-none-manylinux_2_17_x86_64")
     extension = build_wheel(wheels, "nvidia-demo-ext", "1.0", {"nvidia_demo_ext/__init__.py": "VALUE = 1\n"},
                             tag=f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}{sys.version_info.minor}-manylinux_2_17_x86_64")
-    served = WheelIndex({"idx": [demo, torch, library, extension, uv_wheel(shipped_compat().uv)]}).start()
+    # TEST DOUBLES of triton's wheel for one Python, as two Python builds of one release differ (triton 3.8.0's
+    # cp311 and cp313 wheels: only their shared objects and WHEEL): the same sources, header and tool, another .so
+    builds = [build_wheel(wheels / f"build{number}", "triton-demo", "1.0",
+                          {"triton_demo/__init__.py": "from .language import VALUE\n", "triton_demo/language/__init__.py": "VALUE = 7\n",
+                           "triton_demo/include/demo.h": "#define DEMO 1\n", "triton_demo/bin/ptxas-demo": b"\x7fELF tool",
+                           "triton_demo/_C/libtriton_demo.so": b"\x7fELF built for " + bytes([number])},
+                          tag=f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}{sys.version_info.minor}-manylinux_2_17_x86_64")
+              for number in (1, 2)]
+    served = WheelIndex({"idx": [demo, torch, library, extension, builds[0], uv_wheel(shipped_compat().uv)],
+                         "other-build": [builds[1], uv_wheel(shipped_compat().uv)]}).start()
     yield served
     served.stop()
 
@@ -97,12 +106,12 @@ def venv_python(venv) -> str:
     return str(venv / "bin" / "python")
 
 
-def run_layer(venv, folder, index, name, packages, installer, python_neutral=False, output=None):
+def run_layer(venv, folder, index, name, packages, installer, python_neutral=False, output=None, any_python="", channel="idx"):
     plan = folder / f"{name}.json"
     folder.mkdir(parents=True, exist_ok=True)
-    plan.write_text(json.dumps({"name": name, "packages": packages, "index_url": f"{index.url}/idx/", "pre": False,
+    plan.write_text(json.dumps({"name": name, "packages": packages, "index_url": f"{index.url}/{channel}/", "pre": False,
                                 "max_layer_size": 10**9, "installer": installer, "narrowing": None, "trim": None,
-                                "python_neutral": python_neutral}))
+                                "python_neutral": python_neutral, "any_python": any_python}))
     root = folder / "layers" / name
     result = subprocess.run([venv_python(venv), INSTALL, "layer", str(plan), str(root)], capture_output=True, text=True,
                             timeout=300, env=ISOLATED)
@@ -151,8 +160,8 @@ def test_resolve_leaves_the_venvs_own_distributions_as_they_are(venv, index, tmp
     plan = tmp_path / "torch-install.json"
     plan.write_text(json.dumps({
         "index_url": f"{index.url}/idx/", "pre": False, "requirements": ["torch==2.14.1+cu130", "demo==1.0"],
-        "layers": [{"name": "dependencies", "packages": [], "python_neutral": False},
-                   {"name": "torch", "packages": ["torch"], "python_neutral": False}],
+        "layers": [{"name": "dependencies", "packages": [], "python_neutral": False, "any_python": False},
+                   {"name": "torch", "packages": ["torch"], "python_neutral": False, "any_python": False}],
         "max_layer_size": 10**9, "installer": installer, "narrowing": None, "trim": None, "backend": "cuda", "backend_version": "13.0",
     }))
     result = subprocess.run([venv_python(venv), INSTALL, "resolve", str(plan), str(tmp_path / "plan")], capture_output=True,
@@ -213,3 +222,41 @@ def test_a_wheel_built_for_one_python_makes_its_layer_that_pythons_own(neutral_v
                      python_neutral=True, output=said)
     assert list(root.rglob(f"__init__.{sys.implementation.cache_tag}.pyc"))  # compiled: imports stay fast
     assert "built for one Python: the layer is this Python's own" in said[0] and "nvidia_demo_ext-1.0-cp" in said[0]
+
+
+def test_a_layer_built_for_one_python_gives_its_files_no_python_changes_a_layer_of_their_own(neutral_venv, index, tmp_path):
+    """triton's layer: its sources, headers and tools go to triton-any-python without bytecode, the same in every
+    Python's image (two builds whose shared objects differ, as two Pythons' wheels of one release do); the shared
+    objects, the metadata and the sources' bytecode stay in the layer, which is that Python's own."""
+    said = []
+    layers = {}
+    for channel in ("idx", "other-build"):
+        root = run_layer(neutral_venv, tmp_path / channel, index, "triton", ["triton-demo==1.0"], "uv", output=said,
+                         any_python="triton-any-python", channel=channel)
+        layers[channel] = (root, root.parent / "triton-any-python")
+    (root, share), (other_root, other_share) = layers["idx"], layers["other-build"]
+    assert tree(share) == tree(other_share) and {entry[3] for entry in tree(share)} == {LAYER_EPOCH}
+    assert tree(root) != tree(other_root)
+    site, shared_site = (prefixed(folder, neutral_venv) / "lib" / "python" / "site-packages" for folder in (root, share))
+    moved = {str(path.relative_to(shared_site)) for path in shared_site.rglob("*") if path.is_file()}
+    assert moved == {"triton_demo/__init__.py", "triton_demo/language/__init__.py", "triton_demo/include/demo.h", "triton_demo/bin/ptxas-demo"}
+    kept = {str(path.relative_to(site)) for path in site.rglob("*") if path.is_file()}
+    assert "triton_demo/_C/libtriton_demo.so" in kept and "triton_demo-1.0.dist-info/RECORD" in kept
+    assert {name for name in kept if name.endswith(".pyc")} == {
+        f"triton_demo/__pycache__/__init__.{sys.implementation.cache_tag}.pyc",
+        f"triton_demo/language/__pycache__/__init__.{sys.implementation.cache_tag}.pyc"}
+    assert "4 files no Python build changes moved to layer triton-any-python" in said[0]
+    # the two layers copied into one venv, as the image holds them: the bytecode matches its moved sources, so
+    # importing reads it (a stale pyc would be compiled again, on every start of a non-root user)
+    merged = tmp_path / "merged"
+    for folder in (share, root):
+        subprocess.run(["cp", "-a", f"{prefixed(folder, neutral_venv)}/.", str(merged)], check=True)
+    probe = ("import importlib.util, sys, triton_demo.language as language;"
+             "print(language.VALUE, type(language.__spec__.loader).__name__, language.__spec__.cached)")
+    result = subprocess.run([sys.executable, "-B", "-c", probe], env={**ISOLATED, "PYTHONPATH": str(merged / "lib" / "python" / "site-packages")},
+                            capture_output=True, text=True, check=True)
+    value, loader, cached = result.stdout.split()
+    assert (value, loader) == ("7", "SourceFileLoader") and Path(cached).is_file()
+    source = merged / "lib" / "python" / "site-packages" / "triton_demo" / "language" / "__init__.py"
+    header = Path(cached).read_bytes()[8:16]  # a timestamp pyc: the source's mtime and size it was compiled from
+    assert int.from_bytes(header[:4], "little") == int(source.stat().st_mtime) and int.from_bytes(header[4:], "little") == source.stat().st_size

@@ -47,7 +47,7 @@ def test_a_family_image_installs_exactly_its_device_packages_and_never_device_al
     item = pair["2.14.1-rocm7.14-mi300-py3.12-runtime"]
     plan = plan_of(item)
     device = [layer for layer in plan["layers"] if layer["name"].startswith("device-")]
-    assert device == [{"name": "device-gfx942", "packages": ["rocm-sdk-device-gfx942"], "python_neutral": True}]
+    assert device == [{"name": "device-gfx942", "packages": ["rocm-sdk-device-gfx942"], "python_neutral": True, "any_python": False}]
     assert plan["narrowing"] == {"requirement": "rocm", "drop": "device-all", "add": ["device-gfx942"]}
     assert plan["requirements"] == ["torch==2.14.1+rocm7.14", "torchvision==0.29.1+rocm7.14"]  # the exact local build
     assert "device-all" not in item.dockerfile
@@ -149,7 +149,7 @@ def test_amd_multi_arch_layout_asks_torch_for_its_device_extras(team_matrix):
     assert plan["requirements"][0] == "torch[device-gfx942]==2.14.1+rocm7.14.0" and plan["narrowing"] is None
     assert [layer for layer in plan["layers"] if layer["name"] == "device-gfx942"] == [
         # torch's own kernels for the arch are not one of ROCm's library wheels: built per Python, for all we know
-        {"name": "device-gfx942", "packages": ["amd-torch-device-gfx942", "rocm-sdk-device-gfx942"], "python_neutral": False}]
+        {"name": "device-gfx942", "packages": ["amd-torch-device-gfx942", "rocm-sdk-device-gfx942"], "python_neutral": False, "any_python": False}]
 
 
 @pytest.mark.parametrize("text, expected", [

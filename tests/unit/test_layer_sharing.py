@@ -25,17 +25,38 @@ def test_the_cuda_libraries_are_one_layer_for_every_python_and_torch_s_own_are_n
     images = [layers[CUDA.format(python=python)] for python in ("3.11", "3.12", "3.13")]
     for name, layer in images[0].items():
         keys = {image[name].key for image in images}
-        if name.startswith("nvidia-"):
+        if name.startswith("nvidia-") or name == "triton-any-python":
             assert layer.python_neutral and len(keys) == 1, name
-        else:  # the base (a Python of its own), the venv, triton, the other dependencies, torch, its companions
+        else:  # the OS layer (a base with a Python of its own, the venv), triton, the other dependencies, torch, its companions
             assert not layer.python_neutral and len(keys) == 3, name
+
+
+def test_on_an_official_python_base_the_layers_every_python_shares_come_first(layers):
+    """An engine keeps a layer unpacked under the chain of layers below it: the layers the same under every
+    Python at the bottom, under the base's files, are unpacked once for every Python of a stack."""
+    for python in ("3.11", "3.12", "3.13"):
+        names = list(layers[CUDA.format(python=python)])
+        os_at = names.index(OS)
+        assert BASE not in names  # the base's files are in the OS layer, copied in above them
+        assert all(layers[CUDA.format(python=python)][name].python_neutral for name in names[:os_at])
+        assert names[:os_at][-1] == "triton-any-python" and names[os_at + 1:] == ["triton", "dependencies", "torch", "companions", OWN]
+    mi300 = list(layers[FAMILY.format(family="mi300")])
+    assert mi300[mi300.index(OS) - 1] == "rocm-sdk-libraries" and mi300[-2:] == ["device-gfx942", OWN]  # device code last
+
+
+def test_on_another_base_the_image_starts_with_the_base_s_layers(team_matrix):
+    path = team_matrix('extends = "default"\nruntime_base = "registry.example.com/team/python:{python}-slim"\n'
+                       'include = [{ id = "2.14.1-cuda13.0-py3.12-runtime" }]\n')
+    (item,) = select_targets(Choices(matrix=path)).plan()
+    names = [layer.name for layer in planned_layers(item)]
+    assert names[:3] == [BASE, OS, "nvidia-cudnn-cu13"] and names[-3:] == ["torch", "companions", OWN]
 
 
 def test_other_cuda_versions_and_torch_releases_share_no_library_layer(layers):
     ours = layers[CUDA.format(python="3.12")]
     for other in ("2.14.1-cuda13.2-py3.12-runtime", "2.15.0-cuda13.0-py3.12-runtime"):
         assert ours["nvidia-cudnn-cu13"].key != layers[other]["nvidia-cudnn-cu13"].key
-        assert ours[BASE].key == layers[other][BASE].key and ours[OS].key == layers[other][OS].key  # one base, one venv
+        assert ours[OS].key == layers[other][OS].key  # one base, one venv
 
 
 def test_family_images_share_every_layer_but_their_device_code_and_their_own_steps(layers):
@@ -45,9 +66,9 @@ def test_family_images_share_every_layer_but_their_device_code_and_their_own_ste
     assert mi300["torch"].key == mi350["torch"].key  # torch's layer names no arch
 
 
-def test_twins_share_the_base_and_the_os_layers_only(layers):
+def test_twins_share_the_os_layer_only(layers):
     cuda, rocm = layers[CUDA.format(python="3.12")], layers[FAMILY.format(family="mi300")]
-    assert [name for name in cuda if name in rocm and cuda[name].key == rocm[name].key] == [BASE, OS]
+    assert [name for name in cuda if name in rocm and cuda[name].key == rocm[name].key] == [OS]
 
 
 def test_plan_json_keys_every_layer_and_counts_the_images_holding_it(cli):
@@ -55,7 +76,7 @@ def test_plan_json_keys_every_layer_and_counts_the_images_holding_it(cli):
     assert result.code == 0, result.err
     plan = {target["id"]: target for target in json.loads(result.out)}
     cuda = plan[CUDA.format(python="3.12")]["layers"]
-    assert [layer["name"] for layer in cuda][:2] == [BASE, OS] and cuda[-1]["name"] == OWN
+    assert [layer["name"] for layer in cuda][:2] == ["nvidia-cudnn-cu13", "nvidia-cublas"] and cuda[-1]["name"] == OWN
     by_name = {layer["name"]: layer for layer in cuda}
     pythons = sum(1 for target in plan.values() if target["backend_version"] == "13.0")
     assert by_name["nvidia-cudnn-cu13"]["shared_by"] == pythons - 1 and by_name["nvidia-cudnn-cu13"]["python_neutral"]

@@ -76,7 +76,10 @@ def test_templates_keep_their_invariants(default):
         assert list(named) == ["tools", "resolve", *(f"layer-{name}" for name in install), "shared", "image"]
         assert named["tools"].startswith(f"FROM {target.base_image} AS tools\n") and named["shared"].startswith("FROM tools AS shared\n")
         assert all(named[name].startswith(f"FROM tools AS {name}\n") for name in named if name == "resolve" or name.startswith("layer-"))
-        assert named["image"].startswith("FROM shared AS image\n")
+        # on an official Python base the image is assembled from scratch, its layers the same under every Python
+        # first, then the shared stage's files; on any other base it starts from the shared stage
+        assembled = target.base_image.startswith("python:")
+        assert named["image"].startswith("FROM scratch AS image\n" if assembled else "FROM shared AS image\n"), target.id
         assert "--mount=type=cache,target=/var/lib/apt/lists" in text  # apt lists never land in a layer
         assert "--no-cache-dir" not in text and "--mount=type=cache,target=/root/.cache/pip" in text
         # each layer's stage installs its share into /layers/<name>; the image copies them in, in the plan's
@@ -84,8 +87,16 @@ def test_templates_keep_their_invariants(default):
         for name in install:
             assert f"install.py layer /plan/{name}.json /layers/{name}\n" in named[f"layer-{name}"]
         image = named["image"]
-        copies = re.findall(r"^COPY --link --from=layer-(\S+) /layers/(\S+)/ /$", image, flags=re.M)
-        assert copies == [(name, name) for name in install]
+        copies = re.findall(r"^COPY --link --from=(\S+) /(?:layers/(\S+)/)? /$", image, flags=re.M)
+        below = [(f"layer-{layer.name}", layer.name) for layer in item.install.layers if layer.python_neutral and not layer.name.startswith("device-")]
+        split = [layer.name for layer in item.install.layers if layer.any_python]
+        below += [(f"layer-{name}", f"{name}-any-python") for name in split]
+        above = [(f"layer-{name}", name) for name in install if (f"layer-{name}", name) not in below]
+        assert split == [name for name in target.layers if not name.startswith(("nvidia-", "rocm-sdk-"))]  # triton
+        assert copies == ([*below, ("shared", ""), *above] if assembled else below + above), target.id
+        if assembled:
+            assert 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\\n    LANG=C.UTF-8\n' in image
+            assert image.index("COPY --link --from=shared / /") < image.index("PATH=/opt/venv/bin:$PATH") < image.index("SHELL [")
         check = image.index(f"install.py check-backend {target.backend} {target.backend_version}\n")
         assert image.rindex("COPY --link") < check < image.index("ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt")
         # before it, pip installs nothing but the pinned uv
