@@ -37,6 +37,7 @@ those layers once and the family images share them. Every layer's wheels are mea
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -127,8 +128,13 @@ class TorchInstall:
         return tuple(LayerCopy(layer.name, layer.name) for layer in self.layers if layer.name not in below)
 
     @cached_property
-    def _json(self) -> str:  # kept: a plan's fingerprint and its build context both read it
+    def _json(self) -> str:  # kept: its digest and the build context read it
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+
+    @cached_property  # kept: the fingerprint of every target that installs torch alike reads it
+    def digest(self) -> str:
+        """sha256 of the plan's JSON: what a fingerprint takes of it."""
+        return hashlib.sha256(self._json.encode()).hexdigest()
 
 
 def python_neutral(vendor: Vendor, packages: tuple[str, ...]) -> bool:

@@ -496,7 +496,7 @@ class Renderer:
         # how torch is installed from its index; the source flavor installs the wheels it built
         assert self.compat is not None, "planning needs the compatibility data"
         install = None if target.flavor == SOURCE_FLAVOR else self._install(target)
-        inputs = f"{self.templates_digest(name, target)} {self._support_digest} {install.to_json() if install else ''}"
+        inputs = f"{self.templates_digest(name, target)} {self._support_digest} {install.digest if install else ''}"
         digest = fingerprint(target, inputs, args, image_labels, self._target_repr(target))
         return PlannedImage(target, name, args, {**image_labels, labels.FINGERPRINT: digest}, digest, install)
 

@@ -657,6 +657,10 @@ class Shape:
         if unknown or any(slot >= len(data.values) for slot in data.slots) or len(data.literals) != len(data.slots) + 1:
             raise Unsupported(f"a shape with unknown filters {sorted(unknown)} or slots")
         self._filters = [tuple(filters[name] for name in names) for _, names in data.values]
+        # the values a filter changes, with their chains: most values are written as they are
+        self._filtered = [(index, tuple(text_filter.function for text_filter in chain)) for index, chain in enumerate(self._filters) if chain]
+        # each slot's text among the values' texts, picked at C speed (a slot may repeat a value)
+        self._slot_texts: Callable[[list[str]], tuple[str, ...]] = _picker(list(data.slots))
         # the text is its literals with each slot's text between them: one join (str.format would scan the
         # kilobytes of literal text for braces at every fill)
         self._pieces: list[str] = [text for literal in data.literals for text in (literal, "")][:-1]
@@ -680,9 +684,9 @@ class Shape:
 
     def _texts(self, answers: list[Any]) -> list[str]:
         texts = list(self._raw(answers))
-        for index, chain in enumerate(self._filters):
-            for text_filter in chain:
-                texts[index] = text_filter.function(texts[index])
+        for index, functions in self._filtered:
+            for function in functions:
+                texts[index] = function(texts[index])
         return texts
 
     def _size(self, texts: Iterable[str], weights: Iterable[int], constant: int = 0) -> int:
@@ -701,7 +705,7 @@ class Shape:
         if limit is not None and self._size(texts, self._counts) > limit:
             raise OverflowError
         pieces = self._pieces.copy()
-        pieces[1::2] = [texts[slot] for slot in self.data.slots]
+        pieces[1::2] = self._slot_texts(texts)
         return "".join(pieces)
 
 

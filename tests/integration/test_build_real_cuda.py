@@ -61,17 +61,39 @@ def test_real_image_is_lean(real_cuda_build):
 
 
 def test_the_image_history_names_each_layer_it_holds(real_cuda_build, client):
-    """torch's layers by name, in the plan's order, right after the shared stage's own steps (BuildKit 0.13 once
-    gave the shared stage the history of a stage written after it on the same base: the report then named every
-    layer's size after the step below it)."""
+    """Assembled on its official Python base: torch's layers that are the same under every Python first, by name,
+    then the shared stage's files as one layer (the base, the venv, the OS packages, the user), then torch's
+    other layers in the plan's order (BuildKit 0.13 once gave a stage the history of a stage written after it on
+    the same base: the report then named every layer's size after the step below it)."""
     target = real_cuda_build.report["targets"][0]
     plan = json.loads((real_cuda_build.out / "contexts" / target["id"] / "buildkit" / "torch-install.json").read_text())
     names = [layer["layer"] for layer in target["layer_sizes"]]
-    layers = [layer["name"] for layer in plan["layers"]]
-    first = names.index(layers[0])
-    assert names[first:first + len(layers)] == layers
-    assert "apt-get update" in names[first - 2] and "$3 == 1000" in names[first - 1]  # the OS packages, the user
+    below = [layer["name"] for layer in plan["layers"] if layer["python_neutral"] and not layer["name"].startswith("device-")]
+    below += [f"{layer['name']}-any-python" for layer in plan["layers"] if layer["any_python"]]
+    above = [layer["name"] for layer in plan["layers"] if layer["name"] not in below]
+    assert below[-1] == "triton-any-python" and above[0] == "triton"
+    assert names[:len(below)] == below
+    assert names[len(below)].startswith("COPY / /")  # the shared stage's files
+    assert names[len(below) + 1:len(below) + 1 + len(above)] == above
     sizes = dict(zip(names, (layer["bytes"] for layer in target["layer_sizes"])))
     assert sizes["torch"] == max(sizes.values())  # the largest layer is torch's own (1.2 GB here)
+    assert sizes["triton-any-python"] > 100 * 2**20  # triton's tools and headers (392 MB in 3.8.0's wheel) under every Python
     steps = [entry["CreatedBy"] for entry in client.api.history(target["image_id"])]
-    assert any("apt-get install" in step for step in steps) and any(step.startswith("COPY /layers/torch/ /") for step in steps)
+    assert any(step.startswith("COPY / /") for step in steps) and any(step.startswith("COPY /layers/torch/ /") for step in steps)
+
+
+def test_the_assembled_image_runs_as_one_from_its_base_would(real_cuda_build, client):
+    """An image from scratch inherits no configuration: the base's PATH and LANG are written out, the venv's
+    Python comes first, the OS packages the shared stage installed are there for dpkg, and triton's two layers
+    are one package again."""
+    target = real_cuda_build.report["targets"][0]
+    config = client.images.get(target["image_id"]).attrs["Config"]
+    env = dict(item.split("=", 1) for item in config["Env"])
+    assert env["PATH"] == "/opt/venv/bin:/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    assert env["LANG"] == "C.UTF-8" and env["VIRTUAL_ENV"] == "/opt/venv" and config["User"] == "1000"
+    script = ("import shutil, subprocess, sys, triton, importlib.metadata as m;"
+              "print(sys.executable, shutil.which('g++'), m.version('triton'), len(m.files('triton')),"
+              " subprocess.run(['dpkg-query', '-W', '-f', '${Status}', 'g++'], capture_output=True, text=True).stdout.replace(' ', '-'))")
+    output = client.containers.run(target["image_id"], ["python", "-c", script], remove=True).decode().split()
+    assert output[0] == "/opt/venv/bin/python" and output[1].endswith("/g++") and output[2].startswith("3.")
+    assert int(output[3]) > 400 and output[4] == "install-ok-installed"

@@ -31,6 +31,15 @@ def config(target):
     return json.loads(guard_config(target))
 
 
+def test_the_config_is_the_compact_json_of_its_object_for_every_target():
+    """Written out around its values, byte for byte what encoding the whole object gives (its text is in the
+    Dockerfile, so in the fingerprint)."""
+    for target in PLAN.targets:
+        whole = {"vendor": target.vendor, "backend": target.backend_label, "reference": target.tags[0], "pair": target.pair or "",
+                 "twins": [{"vendor": t.vendor, "reference": t.reference, **({"archs": list(t.archs)} if t.archs else {})} for t in target.twins]}
+        assert guard_config(target) == json.dumps(whole, sort_keys=True, separators=(",", ":")), target.id
+
+
 def test_the_config_names_the_twins_from_the_plan():
     """The CUDA image pairs with every family image, each with its arch list; a family image with its CUDA twin."""
     assert config(CUDA) == {
