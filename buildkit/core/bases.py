@@ -15,6 +15,8 @@ from what is known here; a base buildkit knows nothing of keeps FROM, and its la
 
 from __future__ import annotations
 
+import functools
+
 from buildkit.core.reference import ImageReference
 
 # Docker's official Python images (docker-library/python, e.g. 3.12/slim-bookworm/Dockerfile, read): FROM
@@ -33,6 +35,7 @@ _OFFICIAL_PYTHON = ("python", "library/python")
 _OTHER_SYSTEMS = ("alpine", "windowsservercore", "nanoserver")
 
 
+@functools.lru_cache(1024)  # a matrix names a few bases, for thousands of targets
 def base_environment(reference: str) -> tuple[tuple[str, str], ...] | None:
     """The environment the image named by `reference` sets, where buildkit knows it (an official Debian-based
     Python image, by tag or pinned digest); None for any other base."""

@@ -9,7 +9,7 @@ with the problem it has: using it is that error, and it never lets the next fold
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import jinja2
@@ -63,15 +63,22 @@ class TemplateSet(jinja2.BaseLoader):
         blocks there are. A template that does not parse, or extends a computed name, is left to the renderer,
         which says what is wrong with it where it is used."""
         environment = jinja2.Environment(loader=self)
+        trees: dict[str, jinja2.nodes.Template | None] = {}
+
+        def tree_of(file: TemplateFile) -> jinja2.nodes.Template | None:  # each file parsed once: team flavors share their parents
+            if file.name not in trees:
+                trees[file.name] = _parse(environment, file)
+            return trees[file.name]
+
         problems = []
         for file in self.files.values():
             if file.builtin or file.problem is not None or "block" not in file.text or "extends" not in file.text:
                 continue  # a cheap look first: most team templates fill no block
-            tree = _parse(environment, file)
+            tree = tree_of(file)
             parents = _extended(tree) if tree is not None else None
             if tree is None or not parents:
                 continue
-            defined = self._defined_blocks(environment, parents, {file.name})
+            defined = self._defined_blocks(tree_of, parents, {file.name})
             if defined is None:
                 continue
             for block in _outer_blocks(tree):
@@ -82,16 +89,17 @@ class TemplateSet(jinja2.BaseLoader):
                                             line=block.lineno))
         return problems
 
-    def _defined_blocks(self, environment: jinja2.Environment, names: Iterable[str], seen: set[str]) -> set[str] | None:
+    def _defined_blocks(self, tree_of: Callable[[TemplateFile], jinja2.nodes.Template | None], names: Iterable[str],
+                        seen: set[str]) -> set[str] | None:
         """Every block the named templates and the templates they extend define (None: one cannot be read)."""
         defined: set[str] = set()
         for name in names:
             file = self.files.get(name)
-            tree = _parse(environment, file) if file is not None and file.problem is None and name not in seen else None
+            tree = tree_of(file) if file is not None and file.problem is None and name not in seen else None
             parents = _extended(tree) if tree is not None else None
             if tree is None or parents is None:
                 return None
-            above = self._defined_blocks(environment, parents, seen | {name}) if parents else set()
+            above = self._defined_blocks(tree_of, parents, seen | {name}) if parents else set()
             if above is None:
                 return None
             defined |= above | {block.name for block in tree.find_all(jinja2.nodes.Block)}
