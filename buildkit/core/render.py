@@ -63,7 +63,7 @@ from buildkit.core.templates import TemplateSet
 from buildkit.core.vendors import Vendor
 from buildkit.errors import Problem, UserError, printable
 
-FINGERPRINT_SCHEMA = 4
+FINGERPRINT_SCHEMA = 5
 # The stage that ends where a pair's twins diverge (everything below the torch install).
 SHARED_STAGE = "shared"
 # The base with the venv and its installer, below SHARED_STAGE: torch's resolve and layer stages start from it,
@@ -181,13 +181,14 @@ def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_l
     Dockerfile is rendered from, every field of the target (base image and its digest, packages, user, ...),
     the build args and the labels. The same inputs give the same hex on any machine.
 
-    Each part is the repr of plain data (strings, numbers, tuples, frozen records), which escapes newlines, so
-    the parts joined by newlines can be told apart and no two different inputs hash the same text. `target_text`:
-    repr(target), where the caller has it.
+    Each part is the repr of plain data (strings, numbers, tuples, frozen records, dicts), which escapes newlines,
+    so the parts joined by newlines can be told apart and no two different inputs hash the same text. The build
+    args and labels are dicts in the order their code writes them, the same on every machine (sorting them cost
+    a plan more than hashing). `target_text`: repr(target), where the caller has it.
     """
     text = "\n".join((
         f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}", templates, repr(target) if target_text is None else target_text,
-        repr(sorted(args.items())), repr(sorted(image_labels.items())),
+        repr(dict(args)), repr(dict(image_labels)),
     ))
     return hashlib.sha256(text.encode()).hexdigest()
 
