@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import hashlib
 import itertools
+import operator
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -92,7 +93,12 @@ class PlannedImage:
     install: TorchInstall | None = None  # how torch is installed from its index (None: the source flavor builds it)
 
 
-_PLANNED_FIELDS = tuple(field.name for field in dataclasses.fields(PlannedImage))
+_PLANNED_GETTER = operator.attrgetter(*(field.name for field in dataclasses.fields(PlannedImage)))
+
+
+def _planned_values(item: PlannedImage) -> tuple[Target, str, Mapping[str, str], Mapping[str, str], str, TorchInstall | None]:
+    """A plan's fields in their order, read at C speed: the start of its Rendered's."""
+    return _PLANNED_GETTER(item)
 
 
 @dataclass(frozen=True)
@@ -105,11 +111,21 @@ def support_mount(target: Target, name: str = "") -> str:
     """The RUN mount that shows the support scripts (or only the file `name`) at /buildkit, from the build
     context or, for a source build of a checkout, from the named context. A step that mounts only the file
     it runs keeps its cache key independent of the other files (each target's install plan differs)."""
+    return _support_mount(target.source_checkout, name)
+
+
+@functools.lru_cache(64)  # a few files, for every target
+def _support_mount(source_checkout: bool, name: str = "") -> str:
     source = f"{SUPPORT_DIR}/{name}" if name else SUPPORT_DIR
     target_path = f"/{SUPPORT_DIR}/{name}" if name else f"/{SUPPORT_DIR}"
-    if target.source_checkout:
+    if source_checkout:
         return f"type=bind,from={SUPPORT_CONTEXT},source={name or '.'},target={target_path}"
     return f"type=bind,source={source},target={target_path}"
+
+
+# What a template calls as support_file("install.py"): one plain function per kind of build context, not a closure
+# made for every target (the shape's tree calls only the variables' own plain functions).
+_SUPPORT_FILE = {checkout: (lambda name, checkout=checkout: _support_mount(checkout, name)) for checkout in (False, True)}
 
 
 def assembled_on_base(planned: PlannedImage) -> bool:
@@ -130,7 +146,7 @@ def template_variables(planned: PlannedImage) -> dict[str, Any]:
         "install": planned.install,
         "assembled": assembled_on_base(planned),
         "support": support_mount(target),
-        "support_file": lambda name: support_mount(target, name),
+        "support_file": _SUPPORT_FILE[target.source_checkout],
         "gb_per_job": GB_PER_JOB,
         "gpu_guard": guard_config(target),  # the GPU guard's config (core/guard.py), one shell-quoted argument
         "labels": planned.labels,  # what describes the image, the fingerprint included; not the build stamp
@@ -554,8 +570,9 @@ class Renderer:
         if bounded:
             texts.update(zip(bounded, self.bounded.render_all(self.loader, self.source,  # type: ignore[union-attr]
                                                               [items[index] for index in bounded])))
-        return tuple(Rendered(**{name: getattr(item, name) for name in _PLANNED_FIELDS},
-                              dockerfile=texts[index] if index in texts else self.text(item), support=self._support_of(item))
+        # Rendered's fields are PlannedImage's, in order, then its own
+        return tuple(Rendered(*_planned_values(item), dockerfile=texts[index] if index in texts else self.text(item),
+                              support=self._support_of(item))
                      for index, item in enumerate(items))
 
     def prepare(self) -> None:
