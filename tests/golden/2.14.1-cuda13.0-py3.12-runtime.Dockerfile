@@ -251,6 +251,7 @@ COPY --link --from=layer-nvidia-cusparselt-cu13 /layers/nvidia-cusparselt-cu13/ 
 COPY --link --from=layer-nvidia-cusparse /layers/nvidia-cusparse/ /
 COPY --link --from=layer-nvidia-libraries /layers/nvidia-libraries/ /
 COPY --link --from=layer-triton /layers/triton-any-python/ /
+# hadolint ignore=DL3067
 COPY --link --from=shared / /
 # What the base image's configuration sets, which an image from scratch does not inherit, then the venv's.
 ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -293,7 +294,7 @@ LABEL dev.buildkit.backend="cuda" \
       dev.buildkit.backend-version="13.0" \
       dev.buildkit.base-image="python:3.12-slim-bookworm" \
       dev.buildkit.compression="zstd" \
-      dev.buildkit.fingerprint="120202b7929a130b94f4957bd8babf3b8db8b10b76a5fbf9404354fce59f0e7f" \
+      dev.buildkit.fingerprint="8e223670d035158f9a0bf8952f774314a267d2165f3d9f65c9ac7b5f0eac48d1" \
       dev.buildkit.flavor="runtime" \
       dev.buildkit.gpu-archs="7.5;8.0;8.6;9.0;10.0;12.0" \
       dev.buildkit.installer="uv" \

@@ -131,6 +131,7 @@ ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/rocm7.2/
 # exact build the target names, in layers of at most 10.0 GB each (max_layer_size): every
 # large dependency in a layer of its own, so pulls fetch them in parallel.
 COPY --link --from=layer-pytorch-triton-rocm /layers/pytorch-triton-rocm-any-python/ /
+# hadolint ignore=DL3067
 COPY --link --from=shared / /
 # What the base image's configuration sets, which an image from scratch does not inherit, then the venv's.
 ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -167,7 +168,7 @@ LABEL dev.buildkit.backend="rocm" \
       dev.buildkit.backend-version="7.2" \
       dev.buildkit.base-image="python:3.12-slim-bookworm" \
       dev.buildkit.compression="zstd" \
-      dev.buildkit.fingerprint="752d4a2c1105827ea510ffedcb0385525926afd75cdf912134947f0c27994f17" \
+      dev.buildkit.fingerprint="a268596ca26ff187bc8f75b918b1d82157cdb5ab2e066a35ce892e4b65d95516" \
       dev.buildkit.flavor="runtime" \
       dev.buildkit.gpu-archs="gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1150;gfx1151;gfx1200;gfx1201" \
       dev.buildkit.installer="uv" \
