@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from buildkit.adapters.bundled import compat_data
 from buildkit.app.targets import Choices, select_targets
+from buildkit.core.bases import base_environment
 from buildkit.core.fields import TOP
 from buildkit.errors import UserError
 
@@ -168,6 +169,9 @@ def benign(matrix: dict) -> dict:
                     "wheel_index": "https://index.example/whl", "runtime_base": "python:{python}-slim",
                     "source_runtime_base": "python:3.12-slim"}
     plain.update({key: value for key, value in placeholders.items() if isinstance(plain.get(key), str)})
+    for key in ("runtime_base", "source_runtime_base"):  # a base buildkit knows is assembled on; others keep FROM
+        if isinstance(matrix.get(key), str) and base_environment(matrix[key].replace("{python}", "3.12")) is None:
+            plain[key] = "vendor/" + plain[key]
     if isinstance(plain.get("user"), dict) and isinstance(plain["user"].get("name"), str):
         plain["user"] = {**plain["user"], "name": "someone"}
 
