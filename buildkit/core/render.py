@@ -44,7 +44,7 @@ from jinja2.runtime import Macro
 from buildkit.core import labels
 from buildkit.core.compat import Compat
 from buildkit.core.guard import guard_config
-from buildkit.core.install_plan import InstallLayer, Narrowing, TorchInstall, install_inputs, torch_install
+from buildkit.core.install_plan import InstallLayer, LayerCopy, Narrowing, TorchInstall, install_inputs, torch_install
 from buildkit.core.matrix import User
 from buildkit.core.plan import Target, Twin
 from buildkit.core.shapes import (
@@ -234,8 +234,12 @@ TEXT_FILTERS = {"shell_quote": TextFilter(functools.lru_cache(4096)(shlex.quote)
                 "dockerfile_string": TextFilter(functools.lru_cache(4096)(dockerfile_string), 2, 2)}
 
 
-def _plain_fields(record: type) -> set[str]:
-    return {field.name for field in dataclasses.fields(record)}
+def _public_attributes(record: type) -> set[str]:
+    """What a template may read of a record straight: its fields and its public properties (plain data computed
+    from them)."""
+    computed = (name for klass in record.__mro__ for name, value in vars(klass).items()
+                if isinstance(value, (property, cached_property)) and not name.startswith("_"))
+    return {*(field.name for field in dataclasses.fields(record)), *computed}
 
 
 class _CodeGenerator(CodeGenerator):
@@ -267,8 +271,7 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     While `recording` is set, the render is a shape render: the hooks below give holes their meaning."""
 
     _TRUSTED: ClassVar[dict[type, set[str]]] = {
-        Target: {*_TARGET_FIELDS, *(name for name, value in vars(Target).items() if isinstance(value, (property, cached_property)))},
-        **{record: _plain_fields(record) for record in (User, Twin, TorchInstall, InstallLayer, Narrowing, Vendor)}}
+        record: _public_attributes(record) for record in (Target, User, Twin, TorchInstall, InstallLayer, LayerCopy, Narrowing, Vendor)}
     intercepted_binops = frozenset({"*", "**"})
     code_generator_class = _CodeGenerator
     recording: Recorder | None = None
