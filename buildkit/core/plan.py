@@ -306,14 +306,14 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                     if python in skipped:
                         continue
                     base = _base_image(matrix, flavor, backend, version, python)
-                    base_digest = matrix.lock.base_digest(base)
+                    base_digest, environment = matrix.lock.base_digest(base), base_environment(base)
                     for family, archs, device_code, device_packages in flavor_images:
                         ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor, family)
                         floating = floating_tag(matrix.tag_prefix, stack.torch, backend, python, flavor, family)
                         targets.append(dict(
                             id=ident, python=python, flavor=flavor, family=family, archs=archs, device_code=device_code,
                             pair=pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
-                            base_image=base, base_digest=base_digest,
+                            base_image=base, base_digest=base_digest, base_environment=environment,  # a cached property's value
                             tag_names=(ident, floating) if twin else (ident,),
                             builder_image=builder, builder_digest=matrix.lock.base_digest(builder) if builder else "",
                             device_packages=device_packages, **shared,
