@@ -119,7 +119,7 @@ class Target:
         """What FROM names: the base pinned to the lock's digest, or the base as the matrix names it."""
         return f"{self.base_image}@{self.base_digest}" if self.base_digest else self.base_image
 
-    @cached_property  # kept: templates read it for every render
+    @property  # not cached here: bases.base_environment is, and a cached property costs each target a lock and a slot
     def base_environment(self) -> tuple[tuple[str, str], ...] | None:
         """What the base image's configuration sets, where buildkit knows it (core/bases.py); None otherwise."""
         return base_environment(self.base_image)
@@ -306,14 +306,14 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                     if python in skipped:
                         continue
                     base = _base_image(matrix, flavor, backend, version, python)
-                    base_digest, environment = matrix.lock.base_digest(base), base_environment(base)
+                    base_digest = matrix.lock.base_digest(base)
                     for family, archs, device_code, device_packages in flavor_images:
                         ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor, family)
                         floating = floating_tag(matrix.tag_prefix, stack.torch, backend, python, flavor, family)
                         targets.append(dict(
                             id=ident, python=python, flavor=flavor, family=family, archs=archs, device_code=device_code,
                             pair=pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
-                            base_image=base, base_digest=base_digest, base_environment=environment,  # a cached property's value
+                            base_image=base, base_digest=base_digest,
                             tag_names=(ident, floating) if twin else (ident,),
                             builder_image=builder, builder_digest=matrix.lock.base_digest(builder) if builder else "",
                             device_packages=device_packages, **shared,
