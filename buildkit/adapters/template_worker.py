@@ -49,7 +49,7 @@ from typing import IO, cast
 
 import jinja2
 
-from buildkit.core.render import PlannedImage, Renderer
+from buildkit.core.render import Meanwhile, PlannedImage, Renderer
 from buildkit.core.shapes import ShapeData
 from buildkit.core.templates import TemplateSet
 from buildkit.errors import Problem, UserError
@@ -177,15 +177,16 @@ class TemplateWorker:
             sender.join()
         return texts
 
-    def shape(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> ShapeData | None:
+    def shape(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage, meanwhile: Meanwhile | None = None) -> ShapeData | None:
         """The shape of the target's render (buildkit.core.shapes), None where its template is rendered target by
-        target; a template error or going over budget is a UserError, as for a render."""
-        process = self._worker(loader, source, planned)
+        target; a template error or going over budget is a UserError, as for a render. `meanwhile`: the caller's
+        work, done a step at a time while the worker starts and renders."""
+        process = self._worker(loader, source, planned, meanwhile)
         assert process.stdin is not None
         with contextlib.suppress(BrokenPipeError, OSError):  # the worker is gone: the reader says why
             _send(process.stdin, ("shape", planned))
         deadline = time.monotonic() + self.time_budget + _MARGIN
-        reply = self._reply(deadline)
+        reply = self._reply(deadline, meanwhile)
         if reply is not None and reply.get("per_target") is True:
             return None
         if reply is not None and reply.get("shape") is True:
@@ -256,11 +257,11 @@ class TemplateWorker:
             with contextlib.suppress(BrokenPipeError, OSError):  # it did not start: _worker says so
                 _send(self.process.stdin, (loader, source))
 
-    def _worker(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> subprocess.Popen:
+    def _worker(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage, meanwhile: Meanwhile | None = None) -> subprocess.Popen:
         self.start(loader, source)
         assert self.process is not None
         if not self.ready:
-            ready = self._reply(time.monotonic() + START_SECONDS)
+            ready = self._reply(time.monotonic() + START_SECONDS, meanwhile)
             if not (ready and ready.get("ready")):
                 self.close()
                 raise UserError(Problem(planned.template, "the worker that renders team templates did not start; "
@@ -268,10 +269,10 @@ class TemplateWorker:
             self.ready = True
         return self.process
 
-    def _reply(self, deadline: float) -> dict | None:
+    def _reply(self, deadline: float, meanwhile: Meanwhile | None = None) -> dict | None:
         """The worker's next answer line, or None when it does not come by the deadline or the worker ends."""
         while b"\n" not in self.buffer:
-            if len(self.buffer) > 65536 or not self._fill(deadline):
+            if len(self.buffer) > 65536 or not self._fill(deadline, meanwhile):
                 return None
         line, _, self.buffer = self.buffer.partition(b"\n")
         try:
@@ -287,11 +288,16 @@ class TemplateWorker:
         data, self.buffer = self.buffer[:size], self.buffer[size:]
         return data
 
-    def _fill(self, deadline: float) -> bool:
-        """More of the worker's output into the buffer; False at the deadline or when the worker ended."""
+    def _fill(self, deadline: float, meanwhile: Meanwhile | None = None) -> bool:
+        """More of the worker's output into the buffer; False at the deadline or when the worker ended. Until the
+        output comes, `meanwhile` is called, a step at a time, while it has work left."""
         assert self.process is not None and self.process.stdout is not None
         stream = self.process.stdout.fileno()
         left = deadline - time.monotonic()
+        while meanwhile is not None and left > 0 and not select.select([stream], [], [], 0)[0]:
+            if not meanwhile():
+                meanwhile = None
+            left = deadline - time.monotonic()
         if left <= 0 or not select.select([stream], [], [], left)[0]:
             return False
         chunk = os.read(stream, 1 << 20)

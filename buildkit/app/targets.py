@@ -142,8 +142,8 @@ class Selection:
 
     def render(self) -> tuple[Rendered, ...]:
         self.renderer.prepare()  # the team templates' worker starts while the targets are planned
-        with records_that_last():
-            return self.renderer.render_all(self.plan())
+        with records_that_last():  # planned as they are rendered: those ahead while the worker renders a shape
+            return self.renderer.render_all(map(self.renderer.plan, self.targets))
 
 
 @contextmanager

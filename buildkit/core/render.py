@@ -22,6 +22,7 @@ every target that way (check_all), so a template's fault is found by the render 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import hashlib
@@ -94,6 +95,42 @@ class PlannedImage:
 
 
 _PLANNED_GETTER = operator.attrgetter(*(field.name for field in dataclasses.fields(PlannedImage)))
+
+
+class _Upcoming:
+    """Planned images in order, from an iterable that may plan them as it goes; plan_ahead() plans a few more
+    before they are asked for (while the bounded runner renders a shape). A planning error is raised when its
+    image's turn comes, so the errors of a render come in target order as when everything was planned first."""
+
+    STEP = 32  # images planned per step: a millisecond or so, a fraction of a shape's round trip
+
+    def __init__(self, planned: Iterable[PlannedImage]):
+        self._source = iter(planned)
+        self._ahead: collections.deque[PlannedImage | BaseException] = collections.deque()
+        self._done = False
+
+    def __iter__(self) -> _Upcoming:
+        return self
+
+    def __next__(self) -> PlannedImage:
+        item = self._ahead.popleft() if self._ahead else next(self._source)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def plan_ahead(self) -> bool:
+        """Up to STEP more images planned; False once the iterable has none left (or failed)."""
+        for _ in range(0 if self._done else self.STEP):
+            try:
+                self._ahead.append(next(self._source))
+            except StopIteration:
+                self._done = True
+            except Exception as error:  # raised in its turn by __next__
+                self._ahead.append(error)
+                self._done = True
+            if self._done:
+                break
+        return not self._done
 
 
 def _planned_values(item: PlannedImage) -> tuple[Target, str, Mapping[str, str], Mapping[str, str], str, TorchInstall | None]:
@@ -404,6 +441,9 @@ def _one_line(text: str) -> str:
     return printable(" ".join(text.split()), limit=300)
 
 
+Meanwhile = Callable[[], bool]  # a step of the caller's own work, done while it waits; False once none is left
+
+
 class BoundedRunner(Protocol):
     """Renders planned images from a loader's templates, each under a budget (see the module docstring). Going over
     the budget, or any template error, is a UserError naming the template."""
@@ -414,8 +454,9 @@ class BoundedRunner(Protocol):
         """Their Dockerfile texts, in order."""
         ...
 
-    def shape(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage) -> ShapeData | None:
-        """The shape of this target's render (Renderer.shape_data), None where it has none."""
+    def shape(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage, meanwhile: Meanwhile | None = None) -> ShapeData | None:
+        """The shape of this target's render (Renderer.shape_data), None where it has none; `meanwhile` is called
+        while it waits (a step of the caller's work each time, False once there is none left)."""
         ...
 
     def start(self, loader: jinja2.BaseLoader, source: str) -> None:
@@ -562,11 +603,15 @@ class Renderer:
 
     def render_all(self, planned: Iterable[PlannedImage]) -> tuple[Rendered, ...]:
         """Rendered images in order. Each is written from its template's shape for its values; those without one
-        are rendered on their own, the ones that reach a team's template by the bounded runner, all at once."""
-        items = tuple(planned)
+        are rendered on their own, the ones that reach a team's template by the bounded runner, all at once.
+        `planned` may be lazy (a map of plan() over targets): the images after the one whose shape the bounded
+        runner renders are planned while it does."""
+        upcoming = _Upcoming(planned)
+        items: list[PlannedImage] = []
         texts: dict[int, str] = {}
-        for index, item in enumerate(items):
-            text = self._shaped(item)
+        for index, item in enumerate(upcoming):
+            items.append(item)
+            text = self._shaped(item, meanwhile=upcoming.plan_ahead)
             if text is not None:
                 texts[index] = text
         bounded = [index for index, item in enumerate(items) if index not in texts and self._is_bounded(item)]
@@ -632,7 +677,8 @@ class Renderer:
             found = self._bounded[planned.template] = self.bounded is not None and not self.builtin(planned)
         return found
 
-    def _shaped(self, planned: PlannedImage, write: bool = True, plan: Callable[[], PlannedImage] | None = None) -> str | None:
+    def _shaped(self, planned: PlannedImage, write: bool = True, plan: Callable[[], PlannedImage] | None = None,
+                meanwhile: Meanwhile | None = None) -> str | None:
         """The image's text from its template's shape for its values (a shape rendered from it, or from `plan()`
         where it is a draft, when none of the template's shapes so far stands for it); with `write` False, "ok"
         once its size is checked. None where the template has no shape, or the shape cannot write these values:
@@ -650,7 +696,7 @@ class Renderer:
             if plan is not None:
                 planned = plan()
                 variables = template_variables(planned)
-            data = self.bounded.shape(self.loader, self.source, planned) if bounded else self.shape_data(planned)  # type: ignore[union-attr]
+            data = self.bounded.shape(self.loader, self.source, planned, meanwhile) if bounded else self.shape_data(planned)  # type: ignore[union-attr]
             try:
                 found = book.add(data, variables) if data is not None else None
             except Unsupported:

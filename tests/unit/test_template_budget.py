@@ -14,7 +14,7 @@ import pytest
 from buildkit.adapters.bundled import builtin_templates_dir
 from buildkit.adapters.template_worker import TemplateWorker
 from buildkit.app.targets import Choices, select_targets
-from buildkit.errors import UserError
+from buildkit.errors import Problem, UserError
 
 INCLUDE_ONE = 'include = [{ torch = "2.14.1", python = "3.12", flavor = "runtime" }]\n'
 OVER_TIME = "over budget: the render runs longer than the 2 s one render may take"
@@ -104,3 +104,55 @@ def test_after_a_bomb_the_next_render_gets_a_fresh_worker(tmp_path):
         selection.renderer.render(boom)
     assert selection.renderer.bounded.process is None  # stopped, not left running the loop
     assert selection.renderer.render(calm).dockerfile.startswith("# ")
+
+
+def team_flavor(folder: Path, extra: str) -> Path:
+    """A matrix of one team flavor, `team`, whose template extends the built-in runtime one with `extra`."""
+    team(folder, '{% extends "runtime.Dockerfile.j2" %}{% block extra %}' + extra + "{% endblock %}", "team.Dockerfile.j2")
+    (folder / "m.toml").write_text('extends = "default"\ntemplate_dir = "t"\nflavors = ["team"]\ninclude = [{ torch = "2.14.1" }]\n')
+    return folder / "m.toml"
+
+
+@pytest.mark.slow
+def test_the_targets_after_a_team_shape_are_planned_while_the_worker_renders_it(tmp_path, monkeypatch):
+    """A render plans its targets as it goes: while the worker starts and renders a team template's first shape,
+    the CLI plans the targets after it instead of waiting (the same texts as planning everything first)."""
+    selection = select_targets(Choices(matrix=team_flavor(tmp_path, "ENV TEAM=1\n")))
+    planned_during_shape: list[int] = []
+    plans = 0
+    plan, shape = selection.renderer.plan, TemplateWorker.shape
+
+    def counted_plan(target):
+        nonlocal plans
+        plans += 1
+        return plan(target)
+
+    def watched_shape(worker, *args, **kwargs):
+        before = plans
+        try:
+            return shape(worker, *args, **kwargs)
+        finally:
+            planned_during_shape.append(plans - before)
+
+    monkeypatch.setattr(selection.renderer, "plan", counted_plan)
+    monkeypatch.setattr(TemplateWorker, "shape", watched_shape)
+    rendered = selection.render()
+    assert len(rendered) == len(selection.targets) > 4
+    assert planned_during_shape[0] == len(selection.targets) - 1  # all the others, while the worker started and rendered
+    monkeypatch.undo()
+    assert [item.dockerfile for item in rendered] == [selection.renderer.text(planned) for planned in selection.plan()]
+
+
+@pytest.mark.slow
+def test_an_error_planned_ahead_waits_for_its_turn(tmp_path):
+    """While the worker renders the first target's shape, the targets after it are planned; one that cannot be
+    planned fails in its turn, so the first target's own template error is the one said."""
+    selection = select_targets(Choices(matrix=team_flavor(tmp_path, "{{ 1 // 0 }}")))
+
+    def planned():
+        yield selection.renderer.plan(selection.targets[0])
+        raise UserError(Problem("matrix.toml", "the second target cannot be planned"))
+
+    selection.renderer.prepare()
+    with pytest.raises(UserError, match="ZeroDivisionError"):
+        selection.renderer.render_all(planned())
