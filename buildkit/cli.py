@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     lock = _command(commands, "lock", help="pin the matrix's base images (digests) and package ranges (versions) in matrix.lock")
     _matrix_option(lock, help=f"{MATRIX_HELP}; matrix.lock goes beside it")
-    lock.add_argument("--package-index", metavar="URL", help="simple index to resolve package ranges on (default: PyPI)")
+    lock.add_argument("--package-index", metavar="URL",
+                      help="simple index to resolve package ranges on (default: the one pip install uses here)")
     lock.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the base images' registries")
 
     bake = _command(commands, "bake", help="export the selection as a docker-bake.json for `docker buildx bake` on any builder")
@@ -164,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--refresh", action="store_true",
                          help="resolve base images and package ranges again first (buildkit lock): an updated base rebuilds "
                               "exactly the images built on it (what the nightly runs)")
-    publish.add_argument("--package-index", metavar="URL", help="with --refresh: simple index for package ranges (default: PyPI)")
+    publish.add_argument("--package-index", metavar="URL",
+                         help="with --refresh: simple index for package ranges (default: the one pip install uses here)")
     publish.add_argument("--require-published", action="store_true",
                          help="build nothing: move tags only for images already published with this fingerprint (and, with "
                               "the GPU gate, a passing GPU test); fail for any that is not (the nightly's tag job)")

@@ -124,11 +124,13 @@ _PIP_DEFAULT_INDEX = "from pip._internal.models.index import PyPI; print(PyPI.si
 
 
 def default_package_index() -> str:
-    """The index pip installs from on this machine: $PIP_INDEX_URL, pip's configured index-url, else pip's
-    own default (read from pip, so no index is written into buildkit)."""
+    """The index `pip install` uses on this machine: $PIP_INDEX_URL, pip's configured index-url (its [install]
+    section's before its [global] one, as pip install reads them), else pip's own default (read from pip, so no
+    index is written into buildkit)."""
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"].split()[0]
-    for ask in (["-m", "pip", "config", "get", "global.index-url"], ["-c", _PIP_DEFAULT_INDEX]):
+    configured = (["-m", "pip", "config", "get", f"{section}.index-url"] for section in ("install", "global"))
+    for ask in (*configured, ["-c", _PIP_DEFAULT_INDEX]):
         try:
             answer = subprocess.run([sys.executable, *ask], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired):

@@ -82,8 +82,10 @@ def test_compat_check_index_that_fails(cli, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("source", ["option", "PIP_INDEX_URL", "pip.conf"])
+@pytest.mark.parametrize("source", ["option", "PIP_INDEX_URL", "pip.conf", "pip.conf [install]"])
 def test_lock_package_index_from_each_source(cli, tmp_path, monkeypatch, simple_index, source):
+    """`lock` reads releases where pip install would: an [install] index-url comes before the [global] one
+    (which here names a port nothing listens on)."""
     url = f"http://{USERINFO}@{simple_index.address}/simple"
     options: tuple[str, ...] = ()
     inputs = []
@@ -95,7 +97,8 @@ def test_lock_package_index_from_each_source(cli, tmp_path, monkeypatch, simple_
         monkeypatch.delenv("PIP_INDEX_URL", raising=False)
         conf = tmp_path / "config" / "pip" / "pip.conf"  # the user's pip configuration, as `pip config` reads it
         conf.parent.mkdir(parents=True)
-        conf.write_text(f"[global]\nindex-url = {url}\n")
+        conf.write_text(f"[global]\nindex-url = {url}\n" if source == "pip.conf" else
+                        f"[global]\nindex-url = http://127.0.0.1:9/simple\n\n[install]\nindex-url = {url}\n")
         monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
         inputs.append(conf)
     matrix = matrix_with_range(tmp_path)
