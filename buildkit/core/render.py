@@ -120,17 +120,19 @@ class _Upcoming:
 
     def plan_ahead(self) -> bool:
         """Up to STEP more images planned; False once the iterable has none left (or failed)."""
-        for _ in range(0 if self._done else self.STEP):
+        if self._done:
+            return False
+        for _ in range(self.STEP):
             try:
                 self._ahead.append(next(self._source))
             except StopIteration:
                 self._done = True
+                return False
             except Exception as error:  # raised in its turn by __next__
                 self._ahead.append(error)
                 self._done = True
-            if self._done:
-                break
-        return not self._done
+                return False
+        return True
 
 
 def _planned_values(item: PlannedImage) -> tuple[Target, str, Mapping[str, str], Mapping[str, str], str, TorchInstall | None]:

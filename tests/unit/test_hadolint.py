@@ -39,7 +39,9 @@ def test_rendered_dockerfiles_pass_hadolint(hadolint, tmp_path):
     for path, text in zip(paths, texts):
         path.write_text(text)
     result = subprocess.run([hadolint, "--no-color", "--failure-threshold", "warning", *map(str, paths)], capture_output=True, text=True)
-    findings = [line for line in result.stdout.splitlines() if " warning: " in line or " error: " in line]
-    failures = [f"{text.splitlines()[0]}\n" + "\n".join(line for line in findings if line.startswith(f"{path}:"))
-                for path, text in zip(paths, texts) if any(line.startswith(f"{path}:") for line in findings)]
+    findings: dict[str, list[str]] = {}  # path -> its warnings and errors ("PATH:LINE CODE level: message")
+    for line in result.stdout.splitlines():
+        if " warning: " in line or " error: " in line:
+            findings.setdefault(line.split(":", 1)[0], []).append(line)
+    failures = [f"{text.splitlines()[0]}\n" + "\n".join(findings[str(path)]) for path, text in zip(paths, texts) if str(path) in findings]
     assert result.returncode == 0 and not failures, "\n".join(failures) or result.stdout + result.stderr
