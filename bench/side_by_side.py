@@ -63,9 +63,12 @@ MIN_FREE = 20 * 10**9  # bytes of disk a run needs: a 6 GB image's build cache a
 NEXT_NIGHTLY = "nightly-n-plus-1"  # the git_version torch's wheel names on the next day
 # The same content as buildkit's image, the way a Dockerfile written by hand installs it: one pip install.
 # The OS part is a stage of its own (`os`) so that the benchmark can keep it alone in the build cache; the image
-# is the same as without it.
+# is the same as without it. torch.compile needs the Python headers: the official python images carry them,
+# this machine's stand-ins (Debian's Python) need the -dev package, which buildkit's template installs too.
 HAND_WRITTEN = """FROM {base} AS os
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libnuma1 g++ \\
+ && if [ ! -e "$(python{python} -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then \\
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python{python}-dev; fi \\
  && rm -rf /var/lib/apt/lists/*
 RUN python{python} -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
