@@ -118,9 +118,23 @@ class WheelIndex:
         return answer.headers.get("Content-Type", ""), answer.text
 
 
-# pip's own default index, asked of pip in a child process: importing pip here would switch off setuptools'
-# distutils shim for the rest of this process (Python < 3.12), and torch.utils.cpp_extension then fails to import
-_PIP_DEFAULT_INDEX = "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"
+# The index pip install reads, asked of pip in one child process: its configuration's index-url, the [install]
+# section's before the [global] one, else pip's own default. Importing pip here would switch off setuptools'
+# distutils shim for the rest of this process (Python < 3.12), and torch.utils.cpp_extension then fails to import.
+_PIP_INDEX = """
+from pip._internal.configuration import Configuration, ConfigurationError
+from pip._internal.models.index import PyPI
+configuration = Configuration(isolated=False)
+configuration.load()
+for key in ("install.index-url", "global.index-url"):
+    try:
+        print(configuration.get_value(key))
+        break
+    except ConfigurationError:
+        pass
+else:
+    print(PyPI.simple_url)
+"""
 
 
 def default_package_index() -> str:
@@ -129,13 +143,11 @@ def default_package_index() -> str:
     index is written into buildkit)."""
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"].split()[0]
-    configured = (["-m", "pip", "config", "get", f"{section}.index-url"] for section in ("install", "global"))
-    for ask in (*configured, ["-c", _PIP_DEFAULT_INDEX]):
-        try:
-            answer = subprocess.run([sys.executable, *ask], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if answer.returncode == 0 and answer.stdout.strip():
-            return answer.stdout.split()[0]
+    try:
+        answer = subprocess.run([sys.executable, "-c", _PIP_INDEX], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        answer = None
+    if answer is not None and answer.returncode == 0 and answer.stdout.strip():
+        return answer.stdout.split()[0]
     raise WheelIndexError(Problem("pip", "cannot tell which package index pip uses here (pip did not answer); "
                                          "set PIP_INDEX_URL or pass the index explicitly"))
