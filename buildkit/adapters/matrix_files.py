@@ -27,6 +27,7 @@ MAX_MATRIX_BYTES = 16 * 1024 * 1024  # far beyond any real matrix (100,000 targe
 MAX_TEMPLATE_BYTES = 1024 * 1024  # the built-in templates take 20 KB together
 MAX_FOLDER_TEMPLATE_BYTES = 64 * 1024 * 1024  # all the templates of one folder
 MAX_FOLDER_ENTRIES = 20_000  # files and folders a template folder's walk looks at (hidden folders are skipped)
+MAX_FOLDER_TEMPLATES = 1_000  # *.j2 files of one template folder (each is read and parsed; buildkit ships 8)
 
 
 def _display(path: Path) -> str:
@@ -190,6 +191,10 @@ def _folder_templates(folder: Path, builtin: bool) -> list[TemplateFile]:
                                                       "template_dir at a folder of templates", key="template_dir"))
         for name in sorted(files + [folder for folder in folders if folder.endswith(".j2")]):  # a folder named x.j2 is refused
             if name.endswith(".j2"):
+                if len(found) == MAX_FOLDER_TEMPLATES:
+                    raise UserError(Problem(_display(folder), f"holds more than {MAX_FOLDER_TEMPLATES:,} templates (*.j2 files), more "
+                                                              "than buildkit reads from a folder: keep the flavors a matrix uses there",
+                                            key="template_dir"))
                 path = Path(current, name)
                 found.append(_template(root, path, path.relative_to(root).as_posix(), builtin))
                 size += len(found[-1].text)

@@ -492,6 +492,20 @@ def first_problems(problems: list[Problem], where: str) -> list[Problem]:
     return [*problems[:MAX_PROBLEMS], Problem(where, f"and {rest} more problems not shown: fix these and validate again")]
 
 
+# How many [[torch]] entries a matrix (with the files it extends) may hold, and how many targets they may describe
+# before include/exclude: the expansion holds every target, so its cost is bounded before it starts (a generated
+# matrix of 100,000 targets validates in seconds; bench/plan_render.py).
+MAX_STACKS = fields.MAX_ENTRIES
+MAX_TARGETS = 200_000
+
+
+def _most_targets(stack: Stack) -> int:
+    """The targets a stack describes at most: every backend version x Python x flavor (x ROCm family)."""
+    families = max(len(stack.rocm_families), 1)
+    versions = sum(len(versions) * (families if backend == AMD.backend else 1) for backend, versions in stack.backends.items())
+    return versions * len(stack.python) * len(stack.flavors)
+
+
 def _default_twin(compat: Compat, backend: str, versions: tuple[str, ...]) -> str:
     """The newest version whose facts are confirmed, else the newest: the one the floating tags follow."""
     ordered = sorted(versions, key=Version)
@@ -564,6 +578,9 @@ def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapp
     if not isinstance(entries, list) or not entries:
         check.fail(merged.where("torch", last), "torch", 'expected at least one [[torch]] entry with version = "2.14.1"')
         entries = []
+    elif len(entries) > MAX_STACKS:
+        check.fail(merged.where("torch", last), "torch", fields.too_many(len(entries), MAX_STACKS, "[[torch]] entries"))
+        entries = []
     if not broken_facts and all(value is not INVALID for name, value in top.items() if fields.TOP[name].inherited):
         for index, entry in enumerate(entries):
             stack = _StackReader(check, merged, index, entry, top, compat, merged.where("compat", last) if overrides else None,
@@ -571,6 +588,11 @@ def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapp
             if stack is not None:
                 stacks.append(stack)
 
+    described = sum(map(_most_targets, stacks))
+    if described > MAX_TARGETS and not check.problems:
+        check.fail(merged.where("torch", last), "torch", f"the [[torch]] entries describe up to {described:,} targets (each backend "
+                                                         f"version x Python x flavor x ROCm family), more than the {MAX_TARGETS:,} "
+                                                         "buildkit expands at once; split the matrix or narrow its lists")
     if check.problems:
         # Stacks that inherit the same bad default would repeat its problem once each.
         raise UserError(first_problems(list(dict.fromkeys(check.problems)), last))

@@ -43,6 +43,10 @@ Path = tuple[Any, ...]
 # What a guard compares: the value's type, a sequence's length, a mapping's keys, or the value itself.
 TYPE, LENGTH, KEYS, VALUE = "type", "len", "keys", "value"
 _END = "\ue001"  # closes a marker: the slot's number sits between the token and it
+# The last transform of a slot whose value is a whole sequence joined (`packages | map('shell_quote') | join(' ')`):
+# JOIN then the separator; the transforms before it apply to each element. One slot for the sequence, however long,
+# so a shape's size, and the reading of its values per target, do not grow with the list.
+JOIN = "\ue002join:"
 
 # Filters that read their argument only through the protocols holes support (iteration, length, a mapping's
 # items, the environment's getattr), so they take holes as they are.
@@ -143,6 +147,7 @@ class Sequence(Symbolic):
 
     def _elements(self) -> list[Any]:
         self._recorder.guard(self._path, LENGTH)
+        self._recorder.iterated[self._path] = self._real
         return [self._recorder.view(element, (*self._path, (ITEM, index)), _element(self._declared, index))
                 for index, element in enumerate(self._real)]
 
@@ -305,6 +310,7 @@ class Recorder:
         self.transforms = frozenset(transforms)  # the text filters that make a hole of a hole
         self.guards: dict[tuple[Path, str], None] = {}  # ordered: a guard's path exists once those before it hold
         self.slots: dict[tuple[Path, tuple[str, ...]], int] = {}  # (path, transforms) -> slot number
+        self.iterated: dict[Path, Any] = {}  # sequences whose elements the render took, by path (the real sequence)
         self._markers = re.compile(re.escape(marker) + r"(\d+)" + _END)
 
     def guard(self, path: Path, kind: str) -> None:
@@ -400,6 +406,10 @@ class Recorder:
         items = list(value)  # a Sequence's elements (its length observed), or a plain iterable's
         if not self.symbolic_in([*items, separator]):
             return function(eval_context, items, separator)
+        whole = self._whole_sequence(items)
+        if whole is not None and type(separator) is str:
+            path, transforms = whole
+            return self.captured(self.print(Hole(self, path, self.iterated[path], None, (*transforms, JOIN + separator))))
         texts = []
         for item in (separator, *items):
             if type(item) in (Hole, Fragment):
@@ -408,6 +418,19 @@ class Recorder:
                 self.refuse_symbolic([item])
                 texts.append(str(item))
         return self.captured(texts[0].join(texts[1:]))
+
+    def _whole_sequence(self, items: list[Any]) -> tuple[Path, tuple[str, ...]] | None:
+        """(the sequence's path, the text filters each element went through) where `items` are every element of
+        one sequence the render iterated, in order, each a hole filtered alike; else None."""
+        if not items or type(items[0]) is not Hole or not items[0]._path:
+            return None
+        path, transforms = items[0]._path[:-1], items[0].transforms
+        if path not in self.iterated or len(self.iterated[path]) != len(items):
+            return None
+        for index, item in enumerate(items):
+            if type(item) is not Hole or item.transforms != transforms or item._path != (*path, (ITEM, index)):
+                return None
+        return path, transforms
 
     def test(self, name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if name in TYPE_TESTS and args:
@@ -653,12 +676,19 @@ class Shape:
 
     def __init__(self, data: ShapeData, filters: Mapping[str, TextFilter]):
         self.data = data
-        unknown = {name for _, names in data.values for name in names if name not in filters}
+        # a joined sequence's slot: its separator (the last name), the filters before it apply to each element
+        joins = [names[-1][len(JOIN):] if names and names[-1].startswith(JOIN) else None for _, names in data.values]
+        chains = [names[:-1] if join is not None else names for (_, names), join in zip(data.values, joins)]
+        unknown = {name for names in chains for name in names if name not in filters}
         if unknown or any(slot >= len(data.values) for slot in data.slots) or len(data.literals) != len(data.slots) + 1:
             raise Unsupported(f"a shape with unknown filters {sorted(unknown)} or slots")
-        self._filters = [tuple(filters[name] for name in names) for _, names in data.values]
+        self._filters = [tuple(filters[name] for name in names) for names in chains]
         # the values a filter changes, with their chains: most values are written as they are
-        self._filtered = [(index, tuple(text_filter.function for text_filter in chain)) for index, chain in enumerate(self._filters) if chain]
+        self._filtered = [(index, tuple(text_filter.function for text_filter in chain))
+                          for index, chain in enumerate(self._filters) if chain and joins[index] is None]
+        # the joined sequences: each element through its chain, then the separator between them
+        self._joined = [(index, tuple(text_filter.function for text_filter in self._filters[index]), join)
+                        for index, join in enumerate(joins) if join is not None]
         # each slot's text among the values' texts, picked at C speed (a slot may repeat a value)
         self._slot_texts: Callable[[list[str]], tuple[str, ...]] = _picker(list(data.slots))
         # the text is its literals with each slot's text between them: one join (str.format would scan the
@@ -687,6 +717,13 @@ class Shape:
         for index, functions in self._filtered:
             for function in functions:
                 texts[index] = function(texts[index])
+        for index, functions, separator in self._joined:
+            if type(texts[index]) not in (tuple, list):
+                raise Unsupported("a joined sequence that is not one here")
+            elements = texts[index]
+            for function in functions:
+                elements = map(function, elements)
+            texts[index] = separator.join(elements)
         return texts
 
     def _size(self, texts: Iterable[str], weights: Iterable[int], constant: int = 0) -> int:
@@ -695,8 +732,8 @@ class Shape:
     def fits(self, answers: list[Any], limit: int) -> bool:
         """Whether the target's text has at most `limit` characters: a bound from its values' lengths first,
         their filtered texts only where the bound is over."""
-        if self._size(self._raw(answers), self._weights, self._constant) <= limit:
-            return True
+        if not self._joined and self._size(self._raw(answers), self._weights, self._constant) <= limit:
+            return True  # (a joined sequence's length is not its text's: its text is written to be measured)
         return self._size(self._texts(answers), self._counts) <= limit
 
     def fill(self, answers: list[Any], limit: int | None = None) -> str:

@@ -61,11 +61,13 @@ class TemplateSet(jinja2.BaseLoader):
         """Blocks a team template fills that no template it extends defines: Jinja drops them without a word (a
         misspelled `{% block extar %}` is an image without the team's lines), so each is a problem naming the
         blocks there are. A template that does not parse, or extends a computed name, is left to the renderer,
-        which says what is wrong with it where it is used."""
+        which says what is wrong with it where it is used. Each template is parsed, and its blocks collected,
+        once: team flavors share their parents, so the work grows with the templates, not with flavors x parents."""
         environment = jinja2.Environment(loader=self)
         trees: dict[str, jinja2.nodes.Template | None] = {}
+        defined: dict[str, set[str] | None] = {}  # template -> every block it and what it extends define (None: unreadable)
 
-        def tree_of(file: TemplateFile) -> jinja2.nodes.Template | None:  # each file parsed once: team flavors share their parents
+        def tree_of(file: TemplateFile) -> jinja2.nodes.Template | None:
             if file.name not in trees:
                 trees[file.name] = _parse(environment, file)
             return trees[file.name]
@@ -78,32 +80,55 @@ class TemplateSet(jinja2.BaseLoader):
             parents = _extended(tree) if tree is not None else None
             if tree is None or not parents:
                 continue
-            defined = self._defined_blocks(tree_of, parents, {file.name})
-            if defined is None:
+            above = self._defined_blocks(tree_of, defined, parents)
+            if above is None:
                 continue
             for block in _outer_blocks(tree):
-                if block.name not in defined:
+                if block.name not in above:
                     problems.append(Problem(file.filename, f"block {block.name!r} is not defined by {' or '.join(parents)} or what it "
                                                            f"extends, so it would be dropped without a word; blocks to fill: "
-                                                           f"{', '.join(sorted(defined))}{did_you_mean(block.name, defined)}",
+                                                           f"{', '.join(sorted(above))}{did_you_mean(block.name, above)}",
                                             line=block.lineno))
         return problems
 
-    def _defined_blocks(self, tree_of: Callable[[TemplateFile], jinja2.nodes.Template | None], names: Iterable[str],
-                        seen: set[str]) -> set[str] | None:
-        """Every block the named templates and the templates they extend define (None: one cannot be read)."""
-        defined: set[str] = set()
+    def _defined_blocks(self, tree_of: Callable[[TemplateFile], jinja2.nodes.Template | None], known: dict[str, set[str] | None],
+                        names: Iterable[str]) -> set[str] | None:
+        """Every block the named templates and the templates they extend define (None: one cannot be read, or they
+        extend themselves), each template's answer kept in `known`. A walk with a stack of its own, not recursion:
+        a chain of templates each extending the next is as long as the folder is large."""
+        stack, pending = list(names), set()
+        while stack:
+            name = stack[-1]
+            if name in known:
+                stack.pop()
+                continue
+            tree, parents = self._parsed(tree_of, name)
+            if name not in pending:  # first visit: its parents are answered first
+                pending.add(name)
+                waiting = [parent for parent in parents or () if parent not in known]
+                if any(parent in pending for parent in waiting):  # it extends itself, through its parents
+                    known[name] = None
+                    stack.pop()
+                else:
+                    stack += waiting
+                continue
+            stack.pop()
+            answers = [known.get(parent) for parent in parents or ()]
+            known[name] = None if tree is None or parents is None or None in answers else \
+                {block.name for block in tree.find_all(jinja2.nodes.Block)}.union(*answers)  # type: ignore[arg-type]
+        found: set[str] = set()
         for name in names:
-            file = self.files.get(name)
-            tree = tree_of(file) if file is not None and file.problem is None and name not in seen else None
-            parents = _extended(tree) if tree is not None else None
-            if tree is None or parents is None:
+            answer = known.get(name)
+            if answer is None:
                 return None
-            above = self._defined_blocks(tree_of, parents, seen | {name}) if parents else set()
-            if above is None:
-                return None
-            defined |= above | {block.name for block in tree.find_all(jinja2.nodes.Block)}
-        return defined
+            found |= answer
+        return found
+
+    def _parsed(self, tree_of: Callable[[TemplateFile], jinja2.nodes.Template | None],
+                name: str) -> tuple[jinja2.nodes.Template | None, list[str] | None]:
+        file = self.files.get(name)
+        tree = tree_of(file) if file is not None and file.problem is None else None
+        return tree, _extended(tree) if tree is not None else None
 
 
 def _parse(environment: jinja2.Environment, file: TemplateFile) -> jinja2.nodes.Template | None:

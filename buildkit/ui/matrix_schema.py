@@ -27,7 +27,7 @@ def kind_schema(kind: Kind) -> dict[str, Any]:
         return _described({"type": "string"}, expected(kind))
     if isinstance(kind, Texts):
         item = _described({"type": "string"}, expected(kind))
-        return {"type": "array", "items": item, "uniqueItems": True, **({} if kind.allow_empty else {"minItems": 1})}
+        return {"type": "array", "items": item, "uniqueItems": True, **({} if kind.allow_empty else {"minItems": 1}), "maxItems": kind.most}
     if isinstance(kind, Flag):
         return {"type": "boolean"}
     if isinstance(kind, Whole):
@@ -35,7 +35,7 @@ def kind_schema(kind: Kind) -> dict[str, Any]:
     if isinstance(kind, Rules):
         rule = {"type": "object", "minProperties": 1, "additionalProperties": False,
                 "properties": {key: {"type": "string", "description": "a glob"} for key in fields.SELECTOR_KEYS}}
-        return {"type": "array", "items": rule}
+        return {"type": "array", "items": rule, "maxItems": kind.most}
     if isinstance(kind, Table):
         schema: dict[str, Any] = {"type": "object"}
         if kind.fields:
@@ -43,6 +43,7 @@ def kind_schema(kind: Kind) -> dict[str, Any]:
             schema["additionalProperties"] = False
         if kind.each is not None:
             schema["additionalProperties"] = kind_schema(kind.each)
+            schema["maxProperties"] = kind.most
         return schema
     raise TypeError(f"no JSON Schema for {type(kind).__name__}")  # a new kind must say how it reads
 
@@ -96,13 +97,13 @@ def _kind_text(kind: Kind) -> str:
     if isinstance(kind, Text):
         return expected(kind) or "a string"
     if isinstance(kind, Texts):
-        return f"a list of: {expected(kind) or 'strings'}"
+        return f"a list of at most {kind.most:,}: {expected(kind) or 'strings'}"
     if isinstance(kind, Flag):
         return "true or false"
     if isinstance(kind, Whole):
         return kind.expected
     if isinstance(kind, Rules):
-        return f"a list of tables of {', '.join(fields.SELECTOR_KEYS)} = glob"
+        return f"a list of at most {kind.most:,} tables of {', '.join(fields.SELECTOR_KEYS)} = glob"
     if isinstance(kind, Table):
         return f"a table such as `{kind.example}`" if kind.example else "a table"
     return type(kind).__name__

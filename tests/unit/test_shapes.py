@@ -82,6 +82,8 @@ LOOKS = {
     "tojson": '{{ target.python | tojson }} {{ target.archs | tojson }}',
     # a real marker's token is drawn at random per run: a template can only guess one
     "guessed_marker": '\ue000' + "0" * 32 + '0\ue001 \ue000 {{ target.id }}',
+    "joined_whole": '{{ target.archs | map("shell_quote") | join(" ") }} {{ target.archs | join(";") }} {{ target.archs | reverse | join(",") }}'
+                    ' {{ (target.archs | join("-")) | upper }} {% if target.archs | join("") %}some{% endif %} {{ target.archs | join(target.python) }}',
     "imported_text": '{% import "_macros.Dockerfile.j2" as steps %}{{ steps | string | length }}',
 }
 
@@ -162,6 +164,22 @@ def test_the_worker_renders_a_few_shapes_for_many_team_targets(tmp_path):
     assert len(team) > 4 * len(asked) and asked
     assert all(f'team.id="{item.target.id}"' in item.dockerfile for item in team)
     assert [item.dockerfile for item in team] == [selection.renderer.text(item) for item in selection.plan() if item.template == "team.Dockerfile.j2"]
+
+
+def test_a_joined_list_is_one_slot_however_long(tmp_path):
+    """A stack's packages joined into one RUN line (`map('shell_quote') | join(' ')`) are one slot of the shape, so a
+    shape, and what is read of each target to write it, do not grow with the list (1,000 packages once cost each of a
+    template's shapes 1,000 slots, and every target the reading of 1,000 paths); the texts are the renders'."""
+    slots = {}
+    for count in (3, 1000):
+        path = tmp_path / f"m{count}.toml"
+        path.write_text('extends = "default"\ninclude = [{ torch = "2.14.1", python = "3.12" }]\n'
+                        f'packages = {json.dumps([f"package-{index}>=1" for index in range(count)])}\n')
+        renderer, planned = in_process(path)
+        shaped, alone = shaped_and_alone(renderer, planned)
+        assert shaped == alone and all(f"'package-{count - 1}>=1'" in text for text in shaped)
+        slots[count] = {len(shape.data.values) for book in renderer._shapes.values() for page in book._pages for shape in page.shapes.values()}
+    assert slots[3] == slots[1000]
 
 
 def test_a_shape_travels_as_json_and_back():
