@@ -396,7 +396,7 @@ def cmd_matrix_schema(args: argparse.Namespace, out: Console, err: Console) -> i
 def cmd_matrix_show(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.app.matrix_show import resolve
 
-    sys.stdout.write(views.matrix_toml(resolve(args.matrix)))
+    sys.stdout.write(views.escaped_lines(views.matrix_toml(resolve(args.matrix))))
     return EXIT_OK
 
 

@@ -103,7 +103,7 @@ class LiveDisplay(Display):
                 self.running[target_id] = (self.running[target_id][0], text)
                 self.live.update(self._table())
             else:  # finished building (publishing comes after): a line of its own
-                self.live.console.print(f"{target_id}: {text}", highlight=False, markup=False)
+                say(self.live.console, f"{target_id}: {text}")
 
     def finished(self, result: TargetResult) -> None:
         with self.lock:

