@@ -23,10 +23,16 @@ TYPE_BITS = {
 _SIXTY_FOUR_BIT_CALLS = frozenset({"__activemask", "__ballot", "__ballot64", "__ballot_sync", "__lanemask_lt", "__lanemask_gt", "__lanemask_eq"})
 _TYPE = (r"(?:unsigned\s+long\s+long(?:\s+int)?|unsigned\s+long(?:\s+int)?|unsigned\s+int|unsigned|signed\s+int|signed"
          r"|long\s+long(?:\s+int)?|long(?:\s+int)?|int|u?int(?:32|64)_t|size_t|lane_mask_t|__hip_uint(?:32|64)_t|uint|auto)")
-_DEFINE_RE = re.compile(r"^\s*#\s*define\s+(?P<name>[A-Za-z_]\w*)(?!\()\s+(?P<value>.+?)\s*$")
+# Each pattern reads a bounded stretch from where it starts (a value, a dim3's arguments): on a line of "int a = b "
+# repeated for 64 KB, a value read to the line's end from each declaration took minutes. A longer value is not read
+# (the name's width is then not told, as for a name defined nowhere).
+MAX_VALUE_CHARS = 256
+_DEFINE_RE = re.compile(rf"^\s*#\s*define\s+(?P<name>[A-Za-z_]\w*)(?!\()\s+(?P<value>\S(?:.{{0,{MAX_VALUE_CHARS - 2}}}\S)?)\s*$")
 _DECLARATION_RE = re.compile(rf"(?<![\w:.>])(?P<type>{_TYPE})\s+(?P<name>[A-Za-z_]\w*)\s*"
-                             rf"(?:=\s*(?P<value>(?:[^;,{{}}()]|\([^;{{}}()]*\))+)|\{{(?P<braced>[^}}]*)\}})?\s*(?=[;,)])")
-_DIM3_RE = re.compile(r"\bdim3\s+(?P<name>[A-Za-z_]\w*)\s*[({](?P<args>[^;]*?)[)}]\s*;")
+                             # (?=(?P<run>...))(?P=run): the run taken whole, never given back a character at a time
+                             rf"(?:=\s*(?=(?P<run>(?:[^;,{{}}()]|\([^;{{}}()]{{0,{MAX_VALUE_CHARS}}}\)){{1,{MAX_VALUE_CHARS}}}))(?P<value>(?P=run))"
+                             rf"|\{{(?P<braced>[^}}]{{0,{MAX_VALUE_CHARS}}})\}})?\s*(?=[;,)])")
+_DIM3_RE = re.compile(rf"\bdim3\s+(?P<name>[A-Za-z_]\w*)\s*[({{](?P<args>[^;]{{0,{MAX_VALUE_CHARS}}}?)[)}}]\s*;")
 _CAST_RE = re.compile(rf"^(?:static_cast|reinterpret_cast)\s*<\s*(?P<type>{_TYPE})\s*>\s*\((?P<inner>.*)\)$|^\(\s*(?P<ctype>{_TYPE})\s*\)\s*(?P<cinner>.+)$"
                       rf"|^(?P<ftype>{_TYPE})\s*[({{](?P<finner>.*)[)}}]$")
 _C_CAST_RE = re.compile(rf"^\(\s*{_TYPE}\s*\)$")  # (unsigned) before a unary minus is a cast, not a subtraction
@@ -120,9 +126,12 @@ def _top_level_split(text: str, operators: tuple[str, ...]) -> tuple[str, str, s
 
 
 def resolve(expression: str, names: Definitions, depth: int = 0) -> Resolved:
-    """The width and value of an integer expression, through the tree's definitions."""
+    """The width and value of an integer expression, through the tree's definitions (one longer than
+    MAX_VALUE_CHARS is not read: its parentheses are peeled and split once per level)."""
+    if depth > 8 or len(expression) > MAX_VALUE_CHARS:
+        return Resolved(None, None)
     text = _strip_parentheses(expression)
-    if depth > 8 or not text:
+    if not text:
         return Resolved(None, None)
     for operators in (("|",), ("^",), ("&",), ("<<", ">>"), ("+", "-"), ("*",)):
         split = _top_level_split(text, operators)

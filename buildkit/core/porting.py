@@ -10,20 +10,22 @@ compilers said about it. Pure: text in, findings and verdicts out.
 
 from __future__ import annotations
 
-import difflib
+import bisect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from buildkit.core.constants import Definitions, block_threads, resolve
-from buildkit.core.preprocessor import ACTIVE, INACTIVE, Activity, Macros, code_lines, integer
+from buildkit.core.preprocessor import ACTIVE, INACTIVE, Activity, Macros, code_lines, integer, physical_lines
 
 # --- the static report -----------------------------------------------------------------------------------------
 
 # What is CUDA-only once hipify has run: runtime/driver/library identifiers and CUDA-only headers.
 _IDENTIFIER_RE = re.compile(r"\b(?:(?:cuda|cublas(?:Lt)?|cufft|curand|cusparse(?:Lt)?|cusolver(?:Dn|Sp)?|cudnn|nvrtc|nvtx|nccl)[A-Z]\w*"
                             r"|cu[A-Z][a-z]\w*|CU(?:DA|BLAS)_[A-Z0-9_]+)\b")
-_INCLUDE_RE = re.compile(r'#\s*include\s*[<"]([^>"]+)[>"]')
+# Every pattern below reads a bounded stretch from where it starts (a header name, a launch's kernel, a dotted PTX
+# mnemonic): on a line of 150 KB, one that could run to the line's end from each of its starts took minutes.
+_INCLUDE_RE = re.compile(r'#\s*include\s*[<"]([^>"\n]{1,1024})[>"]')
 _CUDA_HEADER_RE = re.compile(r"(?:cuda|cub|thrust|cublas|cufft|curand|cusparse|cusolver|cudnn|nvtx)")
 # CUDA-only libraries torch's hipify has no mapping for (torch/utils/hipify/cuda_to_hip_mappings.py names
 # none of these headers), first match wins.
@@ -53,10 +55,10 @@ _LANE_WORDS_RE = re.compile(r"lane|warp|threadIdx|tid", re.IGNORECASE)
 # A warp size written down as 32: `#define WARP_SIZE 32`, `constexpr int kWarpSize = 32;`.
 _WARP_SIZE_NAME_RE = re.compile(r"warp_?(?:size|threads|lanes)", re.IGNORECASE)
 # A kernel launch as torch's hipify writes it: hipLaunchKernelGGL(( kernel), dim3(grid), dim3(block), shared, stream, args).
-_LAUNCH_RE = re.compile(r"\bhipLaunchKernelGGL\s*\(\s*\(\s*[^)]*\)\s*,")
+_LAUNCH_RE = re.compile(r"\bhipLaunchKernelGGL\s*\(\s*\(\s*[^)]{0,1024}\)\s*,")
 _INLINE_ASM_RE = re.compile(r"\b(?:asm|__asm__)\s*(?:volatile\s*|__volatile__\s*)?\(")
 # PTX in an asm string: typed mnemonics (mov.u32, ld.global.f32, shfl.sync.bfly.b32) or special registers.
-_PTX_RE = re.compile(r"\b[a-z]+(?:\.[a-z0-9]+)*\.(?:[usbf](?:8|16|32|64)|pred)\b|%(?:laneid|warpid|smid|tid|ntid|clock)")
+_PTX_RE = re.compile(r"\b[a-z]{1,32}(?:\.[a-z0-9]{1,32}){0,8}\.(?:[usbf](?:8|16|32|64)|pred)\b|%(?:laneid|warpid|smid|tid|ntid|clock)")
 DEVICE_SOURCES = (".cu", ".cuh", ".hip")
 # CUB's macros and hipCUB's names for them (hipcub/config.hpp and hipcub/util_macro.hpp of hipCUB 6.4, read in
 # Debian unstable's libhipcub-dev): hipify maps cub:: to hipcub:: but none of the CUB_* macros.
@@ -134,7 +136,7 @@ class Finding:
 
     file: str  # the user's file, relative to the tree
     line: int
-    kind: str  # unmapped | inline-asm | warp | library
+    kind: str  # unmapped | inline-asm | warp | library | preprocessor (an #if without #endif...)
     subject: str  # the identifier, header or intrinsic
     detail: str  # why, and what to do on ROCm
     blocks: bool  # it cannot work as written (else: correct on NVIDIA, review it for AMD)
@@ -176,7 +178,7 @@ def scan(hipified_text: str, device_source: bool, names: Definitions | None = No
                         else "a CUB macro hipify does not map, and hipCUB has none of that name", True)
                   for name in dict.fromkeys(_CUB_MACRO_RE.findall(code))]
         for call in _SYNC_INTRINSIC_RE.finditer(code):
-            found += _mask_finding(number, call.group(1), _arguments(code, call.end())[:1], names)
+            found += _mask_finding(number, call.group(1), _arguments(code, call.end(), 1), names)
         found += [Found(number, "warp", name, f"{name} has no HIP counterpart (HIP 6.4 declares none): a wavefront runs in lockstep, "
                         "rewrite without it", True) for name in _MISSING_INTRINSIC_RE.findall(code)]
         if _WARP_32_RE.search(code) and _LANE_WORDS_RE.search(code):
@@ -184,7 +186,7 @@ def scan(hipified_text: str, device_source: bool, names: Definitions | None = No
                                "(CDNA: MI100 to MI355X) and 32 on RDNA; use warpSize", False))
         found += _warp_size_constant(number, code)
         for launch in _LAUNCH_RE.finditer(code):
-            found += _launch_finding(number, _arguments(code, launch.end())[1:2], names)
+            found += _launch_finding(number, _arguments(code, launch.end(), 2)[1:2], names)
         if _INLINE_ASM_RE.search(code) and (device_source or _PTX_RE.search(code)):
             found.append(Found(number, "inline-asm", "asm(...)", "inline assembly (PTX): AMD GPUs do not run PTX; rewrite it with HIP "
                                "intrinsics or __builtin_amdgcn_* builtins", True))
@@ -197,7 +199,8 @@ def findings(produced: str, hipified_text: str, origin: str, original_text: str 
     is None when hipify left the file as it was), each with its state under the ROCm build's macros."""
     lines = LineMap(original_text, hipified_text) if original_text is not None else None
     activity = Activity(hipified_text, macros.for_file(produced))
-    found = []
+    found = [Finding(origin, lines.original(item.line) if lines else item.line, "preprocessor", item.directive[:60], item.problem, True,
+                     f"{produced}:{item.line}" if lines else "") for item in activity.unbalanced]
     for item in scan(hipified_text, origin.endswith(DEVICE_SOURCES), names):
         where = activity.at(item.line)
         found.append(Finding(origin, lines.original(item.line) if lines else item.line, item.kind, item.subject, item.detail,
@@ -205,23 +208,36 @@ def findings(produced: str, hipified_text: str, origin: str, original_text: str 
     return found
 
 
-def _arguments(code: str, start: int) -> list[str]:
-    """The top-level, comma-separated arguments from `start` (just past a call's '(' or a comma) to the call's
-    closing parenthesis or the end of the line."""
-    arguments, depth, current = [], 0, ""
-    for char in code[start:]:
+# How far a call's arguments are read: a warp mask or a block size is a short expression, and reading to the end of
+# the line from each call made a 150 KB line of unclosed calls quadratic.
+MAX_ARGUMENT_CHARS = 256
+_ARGUMENT_SYNTAX_RE = re.compile(r"[()\[\]{},]")
+
+
+def _arguments(code: str, start: int, count: int) -> list[str]:
+    """The first `count` top-level, comma-separated arguments from `start` (just past a call's '(' or a comma) to
+    the call's closing parenthesis or the end of the line; [] when they run past MAX_ARGUMENT_CHARS (not read)."""
+    arguments: list[str] = []
+    depth, begun = 0, start
+    window = code[start:start + MAX_ARGUMENT_CHARS + 1]
+    for found in _ARGUMENT_SYNTAX_RE.finditer(window):
+        char = found.group()
         if char in "([{":
             depth += 1
-        elif char in ")]}":
-            if depth == 0:
-                break
+        elif char in ")]}" and depth:
             depth -= 1
-        if char == "," and depth == 0:
-            arguments.append(current.strip())
-            current = ""
-            continue
-        current += char
-    return [*arguments, current.strip()] if current.strip() else arguments
+        elif depth == 0:  # a top-level comma, or the call's closing parenthesis
+            argument = code[begun:start + found.start()].strip()
+            if char != ",":
+                return [*arguments, argument][:count] if argument else arguments[:count]
+            arguments.append(argument)
+            begun = start + found.end()
+            if len(arguments) == count:
+                return arguments
+    if len(window) > MAX_ARGUMENT_CHARS:
+        return []  # too long to be a mask or a block size: not read
+    rest = code[begun:].strip()
+    return [*arguments, rest][:count] if rest else arguments[:count]
 
 
 def _mask_finding(number: int, name: str, mask: list[str], names: Definitions) -> list[Found]:
@@ -264,24 +280,85 @@ def _launch_finding(number: int, block: list[str], names: Definitions) -> list[F
 
 
 class LineMap:
-    """Which line of the user's file each line of its hipified version came from. hipify rewrites inside
-    lines and adds a few (its breadcrumb comment, a hip_runtime.h include), so a line diff finds them."""
+    """Which line of the user's file each line of its hipified version came from. hipify rewrites inside lines and
+    adds a few (its breadcrumb comment, a hip_runtime.h include), so the lines are aligned as a diff would, in time
+    linear in the file: lines that occur once in each file and agree anchor the alignment (their longest increasing
+    run, as patience diff takes them), and between anchors equal lines are paired in order, each run of differing
+    lines ending at the nearest pair of equal lines within WINDOW lines of each side (difflib's matcher, used before,
+    took 68 s over a header of 1,000 repeated lines). `comparisons` counts the line look-ups it made."""
+
+    WINDOW = 32
 
     def __init__(self, original: str, hipified: str):
         self._to_original: dict[int, int] = {}
-        before, after = original.splitlines(), hipified.splitlines()
-        matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            for j in range(j1, j2):
-                if tag == "equal":
-                    self._to_original[j + 1] = i1 + (j - j1) + 1
-                elif tag == "replace":
-                    self._to_original[j + 1] = i1 + min(j - j1, i2 - i1 - 1) + 1
-                else:  # a line hipify added: blame the user's line it stands before
-                    self._to_original[j + 1] = min(i1 + 1, max(len(before), 1))
+        self.comparisons = 0
+        before, after = physical_lines(original), physical_lines(hipified)
+        self._last = max(len(before), 1)
+        i = j = 0
+        for anchor_i, anchor_j in [*_anchors(before, after), (len(before), len(after))]:
+            self._align(before, after, i, anchor_i, j, anchor_j)
+            self._to_original[anchor_j + 1] = anchor_i + 1
+            i, j = anchor_i + 1, anchor_j + 1
+        self._to_original.pop(len(after) + 1, None)  # the sentinel's
+
+    def _align(self, before: list[str], after: list[str], i: int, i_end: int, j: int, j_end: int) -> None:
+        while j < j_end:
+            self.comparisons += 1
+            if i < i_end and before[i] == after[j]:
+                self._to_original[j + 1] = i + 1
+                i, j = i + 1, j + 1
+                continue
+            first: dict[str, int] = {}  # each line of the next WINDOW hipified lines -> where it first is
+            for m in range(j, min(j + self.WINDOW, j_end)):
+                first.setdefault(after[m], m - j)
+            best: tuple[int, int] | None = None
+            for k in range(min(self.WINDOW, i_end - i)):
+                at = first.get(before[i + k])
+                if at is not None and (best is None or k + at < sum(best)):
+                    best = (k, at)
+            self.comparisons += len(first) + min(self.WINDOW, i_end - i)
+            removed, added = best if best is not None else (i_end - i, j_end - j)  # none near: the rest pair in order
+            for offset in range(added):  # a line hipify rewrote, or added (blamed on the user's line it stands before)
+                self._to_original[j + offset + 1] = i + min(offset, removed - 1) + 1 if removed else min(i + 1, self._last)
+            i, j = i + removed, j + added
 
     def original(self, hipified_line: int) -> int:
         return self._to_original.get(hipified_line, hipified_line)
+
+
+def _anchors(before: list[str], after: list[str]) -> list[tuple[int, int]]:
+    """(line in before, line in after) of the lines that occur exactly once in each and agree, keeping the longest
+    run in which both positions increase (patience sorting, n log n)."""
+    once_before = _once(before)
+    pairs = sorted((once_before[line], index) for line, index in _once(after).items() if line in once_before)
+    tails: list[int] = []  # tails[n]: the smallest `after` position that ends an increasing run of n + 1 pairs
+    ends: list[int] = []  # the index in `pairs` of that run's last pair
+    previous = [-1] * len(pairs)
+    for index, (_, position) in enumerate(pairs):
+        length = bisect.bisect_left(tails, position)
+        previous[index] = ends[length - 1] if length else -1
+        if length == len(tails):
+            tails.append(position)
+            ends.append(index)
+        else:
+            tails[length], ends[length] = position, index
+    run = []
+    index = ends[-1] if ends else -1
+    while index >= 0:
+        run.append(pairs[index])
+        index = previous[index]
+    return run[::-1]
+
+
+def _once(lines: list[str]) -> dict[str, int]:
+    """Each line that occurs exactly once, with where."""
+    seen: dict[str, int] = {}
+    repeated: set[str] = set()
+    for index, line in enumerate(lines):
+        if line in seen:
+            repeated.add(line)
+        seen[line] = index
+    return {line: index for line, index in seen.items() if line not in repeated}
 
 
 # --- the compile verdict ---------------------------------------------------------------------------------------

@@ -22,30 +22,44 @@ ACTIVE, INACTIVE, OPEN = "active", "inactive", "open"  # compiled, never compile
 Truth = bool | None
 
 
+def physical_lines(text: str) -> list[str]:
+    """The file's lines as a compiler numbers them: split at line feeds only (a carriage return before one is part
+    of the break). str.splitlines() also breaks at form feeds, vertical tabs, U+2028 and others, which C code may
+    hold and compilers do not count: every line after one would be named wrongly."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def code_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(line number, code) with // and /* */ comments removed, so prose never counts as a use."""
+    """(line number, code) with // and /* */ comments removed, so prose never counts as a use. Each line is read
+    once from left to right (positions, not slices: a 100 MB line of comments costs its length, not its square)."""
     in_block = False
-    for number, line in enumerate(text.splitlines(), start=1):
-        code = ""
-        rest = line
-        while rest:
+    for number, line in enumerate(physical_lines(text), start=1):
+        pieces = []
+        position = 0
+        slash = block = -2  # where the next // and /* are at or after `position` (-1: none left, -2: not looked for)
+        while position < len(line):
             if in_block:
-                end = rest.find("*/")
+                end = line.find("*/", position)
                 if end < 0:
                     break
-                rest, in_block = rest[end + 2:], False
-            else:
-                start_block, start_line = rest.find("/*"), rest.find("//")
-                if start_line >= 0 and (start_block < 0 or start_line < start_block):
-                    code += rest[:start_line]
-                    break
-                if start_block >= 0:
-                    code += rest[:start_block]
-                    rest, in_block = rest[start_block + 2:], True
-                else:
-                    code += rest
-                    break
-        yield number, code
+                position, in_block = end + 2, False
+                continue
+            if -1 < slash < position or slash == -2:
+                slash = line.find("//", position)
+            if -1 < block < position or block == -2:
+                block = line.find("/*", position)
+            if slash >= 0 and (block < 0 or slash < block):
+                pieces.append(line[position:slash])
+                break
+            if block < 0:
+                pieces.append(line[position:])
+                break
+            pieces.append(line[position:block])
+            position, in_block = block + 2, True
+        yield number, "".join(pieces)
 
 
 @dataclass(frozen=True)
@@ -77,7 +91,7 @@ def parse_define(flag_value: str) -> tuple[str, str | None]:
 def parse_dump(text: str) -> dict[str, str | None]:
     """A compiler's `-dM -E` output (#define lines) as macros."""
     found: dict[str, str | None] = {}
-    for line in text.splitlines():
+    for line in physical_lines(text):
         match = _DEFINE_RE.match(line)
         if match:
             found[match[1]] = None if match[2] else match[3].strip()
@@ -90,13 +104,26 @@ class LineState:
     condition: str = ""  # the innermost condition that is not true here: why a line is inactive or open
 
 
+@dataclass(frozen=True)
+class Unbalanced:
+    """A conditional directive without its partner: an #if never closed, an #else, #elif or #endif with no #if.
+    Every compiler stops there ("unterminated conditional directive", "#endif without #if")."""
+
+    line: int
+    directive: str
+    problem: str
+
+
 class Activity:
-    """Each line's state in a file, under one or more compilations (a line is compiled if any compiles it)."""
+    """Each line's state in a file, under one or more compilations (a line is compiled if any compiles it), and
+    the conditionals that do not balance (the same under every compilation: they do not depend on macros)."""
 
     def __init__(self, text: str, contexts: Sequence[Macros]):
-        per_context = [_evaluate(text, macros) for macros in contexts]
+        evaluated = [_evaluate(text, macros) for macros in contexts]
+        per_context = [states for states, _ in evaluated]
+        self.unbalanced: tuple[Unbalanced, ...] = evaluated[0][1] if evaluated else ()
         self._states: dict[int, LineState] = {}
-        for number in range(1, len(text.splitlines()) + 1):
+        for number in range(1, len(physical_lines(text)) + 1):
             states = [lines.get(number, LineState(ACTIVE)) for lines in per_context]
             if any(s.state == ACTIVE for s in states) or not states:
                 continue
@@ -124,6 +151,12 @@ class _Branch:
     here: Truth  # whether this branch is taken
     condition: str  # this branch's directive
     opening: str  # the #if that opened the chain
+    outer_why: str = ""  # the innermost condition not true around the #if (kept, not searched for at each directive)
+
+    @property
+    def why(self) -> str:
+        """The innermost condition that is not true here: this branch's, else the one around its #if."""
+        return self.condition if self.here is not True else self.outer_why
 
 
 def _directives(text: str) -> Iterator[tuple[int, int, str]]:
@@ -133,29 +166,33 @@ def _directives(text: str) -> Iterator[tuple[int, int, str]]:
     while index < len(lines):
         number, code = lines[index]
         if code.lstrip().startswith("#"):
-            first, joined = number, code
-            while joined.rstrip().endswith("\\") and index + 1 < len(lines):
+            first, parts = number, [code]
+            while parts[-1].rstrip().endswith("\\") and index + 1 < len(lines):  # each line looked at once
+                parts[-1] = parts[-1].rstrip()[:-1]
                 index += 1
-                joined = joined.rstrip()[:-1] + " " + lines[index][1]
-            yield first, lines[index][0], joined.strip()
+                parts.append(lines[index][1])
+            yield first, lines[index][0], " ".join(parts).strip()
         index += 1
 
 
 _DIRECTIVE_RE = re.compile(r"^#\s*(\w+)\s*(.*)$")
 
 
-def _evaluate(text: str, macros: Macros) -> dict[int, LineState]:
-    """The state of each line not compiled for sure under `macros` (lines left out are active)."""
+def _evaluate(text: str, macros: Macros) -> tuple[dict[int, LineState], tuple[Unbalanced, ...]]:
+    """The state of each line not compiled for sure under `macros` (lines left out are active), and the directives
+    that do not balance. Nesting is a list, not recursion: #if inside #if thousands deep is read like two."""
     defined = dict(macros.defined)
     undefined = set(macros.undefined)
     stack: list[_Branch] = []
+    opened: list[tuple[int, str]] = []  # (line, directive) of each #if still open, as `stack`
+    unbalanced: list[Unbalanced] = []
     states: dict[int, LineState] = {}
 
     def region() -> Truth:
         return _and(stack[-1].enclosing, stack[-1].here) if stack else True
 
     def condition() -> str:
-        return next((b.condition for b in reversed(stack) if b.here is not True), "")
+        return stack[-1].why if stack else ""
 
     def evaluate(expression: str) -> Truth:
         value = _Expression(expression, defined, undefined).value()
@@ -171,11 +208,14 @@ def _evaluate(text: str, macros: Macros) -> dict[int, LineState]:
         keyword, rest = (match[1], match[2].strip()) if match else ("", "")
         # #elif, #else and #endif belong to the region that holds their #if; every other directive to its own
         holder, holder_why = (current, why) if keyword not in ("elif", "elifdef", "elifndef", "else", "endif") or not stack else \
-            (stack[-1].enclosing, next((b.condition for b in reversed(stack[:-1]) if b.here is not True), ""))
+            (stack[-1].enclosing, stack[-1].outer_why)
         truth: Truth
         if keyword in ("if", "ifdef", "ifndef"):
             truth = evaluate(rest if keyword == "if" else f"{'!' if keyword == 'ifndef' else ''}defined({rest.split()[0] if rest else ''})")
-            stack.append(_Branch(current, truth, truth, directive, directive))
+            stack.append(_Branch(current, truth, truth, directive, directive, why))
+            opened.append((first, directive))
+        elif keyword in ("elif", "elifdef", "elifndef", "else", "endif") and not stack:
+            unbalanced.append(Unbalanced(first, directive, f"#{keyword} without #if: the compiler stops here"))
         elif keyword in ("elif", "elifdef", "elifndef", "else") and stack:
             branch = stack[-1]
             if keyword == "else":
@@ -186,9 +226,11 @@ def _evaluate(text: str, macros: Macros) -> dict[int, LineState]:
                 truth = evaluate(f"{'!' if keyword == 'elifndef' else ''}defined({rest.split()[0] if rest else ''})")
             here = False if branch.taken is True else _and(truth, None if branch.taken is None else True)
             taken = True if branch.taken is True or truth is True else None if branch.taken is None or truth is None else False
-            stack[-1] = _Branch(branch.enclosing, taken, here, directive if keyword != "else" else f"#else of {branch.opening}", branch.opening)
+            stack[-1] = _Branch(branch.enclosing, taken, here, directive if keyword != "else" else f"#else of {branch.opening}", branch.opening,
+                                branch.outer_why)
         elif keyword == "endif" and stack:
             stack.pop()
+            opened.pop()
         elif keyword in ("define", "undef") and rest:
             name = _MACRO_DEFINITION_RE.match(rest)
             if name and current is not False:
@@ -204,14 +246,16 @@ def _evaluate(text: str, macros: Macros) -> dict[int, LineState]:
         last = end
     current = region()
     if current is not True:
-        for number in range(last + 1, len(text.splitlines()) + 1):
+        for number in range(last + 1, len(physical_lines(text)) + 1):
             states[number] = LineState(_state(current), condition())
-    return states
+    unbalanced += [Unbalanced(line, directive, "never closed: no #endif before the end of the file (the compiler stops with "
+                                               "\"unterminated conditional directive\")") for line, directive in opened]
+    return states, tuple(sorted(unbalanced, key=lambda found: found.line))
 
 
 # --- #if expressions -----------------------------------------------------------------------------------------
 
-_TOKEN_RE = re.compile(r"\s*(?:(?P<number>\d[\w.]*)|(?P<name>[A-Za-z_]\w*)|(?P<char>'(?:\\.|[^'])*')"
+_TOKEN_RE = re.compile(r"\s*(?:(?P<number>\d[\w.]*)|(?P<name>[A-Za-z_]\w*)|(?P<char>'(?:\\.|[^'\\])*')"
                        r"|(?P<op>&&|\|\||<<|>>|<=|>=|==|!=|[-+*/%<>&|^!~?:(),]))")
 _HAS_RE = re.compile(r"^__has_\w+$|^__building_module$")
 _BINARY = {  # precedence, lowest first
@@ -225,11 +269,24 @@ _ARITHMETIC: dict[str, Callable[[int, int], int]] = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
 }
 _UNKNOWN = "?"  # a token standing for a value nobody here knows
+# Bounds of one #if: beyond them the condition is open (not decidable here), never an error. Macros expanding inside
+# macros: a chain of 2,000 once overflowed Python's stack. Tokens after expansion: macros that double at each level
+# (A1 = A0+A0, A2 = A1+A1, ...) once ran for minutes. Nesting of the evaluation (parentheses, ?:, operators of
+# rising precedence): C requires compilers to take 63 levels of parentheses, 400 overflowed the stack.
+MAX_EXPANSION_DEPTH = 200
+MAX_EXPANDED_TOKENS = 10_000
+MAX_NESTING = 200
+
+
+class _Unreadable(Exception):
+    """The expression is past a bound: its value is open."""
 
 
 def integer(literal: str) -> int | None:
     """A C integer literal's value (suffixes u, l, ll, z dropped), or None when it is not one."""
     text = literal.lower().rstrip("ulz").replace("'", "")
+    if len(text) > 66:  # 0b and 64 binary digits: a longer literal is no C integer (and int() has a limit on digits)
+        return None
     try:
         if text.startswith(("0x", "0b")):
             return int(text, 0)
@@ -239,11 +296,18 @@ def integer(literal: str) -> int | None:
 
 
 class _Expression:
-    """A #if expression with its macros replaced, evaluated with None for what is not known."""
+    """A #if expression with its macros replaced, evaluated with None for what is not known. `expansions` and
+    `deepest` count what it took (macros expanded, the nesting reached), for the bounds above."""
 
     def __init__(self, expression: str, defined: Mapping[str, str | None], undefined: set[str]):
-        self.tokens = self._expand(self._tokens(expression), defined, undefined, frozenset())
+        self.expansions = 0
+        self.deepest = 0
+        self._depth = 0
         self.position = 0
+        try:
+            self.tokens: list[str] | None = self._expand(self._tokens(expression), defined, undefined)
+        except _Unreadable:
+            self.tokens = None
 
     @staticmethod
     def _tokens(text: str) -> list[str]:
@@ -259,33 +323,45 @@ class _Expression:
             position = match.end()
         return found
 
-    def _expand(self, tokens: list[str], defined: Mapping[str, str | None], undefined: set[str], expanding: frozenset[str]) -> list[str]:
+    def _expand(self, tokens: list[str], defined: Mapping[str, str | None], undefined: set[str]) -> list[str]:
+        """The tokens with every macro replaced, macros inside macros too, without recursion: a stack of the token
+        lists being read, each with where it is, the macros being expanded there, and (for a macro's own list)
+        how long the output was when it began (a macro that expands to nothing stands for an unknown value)."""
         out: list[str] = []
-        index = 0
-        while index < len(tokens):
-            token = tokens[index]
-            if token == "defined":
-                name, index = self._defined_operand(tokens, index + 1)
-                out.append("1" if name in defined else "0" if name in undefined else _UNKNOWN)
+        frames: list[list] = [[tokens, 0, frozenset(), -1]]
+        while frames:
+            frame = frames[-1]
+            tokens, index, expanding, began = frame
+            if index >= len(tokens):
+                frames.pop()
+                if began >= 0 and len(out) == began:
+                    out.append(_UNKNOWN)
                 continue
-            if re.match(r"[A-Za-z_]", token):
+            if len(out) > MAX_EXPANDED_TOKENS:
+                raise _Unreadable
+            token = tokens[index]
+            frame[1] = index + 1
+            if token == "defined":
+                name, frame[1] = self._defined_operand(tokens, index + 1)
+                out.append("1" if name in defined else "0" if name in undefined else _UNKNOWN)
+            elif re.match(r"[A-Za-z_]", token):
                 called = index + 1 < len(tokens) and tokens[index + 1] == "("
                 if _HAS_RE.match(token) or (token in defined and defined[token] is None) or (called and token not in defined):
                     out.append(_UNKNOWN)
-                    index = self._skip_call(tokens, index + 1) if called else index + 1
-                    continue
-                if token in ("true", "false"):
+                    frame[1] = self._skip_call(tokens, index + 1) if called else index + 1
+                elif token in ("true", "false"):
                     out.append("1" if token == "true" else "0")
                 elif token in defined and token not in expanding:
-                    out += self._expand(self._tokens(defined[token] or ""), defined, undefined, expanding | {token}) or [_UNKNOWN]
+                    self.expansions += 1
+                    if len(frames) > MAX_EXPANSION_DEPTH:
+                        raise _Unreadable
+                    frames.append([self._tokens(defined[token] or ""), 0, expanding | {token}, len(out)])
                 elif token in undefined:
                     out.append("0")
                 else:
                     out.append(_UNKNOWN)
-                index += 1
-                continue
-            out.append(token)
-            index += 1
+            else:
+                out.append(token)
         return out
 
     @staticmethod
@@ -306,25 +382,39 @@ class _Expression:
         return index
 
     def value(self) -> int | None:
+        if self.tokens is None:
+            return None
         try:
             result = self._conditional()
-        except (IndexError, ValueError, ZeroDivisionError):
+        except (IndexError, ValueError, ZeroDivisionError, _Unreadable):
             return None
         return result if self.position == len(self.tokens) else None
 
     def _peek(self) -> str:
+        assert self.tokens is not None
         return self.tokens[self.position] if self.position < len(self.tokens) else ""
 
+    def _enter(self) -> None:
+        """One level deeper into the expression (a ?:, an operand of a higher precedence, a parenthesis)."""
+        self._depth += 1
+        self.deepest = max(self.deepest, self._depth)
+        if self._depth > MAX_NESTING:
+            raise _Unreadable
+
     def _conditional(self) -> int | None:
-        condition = self._binary(1)
-        if self._peek() != "?":
-            return condition
-        self.position += 1
-        if_true = self._conditional()
-        if self._peek() != ":":
-            raise ValueError("expected ':'")
-        self.position += 1
-        if_false = self._conditional()
+        self._enter()
+        try:
+            condition = self._binary(1)
+            if self._peek() != "?":
+                return condition
+            self.position += 1
+            if_true = self._conditional()
+            if self._peek() != ":":
+                raise ValueError("expected ':'")
+            self.position += 1
+            if_false = self._conditional()
+        finally:
+            self._depth -= 1
         if condition is None:
             return if_true if if_true == if_false else None
         return if_true if condition else if_false
@@ -332,9 +422,13 @@ class _Expression:
     def _binary(self, precedence: int) -> int | None:
         left = self._unary()
         while _BINARY.get(self._peek(), 0) >= precedence:
-            operator = self.tokens[self.position]
+            operator = self._peek()
             self.position += 1
-            right = self._binary(_BINARY[operator] + 1)
+            self._enter()
+            try:
+                right = self._binary(_BINARY[operator] + 1)
+            finally:
+                self._depth -= 1
             left = self._apply(operator, left, right)
         return left
 
@@ -348,18 +442,32 @@ class _Expression:
             return None
         if operator in ("/", "%"):
             return None if right == 0 else int(left / right) if operator == "/" else left - int(left / right) * right
-        return _ARITHMETIC[operator](left, right)
+        result = _ARITHMETIC[operator](left, right)
+        return result if result.bit_length() <= 64 else None  # past any C integer: 5,000 products would grow without end
 
     def _unary(self) -> int | None:
-        token = self._peek()
-        self.position += 1
-        if token in ("!", "~", "-", "+"):
-            operand = self._unary()
+        prefixes = []  # !, ~, - and + before an operand, applied innermost first: a loop, not recursion (5,000 of them)
+        while self._peek() in ("!", "~", "-", "+"):
+            prefixes.append(self._peek())
+            self.position += 1
+        operand = self._operand()
+        for prefix in reversed(prefixes):
             if operand is None:
                 return None
-            return {"!": int(not operand), "~": ~operand, "-": -operand, "+": operand}[token]
+            operand = {"!": int(not operand), "~": ~operand, "-": -operand, "+": operand}[prefix]
+            if operand.bit_length() > 64:
+                return None  # past any C integer (and ~ of a huge value stays huge)
+        return operand
+
+    def _operand(self) -> int | None:
+        token = self._peek()
+        self.position += 1
         if token == "(":
-            inner = self._conditional()
+            self._enter()
+            try:
+                inner = self._conditional()
+            finally:
+                self._depth -= 1
             if self._peek() != ")":
                 raise ValueError("expected ')'")
             self.position += 1

@@ -23,6 +23,7 @@ import shutil
 import stat
 import tempfile
 import time
+import unittest.mock
 import warnings
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -44,6 +45,9 @@ _SHOWN_PROBLEMS = 10
 # Folders below the tree's top: torch's hipify walks with os.walk, one frame per folder (before Python 3.12),
 # under Python's limit of 1,000 frames. A PyTorch checkout goes about a dozen deep.
 MAX_DEPTH = 400
+# Nested #includes: GCC and clang stop at 200, and torch's hipify follows each by recursion (a chain of 600 headers
+# overflowed Python's stack there).
+MAX_INCLUDE_DEPTH = 200
 
 
 def torch_hipify():
@@ -88,7 +92,7 @@ def run_hipify(source: Path, out: Path, macros: BuildMacros) -> HipifyReport:
     with tempfile.TemporaryDirectory(prefix="buildkit-hipify-") as scratch:
         staging = Path(scratch) / "tree"
         originals, skipped = copy_tree(source, staging)
-        _check_decodable(hipify_python, staging, source)
+        _check_tree(hipify_python, staging, source)
         results = _hipify_in_place(hipify_python, staging)
         update = update_tree(folder, {
             path.relative_to(staging).as_posix(): path for path in sorted(staging.rglob("*")) if path.is_file()
@@ -199,14 +203,16 @@ def _copy_file(path: Path, target: Path, shown: Path) -> str:
     return digest.hexdigest()
 
 
-def _check_decodable(hipify_python, staging: Path, source: Path) -> None:
-    """torch's hipify reads every matched file as UTF-8 and dies with a traceback on the first that is not:
-    name them all first, with torch's own matching, so a binary file it would never read is no problem."""
+def _check_tree(hipify_python, staging: Path, source: Path) -> None:
+    """What torch's hipify would die on with a traceback, named first, with torch's own matching and include rules:
+    a file it reads that is not UTF-8 (a binary file it never reads is no problem), and a chain of headers deeper
+    than MAX_INCLUDE_DEPTH (it follows each include by recursion: a chain of 600 overflowed Python's stack)."""
     problems = []
+    texts: dict[str, str] = {}
     for name in hipify_python.matched_files_iter(str(staging), includes=["*"], extensions=EXTENSIONS, is_pytorch_extension=True):
         data = Path(name).read_bytes()
         try:
-            data.decode("utf-8")
+            texts[name] = data.decode("utf-8")
         except UnicodeDecodeError as error:
             shown = source / Path(name).relative_to(staging)
             problems.append(Problem(
@@ -215,13 +221,88 @@ def _check_decodable(hipify_python, staging: Path, source: Path) -> None:
             ))
     if problems:
         raise UserError(problems[:_SHOWN_PROBLEMS])
+    chain = _deepest_includes(hipify_python, texts, staging)
+    if len(chain) > MAX_INCLUDE_DEPTH:
+        relative = [Path(os.path.relpath(name, os.path.realpath(staging))).as_posix() for name in chain]
+        listed = " -> ".join([*relative[:3], "...", *relative[-2:]])
+        raise UserError(Problem(str(source / relative[0]), f"begins a chain of more than {MAX_INCLUDE_DEPTH} nested #includes ({listed}), "
+                                                           f"deeper than compilers read (GCC and clang stop at {MAX_INCLUDE_DEPTH}) "
+                                                           "and than torch's hipify follows; break the chain"))
+
+
+def _deepest_includes(hipify_python, texts: dict[str, str], staging: Path) -> list[str]:
+    """The deepest chain of files torch's hipify would open one inside another: it reads its files in this order,
+    and within each follows every quoted include (and THC_GENERIC_FILE) that names a file of the tree, in order,
+    into files it has not read yet. Walked with a stack of its own, each file's includes listed once."""
+    names = list(texts)
+    basenames = {os.path.basename(name) for name in names}
+    patterns = (hipify_python.RE_QUOTE_HEADER, hipify_python.RE_THC_GENERIC_FILE)
+
+    def included(name: str) -> list[str]:
+        found = []
+        for pattern in patterns:
+            for match in pattern.finditer(texts[name]):
+                target = os.path.realpath(os.path.join(os.path.dirname(name), match.group(1)))
+                if os.path.basename(match.group(1)) in basenames and target in texts:
+                    found.append(target)
+        return found
+
+    texts = {os.path.realpath(name): text for name, text in texts.items()}
+    names = [os.path.realpath(name) for name in names]
+    seen: set[str] = set()
+    deepest: list[str] = []
+    for root in names:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(included(root)))]
+        while stack:
+            if len(stack) > len(deepest):
+                deepest = [name for name, _ in stack]
+            if len(stack) > MAX_INCLUDE_DEPTH:
+                return deepest
+            following = next(stack[-1][1], None)
+            if following is None:
+                stack.pop()
+            elif following not in seen:
+                seen.add(following)
+                stack.append((following, iter(included(following))))
+    return deepest
+
+
+class _TreeOnlyPath:
+    """os.path as torch's hipify sees it during a run: a path outside the scratch tree does not exist. torch follows
+    each `#include "X"` whose name ends like one of the tree's files to X, wherever it leads (an absolute path, or
+    ../ out of the tree), records it among its results and rewrites the include to a path relative to the scratch
+    copy, which leads nowhere (or elsewhere) from --out. Seen as missing, the include is left as written."""
+
+    def __init__(self, staging: Path):
+        self._tree = os.path.realpath(staging)
+
+    def exists(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return (real == self._tree or real.startswith(self._tree + os.sep)) and os.path.exists(real)
+
+    def __getattr__(self, name: str):
+        return getattr(os.path, name)
+
+
+class _TreeOnlyOs:
+    """The os module for torch's hipify, with _TreeOnlyPath as its path."""
+
+    def __init__(self, staging: Path):
+        self.path = _TreeOnlyPath(staging)
+
+    def __getattr__(self, name: str):
+        return getattr(os, name)
 
 
 def _hipify_in_place(hipify_python, staging: Path) -> dict:
     # torch's hipify keeps its results in a module-level dict that grows with every call: start it empty,
     # so this run's results are exactly this tree's.
     hipify_python.HIPIFY_FINAL_RESULT.clear()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # its banner
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            unittest.mock.patch.object(hipify_python, "os", _TreeOnlyOs(staging)):  # its banner; the tree only
         try:
             results = hipify_python.hipify(
                 project_directory=str(staging), output_directory=str(staging), includes=["*"], extensions=EXTENSIONS,
@@ -229,4 +310,10 @@ def _hipify_in_place(hipify_python, staging: Path) -> dict:
             )
         except OSError as error:
             raise UserError(Problem("hipify", f"could not write its scratch copy: {error.strerror} ({error.filename})")) from None
-    return dict(results)
+    # whatever else it reports (a path outside the tree) was neither read nor written: only the tree's files count
+    return {original: result for original, result in results.items() if _inside(Path(original), staging)
+            and (result.hipified_path is None or _inside(Path(result.hipified_path), staging))}
+
+
+def _inside(path: Path, tree: Path) -> bool:
+    return os.path.realpath(path).startswith(os.path.realpath(tree) + os.sep)
