@@ -13,10 +13,11 @@ from buildkit.adapters.hipify.compile_check import build_macros, compile_check, 
 from buildkit.adapters.hipify.convert import check_folders, run_hipify
 from buildkit.adapters.hipify.hipcc import HOST, ImageRunner, default_offload_arch, find_hipcc
 from buildkit.adapters.hipify.torch_extension import hipify_nvcc_flags, read_extension_build
+from buildkit.adapters.regular_files import NotReadable, read_regular
 from buildkit.adapters.safe_files import check_writable_file, write_atomic
 from buildkit.core import grammar
 from buildkit.core.hipify_report import HipifyReport
-from buildkit.core.setup_py import ExtensionFlags, ProjectFlags, read_setup_py
+from buildkit.core.setup_py import MAX_SETUP_BYTES, ExtensionFlags, ProjectFlags, SetupFlags, read_setup_py
 from buildkit.core.vendors import AMD
 from buildkit.errors import Problem, UserError
 
@@ -73,6 +74,7 @@ def preflight(options: PreflightOptions) -> HipifyReport:
     build = read_extension_build(arch, extension_name(str(source.resolve())))
     macros = build_macros(hipcc if options.compile_check else None, build, project, arch)
     report = run_hipify(source, out, macros)
+    report.build_flags = project.described()  # what setup.py gave the macros, and what of it was not read or not used
     if options.compile_check:
         report = compile_check(report, arch, known, hipcc, build, project, options.include_dirs,
                                options.keep_objects.resolve() if options.keep_objects else None)
@@ -87,12 +89,16 @@ def _project_flags(options: PreflightOptions) -> ProjectFlags:
     setup = options.source / "setup.py"
     extensions: tuple[ExtensionFlags, ...] = ()
     notes: tuple[str, ...] = ()
-    if setup.is_file():
+    if setup.exists() or setup.is_symlink():
         try:
-            text = setup.read_text(encoding="utf-8", errors="replace")
-        except OSError as error:
-            raise UserError(Problem(str(setup), f"cannot be read: {error.strerror}; hipify needs to read the whole tree")) from None
-        read = read_setup_py(text, "setup.py")
+            tree = options.source.resolve()
+            if setup.is_symlink() and tree not in setup.resolve().parents:
+                raise NotReadable("is a link leading out of the source tree, which hipify reads alone")
+            data = read_regular(setup, MAX_SETUP_BYTES)
+        except NotReadable as error:  # a FIFO, a device, a link to nowhere, a file of 50 MB: a note, as unparsable Python is
+            read = SetupFlags(problem=f"setup.py: {error.reason}; its build flags were not read")
+        else:
+            read = read_setup_py(data, "setup.py")
         notes = (read.problem,) if read.problem else ()
         extensions = tuple(dataclasses.replace(e, nvcc_flags=hipify_nvcc_flags(e.nvcc_flags)) for e in read.extensions)
     return ProjectFlags(extensions, tuple(f"-D{define}" for define in options.defines), options.hipcc_flags, options.cxx_flags, notes)

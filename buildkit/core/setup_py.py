@@ -10,10 +10,20 @@ the user can pass it with -D, --hipcc-flags or --cxx-flags. Nothing in setup.py 
 from __future__ import annotations
 
 import ast
+import posixpath
 from dataclasses import dataclass
 
 _EXTENSION_CALLS = frozenset({"CUDAExtension", "CppExtension"})
 _READ = ("sources", "define_macros", "include_dirs", "extra_compile_args")
+# setup.py is someone else's code, read as data: a file past MAX_SETUP_BYTES is not parsed (a real one is a few KB;
+# a 50 MB literal exhausted memory), an expression deeper than Python's parser builds is a note (ast.parse raises
+# RecursionError on 5,000 nested operators), and a literal nested past MAX_LITERAL_DEPTH is not evaluated (flags are
+# lists of strings, or a dict of them).
+MAX_SETUP_BYTES = 1 << 20
+MAX_LITERAL_DEPTH = 16
+MAX_SHOWN_CHARS = 60  # of an argument's source, in a note
+# Compiler flags that name a file or folder: one leading out of the tree is not used (the compile check reads the tree).
+_PATH_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter", "-include", "-imacros")
 
 
 @dataclass(frozen=True)
@@ -26,6 +36,7 @@ class ExtensionFlags:
     cxx_flags: tuple[str, ...] = ()  # extra_compile_args["cxx"] (or a plain list: every compiler)
     nvcc_flags: tuple[str, ...] = ()  # extra_compile_args["nvcc"], before torch hipifies them
     unread: tuple[str, ...] = ()  # "define_macros (setup.py:12)": arguments that are not literals
+    outside: tuple[str, ...] = ()  # "include_dirs '/usr/include' (setup.py:12)": paths leading out of the tree, not used
 
 
 @dataclass(frozen=True)
@@ -34,22 +45,54 @@ class SetupFlags:
     problem: str = ""  # setup.py could not be parsed
 
 
-def read_setup_py(text: str, shown: str = "setup.py") -> SetupFlags:
+def read_setup_py(source: str | bytes, shown: str = "setup.py") -> SetupFlags:
+    """The extensions of a setup.py, given as its bytes (a UTF-8 byte-order mark or a coding line is read as Python
+    reads it) or its text; it is parsed, never run."""
+    if len(source) > MAX_SETUP_BYTES:
+        return SetupFlags(problem=f"{shown}: larger than {MAX_SETUP_BYTES >> 20} MB, so not read as a setup.py; its build flags were not read")
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    text = text.removeprefix("\ufeff")
     try:
-        tree = ast.parse(text)
+        tree = ast.parse(source.removeprefix(b"\xef\xbb\xbf") if isinstance(source, bytes) else text)
     except SyntaxError as error:
-        return SetupFlags(problem=f"{shown}:{error.lineno}: not Python that buildkit can parse ({error.msg}); its build flags were not read")
+        line = f":{error.lineno}" if error.lineno else ""
+        return SetupFlags(problem=f"{shown}{line}: not Python that buildkit can parse ({error.msg}); its build flags were not read")
+    except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes; nesting past what the parser builds
+        why = "it holds a NUL byte" if isinstance(error, ValueError) else "an expression is nested deeper than Python's parser goes"
+        return SetupFlags(problem=f"{shown}: not Python that buildkit can parse ({why}); its build flags were not read")
     literals = _literal_names(tree)
     extensions = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _called(node) in _EXTENSION_CALLS:
-            extensions.append(_extension(node, literals, shown))
+            extensions.append(_extension(node, literals, shown, text))
     return SetupFlags(tuple(extensions))
 
 
 def _called(call: ast.Call) -> str:
     function = call.func
     return function.id if isinstance(function, ast.Name) else function.attr if isinstance(function, ast.Attribute) else ""
+
+
+def _depth(node: ast.AST) -> int:
+    """How deep an expression nests, walked with a stack (ast.literal_eval recurses once per level)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_LITERAL_DEPTH:
+            return deepest
+        stack += [(child, depth + 1) for child in ast.iter_child_nodes(current)]
+    return deepest
+
+
+def literal(node: ast.expr) -> object:
+    """ast.literal_eval of an expression no deeper than MAX_LITERAL_DEPTH; ValueError for anything else."""
+    if _depth(node) > MAX_LITERAL_DEPTH:
+        raise ValueError("nested too deeply to be a list of flags")
+    try:
+        return ast.literal_eval(node)
+    except (TypeError, SyntaxError, MemoryError, RecursionError) as error:  # {[]: 1}, or what literal_eval refuses otherwise
+        raise ValueError(str(error)) from None
 
 
 def _literal_names(tree: ast.Module) -> dict[str, object]:
@@ -70,20 +113,27 @@ def _literal_names(tree: ast.Module) -> dict[str, object]:
     for name, values in bound.items():
         if len(values) == 1 and values[0] is not None:
             try:
-                found[name] = ast.literal_eval(values[0])
+                found[name] = literal(values[0])
             except ValueError:
                 continue
     return found
 
 
-def _extension(call: ast.Call, literals: dict[str, object], shown: str) -> ExtensionFlags:
+def _source(text: str, node: ast.expr) -> str:
+    """An argument as written (its first characters: ast.unparse recurses, and a note needs a glimpse)."""
+    segment = ast.get_source_segment(text, node) or "?"
+    return segment if len(segment) <= MAX_SHOWN_CHARS else segment[:MAX_SHOWN_CHARS] + "…"
+
+
+def _extension(call: ast.Call, literals: dict[str, object], shown: str, text: str) -> ExtensionFlags:
     values: dict[str, object] = {}
     unread = []
     arguments = {keyword.arg: keyword.value for keyword in call.keywords if keyword.arg}
     for index, positional in enumerate(call.args[:2]):  # CUDAExtension(name, sources, ...)
         arguments.setdefault(("name", "sources")[index], positional)
-    def literal(node: ast.expr) -> object:
-        return literals[node.id] if isinstance(node, ast.Name) and node.id in literals else ast.literal_eval(node)
+
+    def value_of(node: ast.expr) -> object:
+        return literals[node.id] if isinstance(node, ast.Name) and node.id in literals else literal(node)
 
     for key in ("name", *_READ):
         node = arguments.get(key)
@@ -95,13 +145,13 @@ def _extension(call: ast.Call, literals: dict[str, object], shown: str) -> Exten
                 try:
                     if entry is None:  # **others: not readable
                         raise ValueError
-                    read[literal(entry)] = literal(value)
-                except ValueError:
-                    unread.append(f"{key}[{ast.unparse(entry) if entry else '**'}] ({shown}:{value.lineno})")
+                    read[value_of(entry)] = value_of(value)
+                except (ValueError, TypeError):  # TypeError: an unhashable key
+                    unread.append(f"{key}[{_source(text, entry) if entry else '**'}] ({shown}:{value.lineno})")
             values[key] = read
             continue
         try:
-            values[key] = literal(node)
+            values[key] = value_of(node)
         except ValueError:
             if key != "name":
                 unread.append(f"{key} ({shown}:{node.lineno})")
@@ -111,11 +161,48 @@ def _extension(call: ast.Call, literals: dict[str, object], shown: str) -> Exten
     else:  # one list: torch passes it to every compiler
         cxx = nvcc = compile_args
     macros = values.get("define_macros", [])
+    outside: list[str] = []
+    where = f"({shown}:{call.lineno})"
+    sources = _inside(_strings(values.get("sources")), "sources", where, outside)
+    include_dirs = _inside(_strings(values.get("include_dirs")), "include_dirs", where, outside)
     return ExtensionFlags(
-        name=str(values.get("name", "")), line=call.lineno, sources=_strings(values.get("sources")),
+        name=str(values.get("name", "")), line=call.lineno, sources=sources,
         defines=tuple(f"-D{name}" if value is None else f"-D{name}={value}" for name, value in _pairs(macros)),
-        include_dirs=_strings(values.get("include_dirs")), cxx_flags=_strings(cxx), nvcc_flags=_strings(nvcc), unread=tuple(unread),
+        include_dirs=include_dirs, cxx_flags=_flags_inside(_strings(cxx), where, outside),
+        nvcc_flags=_flags_inside(_strings(nvcc), where, outside), unread=tuple(unread), outside=tuple(dict.fromkeys(outside)),
     )
+
+
+def leads_outside(path: str) -> bool:
+    """Whether a path setup.py names (relative to its folder) leaves the tree: absolute, or up past its top."""
+    normal = posixpath.normpath(path.replace("\\", "/"))
+    return posixpath.isabs(normal) or normal == ".." or normal.startswith("../") or "\0" in path
+
+
+def _inside(paths: tuple[str, ...], key: str, where: str, outside: list[str]) -> tuple[str, ...]:
+    kept = []
+    for path in paths:
+        if leads_outside(path):
+            outside.append(f"{key} {path[:MAX_SHOWN_CHARS]!r} {where}")
+        else:
+            kept.append(path)
+    return tuple(kept)
+
+
+def _flags_inside(flags: tuple[str, ...], where: str, outside: list[str]) -> tuple[str, ...]:
+    """The flags, but those naming a path out of the tree (-I/usr/local/cuda/include, or -include ../x.h as two)."""
+    kept: list[str] = []
+    for flag in flags:
+        lone = kept[-1] if kept and kept[-1] in _PATH_FLAGS else None  # a flag whose path is this one
+        prefix = next((p for p in _PATH_FLAGS if flag.startswith(p) and flag != p), None)
+        path = flag if lone else flag[len(prefix):] if prefix else None
+        if path is not None and leads_outside(path):
+            if lone:
+                kept.pop()
+            outside.append(f"flag {' '.join(filter(None, (lone, flag)))[:MAX_SHOWN_CHARS]!r} {where}")
+        else:
+            kept.append(flag)
+    return tuple(kept)
 
 
 def _strings(value: object) -> tuple[str, ...]:
@@ -169,6 +256,9 @@ class ProjectFlags:
             line = f"setup.py:{extension.line} {extension.name or 'extension'}: {', '.join(flags) or 'no flags of its own'}"
             if extension.unread:
                 line += f" (not literal, not read: {', '.join(extension.unread)}; pass them with -D, --hipcc-flags or --cxx-flags)"
+            if extension.outside:
+                line += (f" (outside the source tree, not used: {', '.join(extension.outside)}; hipify and its compile check read "
+                         "the tree only: copy what it needs into it)")
             lines.append(line)
         options = [*self.defines, *(f"hipcc: {f}" for f in self.hipcc_flags), *(f"c++: {f}" for f in self.cxx_flags)]
         if options:

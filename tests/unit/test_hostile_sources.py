@@ -248,3 +248,39 @@ def test_sources_with_nul_bytes_bidi_controls_and_crlf_are_hipified(cli, tree, t
     assert "k.cu:3 (k.hip:5): cudaFooBar" in result.out and all(line.isprintable() for line in result.out.splitlines()), result.out
     assert os.path.exists(tmp_path / "out" / "k.hip")
 
+
+
+# --- setup.py: read as data, never run, within its bounds ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind, note", [
+    ("fifo", "setup.py: is a FIFO (named pipe), not a regular file; its build flags were not read"),
+    ("huge", "setup.py: is larger than 1 MB"),
+    ("link_out", "setup.py: is a link leading out of the source tree, which hipify reads alone; its build flags were not read"),
+    ("deep", "setup.py: not Python that buildkit can parse (an expression is nested deeper than Python's parser goes)"),
+    ("runs_code", ""),
+])
+def test_a_hostile_setup_py_is_a_note_and_never_runs(cli, tree, tmp_path, kind, note):
+    (tree / "k.cu").write_text("__global__ void f(float* x) {}\n")
+    setup = tree / "setup.py"
+    witness = tmp_path / "ran"
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text(f"open({str(witness)!r}, 'w')\nCUDAExtension('x', ['k.cu'], define_macros=[('LEAKED', None)])\n")
+    if kind == "fifo":
+        os.mkfifo(setup)
+    elif kind == "huge":
+        with setup.open("wb") as handle:
+            handle.truncate(50 << 20)  # 50 MB, never read
+    elif kind == "link_out":
+        setup.symlink_to(outside)
+    elif kind == "deep":
+        setup.write_text("x = " + "-" * 5000 + "1\n")
+    else:
+        setup.write_text(f"open({str(witness)!r}, 'w')\n__import__('os').system('touch {witness}')\n"
+                         "CUDAExtension('pkg._C', ['k.cu'], define_macros=[('READ', None)])\n")
+    result = finishes(lambda: cli("hipify", tree, "--out", tmp_path / "out"))
+    assert result.code == 0 and "Traceback" not in result.err and "internal error" not in result.err, result.err
+    assert note in result.out and "LEAKED" not in result.out, result.out
+    assert not witness.exists()  # nothing in it ran
+    if kind == "runs_code":
+        assert "-DREAD" in result.out

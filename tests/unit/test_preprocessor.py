@@ -92,10 +92,61 @@ setup(ext_modules=[
     first, second = setup.extensions
     assert (first.name, first.sources, first.defines, first.include_dirs, first.cxx_flags, first.nvcc_flags) == (
         "pkg._C", ("a.cu", "./b.cpp"), ("-DWITH_CUDA", "-DN=4"), ("inc",), ("-g",), ())
-    assert first.unread == ("extra_compile_args['nvcc'] (setup.py:8)",)  # flags is changed by +=: not a literal
+    assert first.unread == ('extra_compile_args["nvcc"] (setup.py:8)',)  # flags is changed by +=: not a literal
     assert (second.sources, second.cxx_flags, second.nvcc_flags, second.unread) == ((), ("-O1",), ("-O1",), ("sources (setup.py:9)",))
     project = ProjectFlags(setup.extensions, ("-DEXTRA",), ("-O2",), ())
     assert project.for_unit("b.cpp").defines == ("-DWITH_CUDA", "-DN=4", "-DEXTRA")  # b.cpp is pkg._C's
     assert project.for_unit("elsewhere.cu").cxx == ("-g", "-O1")  # listed by none: every extension's flags
-    assert "not literal, not read: extra_compile_args['nvcc'] (setup.py:8); pass them with -D, --hipcc-flags or --cxx-flags" in project.described()[0]
+    assert 'not literal, not read: extra_compile_args["nvcc"] (setup.py:8); pass them with -D, --hipcc-flags or --cxx-flags' in project.described()[0]
     assert read_setup_py("print 'python 2'\n").problem.startswith("setup.py:1: not Python that buildkit can parse")
+
+
+# --- setup.py as someone else wrote it: read as data, within bounds -------------------------------------------------
+
+
+def test_a_setup_py_with_a_byte_order_mark_is_read_as_python_reads_it():
+    """Python runs a setup.py that starts with a UTF-8 byte-order mark: its extensions were once dropped unread."""
+    setup = read_setup_py(b'\xef\xbb\xbfCUDAExtension("pkg._C", ["a.cu"], define_macros=[("WITH_CUDA", None)])\n')
+    assert setup.problem == "" and setup.extensions[0].defines == ("-DWITH_CUDA",)
+    assert read_setup_py('\ufeffCUDAExtension("pkg._C", ["a.cu"])\n').extensions[0].sources == ("a.cu",)
+
+
+@pytest.mark.parametrize("expression", ["-" * 5000 + "1", "not " * 5000 + "x", "+".join(["1"] * 100_000), "f" + "()" * 20_000])
+def test_a_5000_deep_expression_is_a_note_not_a_recursion_error(expression):
+    setup = read_setup_py(f"x = {expression}\nCUDAExtension('pkg._C', ['a.cu'])\n".encode())
+    assert setup.extensions == () and setup.problem == ("setup.py: not Python that buildkit can parse (an expression is nested deeper "
+                                                        "than Python's parser goes); its build flags were not read")
+
+
+def test_a_literal_nested_past_its_bound_is_not_evaluated():
+    from buildkit.core.setup_py import MAX_LITERAL_DEPTH
+
+    deep = "[" * (MAX_LITERAL_DEPTH + 1) + '"-O2"' + "]" * (MAX_LITERAL_DEPTH + 1)
+    setup = read_setup_py(f"flags = {deep}\nCUDAExtension('pkg._C', ['a.cu'], extra_compile_args=flags, include_dirs={deep})\n")
+    assert setup.extensions[0].unread == ("include_dirs (setup.py:2)", "extra_compile_args (setup.py:2)")
+
+
+def test_a_setup_py_past_its_size_bound_is_not_parsed():
+    from buildkit.core.setup_py import MAX_SETUP_BYTES
+
+    setup = read_setup_py(b'x = "' + b"a" * MAX_SETUP_BYTES + b'"\n')
+    assert setup.problem == "setup.py: larger than 1 MB, so not read as a setup.py; its build flags were not read"
+
+
+def test_paths_leading_out_of_the_tree_are_not_used_and_named():
+    setup = read_setup_py('CUDAExtension("p._C", ["a.cu", "../../x.cu", "/abs.cu"], include_dirs=["inc", "/usr/local/cuda/include", '
+                          '"inc/../.."], extra_compile_args={"cxx": ["-I/opt/x", "-O2", "-include", "../secret.h", "-Iinc"], '
+                          '"nvcc": ["-I", "/usr/include", "-lineinfo"]})\n')
+    extension = setup.extensions[0]
+    assert (extension.sources, extension.include_dirs, extension.cxx_flags, extension.nvcc_flags) == (
+        ("a.cu",), ("inc",), ("-O2", "-Iinc"), ("-lineinfo",))
+    assert extension.outside == ("sources '../../x.cu' (setup.py:1)", "sources '/abs.cu' (setup.py:1)",
+                                 "include_dirs '/usr/local/cuda/include' (setup.py:1)", "include_dirs 'inc/../..' (setup.py:1)",
+                                 "flag '-I/opt/x' (setup.py:1)", "flag '-include ../secret.h' (setup.py:1)", "flag '-I /usr/include' (setup.py:1)")
+    assert "(outside the source tree, not used: sources '../../x.cu' (setup.py:1)" in ProjectFlags(setup.extensions).described()[0]
+
+
+@pytest.mark.parametrize("source", [b"x = 1\0\n", b"\xff\xfe invalid utf-8\n", "x = '\u202e'\nCUDAExtension(\n".encode()])
+def test_unparsable_setup_py_is_a_note(source):
+    setup = read_setup_py(source)
+    assert setup.extensions == () and setup.problem.startswith("setup.py") and "its build flags were not read" in setup.problem
