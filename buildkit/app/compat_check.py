@@ -51,6 +51,9 @@ NONE = "none"  # an index option's value that leaves that index out
 _TABLES_OF_TABLES = ("torch", *BACKENDS, "gfx")
 _TABLES = ("wheel_index", "archs", "os_python", "parity", "gpus", "sources")
 MAX_WHEELS_READ = 96  # METADATA reads per run (each a few range requests); the first run over the shipped data reads about 40
+# Final releases of one project an index may list: torch has had about 60 on PyPI, a variant folder holds a few dozen.
+# Pairing and proposing are per release: 100,000 releases once took minutes of CPU after their pages were read.
+MAX_RELEASES = 500
 DEEP_MINORS = 2  # --deep reads the GPU libraries of the newest release of this many newest minors
 MAX_DATA_BYTES = 16 * 1024 * 1024  # the shipped data is tens of kilobytes
 DEEP_DEADLINE = 3600.0  # seconds for --deep's downloads of whole GPU libraries (hundreds of MB each)
@@ -212,7 +215,7 @@ def _variant_pins(compat: Compat, pytorch: WheelIndex, files: Mapping[str, list[
     for the releases whose pins the data does not hold yet."""
     wanted = []
     for folder, found in files.items():
-        by_version = releases("torch", [PublishedFile(f.filename) for f in found], local=folder)
+        by_version = _releases("torch", found, pytorch, local=folder)
         newest: dict[str, str] = {}
         for version in by_version:
             newest[minor_of(version)] = version
@@ -252,10 +255,10 @@ def _read_pypi(compat: Compat, reader: WheelIndex) -> tuple[PypiFacts, dict[str,
     index = PackageIndex(reader.url, reader)
     oldest = min((Version(m) for m in compat.torch), default=Version("0"))
     listed = {project: index.files(project) or [] for project in ("torch", *COMPANION_PACKAGES)}
-    torch = {v: r for v, r in _releases("torch", listed["torch"]).items() if Version(minor_of(v)) >= oldest}
+    torch = {v: r for v, r in _releases("torch", listed["torch"], reader).items() if Version(minor_of(v)) >= oldest}
     days = {release.date for release in torch.values()}
     since = min(days, default="")
-    companions = {name: {v: r for v, r in _releases(name, listed[name]).items() if r.date >= since} for name in COMPANION_PACKAGES}
+    companions = {name: {v: r for v, r in _releases(name, listed[name], reader).items() if r.date >= since} for name in COMPANION_PACKAGES}
     # a companion's requirement on torch matters on a day torch was published; other days it pairs with none
     wanted = [*torch.values(), *(r for found in companions.values() for r in found.values() if r.date in days)]
     by_name = {f.filename: f for found in listed.values() for f in found}
@@ -274,8 +277,14 @@ def _read_pypi(compat: Compat, reader: WheelIndex) -> tuple[PypiFacts, dict[str,
     return PypiFacts(reader.shown, torch, companions), by_name
 
 
-def _releases(project: str, files: list[IndexFile]) -> dict[str, Release]:
-    return releases(project, [PublishedFile(f.filename, f.uploaded, f.requires_python) for f in files])
+def _releases(project: str, files: list[IndexFile], reader: WheelIndex, local: str | None = None) -> dict[str, Release]:
+    """A project's final releases on one page (a variant folder's: of its local version), at most MAX_RELEASES."""
+    found = releases(project, [PublishedFile(f.filename, f.uploaded, f.requires_python) for f in files], local=local)
+    if len(found) > MAX_RELEASES:
+        where = f" in {local}/" if local else ""
+        raise WheelIndexError(Problem(reader.shown, f"its {project} page{where} lists {len(found):,} releases, more than the "
+                                                    f"{MAX_RELEASES} a project has had; is this a package index?"))
+    return found
 
 
 def _is_metadata(name: str) -> bool:

@@ -50,7 +50,7 @@ class PypiFacts:
     def pythons(self, version: str) -> tuple[str, ...]:
         """The CPython versions of a release's Linux wheels that its Requires-Python admits."""
         release = self.torch[version]
-        required = self.published(version).requires_python
+        required = release.metadata.requires_python if release.metadata else release.requires_python  # as published() says
         try:
             admits = SpecifierSet(required)
         except InvalidSpecifier:

@@ -9,7 +9,6 @@ and torchaudio release pairs with it. Pure: text and file lists in, facts out.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from buildkit.core.compat import AMD64, ARM64
+from buildkit.core.literals import LiteralError, module_constants
 from buildkit.core.vendors import VENDORS
 
 TORCH = "torch"
@@ -46,33 +46,37 @@ class WheelMetadata:
     requires_dist: tuple[str, ...]
 
 
+# What of a METADATA is read: it comes from an index, so its fields and their number are bounded before packaging
+# parses any (torch's has about 30 Requires-Dist lines of under 200 characters).
+MAX_REQUIREMENTS = 1_000
+MAX_FIELD_CHARS = 1_024
+
+
 def read_metadata(text: str) -> WheelMetadata:
-    """METADATA is an RFC 822 header block (core metadata 2.x); its body (the description) is not read."""
+    """METADATA is an RFC 822 header block (core metadata 2.x); its body (the description) is not read. A field
+    longer than MAX_FIELD_CHARS is left out (as a field the METADATA does not have), and so is every Requires-Dist
+    past the first MAX_REQUIREMENTS."""
     headers = HeaderParser().parsestr(text, headersonly=True)
+
+    def field(name: str) -> str:
+        value = str(headers.get(name, "") or "")
+        return value if len(value) <= MAX_FIELD_CHARS else ""
+
+    requirements = headers.get_all("Requires-Dist", [])[:MAX_REQUIREMENTS]
     return WheelMetadata(
-        name=str(headers.get("Name", "")), version=str(headers.get("Version", "")),
-        requires_python=str(headers.get("Requires-Python", "") or ""),
-        requires_dist=tuple(str(value) for value in headers.get_all("Requires-Dist", [])),
+        name=field("Name"), version=field("Version"), requires_python=field("Requires-Python"),
+        requires_dist=tuple(str(value) for value in requirements if len(str(value)) <= MAX_FIELD_CHARS),
     )
 
 
 def read_version_module(text: str) -> dict[str, str]:
-    """The string constants of torch/version.py (__version__ '2.15.0+cu132', cuda '13.2', hip None...),
-    read as literals: nothing in the file is run."""
+    """The string constants of torch/version.py (__version__ '2.15.0+cu132', cuda '13.2', hip None...), read as
+    literals by core/literals.py: nothing in the file is run, and only its top-level scalar assignments are parsed."""
     try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+        constants = module_constants(text, "torch/version.py")
+    except LiteralError:
         return {}
-    found: dict[str, str] = {}
-    for node in tree.body:
-        target, value = None, None
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign):
-            target, value = node.target, node.value
-        if isinstance(target, ast.Name) and isinstance(value, ast.Constant) and isinstance(value.value, str):
-            found[target.id] = value.value
-    return found
+    return {name: value for name, value in constants.items() if isinstance(value, str) and len(value) <= MAX_FIELD_CHARS}
 
 
 def variant_of(tag: str) -> tuple[str, str] | None:
@@ -245,9 +249,13 @@ def pair_companion(torch: Mapping[str, Release], companion: Mapping[str, Release
     with none."""
     paired: dict[str, str] = {}
     unpaired = []
+    of_day: dict[str, list[str]] = {}  # each day's torch releases: a companion is weighed against its day's only
+    for version, facts in torch.items():
+        if facts.date:
+            of_day.setdefault(facts.date, []).append(version)
     for version, release in companion.items():
         admits = _torch_requirement(release)
-        candidates = [t for t, facts in torch.items() if facts.date and facts.date == release.date and admits.contains(t, prereleases=False)]
+        candidates = [t for t in of_day.get(release.date, ()) if admits.contains(t, prereleases=False)]
         if not candidates:
             unpaired.append(version)
             continue
