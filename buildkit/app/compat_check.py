@@ -323,6 +323,8 @@ def _code_of(reader: WheelIndex, release: str, backend: str, version: str, wheel
         return None
     try:
         archs, partial = _CODE_READERS[vendor.gpu_code_format](library.read_bytes(), vendor)
+        if not archs:  # never proposed: an empty list would remove every arch the data has for this version
+            raise CodeObjectError(f"its {vendor.gpu_code_format} sections name no GPU arch")
     except CodeObjectError as error:
         raise WheelIndexError(Problem(reader.shown, f"{wheel.filename}: {vendor.gpu_library}: {error}")) from None
     finally:

@@ -18,11 +18,12 @@ Pure: bytes in, architectures out.
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import zstandard
@@ -35,9 +36,15 @@ PTX, SASS = 1, 2
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 COMPRESSED_MAGIC = b"CCOB"
 _GFX = re.compile(r"--(gfx[0-9a-f]+)")
+_FATBIN_AT = re.compile(re.escape(struct.pack("<I", FATBIN_MAGIC)))
+_BUNDLE_AT = re.compile(re.escape(BUNDLE_MAGIC) + b"|" + re.escape(COMPRESSED_MAGIC))
+# Bounds on what a library's headers claim (each checked against the bytes that are there too): a compressed bundle's
+# declared size, the part of it inflated (its header: the targets; the code objects after it are never needed),
+# entries per fat binary and per bundle, and a target id's length (hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-).
 MAX_BUNDLE_BYTES = 1 << 30  # a decompressed bundle larger than this is not a real library's
-
-
+MAX_ENTRIES = 4096
+MAX_TARGET_ID = 1024
+MAX_BUNDLE_HEADER = 32 + MAX_ENTRIES * (24 + MAX_TARGET_ID)  # all a bundle's header can hold within those bounds
 class CodeObjectError(ValueError):
     """The bytes are not an ELF shared library, or its GPU code sections are malformed."""
 
@@ -82,23 +89,31 @@ def _common(counts: Counter[str], total: int, share: float) -> tuple[str, ...]:
 
 
 def elf_sections(data: bytes | memoryview) -> dict[str, tuple[int, int]]:
-    """Section name -> (offset, size) of a 64-bit little-endian ELF file."""
+    """Section name -> (offset, size) of a 64-bit little-endian ELF file, every header checked against the file."""
     view = memoryview(data)
-    if bytes(view[:4]) != b"\x7fELF" or len(view) < 0x40:
+    if len(view) < 0x40 or bytes(view[:4]) != b"\x7fELF":
         raise CodeObjectError("not an ELF file")
     if view[4] != 2 or view[5] != 1:
         raise CodeObjectError("not a 64-bit little-endian ELF file")
     shoff, = struct.unpack_from("<Q", view, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", view, 0x3A)
-    if shentsize < 0x40 or shoff + shnum * shentsize > len(view) or shstrndx >= max(shnum, 1):
+    if shnum == 0 or shoff == 0:
+        raise CodeObjectError("it has no section headers (stripped of them, or more than 65,279), so its GPU code cannot be found")
+    if shentsize < 0x40 or shoff + shnum * shentsize > len(view):
         raise CodeObjectError("its section headers lie outside the file")
+    if shstrndx >= shnum:  # SHN_UNDEF is 0 and in range; SHN_XINDEX (0xffff) and anything past the headers are not
+        raise CodeObjectError(f"its section name table is section {shstrndx}, of {shnum}: the section names cannot be read")
     headers = [struct.unpack_from("<IIQQQQ", view, shoff + i * shentsize) for i in range(shnum)]
     names_at, names_size = headers[shstrndx][4], headers[shstrndx][5]
+    if names_at + names_size > len(view):
+        raise CodeObjectError("its section name table runs past the end of the file")
     names = bytes(view[names_at:names_at + names_size])
     sections = {}
     for name, kind, _flags, _addr, offset, size in headers:
         end = names.find(b"\0", name)
-        if kind == 8 or end < 0:  # SHT_NOBITS: no bytes in the file
+        if name >= len(names) or end < 0:
+            raise CodeObjectError(f"a section's name lies outside its name table (at {name} of {len(names)} bytes)")
+        if kind == 8:  # SHT_NOBITS: no bytes in the file
             continue
         sections[names[name:end].decode("ascii", "replace")] = (offset, size)
     return sections
@@ -106,7 +121,10 @@ def elf_sections(data: bytes | memoryview) -> dict[str, tuple[int, int]]:
 
 def _section(data: bytes | memoryview, name: str) -> memoryview:
     view = memoryview(data)
-    offset, size = elf_sections(view).get(name, (0, 0))
+    sections = elf_sections(view)
+    if name not in sections:
+        raise CodeObjectError(f"it has no {name} section, so no GPU code to read")
+    offset, size = sections[name]
     if offset + size > len(view):
         raise CodeObjectError(f"section {name} runs past the end of the file")
     return view[offset:offset + size]
@@ -132,22 +150,29 @@ def _cuda_code(data: bytes | memoryview) -> CudaCode:
 
 def _fatbins(section: memoryview) -> Iterator[list[tuple[int, int]]]:
     """(kind, arch) of each entry, per fat binary. Fat binaries sit at 8-byte aligned offsets with padding
-    between them, so the scan steps over anything that is not a header."""
+    between them: the scan jumps from one magic number to the next (a search in C, not a step of 8 bytes at a time)."""
     position, end = 0, len(section)
     while position + _FATBIN_HEADER.size <= end:
-        magic, _version, header_size, size = _FATBIN_HEADER.unpack_from(section, position)
-        if magic != FATBIN_MAGIC:
-            position += 8
+        found = _FATBIN_AT.search(section, position)
+        if found is None:
+            return
+        if found.start() % 8:
+            position = found.start() + 1
             continue
+        position = found.start()
+        _magic, _version, header_size, size = _FATBIN_HEADER.unpack_from(section, position)
         entry, stop = position + header_size, position + header_size + size
         if stop > end or header_size < _FATBIN_HEADER.size:
             raise CodeObjectError(f"a fat binary at offset {position} of .nv_fatbin runs past the section")
-        entries = []
+        entries: list[tuple[int, int]] = []
         while entry + _ENTRY_ARCH_OFFSET + 4 <= stop:
             kind, _version, entry_header, payload = _ENTRY_HEAD.unpack_from(section, entry)
             arch, = struct.unpack_from("<I", section, entry + _ENTRY_ARCH_OFFSET)
-            if entry_header == 0:
-                raise CodeObjectError(f"an entry of the fat binary at offset {position} has no header size")
+            if entry_header < _ENTRY_ARCH_OFFSET + 4:
+                raise CodeObjectError(f"an entry of the fat binary at offset {position} has a header of {entry_header} bytes, too short "
+                                      "to hold its target")
+            if len(entries) == MAX_ENTRIES:
+                raise CodeObjectError(f"the fat binary at offset {position} has more than {MAX_ENTRIES} entries")
             entries.append((kind, arch))
             entry += entry_header + payload
         yield entries
@@ -165,35 +190,39 @@ def rocm_code(data: bytes | memoryview) -> RocmCode:
 def _rocm_code(data: bytes | memoryview) -> RocmCode:
     section = _section(data, ".hip_fatbin")
     bundles, gfx = 0, Counter[str]()
-    for bundle in _bundles(section):
+    for first in _bundles(section):
         bundles += 1
-        for target in set(_bundle_targets(bundle)):
+        for target in _bundle_gfx(first):
             gfx[target] += 1
     return RocmCode(bundles, gfx)
 
 
-def _bundles(section: memoryview) -> Iterator[memoryview]:
-    """Each offload bundle in the section, decompressed: bundles are aligned (4096 bytes in torch's
-    libraries), so the scan looks for either magic at every 8-byte offset."""
-    raw = bytes(section)
+def _bundles(section: memoryview) -> Iterator[Callable[[int], bytes]]:
+    """Per offload bundle in the section, a reader of its first n bytes (decompressed where it is wrapped): the
+    targets are in a bundle's header, and the code objects after it are never needed. Bundles are aligned (4096
+    bytes in torch's libraries), and the scan jumps from one magic to the next (a search in C)."""
     position = 0
     while True:
-        plain, packed = raw.find(BUNDLE_MAGIC, position), raw.find(COMPRESSED_MAGIC, position)
-        starts = [found for found in (plain, packed) if found >= 0]
-        if not starts:
+        found = _BUNDLE_AT.search(section, position)
+        if found is None:
             return
-        start = min(starts)
-        if start == plain:
-            yield memoryview(raw)[start:]
+        start = found.start()
+        if found.group() == BUNDLE_MAGIC:
+            yield functools.partial(_plain, section, start)
             position = start + len(BUNDLE_MAGIC)
         else:
-            bundle, length = _decompress(raw, start)
-            yield memoryview(bundle)
+            first, length = _compressed(section, start)
+            yield first
             position = start + max(length, len(COMPRESSED_MAGIC))
 
 
-def _decompress(raw: bytes, start: int) -> tuple[bytes, int]:
-    """A CCOB wrapper's bundle, and the wrapper's length in the section (0 when the format has no total)."""
+def _plain(section: memoryview, start: int, wanted: int) -> bytes:
+    return bytes(section[start:start + wanted])
+
+
+def _compressed(raw: memoryview, start: int) -> tuple[Callable[[int], bytes], int]:
+    """A reader of the beginning of a CCOB wrapper's bundle, and the wrapper's length in the section (0 when the
+    format has no total)."""
     version, method = struct.unpack_from("<HH", raw, start + 4)
     if version == 1:
         total, (size, _hash), header = 0, struct.unpack_from("<IQ", raw, start + 8), 20
@@ -207,29 +236,64 @@ def _decompress(raw: bytes, start: int) -> tuple[bytes, int]:
         raise CodeObjectError(f"a compressed offload bundle of version {version}, which this reader does not know")
     if size > MAX_BUNDLE_BYTES:
         raise CodeObjectError(f"a compressed offload bundle claims {size} bytes")
+    if total and (total < header or start + total > len(raw)):
+        raise CodeObjectError(f"a compressed offload bundle at offset {start} claims {total} bytes, past the section")
+    if method not in (0, 1):
+        raise CodeObjectError(f"a compressed offload bundle with method {method}, neither zlib nor zstd")
     payload = raw[start + header:start + total] if total else raw[start + header:]
-    try:
-        if method == 0:
-            bundle = zlib.decompressobj().decompress(payload, size)
-        elif method == 1:
-            bundle = zstandard.ZstdDecompressor().decompressobj().decompress(payload)[:size]
-        else:
-            raise CodeObjectError(f"a compressed offload bundle with method {method}, neither zlib nor zstd")
-    except (zlib.error, zstandard.ZstdError) as error:
-        raise CodeObjectError(f"a compressed offload bundle does not decompress: {error}") from None
-    return bundle, total
+
+    def first(wanted: int) -> bytes:
+        wanted = min(wanted, size)  # never past what the wrapper declares, whatever the stream holds
+        try:
+            if method == 0:
+                return zlib.decompressobj().decompress(payload, wanted)
+            with zstandard.ZstdDecompressor().stream_reader(payload) as reader:
+                return reader.read(wanted)
+        except (zlib.error, zstandard.ZstdError) as error:
+            raise CodeObjectError(f"a compressed offload bundle does not decompress: {error}") from None
+
+    return first, total
 
 
-def _bundle_targets(bundle: memoryview) -> Iterator[str]:
+class _CutShort(Exception):
+    """A bundle's header runs past the bytes read of it."""
+
+
+def _bundle_gfx(first: Callable[[int], bytes]) -> set[str]:
+    """The gfx targets of one bundle, reading (decompressing) as much of its beginning as its header takes: 64 KiB,
+    then more, at most MAX_BUNDLE_HEADER."""
+    wanted = 64 << 10
+    while True:
+        head = first(wanted)
+        try:
+            return set(_bundle_targets(memoryview(head)))
+        except _CutShort:
+            if len(head) < wanted or wanted >= MAX_BUNDLE_HEADER:
+                raise CodeObjectError("an offload bundle's header runs past the bundle") from None
+            wanted = min(wanted * 8, MAX_BUNDLE_HEADER)
+
+
+def _bundle_targets(bundle: memoryview) -> list[str]:
     if bytes(bundle[:len(BUNDLE_MAGIC)]) != BUNDLE_MAGIC:
-        return
+        return []
+    if len(bundle) < len(BUNDLE_MAGIC) + 8:
+        raise _CutShort
     count, = struct.unpack_from("<Q", bundle, len(BUNDLE_MAGIC))
-    position = len(BUNDLE_MAGIC) + 8
-    for _ in range(min(count, 4096)):
+    if count > MAX_ENTRIES:
+        raise CodeObjectError(f"an offload bundle claims {count} code objects, more than the {MAX_ENTRIES} a library's bundle holds")
+    position, found = len(BUNDLE_MAGIC) + 8, []
+    for _ in range(count):
+        if position + 24 > len(bundle):
+            raise _CutShort
         _offset, _size, id_length = struct.unpack_from("<QQQ", bundle, position)
         position += 24
+        if id_length > MAX_TARGET_ID:
+            raise CodeObjectError(f"an offload bundle's target id claims {id_length} bytes, more than the {MAX_TARGET_ID} an id takes")
+        if position + id_length > len(bundle):
+            raise _CutShort
         target = bytes(bundle[position:position + id_length]).decode("ascii", "replace")
         position += id_length
-        found = _GFX.search(target)
-        if found and target.startswith("hip"):
-            yield found.group(1)
+        gfx = _GFX.search(target)
+        if gfx and target.startswith("hip"):
+            found.append(gfx.group(1))
+    return found
