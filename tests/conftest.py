@@ -8,8 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from buildkit.cli import main
+
+# No Hypothesis test may fail by the machine's speed: no per-example deadline and no "too slow" health check
+# (both wall-clock measures) in any test, whatever its own @settings leave out.
+settings.register_profile("buildkit", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("buildkit")
 
 REPO = Path(__file__).resolve().parent.parent
 

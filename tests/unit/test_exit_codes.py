@@ -15,6 +15,7 @@ import pytest
 
 from buildkit import cli as buildkit_cli
 from testkit import hosts
+from testkit.bounds import hang_guard
 
 REPO = Path(__file__).resolve().parents[2]
 NO_ENGINE = "unix:///nonexistent/buildkit-test/docker.sock"
@@ -123,7 +124,6 @@ def test_a_silent_engine_fails_within_the_connect_timeout(cli, monkeypatch):
     """An address that accepts and never answers (a stopped VM, a wrong DOCKER_HOST) is given up on in
     CONNECT_TIMEOUT seconds, not after the 300 s an image operation may take."""
     import socket
-    import time
 
     from buildkit.adapters import engine
 
@@ -132,10 +132,8 @@ def test_a_silent_engine_fails_within_the_connect_timeout(cli, monkeypatch):
         silent.bind(("127.0.0.1", 0))
         silent.listen(4)
         monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{silent.getsockname()[1]}")
-        started = time.monotonic()
-        result = cli("test", CUDA_IMAGE)
-        waited = time.monotonic() - started
-    assert result.code == 1 and "no answer within 1 s" in result.err and waited < 10
+        result = hang_guard(lambda: cli("test", CUDA_IMAGE), "buildkit test against a silent engine")
+    assert result.code == 1 and "no answer within 1 s" in result.err  # the connect timeout's message, not a later one
 
 
 @pytest.mark.parametrize("words", [("plan", "--debug"), ("--debug", "plan"), ("matrix", "validate", "--debug"),

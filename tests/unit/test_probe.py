@@ -112,10 +112,10 @@ def test_a_compiled_result_that_differs_from_eager_fails(monkeypatch):
 
 @pytest.mark.slow
 def test_a_check_past_its_time_limit_fails_and_the_next_one_runs():
-    started = time.perf_counter()
-    slow = probe.run_check("slow", lambda: time.sleep(30), 1)
+    """The alarm is the event: a check that would sleep for a minute ends as CheckTimeout (the probe's alarm is a
+    signal, so this runs in the main thread, unguarded: a broken alarm costs this test the minute, then fails it)."""
+    slow = probe.run_check("slow", lambda: time.sleep(60), 1)
     assert slow == {**slow, "passed": False, "error": "CheckTimeout: did not finish within 1 s"}
-    assert 1 <= slow["seconds"] < 5 and time.perf_counter() - started < 5
     assert probe.run_check("next", lambda: {"detail": "ran"}, 1)["passed"]
 
 
