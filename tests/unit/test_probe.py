@@ -79,7 +79,6 @@ def test_torch_compile_on_the_cpu_passes_and_agrees_with_eager(cpu_checks):
     # fresh non-zero inputs: a compiled float32 result is never bit-identical to the float64 eager one
     assert 0 < check["relative_error"] <= check["threshold"] == probe.THRESHOLDS["compile_fp32"]
     assert check["detail"].startswith("inductor, C++: relative error") and "vector ISA" in check["detail"]
-    assert check["seconds"] > 0.5  # tracing, code generation and a C++ compile
 
 
 @pytest.mark.slow
