@@ -12,7 +12,7 @@ from collections.abc import Iterator
 BEGIN = "<!-- generated from the parser by `python -m buildkit.cli.reference --write docs/commands.md`: edit the options' help, not this text -->"
 END = "<!-- end of the generated reference -->"
 _EVERYWHERE = {"-h", "--help", "--debug"}  # every command takes them; the page says so once
-_TYPE_METAVARS = {"Path": "PATH", "_positive": "N", "int": "N"}  # what a value without a metavar of its own is
+_TYPE_METAVARS = {"Path": "PATH", "positive": "N", "int": "N"}  # what a value without a metavar of its own is
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from buildkit import cli as buildkit_cli
+from buildkit.cli import options as cli_options
+from buildkit.cli import targets as target_commands
 from testkit import hosts
 from testkit.bounds import hang_guard
 
@@ -147,7 +149,7 @@ def test_debug_after_the_command_shows_the_traceback_of_an_internal_error(cli, m
     def broken(*_args, **_kwargs):
         raise RuntimeError("planted bug")
 
-    monkeypatch.setattr(buildkit_cli, "select_targets", broken)
+    monkeypatch.setattr(target_commands, "select_targets", broken)
     quiet = cli("plan")
     assert quiet.code == 1 and "internal error" in quiet.err and "planted bug" in quiet.err
     with pytest.raises(RuntimeError, match="planted bug"):
@@ -160,7 +162,7 @@ def test_the_readme_table_is_the_codes_the_cli_returns():
     table = table[: table.index("\n\n", table.index("| code |"))]
     documented = {int(code) for code in re.findall(r"^\| (\d+) \|", table, flags=re.M)}
     user_error = 2  # UserError.exit_code, and argparse's for a usage error
-    returned = {value for name, value in vars(buildkit_cli).items() if name.startswith("EXIT_")} | {user_error}
+    returned = {value for name, value in vars(cli_options).items() if name.startswith("EXIT_")} | {user_error}
     assert documented == returned
 
 

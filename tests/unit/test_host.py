@@ -13,9 +13,9 @@ import re
 import pytest
 from rich.console import Console
 
-from buildkit import cli as buildkit_cli
 from buildkit.adapters.host import Identity, gfx_name, read_host
 from buildkit.adapters.matrix_files import load_matrix
+from buildkit.cli import program as cli_program
 from buildkit.core.host.access import gpu_access
 from buildkit.core.host.facts import EngineFacts, Gpu, HostFacts, engine_from_option
 from buildkit.core.host.fit import arch_covered
@@ -533,7 +533,7 @@ def test_an_mi450_host_is_told_the_truth_and_a_stack_with_its_family_routes_it(t
 @pytest.fixture
 def wide(monkeypatch):
     """Consoles 400 columns wide, so a table cell is one line and a phrase can be found and counted."""
-    monkeypatch.setattr(buildkit_cli, "Console", lambda *args, **kwargs: Console(*args, **{**kwargs, "width": 400}))
+    monkeypatch.setattr(cli_program, "Console", lambda *args, **kwargs: Console(*args, **{**kwargs, "width": 400}))
 
 
 def test_detect_and_doctor_text_say_why_newer_images_were_passed_over(cli, tmp_path, wide):
