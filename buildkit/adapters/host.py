@@ -267,6 +267,7 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
     if amdgpu_driver and not _DRIVER_RE.fullmatch(amdgpu_driver):
         tree.note(root / "sys/module/amdgpu/version", f"{_shown_value(amdgpu_driver)} is not a driver version; ignored")
         amdgpu_driver = ""
+    environment = _environment(tree, root == Path("/"))
     dev = root / "dev"
     node = lambda path: _node(tree, path, identity, groups)  # noqa: E731
     return HostFacts(
@@ -280,5 +281,5 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
         cdi_specs=_cdi_specs(tree),
         engine=engine,
         notes=tuple(tree.notes),
-        environment=_environment(tree, root == Path("/")),
+        environment=environment,
     )
