@@ -24,6 +24,7 @@ from pathlib import Path
 
 from buildkit.adapters import cdi
 from buildkit.adapters.regular_files import NotReadable, read_regular
+from buildkit.core.amd_targets import Bundle
 from buildkit.core.compat import Compat
 from buildkit.core.host.amd_environment import VARIABLES
 from buildkit.core.host.facts import CdiSpec, DeviceNode, EngineFacts, Gpu, HostFacts
@@ -255,7 +256,7 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
             device_id = "unknown"
         known = compat.gpu_names.get(vendor, {}).get(device_id, {})
         name, arch = known.get("name", f"{vendor} device {device_id}"), known.get("arch", "")
-        chain = ()
+        chain: tuple[Bundle, ...] = ()
         if vendor_record.arch_from_kfd:
             arch = kfd_archs.get(device.name, "")
             chain = compat.amd.chain(arch)[1:]  # its sub-family and family (rocm-bootstrap's)

@@ -105,7 +105,7 @@ def amd_targets() -> AmdTargets:
             found.update((target.name, source.key) for target in source.members)
     owners = group_package_targets(names)
     by_name = {target.name: target for target in amd.ALL_TARGETS}
-    owner_of = {}
+    owner_of: dict[str, str] = {}
     for owner, members in owners.items():
         bundles.setdefault(owner, Bundle(owner, TARGET, owner, tuple(members), amd.TargetBundle(
             key=owner, level=amd.PackagingLevel.TARGET, display_name=owner, llvm_generic=None,

@@ -23,7 +23,7 @@ _DEBIAN_RE = re.compile(r"debian-?([0-9]{2}|sid)\b")
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
 # A layout's device package (or extra) name: a prefix, then the level of AMD's hierarchy it is cut at,
 # amd-torch-device-{sub_family}; rocm-bootstrap names it for each bundle (amd-torch-device-gfx115x)
-_LEVEL_TEMPLATE = re.compile(r"(?P<prefix>.+)-\{(?P<level>%s)\}" % "|".join(LEVELS))
+_LEVEL_TEMPLATE = re.compile(r"(?P<prefix>.+)-\{(?P<level>" + "|".join(LEVELS) + r")\}")
 # The packages PyTorch publishes with each torch release, built per backend like torch
 COMPANION_PACKAGES = ("torchvision", "torchaudio")
 

@@ -14,8 +14,8 @@ from functools import cached_property
 from typing import Any
 
 from buildkit.core import grammar
-from buildkit.core.bases import base_environment
 from buildkit.core.amd_targets import VARIANT_FEATURE, VARIANT_NAMESPACE
+from buildkit.core.bases import base_environment
 from buildkit.core.compat import AMD64, ARM64, Compat, DeviceCode, RocmLayout
 from buildkit.core.fields import Rule, apply_rules
 from buildkit.core.matrix import Matrix, Stack, User, first_problems
