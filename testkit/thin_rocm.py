@@ -180,7 +180,8 @@ def amd_layout_index(folder: Path, layout: RocmLayout, amd: AmdTargets, rocm: st
     }, requires=[f"torch=={version}", *extra_lines("torchvision")], provides_extras=list(owned["torchvision"])))
     files = {
         "torch/__init__.py": TORCH_DOUBLE.format(local=local, version=version),
-        # the HIP version as the image's backend check expects it (ROCm 10.0's real torch reports HIP 7.15: see the report)
+        # HIP as the image's backend check expects it (its major.minor the ROCm version). Not as the real one is: ROCm
+        # 10.0's torch reports HIP 7.15.26333 (hipengine-rocm10), which that check refuses today (a known gap)
         "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=None, hip=f"{rocm}.26500"),
         "torch/cuda/__init__.py": ROCM_CUDA_DOUBLE.format(archs=list(torch_archs)),
         "torch/lib/libtorch_hip.so": _blob(TORCH_MB["amd-multi-arch"] * MB * scale, f"torch {version} {layout.name}"),
