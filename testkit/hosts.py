@@ -110,6 +110,12 @@ def v100(root: Path, driver: str = "580.95.05") -> Path:
     return nvidia_host(root, [("0000:3b:00.0", "0x1db4")], driver)
 
 
+def with_environment(root: Path, **variables: str) -> Path:
+    """The host's /etc/environment (what pam_env sets for every login), with these variables."""
+    _write(root / "etc/environment", "".join(f'{name}="{value}"\n' for name, value in variables.items()))
+    return root
+
+
 def nvidia_cdi_spec(root: Path, gpus: int, name: str = "etc/cdi/nvidia.yaml") -> Path:
     """What `nvidia-ctk cdi generate` writes (its layout, trimmed to the device nodes): one device per GPU by
     index and by UUID, and `all`; the control nodes in the spec-wide edits."""

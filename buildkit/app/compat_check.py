@@ -28,11 +28,13 @@ from buildkit.core import fields
 from buildkit.core.code_objects import CodeObjectError, cuda_code, rocm_code
 from buildkit.core.compat import COMPANION_PACKAGES, Compat, compat_from_data
 from buildkit.core.compat_check import (
+    AmdDifference,
     CheckFacts,
     CodeFinding,
     Difference,
     candidate_tags,
     compare,
+    compare_amd,
     index_facts,
     propose,
     unified_diff,
@@ -66,6 +68,7 @@ class CheckOutcome:
     read: tuple[str, ...] = ()  # the indexes read, for the report
     unpaired: Mapping[str, tuple[str, ...]] | None = None  # companion -> releases no torch release pairs with
     matrix_path: Path | None = None
+    amd: tuple[AmdDifference, ...] = ()  # AMD's hierarchy (rocm-bootstrap) against the data's [gfx] table
 
     @property
     def unwritable(self) -> tuple[Difference, ...]:
@@ -73,8 +76,8 @@ class CheckOutcome:
 
     @property
     def agrees(self) -> bool:
-        """The data file, as it is now, matches the indexes."""
-        return not self.differences or (self.written and not self.unwritable)
+        """The data file, as it is now, matches the indexes and AMD's hierarchy (which --write never changes)."""
+        return (not self.differences or (self.written and not self.unwritable)) and not self.amd
 
 
 def _shape_problem(data: dict) -> str:
@@ -144,7 +147,7 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
             write_atomic(matrix, matrix_proposed.encode("utf-8"), "--default-matrix")
     unpaired = {name: pairing.unpaired for name, pairing in pypi_facts.pairings().items()} if pypi_facts else {}
     return CheckOutcome(path, facts, differences, diff, written=write and bool(diff), read=tuple(read), unpaired=unpaired,
-                        matrix_path=matrix)
+                        matrix_path=matrix, amd=compare_amd(compat))
 
 
 def _layouts_to_read(compat: Compat, requested: Mapping[str, str]) -> dict[str, str]:

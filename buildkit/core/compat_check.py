@@ -300,6 +300,32 @@ def _compare_code(compat: Compat, findings: Sequence[CodeFinding]) -> list[Diffe
     return differences
 
 
+@dataclass(frozen=True)
+class AmdDifference:
+    """A gfx target or bundle AMD's hierarchy (rocm-bootstrap) and the data's [gfx] table disagree on."""
+
+    subject: str  # "gfx target gfx1252 (gfx12_5, gfx12)", "bundle gfx13_0"
+    in_rocm_bootstrap: bool  # True: rocm-bootstrap knows it and the data does not; False: the reverse
+    note: str
+
+
+def compare_amd(compat: Compat) -> tuple[AmdDifference, ...]:
+    """The targets rocm-bootstrap knows that [gfx] does not describe (their products, releases and sources are
+    the data's to add), the sub-families and families none of whose targets it describes, and the targets it
+    describes that rocm-bootstrap does not know (a target AMD dropped or renamed, or one a newer rocm-bootstrap
+    will add). None of it is written: products and sources are read by a person."""
+    amd, described = compat.amd, compat.gfx_targets
+    found = [AmdDifference(f"gfx target {name}" + (f" ({', '.join(b.key for b in amd.chain(name)[1:])})" if amd.chain(name) else ""),
+                           True, f"describe [gfx.{name}] (family, products, sources) in the data")
+             for name in amd.targets if name not in described]
+    found += [AmdDifference(f"bundle {bundle.key}", True, f"{bundle.display_name}, {bundle.level.replace('_', '-')} of "
+                                                          f"{', '.join(bundle.members)}: none of its targets is in [gfx]")
+              for bundle in amd.bundles.values() if bundle.level != "target" and not any(gfx in described for gfx in bundle.members)]
+    found += [AmdDifference(f"gfx target {name}", False, "rocm-bootstrap does not know it: check its name, or a newer "
+                                                         "rocm-bootstrap") for name in described if name not in amd.chains]
+    return tuple(found)
+
+
 def _set_differences(minor: str, kind: str, index: frozenset[str], data: frozenset[str]) -> list[Difference]:
     return [Difference(minor, f"{kind} {value}", value in index) for value in sorted(index ^ data, key=Version)]
 

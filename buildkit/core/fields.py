@@ -397,8 +397,9 @@ TOP: dict[str, Field] = {
                        inherited=True, doc="what installs torch and the stack's packages in the image: uv or pip"),
     "compression": Field(Text(lambda value: None if value in COMPRESSIONS else f"one of {', '.join(COMPRESSIONS)}"), "zstd",
                          doc="how image layers are compressed: zstd, or gzip for engines older than Docker 23"),
-    "rocm_families": Field(Texts(grammar.name), [], inherited=True,
-                           doc="thin-wheel ROCm images per GPU family ([families] of the compatibility data); [] builds one with every arch"),
+    "rocm_families": Field(Texts(grammar.rocm_family), [], inherited=True,
+                           doc="thin-wheel ROCm images per GPU family: a [families] name of the compatibility data (mi300) or a "
+                               "bundle of AMD's hierarchy (gfx9_4, gfx115x, gfx12); [] builds one with every arch"),
     "max_layer_size": Field(Text(grammar.size), "10GB", inherited=True,
                             doc="the largest layer an image may have (GHCR refuses layers above 10 GB)"),
 }
@@ -458,6 +459,7 @@ COMPAT = Table({
         "extras_of": Text(lambda value: None if value in ("rocm", "torch") else 'rocm or torch'),
         "all_extra": Text(grammar.name),
         "arch_extra": Text(grammar.distribution_template),
+        "companion_device": Table(names=grammar.name, each=Texts(grammar.distribution_template, allow_empty=False)),
         "index": Text(grammar.http_url),
         "local": Text(grammar.local_template),
         "unconfirmed": _NOTES,
@@ -465,7 +467,7 @@ COMPAT = Table({
     })),
     "installers": Table({"uv": Text(grammar.package_version), "sources": _NOTES}),
     "families": Table(names=grammar.name, each=Table({
-        "gfx": Texts(grammar.rocm_arch, allow_empty=False), "products": _NOTES, "therock": Text(grammar.note), "sources": _NOTES})),
+        "bundles": Texts(grammar.bundle, allow_empty=False), "products": _NOTES, "therock": Text(grammar.note), "sources": _NOTES})),
     "wheel_index": Table({
         "url": Text(grammar.http_url),
         "channels": Table({channel: Text(grammar.channel_path) for channel in CHANNELS}),

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import rocm_bootstrap
+
 from buildkit.adapters.bundled import compat_data
-from buildkit.core.compat import compat_from_data
+from buildkit.core.compat import RocmLayout, compat_from_data
 from buildkit.core.grammar import image_reference
 from buildkit.core.vendors import AMD, BACKENDS, NVIDIA, VENDORS, of_backend
+from testkit.amd_targets import with_new_amd_target
 
 DATA = compat_data()
 COMPAT = compat_from_data(DATA)
@@ -124,7 +127,8 @@ def test_every_wheel_arch_is_a_known_gfx_target_that_lists_that_rocm_version():
 
 
 def test_gfx_targets_have_llvm_families_sources_and_cover_the_override_advice():
-    assert COMPAT.known_archs["rocm"] == tuple(COMPAT.gfx_targets)
+    # the targets are rocm-bootstrap's, each with what it lacks (products, architecture, releases) in the data
+    assert COMPAT.known_archs["rocm"] == tuple(COMPAT.gfx_targets) == tuple(target.name for target in rocm_bootstrap.ALL_TARGETS)
     for name, target in COMPAT.gfx_targets.items():
         assert target.family in LLVM_FAMILIES, name
         assert set(DATA["gfx"][name]["sources"]) <= set(DATA["sources"]), name
@@ -183,7 +187,71 @@ def test_rocm_10_cuda_13_4_1_and_13_5_are_described_with_sources_the_rest_unconf
 
 def test_mi450_is_a_cdna5_family_with_its_products():
     family = COMPAT.families["mi450"]
-    assert family.gfx == ("gfx1250",) and family.therock == "gfx125X-dcgpu" and "MI455X" in family.products
+    # its bundle is gfx1250's package owner, which holds gfx1250's A0 stepping (gfx1250-strict) too
+    assert family.bundles == ("gfx1250",) and family.gfx == ("gfx1250", "gfx1250-strict")
+    assert family.therock == "gfx125X-dcgpu" and "MI455X" in family.products
     target = COMPAT.gfx_targets["gfx1250"]
     assert target.family == "CDNA5" and not target.unconfirmed and target.rocm_versions == ()  # no release wheel has its kernels
     assert COMPAT.gfx_targets["gfx1153"].products == ("Radeon 820M",)
+
+
+# --- AMD's hierarchy: rocm-bootstrap's (issue 46) ------------------------------------------------------------
+
+
+def test_the_product_families_are_groups_over_amd_bundles():
+    assert COMPAT.families["mi300"].bundles == ("gfx9_4",) and COMPAT.families["mi300"].gfx == ("gfx942",)
+    assert COMPAT.families["rdna3"].gfx == ("gfx1100", "gfx1101", "gfx1102", "gfx1103")  # gfx110x's members
+    # TheRock builds these apart; AMD packages them in one sub-family: both are groups over target bundles
+    assert COMPAT.families["strix-point"].gfx == ("gfx1150", "gfx1152", "gfx1153") and COMPAT.families["strix-halo"].gfx == ("gfx1151",)
+    for name, family in COMPAT.families.items():
+        assert family.bundles and all(key in COMPAT.amd.bundles for key in family.bundles), name
+        assert set(DATA["families"][name]["sources"]) <= set(DATA["sources"]), name
+        assert "gfx" not in DATA["families"][name]  # the targets come from rocm-bootstrap, not a hand-kept list
+
+
+def test_rocm_families_takes_product_families_and_amd_bundles():
+    assert COMPAT.image_group("mi300") == ("gfx942",)
+    assert COMPAT.image_group("gfx115x") == ("gfx1150", "gfx1151", "gfx1152", "gfx1153")
+    assert COMPAT.image_group("gfx12") == ("gfx1200", "gfx1201", "gfx1250", "gfx1250-strict", "gfx1251")
+    assert COMPAT.image_group("gfx9_9") is None and COMPAT.image_group("mi999") is None
+    known = COMPAT.known_groups()
+    assert known[:len(COMPAT.families)] == tuple(COMPAT.families)
+    assert {"gfx9_4", "gfx110x", "gfx115x", "gfx12_0", "gfx9", "gfx11"} <= set(known) and "gfx942" not in known
+
+
+def test_layouts_name_their_device_packages_by_amd_bundle_at_their_level():
+    amd = COMPAT.amd
+    pytorch, whl_next = COMPAT.rocm_layouts["pytorch"], COMPAT.rocm_layouts["amd-whl-next"]
+    assert pytorch.level == whl_next.level == "target"
+    assert [(c.layer, c.packages) for c in pytorch.device_code(amd, ("gfx942",), ("torchvision",))] == [
+        ("device-gfx942", ("rocm-sdk-device-gfx942",))]  # PyTorch's index publishes no companion device code
+    code = whl_next.device_code(amd, ("gfx1150", "gfx1151"), ("torchvision",))
+    assert [(c.owner, c.bundle, c.packages) for c in code] == [
+        ("torch", "gfx1150", ("amd-torch-device-gfx1150", "rocm-sdk-device-gfx1150")),
+        ("torch", "gfx115x", ("amd-torch-device-gfx115x",)),  # the sub-family's package, once for both targets
+        ("torch", "gfx1151", ("amd-torch-device-gfx1151", "rocm-sdk-device-gfx1151")),
+        ("torchvision", "gfx1150", ("amd-torchvision-device-gfx1150",)),
+        ("torchvision", "gfx1151", ("amd-torchvision-device-gfx1151",)),
+    ]
+    assert [c.layer for c in code][-1] == "device-torchvision-gfx1151"
+    assert whl_next.arch_extras(amd, ("gfx1150", "gfx1151")) == ("device-gfx1150", "device-gfx1151")
+    # a layout cut at the sub-family level: one package per bundle, named as AMD names them (gfx12_0 -> gfx12-0)
+    cut = RocmLayout("cut", ("amd-torch-device-{sub_family}", "rocm-sdk-device-{sub_family}"), "torch", "device-all",
+                     "device-{sub_family}", companion_device={"torchvision": ("amd-torchvision-device-{sub_family}",)})
+    assert cut.level == "sub_family"
+    assert [(c.layer, c.packages) for c in cut.device_code(amd, ("gfx1200", "gfx1201"), ("torchvision",))] == [
+        ("device-gfx12_0", ("amd-torch-device-gfx12-0", "rocm-sdk-device-gfx12-0")),
+        ("device-torchvision-gfx12_0", ("amd-torchvision-device-gfx12-0",))]
+    assert cut.arch_extras(amd, ("gfx1200", "gfx1201")) == ("device-gfx12-0",)
+
+
+def test_amd_hierarchy_is_read_from_rocm_bootstrap_when_the_data_is_loaded(monkeypatch):
+    """A newer rocm-bootstrap (here: its table changed under the test) is what the next load knows."""
+    amd = COMPAT.amd
+    assert amd.describe("gfx942") == "gfx942 [gfx9_4 MI300, gfx9]" and amd.covering(["gfx1150", "gfx1151"]).key == "gfx115x"
+    assert amd.covering(["gfx942", "gfx1100"]) is None and amd.variant_values(["gfx1250-strict", "gfx942"]) == ("gfx1250", "gfx942")
+    added = with_new_amd_target(monkeypatch)
+    fresh = compat_from_data(DATA)
+    assert added.name in fresh.known_archs["rocm"] and fresh.amd.chain(added.name)[1].key == "gfx12_5"
+    assert added.name not in COMPAT.known_archs["rocm"]  # what was loaded before keeps what it read
+

@@ -186,8 +186,8 @@ def test_an_unknown_gfx_target_is_its_own_finding(tmp_path):
     assert [g.arch for g in host.gpus] == ["gfx1037"]
     (finding,) = assess(host, COMPAT, "rocm", identity("rocm72"))
     assert finding.code == "unknown-gfx" and finding.blocking
-    assert "is gfx1037, a gfx target buildkit does not know" in finding.title
-    assert "add it to [compat.gfx]" in finding.fix
+    assert "is gfx1037, a gfx target neither AMD's hierarchy (rocm-bootstrap) nor the compatibility data knows" in finding.title
+    assert "a newer rocm-bootstrap may" in finding.fix and "describe it in [compat.gfx]" in finding.fix
 
 
 def test_cuda_image_on_an_amd_host_reports_the_cpu_fallback_first(tmp_path):
@@ -212,7 +212,8 @@ def test_user_outside_the_render_group_is_told_how_to_fix_it(tmp_path):
 def test_arch_missing_from_the_image_offers_the_override_as_a_risk(tmp_path):
     host = facts(hosts.rx7800xt, tmp_path)
     (finding,) = assess(host, COMPAT, "rocm", identity("rocm_narrow"))
-    assert "gfx1101) is not in the image's arch list (gfx942 gfx1100): kernels fail with hipErrorNoBinaryForGpu" in finding.title
+    # the GPU's target with its sub-family and family in AMD's hierarchy (rocm-bootstrap's)
+    assert "gfx1101 [gfx110x RDNA3, gfx11]) is not in the image's arch list (gfx942 gfx1100): kernels fail with hipErrorNoBinaryForGpu" in finding.title
     assert "HSA_OVERRIDE_GFX_VERSION=11.0.0" in finding.fix and "unsupported by AMD" in finding.fix
 
 
@@ -496,7 +497,8 @@ def test_a_host_of_a_family_the_stack_does_not_build_is_told_which_family_to_add
     mi300_only = select(PLAN, rule=parse_selectors(["backend_version=7.14", "id=*-mi300-*"]))
     routing = route(host, mi300_only, COMPAT)
     assert routing.target is None and codes(routing.findings) == [("no-fitting-image", True)]
-    assert routing.findings[0].fix == ('use the rdna3 image of ROCm 7.14, which carries gfx1100: add "rdna3" to the stack\'s '
+    # the product family, or the sub-family of AMD's hierarchy as a family of its own
+    assert routing.findings[0].fix == ('use the rdna3 or gfx110x image of ROCm 7.14, which carries gfx1100: add "rdna3" to the stack\'s '
                                        "rocm_families to build it")
 
 

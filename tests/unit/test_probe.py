@@ -202,3 +202,19 @@ def test_arch_in_build_understands_ptx():
     assert probe._arch_in_build("sm_121", ["sm_120", "compute_120"])  # PTX JIT-compiles forward
     assert not probe._arch_in_build("sm_70", ["sm_75", "compute_120"])
     assert not probe._arch_in_build("gfx1100", ["gfx90a", "gfx942"])
+
+
+@pytest.mark.parametrize("name, extension, expected", [
+    ("loadedvision", "def _has_ops():\n    return True\n", True),  # torchvision's own: its C++/HIP ops library loaded
+    ("brokenvision", "def _has_ops():\n    return False\n", False),
+    ("plainvision", None, None),  # a package without an extension module: nothing to ask
+])
+def test_a_companion_s_compiled_ops_are_reported(tmp_path, monkeypatch, name, extension, expected):
+    package = tmp_path / name
+    package.mkdir()
+    (package / "__init__.py").write_text('__version__ = "0.29.0+rocm10.1.0"\n')
+    if extension is not None:
+        (package / "extension.py").write_text(extension)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert probe.companion_ops(name) is expected
+    assert probe.companion_ops("no_such_companion") is None
