@@ -250,6 +250,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
         for version in stack.backends[backend]:
             facts = compat.backend(backend, version)
             assert facts is not None
+            built = compat.wheel_archs(release.minor, backend, version)  # this release's build of the version
             layout = compat.layout_of(facts)
             local = vendor.index_tag(version)
             if layout and layout.local:
@@ -267,8 +268,8 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 unconfirmed=tuple([f"torch {release.minor}: {item}" for item in release.unconfirmed if item == f"{backend} {version}"]
                                   + [f"{backend} {version}: {item}" for item in facts.unconfirmed]),
                 thin_wheels=facts.thin_wheels, supported_platforms=compat.platforms(release.minor, backend, version),
-                arm64_archs=stack.archs.get(backend, facts.arm64_archs) if ARM64 in facts.platforms else (),
-                compile=stack.compile, locked_packages=locked_packages, wheel_archs=facts.archs,
+                arm64_archs=stack.archs.get(backend, built.arm64_archs) if ARM64 in facts.platforms else (),
+                compile=stack.compile, locked_packages=locked_packages, wheel_archs=built.archs,
                 installer=stack.installer, uv=compat.uv if stack.installer == "uv" else "", compression=matrix.compression,
                 layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
                 local_version=local,
@@ -276,12 +277,12 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 # version, set with the fields (see _target)
                 vendor_record=vendor, backend_label=vendor.backend_label(version), container_environment=vendor.environment(version),
             )
-            stack_archs = stack.archs.get(backend, facts.archs)
+            stack_archs = stack.archs.get(backend, built.archs)
             # per image of the version (one per ROCm family, or one with every arch): its archs and device code. A
             # thin image carries the device code of its archs; one with the wheels' whole list, of every gfx target
             # its index has device packages for (what torch's device-all asks for)
             images = [(family, archs, code, _device_packages(code)) for family, archs, code in (
-                (family, archs, tuple((gfx, layout.device_packages(gfx)) for gfx in (compat.device_archs(version) if archs == facts.archs else archs))
+                (family, archs, tuple((gfx, layout.device_packages(gfx)) for gfx in (compat.device_archs(version) if archs == built.archs else archs))
                  if layout else ())
                 for family, archs in _family_archs(matrix, stack, vendor, version, stack_archs, layout is not None, notes))]
             for flavor in stack.flavors:

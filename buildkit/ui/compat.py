@@ -36,6 +36,10 @@ def _markdown(outcome: CheckOutcome) -> str:
         lines.append(f"- {finding.wheel}: {finding.backend} {finding.version} code for {' '.join(finding.archs)}{partial}")
     if facts.code:
         lines.append("")
+    if outcome.pending:
+        lines += ["Only an index this check did not read can settle:", ""]
+        lines += [f"- torch {p.torch}, {p.subject}: {p.why}" for p in outcome.pending]
+        lines.append("")
     if not outcome.differences:
         return "\n".join([*lines, f"No differences: {outcome.data_path} agrees with the indexes.", ""])
     lines += ["| torch | on the indexes, not in the data | in the data, not on the index |", "|---|---|---|"]
@@ -89,6 +93,7 @@ def compat_json(outcome: CheckOutcome) -> dict:
             {"torch": d.torch, "subject": d.subject, "on": "index" if d.on_index else "data", "writable": d.writable, "note": d.note or None}
             for d in outcome.differences
         ],
+        "pending": [{"torch": p.torch, "subject": p.subject, "why": p.why} for p in outcome.pending],
         "diff": outcome.diff,
         "written": outcome.written,
         "agrees": outcome.agrees,

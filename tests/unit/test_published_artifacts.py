@@ -43,8 +43,10 @@ def test_metadata_and_version_module_give_the_published_pins_and_build():
         module = read_version_module(archive.read("torch/version.py").decode())
     assert metadata.requires_python == ">=3.11" and module["__version__"] == "2.15.0+cu132" and module["cuda"] == "13.2"
     pins = backend_pins(metadata.requires_dist)
-    assert "nvidia-cudnn-cu13==9.26.0.51" in pins and "triton~=3.9.0" in pins
-    assert pins[0].startswith("cuda-toolkit[") and pins[0].endswith("==13.2.2")
+    assert "nvidia-cudnn-cu13==9.26.0.51" in pins and pins[0].startswith("cuda-toolkit[") and pins[0].endswith("==13.2.2")
+    # a marker that holds on every Linux machine and Python goes; one that leaves a Python out stays, as written
+    assert 'triton~=3.9.0; platform_system == "Linux" and python_version < "3.16"' in pins
+    assert 'cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"' in pins
     assert not any(p.startswith(("filelock", "optree")) for p in pins)  # not a backend library; an extra's
 
 
@@ -327,7 +329,9 @@ def test_a_server_without_byte_ranges_is_one_message_and_exit_1(cli):
 @pytest.mark.skipif(_real_torch_wheel() is None, reason="the machine's wheel folders hold no torch 2.14.1 x86_64 wheel")
 def test_deep_reads_the_real_wheels_gpu_code_over_byte_ranges_and_corrects_an_arch_list(cli, tmp_path):
     """The real torch 2.14.1 CUDA 13.0 wheel, served on 127.0.0.1 as PyTorch's index names it: --deep reads its
-    libtorch_cuda.so by ranges and finds the data's CUDA 13.0 list; a planted wrong list is corrected by --write."""
+    libtorch_cuda.so by ranges and the check its libtorch_python.so's arch flags; both say what the build carries,
+    which --write records as torch 2.14's own list for CUDA 13.0, so a planted wrong list for CUDA 13.0 in general
+    no longer decides 2.14.1's images."""
     data = tmp_path / "compat.toml"
     document = tomlkit.parse((ROOT / "buildkit/data/compat.toml").read_text())
     document["cuda"]["13.0"]["archs"] = ["7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX"]
@@ -349,8 +353,12 @@ def test_deep_reads_the_real_wheels_gpu_code_over_byte_ranges_and_corrects_an_ar
         written = cli("compat", "check", "--deep", "--write", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none",
                       "--data", str(data))
         assert written.code == 0, written.out + written.err
-        table = tomlkit.parse(data.read_text())["cuda"]["13.0"]
-        assert list(table["archs"]) == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and "wheel-code-objects" in table["sources"]
+        own = tomlkit.parse(data.read_text())["torch"]["2.14"]["arch_lists"]["cuda 13.0"]
+        assert list(own["archs"]) == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and own["release"] == "2.14.1"
+        assert list(own["sources"]) == ["wheel-arch-flags", "wheel-code-objects"]  # the flags decide; the GPU code agrees
+        compat = compat_from_data(tomlkit.parse(data.read_text()).unwrap())
+        assert compat.wheel_archs("2.14", "cuda", "13.0").archs == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+        assert compat.backend("cuda", "13.0").archs[0] == "7.0"  # the planted list: what releases without their own list fall back to
     finally:
         index.stop()
 
