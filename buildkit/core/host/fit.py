@@ -135,10 +135,10 @@ def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | 
     for close RDNA parts the HSA override as a risk (per device on a host whose AMD GPUs differ)."""
     if not identity.vendor.builds_from_source:
         # the torch version comes from the image's labels: only a plain release names one
-        release = compat.torch_release(identity.torch) if identity.torch and grammar.release_version(identity.torch) is None else None
-        if release is not None:  # the image's torch release: its own builds, with the archs each carries
-            own = [v for v in sorted(release.backends[identity.backend], key=Version)
-                   if arch_covered(gpu.arch, compat.wheel_archs(release.minor, identity.backend, v).archs)]
+        own_release = compat.torch_release(identity.torch) if identity.torch and grammar.release_version(identity.torch) is None else None
+        if own_release is not None:  # the image's torch release: its own builds, with the archs each carries
+            own = [v for v in sorted(own_release.backends[identity.backend], key=Version)
+                   if arch_covered(gpu.arch, compat.wheel_archs(own_release.minor, identity.backend, v).archs)]
             if own:
                 return (f"use an image of torch {identity.torch} for CUDA {' or '.join(own)}: its wheels for them carry {gpu.arch} "
                         "(see `buildkit detect`)")
