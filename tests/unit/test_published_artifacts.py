@@ -329,6 +329,21 @@ def test_pypi_alone_reports_each_releases_published_facts(cli, tmp_path):
         pypi.stop()
 
 
+def test_a_new_stack_leaves_out_what_it_cannot_build_and_says_so():
+    """A new minor with ROCm 7.14 (PyTorch's index) and 10.0 (AMD's, whose device packages the data does not know
+    yet): the stack takes 7.14 alone, its entry names why 10.0 is left out, and the pair is PyPI's CUDA build with
+    PyTorch's own ROCm."""
+    document = tomlkit.parse((ROOT / "buildkit/data/compat.toml").read_text())
+    document["torch"]["2.16"] = {"releases": ["2.16.0"], "python": ["3.11", "3.12"], "cuda": ["13.0", "13.4"], "rocm": ["7.14", "10.0"],
+                                 "published": {"2.16.0": {"date": "2026-12-22", "pypi": "cuda 13.0", "torchvision": "0.30.0"}}}
+    compat = compat_from_data(json.loads(json.dumps(document.unwrap())))
+    matrix = 'rocm_families = ["mi300", "rdna3"]\n\n[[torch]]\nversion = "2.15.0"\ncuda = ["13.2"]\n'
+    proposed = propose_matrix(matrix, compat, ["3.11", "3.12"], ["torchvision"])
+    entry = tomlkit.parse(proposed)["torch"][0]
+    assert entry["version"] == "2.16.0" and list(entry["rocm"]) == ["7.14"] and dict(entry["pair"]) == {"cuda": "13.0", "rocm": "7.14"}
+    assert "# left out: rocm 10.0 (no device package known for gfx1100, gfx1101, gfx1102, gfx1103, gfx942)" in proposed
+
+
 def test_the_matrix_follows_a_new_patch_release_and_unblocks_published_companions():
     document = tomlkit.parse((ROOT / "buildkit/data/compat.toml").read_text())
     document["torch"]["2.15"]["releases"] = ["2.15.0", "2.15.1"]
