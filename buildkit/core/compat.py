@@ -76,6 +76,17 @@ class Published:
 
 
 @dataclass(frozen=True)
+class ArchList:
+    """The GPU archs one build of one torch release carries (`[torch."M".arch_lists]`), and what decided them:
+    the release whose artifacts were read and [sources] keys (its own table, its arch flags, a report)."""
+
+    archs: tuple[str, ...]  # its linux/amd64 wheels'
+    arm64_archs: tuple[str, ...] = ()  # its linux/arm64 wheels', where it has them
+    release: str = ""
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TorchRelease:
     """What one torch minor release (2.14) supports."""
 
@@ -87,6 +98,9 @@ class TorchRelease:
     releases: tuple[str, ...] = ()  # every final release of the minor, oldest first (2.12.0, 2.12.1)
     amd64_only: tuple[str, ...] = ()  # "cuda 12.6": backend versions whose arm64 wheels this release lacks
     published: Mapping[str, Published] = field(default_factory=dict)  # release -> what its artifacts say
+    arch_lists: Mapping[str, ArchList] = field(default_factory=dict)  # "cuda 12.9" -> that build's archs
+    # "cuda 13.4" -> the [sources] key that says this release was not built for it, though its own table lists it
+    not_built: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def newest_release(self) -> str | None:
@@ -249,6 +263,18 @@ class Compat:
         """The gfx targets a ROCm version's index has device packages for ([gfx] sdk_rocm)."""
         return tuple(name for name, target in self.gfx_targets.items() if version in target.sdk_rocm_versions)
 
+    def wheel_archs(self, torch_minor: str, backend: str, version: str) -> ArchList:
+        """The archs of one build of a torch release: the release's own list where the data holds one (read
+        from its wheels, or a cited report), else the backend version's list ([cuda."12.6"]), the source
+        that decides for releases whose artifacts say nothing of that build. A platform the release's list
+        leaves out takes the backend version's list."""
+        facts, release = self.backend(backend, version), self.torch.get(torch_minor)
+        general = ArchList(facts.archs, facts.arm64_archs, sources=(f'[{backend}."{version}"]',)) if facts else ArchList(())
+        own = release.arch_lists.get(f"{backend} {version}") if release else None
+        if own is None:
+            return general
+        return ArchList(own.archs or general.archs, own.arm64_archs or general.arm64_archs, own.release, own.sources)
+
     def platforms(self, torch_minor: str, backend: str, version: str) -> tuple[str, ...]:
         """Where a torch release's wheels for one backend version exist: the backend's platforms, less
         arm64 where that release is listed as amd64 only."""
@@ -283,6 +309,8 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
             releases=tuple(entry.get("releases", ())),
             amd64_only=tuple(entry.get("amd64_only", ())),
             published={release: _published(facts) for release, facts in entry.get("published", {}).items()},
+            arch_lists={build: _arch_list(facts) for build, facts in entry.get("arch_lists", {}).items()},
+            not_built=dict(entry.get("not_built", {})),
         )
         for minor, entry in data.get("torch", {}).items()
     }
@@ -354,6 +382,10 @@ def _published(entry: Mapping[str, Any]) -> Published:
         pins={variant: tuple(pins) for variant, pins in entry.get("pins", {}).items()},
         wheel=entry.get("wheel", ""),
     )
+
+
+def _arch_list(entry: Mapping[str, Any]) -> ArchList:
+    return ArchList(tuple(entry.get("archs", ())), tuple(entry.get("arm64_archs", ())), entry.get("release", ""), tuple(entry.get("sources", ())))
 
 
 def _gfx_targets(table: Mapping[str, Any], backends: Mapping[tuple[str, str], BackendRelease]) -> dict[str, GfxTarget]:

@@ -441,11 +441,17 @@ COMPAT = Table({
         "published": Table(names=grammar.release_version, each=Table({
             "date": Text(grammar.note), "requires_python": Text(grammar.note), "pypi": Text(grammar.note),
             **{package: Text(grammar.release_version) for package in COMPANION_PACKAGES},
-            "pins": Table(names=grammar.note, each=Texts(grammar.requirement)),
+            "pins": Table(names=grammar.note, each=Texts(grammar.pin)),
             "wheel": Text(grammar.note),
             "sources": _NOTES,
         })),
         "amd64_only": _NOTES,
+        # per build ("cuda 12.9"), the archs this release's wheels carry (compat check reads them from the wheels)
+        "arch_lists": Table(names=grammar.note, each=Table({
+            "archs": Texts(grammar.gpu_arch), "arm64_archs": Texts(grammar.cuda_arch),
+            "release": Text(grammar.release_version), "sources": _NOTES,
+        })),
+        "not_built": Table(names=grammar.note, each=Text(grammar.note)),  # build -> the source that says so
         "unconfirmed": _NOTES,
         "sources": _NOTES,
         "from_index": _NOTES,
@@ -473,7 +479,7 @@ COMPAT = Table({
         "channels": Table({channel: Text(grammar.channel_path) for channel in CHANNELS}),
         "source": Text(grammar.note),
     }),
-    "archs": Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False)}),
+    "archs": Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False), "sources": _NOTES}),
     # A gfx target the shipped table lacks (a new GPU a team's own source build targets).
     "gfx": Table(names=grammar.rocm_arch, each=Table({
         "family": Text(grammar.note), "products": _NOTES, "sdk_rocm": VERSIONS, "amdgpu_family": Text(grammar.note),

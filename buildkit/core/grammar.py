@@ -72,6 +72,22 @@ def requirement(value: str) -> str | None:
     return None
 
 
+_SAFE_PIN_RE = re.compile(r"[A-Za-z0-9._\-\[\],<>=!~*+ ;\"'()]{1,300}")
+
+
+def pin(value: str) -> str | None:
+    """A requirement a torch wheel states, with its environment marker where it has one (a recorded fact,
+    never installed as written): cuda-bindings<14,>=13.0.3; python_version < "3.15"."""
+    expected = 'a pip requirement with an optional marker such as \'triton~=3.9.0; python_version < "3.16"\' (no URL)'
+    if not isinstance(value, str) or not _SAFE_PIN_RE.fullmatch(value):
+        return expected
+    try:
+        parsed = Requirement(value)
+    except InvalidRequirement:
+        return expected
+    return expected if parsed.url else None
+
+
 def image_reference(value: str) -> str | None:
     if not isinstance(value, str) or len(value) > 255 or not _IMAGE_RE.fullmatch(value):
         return 'an image reference such as "nvidia/cuda:13.0.3-cudnn-devel-ubuntu24.04" (lowercase name, optional :tag)'
@@ -197,6 +213,13 @@ def rocm_arch(value: str) -> str | None:
     if not isinstance(value, str) or not ROCM_ARCH_RE.fullmatch(value):
         return 'a gfx target such as "gfx942"'
     return None
+
+
+def gpu_arch(value: str) -> str | None:
+    """Either vendor's arch: a CUDA compute capability or a gfx target (a build's list is one vendor's)."""
+    if cuda_arch(value) is None or rocm_arch(value) is None:
+        return None
+    return 'a CUDA arch such as "9.0" or a gfx target such as "gfx942"'
 
 
 _NOTE_RE = re.compile(r"[A-Za-z0-9 ._:+/-]{1,120}")

@@ -258,8 +258,8 @@ class _StackReader:
         self._companions(release, torch, values["companions"])
         self._packages(values["packages"])
         self._flavors(values["flavors"])
-        self._archs(values["archs"], backends)
-        self._families(values["rocm_families"], values["archs"], backends)
+        self._archs(release.minor, values["archs"], backends)
+        self._families(release.minor, values["rocm_families"], values["archs"], backends)
         if len(self.check.problems) > before:
             return None
         pair = self._pair(backends)
@@ -346,7 +346,7 @@ class _StackReader:
                           f"folders; {_template_fix(self.layers, where, flavor + FLAVOR_SUFFIX)}, or use one of: "
                           f"{', '.join(sorted(self.flavors))}")
 
-    def _archs(self, archs: Mapping[str, tuple[str, ...]], backends: Mapping[str, tuple[str, ...]]) -> None:
+    def _archs(self, minor: str, archs: Mapping[str, tuple[str, ...]], backends: Mapping[str, tuple[str, ...]]) -> None:
         where, key = self.located("archs")
         for backend, names in archs.items():
             known = self.compat.known_archs[backend]
@@ -355,15 +355,15 @@ class _StackReader:
                     self.fail(where, f"{key}.{backend}[{index}]", f"unknown {backend} arch {arch!r}; known: {', '.join(known)}")
             # A wheel carries the arch list it was built with: a team can narrow it, never widen it.
             for version in backends.get(backend, ()):
-                official = self.compat.backend(backend, version)
-                if official is None:
+                if self.compat.backend(backend, version) is None:
                     continue  # its own problem is reported with the stack's versions
-                extra = [arch for arch in names if arch not in official.archs and arch.removesuffix("+PTX") in known]
+                official = self.compat.wheel_archs(minor, backend, version).archs  # this torch release's build
+                extra = [arch for arch in names if arch not in official and arch.removesuffix("+PTX") in known]
                 if extra:
-                    self.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' "
-                                                         f"arch list ({', '.join(official.archs)}); a wheel image can only narrow it")
+                    self.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' arch list of "
+                                                         f"torch {minor} ({', '.join(official)}); a wheel image can only narrow it")
 
-    def _families(self, families: tuple[str, ...], archs: Mapping[str, tuple[str, ...]],
+    def _families(self, minor: str, families: tuple[str, ...], archs: Mapping[str, tuple[str, ...]],
                   backends: Mapping[str, tuple[str, ...]]) -> None:
         """Each family is a product family of the data or a bundle of AMD's hierarchy, and at every thin-wheel
         ROCm version of the stack it keeps a gfx target the wheels carry; every gfx target an image declares
@@ -382,7 +382,7 @@ class _StackReader:
             self.fail(where, key, "rocm_families builds thin-wheel ROCm images per family, and this stack has no thin-wheel "
                                   f"ROCm version ({', '.join(backends.get(AMD.backend, ())) or 'none'})")
         for release in thin:
-            wheel_archs = archs.get(AMD.backend, release.archs)
+            wheel_archs = archs.get(AMD.backend, self.compat.wheel_archs(minor, AMD.backend, release.version).archs)
             declared = [(f"{key}[{i}]", name, [g for g in groups[name] or () if g in wheel_archs])
                         for i, name in enumerate(families) if groups[name] is not None]
             for path, name, kept in declared:

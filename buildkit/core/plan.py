@@ -296,6 +296,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
         for version in stack.backends[backend]:
             facts = compat.backend(backend, version)
             assert facts is not None
+            built = compat.wheel_archs(release.minor, backend, version)  # this release's build of the version
             layout = compat.layout_of(facts)
             local = vendor.index_tag(version)
             if layout and layout.local:
@@ -313,8 +314,8 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 unconfirmed=tuple([f"torch {release.minor}: {item}" for item in release.unconfirmed if item == f"{backend} {version}"]
                                   + [f"{backend} {version}: {item}" for item in facts.unconfirmed]),
                 thin_wheels=facts.thin_wheels, supported_platforms=compat.platforms(release.minor, backend, version),
-                arm64_archs=stack.archs.get(backend, facts.arm64_archs) if ARM64 in facts.platforms else (),
-                compile=stack.compile, locked_packages=locked_packages, wheel_archs=facts.archs,
+                arm64_archs=stack.archs.get(backend, built.arm64_archs) if ARM64 in facts.platforms else (),
+                compile=stack.compile, locked_packages=locked_packages, wheel_archs=built.archs,
                 installer=stack.installer, uv=compat.uv if stack.installer == "uv" else "", compression=matrix.compression,
                 layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
                 local_version=local,
@@ -322,12 +323,12 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 # version, set with the fields (see _target)
                 vendor_record=vendor, backend_label=vendor.backend_label(version), container_environment=vendor.environment(version),
             )
-            stack_archs = stack.archs.get(backend, facts.archs)
+            stack_archs = stack.archs.get(backend, built.archs)
             # per image of the version (one per ROCm family, or one with every arch): its archs, bundle, device code
             # and the variant AMD's plugin would report for it
             images = [(family, archs, family_bundle(compat, family), code, _device_packages(code),
                        compat.amd.variant_values(archs) if layout else ()) for family, archs, code in (
-                (family, archs, device_code(compat, layout, version, archs, facts.archs, stack.companions) if layout else ())
+                (family, archs, device_code(compat, layout, version, archs, built.archs, stack.companions) if layout else ())
                 for family, archs in _family_archs(matrix, stack, vendor, version, stack_archs, layout is not None, notes))]
             for flavor in stack.flavors:
                 if flavor == SOURCE_FLAVOR and not of_backend(backend).builds_from_source:

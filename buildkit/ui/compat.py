@@ -41,6 +41,10 @@ def _markdown(outcome: CheckOutcome) -> str:
         lines += [f"- {d.subject}: {'rocm-bootstrap knows it, the data does not' if d.in_rocm_bootstrap else 'in the data only'}; "
                   f"{d.note}" for d in outcome.amd]
         lines.append("")
+    if outcome.pending:
+        lines += ["Only an index this check did not read can settle:", ""]
+        lines += [f"- torch {p.torch}, {p.subject}: {p.why}" for p in outcome.pending]
+        lines.append("")
     if not outcome.differences:
         return "\n".join([*lines, f"No differences: {outcome.data_path} agrees with the indexes.", ""])
     lines += ["| torch | on the indexes, not in the data | in the data, not on the index |", "|---|---|---|"]
@@ -95,6 +99,7 @@ def compat_json(outcome: CheckOutcome) -> dict:
             for d in outcome.differences
         ],
         "amd": [{"subject": d.subject, "on": "rocm-bootstrap" if d.in_rocm_bootstrap else "data", "note": d.note} for d in outcome.amd],
+        "pending": [{"torch": p.torch, "subject": p.subject, "why": p.why} for p in outcome.pending],
         "diff": outcome.diff,
         "written": outcome.written,
         "agrees": outcome.agrees,

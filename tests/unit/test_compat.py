@@ -67,9 +67,47 @@ def test_documented_facts():
 # --- facts fixed by issue 14, each with its source in the data ---------------------------------------------
 
 
-def test_cuda_12_9_wheels_for_torch_2_8_to_2_11_only():
-    assert [m for m, r in COMPAT.torch.items() if "12.9" in r.backends["cuda"]] == ["2.8", "2.9", "2.10", "2.11"]
+def test_cuda_12_9_wheels_for_torch_2_8_to_2_11_and_again_for_2_13():
+    assert [m for m, r in COMPAT.torch.items() if "12.9" in r.backends["cuda"]] == ["2.8", "2.9", "2.10", "2.11", "2.13"]
     assert "test-infra-cu129" in DATA["torch"]["2.10"]["sources"]
+    # 2.13's came back (its own table lists them) and stay unconfirmed until PyTorch's index is read
+    assert "cuda 12.9" in COMPAT.torch["2.13"].unconfirmed and "wheel-arch-table" in DATA["torch"]["2.13"]["sources"]
+
+
+# --- facts fixed by issue 41: each build's archs as its own release's wheels state them ----------------------
+
+
+def test_each_release_has_the_arch_lists_its_wheels_state():
+    turing_on = ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+    # 2.11 dropped Volta from cu128 (its get_arch_list), whatever CUDA 12.8 builds of other releases carry
+    assert COMPAT.wheel_archs("2.11", "cuda", "12.8").archs == turing_on and COMPAT.wheel_archs("2.10", "cuda", "12.8").archs[0] == "7.0"
+    # 2.13.0's own table: cu129 is x86 7.5-12.0 and aarch64 8.0 9.0 10.0 12.0 (no 11.0, unlike 13.x)
+    cu129 = COMPAT.wheel_archs("2.13", "cuda", "12.9")
+    assert (cu129.archs, cu129.arm64_archs, cu129.release) == (turing_on, ("8.0", "9.0", "10.0", "12.0"), "2.13.0")
+    assert cu129.sources == ("wheel-arch-table",)
+    # aarch64 builds carry sm_110 and neither 7.5 nor 8.6; the PyPI builds' flags say so for both platforms
+    for minor, cuda in (("2.13", "13.0"), ("2.14", "13.0"), ("2.15", "13.2")):
+        built = COMPAT.wheel_archs(minor, "cuda", cuda)
+        assert built.arm64_archs == ("8.0", "9.0", "10.0", "11.0", "12.0") and "wheel-arch-flags" in built.sources
+    assert COMPAT.wheel_archs("2.13", "cuda", "13.0").archs == turing_on  # no 12.0+PTX in 2.13.0's PyPI wheel
+    # a build no release's artifacts describe falls back to its backend version's lists, and says so
+    assert COMPAT.wheel_archs("2.9", "cuda", "12.6").sources == ('[cuda."12.6"]',)
+
+
+def test_fixes_of_issue_41_carry_their_sources():
+    assert COMPAT.backend("cuda", "13.0").driver_toolkit == "580.126.20" and "cuda-runfiles" in DATA["cuda"]["13.0"]["sources"]
+    assert "cuda_13.0.3_580.126.20_linux.run" in DATA["sources"]["cuda-runfiles"]
+    assert COMPAT.backend("cuda", "13.4").devel_base == "nvidia/cuda:13.4.3-cudnn-devel-ubuntu24.04"
+    assert "10.7" in COMPAT.known_archs["cuda"] and "cuda-sm107" in DATA["archs"]["sources"]
+    assert COMPAT.gfx_targets["gfx1153"].amdgpu_family == "GC_11_5_0"
+    pins = COMPAT.torch["2.15"].published["2.15.0"].pins["cuda 13.2"]
+    assert 'triton~=3.9.0; platform_system == "Linux" and python_version < "3.16"' in pins
+    assert any(p.startswith("cuda-bindings") and p.endswith('python_version < "3.15"') for p in pins)
+    for release in ("2.13.0", "2.14.1"):
+        minor = release.rpartition(".")[0]
+        assert any(p.startswith("triton") and p.endswith('python_version < "3.15"') for p in COMPAT.torch[minor].published[release].pins["cuda 13.0"])
+    assert COMPAT.torch["2.14"].not_built == {"cuda 13.4": "pytorch-cuda126-end"}
+    assert COMPAT.torch["2.15"].not_built == {"cuda 12.6": "pytorch-cuda126-end"}
 
 
 def test_release_cuda_13_wheels_carry_no_ptx():
@@ -167,7 +205,7 @@ def test_the_2_15_images_install_torchvision_0_29_2():
     assert "torchvision==0.29.2+cu132" in cuda.dockerfile
 
 
-def test_rocm_10_cuda_13_4_1_and_13_5_are_described_with_sources_the_rest_unconfirmed():
+def test_rocm_10_cuda_13_4_3_and_13_5_are_described_with_sources_the_rest_unconfirmed():
     for version, base in (("10.0", "10.0.0-full"), ("10.1", "10.1.0-full")):
         rocm = COMPAT.backend("rocm", version)
         assert rocm.thin_wheels and rocm.layout == "amd-whl-next" and rocm.devel_base.endswith(base)
@@ -178,7 +216,7 @@ def test_rocm_10_cuda_13_4_1_and_13_5_are_described_with_sources_the_rest_unconf
     assert COMPAT.backend("rocm", "7.14").devel_base.endswith(":7.14.1-full")
     assert COMPAT.backend("rocm", "7.2").devel_base.endswith(":7.2.4-complete")
     cuda134, cuda135, cuda132 = (COMPAT.backend("cuda", v) for v in ("13.4", "13.5", "13.2"))
-    assert cuda134.devel_base == "nvidia/cuda:13.4.1-cudnn-devel-ubuntu24.04" and cuda134.driver_toolkit == ""  # 13.4 ships no driver
+    assert cuda134.devel_base == "nvidia/cuda:13.4.3-cudnn-devel-ubuntu24.04" and cuda134.driver_toolkit == ""  # 13.4 ships no driver
     assert "cuda-13-4-ga" in DATA["cuda"]["13.4"]["sources"] and "600.00.00" not in PACKAGE_DATA.read_text()  # the placeholder is gone
     assert cuda135.archs == cuda134.archs and "archs" in cuda135.unconfirmed and "pypi-cuda" in DATA["cuda"]["13.5"]["sources"]
     assert cuda132.driver_toolkit == "595.71.05" and cuda132.devel_base.startswith("nvidia/cuda:13.2.2-")

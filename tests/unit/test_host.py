@@ -128,6 +128,17 @@ def test_v100_on_cuda_13_is_an_arch_finding_that_names_the_cuda_versions_that_ca
     assert best_target(host, PLAN, COMPAT, "nvidia", python="3.12").target.id == "2.14.1-cuda12.6-py3.12-runtime"
 
 
+def test_an_images_own_torch_release_decides_which_of_its_builds_carry_the_gpu(tmp_path):
+    """torch 2.11 dropped Volta from its CUDA 12.8 build (its own arch list): a V100 is sent to its 12.6 build alone."""
+    host = facts(hosts.v100, tmp_path)
+    labels = {**LABELS["cuda13"], "dev.buildkit.torch": "2.11.0"}
+    (finding,) = assess(host, COMPAT, "cuda-image", ImageIdentity.read(labels))
+    assert finding.fix.startswith("use an image of torch 2.11.0 for CUDA 12.6: its wheels for them carry sm_70")
+    garbled = {**LABELS["cuda13"], "dev.buildkit.torch": "2.x\n"}  # a label is input: no release, the general advice
+    (finding,) = assess(host, COMPAT, "cuda-image", ImageIdentity.read(garbled))
+    assert finding.fix.startswith("use an image of CUDA 11.8 or 12.6")
+
+
 def test_mixed_host_is_routed_to_the_vendor_with_more_gpus(tmp_path):
     host = facts(hosts.mixed, tmp_path)
     assert host.vendors() == ("nvidia", "amd") and primary_vendor(host) == "nvidia"

@@ -66,6 +66,13 @@ def test_nightly_workflow_shape():
     compat = " ".join(step.get("run", "") for step in jobs["compat"]["steps"])
     assert "buildkit compat check --write" in compat and "gh pr create" in compat
     assert jobs["compat"]["permissions"] == {"contents": "write", "pull-requests": "write"} and jobs["plan"]["needs"] == "compat"
+    # a second, evening schedule runs the compat job alone: a release published in the (UTC) afternoon becomes its
+    # pull request the same day; nothing is built or tagged on that run
+    crons = [entry["cron"] for entry in document["on"]["schedule"]]
+    evening = next(cron for cron in crons if int(cron.split()[1]) >= 16)
+    assert len(crons) == 2 and "if" not in jobs["compat"]
+    for name in ("plan", "tags"):
+        assert f"github.event.schedule != '{evening}'" in jobs[name]["if"], name
 
 
 def _steps():

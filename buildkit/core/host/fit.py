@@ -134,6 +134,14 @@ def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | 
     image whose wheels carry the arch, else (AMD) the source flavor, which compiles any known gfx target, and
     for close RDNA parts the HSA override as a risk (per device on a host whose AMD GPUs differ)."""
     if not identity.vendor.builds_from_source:
+        # the torch version comes from the image's labels: only a plain release names one
+        own_release = compat.torch_release(identity.torch) if identity.torch and grammar.release_version(identity.torch) is None else None
+        if own_release is not None:  # the image's torch release: its own builds, with the archs each carries
+            own = [v for v in sorted(own_release.backends[identity.backend], key=Version)
+                   if arch_covered(gpu.arch, compat.wheel_archs(own_release.minor, identity.backend, v).archs)]
+            if own:
+                return (f"use an image of torch {identity.torch} for CUDA {' or '.join(own)}: its wheels for them carry {gpu.arch} "
+                        "(see `buildkit detect`)")
         versions = [v for (backend, v), facts in sorted(compat.backends.items(), key=lambda item: Version(item[0][1]))
                     if backend == identity.vendor.backend and arch_covered(gpu.arch, facts.archs)]
         if not versions:
