@@ -276,6 +276,14 @@ def build_parser() -> argparse.ArgumentParser:
     sbom.add_argument("--local", action="store_true", help="generate it from the image in the engine, even for a registry reference")
     sbom.add_argument("--out", type=Path, help="write it to this file instead of standard output")
 
+    report = _command(commands, "report", help="the nightly's static site: which image fits a GPU, the pair matrix, a page per image")
+    _selection_options(report)
+    report.add_argument("--html", type=Path, required=True, metavar="OUT", help="the site's folder (index.html, one page per image)")
+    report.add_argument("--from", dest="sources", action="append", type=Path, default=[], metavar="PATH",
+                        help="a build or publish report, `verify --json` output or an SBOM, or a folder of them (repeatable)")
+    report.add_argument("--previous", action="append", type=Path, default=[], metavar="PATH",
+                        help="the same of the previous nightly: what changed, and what a node holding it pulls (repeatable)")
+
     completion = _command(commands, "completion", help="print a shell completion script: eval or source it from your shell's start-up file")
     completion.add_argument("shell", choices=SHELLS, help=", ".join(SHELLS))
     return parser
@@ -648,6 +656,18 @@ def cmd_sbom(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from buildkit.app.site import site_of
+    from buildkit.ui.site import write_site
+
+    site = site_of(_choices(args), args.sources, args.previous)
+    written = write_site(site, args.html)
+    for note in site.notes:
+        views.say(err, f"note: {note}")
+    views.say(out, f"wrote {written.files} files ({views.human_size(written.bytes)}) into {args.html}/: open {args.html / 'index.html'}")
+    return EXIT_OK
+
+
 def cmd_completion(args: argparse.Namespace, out: Console, err: Console) -> int:
     from buildkit.ui.completion import completion_script
 
@@ -675,6 +695,7 @@ COMMANDS = {
     ("compat", "check"): cmd_compat_check,
     ("verify", None): cmd_verify,
     ("sbom", None): cmd_sbom,
+    ("report", None): cmd_report,
     ("completion", None): cmd_completion,
 }
 

@@ -35,6 +35,18 @@ if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need 
     from buildkit.app.smoke import ParityResult
     from buildkit.app.verify import Verification
 
+def human_size(value: int | None) -> str:
+    """Bytes for people: 512 B, 3.4 MiB, 5.9 GiB; - for unknown."""
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)  # pragma: no cover
+
+
 # What each command can print; the first is its default.
 PLAN_FORMATS = ("table", "json", "github", "ids")
 VALIDATE_FORMATS = ("text", "github")
