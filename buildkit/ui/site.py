@@ -50,6 +50,7 @@ def environment() -> Environment:
     env = Environment(loader=PackageLoader("buildkit.ui", "site"), autoescape=True, undefined=StrictUndefined, extensions=["jinja2.ext.do"],
                       trim_blocks=True, lstrip_blocks=True)
     env.filters.update(shown=shown, size=human_size, digest=short_digest, yaml=as_yaml)
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}  # tojson, the chooser's data: compact
     return env
 
 

@@ -446,4 +446,6 @@ def verification_json(verification: Verification) -> dict:
         "target": identity.target if identity else None,
         "checks": [{"name": f.name, "passed": f.ok, "detail": f.detail} for f in verification.facts],
         "gpu_tests": [{"summary": gpu_test_summary(p), "predicate": p} for p in verification.gpu_tests],
+        "created": verification.created or None,
+        "layers": [{"digest": layer.digest, "bytes": layer.size, "name": layer.name} for layer in verification.layers],
     }

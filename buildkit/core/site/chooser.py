@@ -9,7 +9,8 @@ Every (GPU arch, torch, Python) is decided here once, so the page's script only 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.version import Version
@@ -25,6 +26,9 @@ from buildkit.core.shell import Expansion, command_line
 from buildkit.core.vendors import NVIDIA, VENDORS, of_vendor
 
 RUNTIME = "runtime"  # the flavor routing picks
+# The torch releases the chooser offers, newest first: its answers grow with releases × Pythons × GPU archs, and
+# the index page must stay small however long a matrix's history; older releases are in the pair matrix.
+CHOOSER_RELEASES = 12
 # The model AMD host's render group: a host's own gid differs between distributions, so the page prints the
 # shell word that reads it (the group owning /dev/kfd) wherever routing's flags carry this number.
 MODEL_RENDER_GID = 4_242_424
@@ -104,6 +108,12 @@ def decide(gpu: GpuModel, targets: Sequence[Target], compat: Compat, python: str
     return Decision(routing.target, tuple(f for f in routing.findings if f.blocking == (routing.target is None))), host
 
 
+def backend_label(target: Target) -> str:
+    """ROCm 7.14 mi300, CUDA 13.0: how the page names an image's backend."""
+    label = of_vendor(target.vendor).backend_label(target.backend_version)
+    return f"{label} {target.family}" if target.family else label
+
+
 def tag_of(target: Target) -> str:
     """The immutable tag alone: the page names the repository once."""
     return target.tag_names[0]
@@ -144,14 +154,15 @@ class _Texts:
         return [self.index(PHRASES.get(finding.code, finding.title)), self.index(finding.fix)]
 
 
-def chooser(targets: Sequence[Target], compat: Compat, pages: dict[str, str]) -> Chooser:
-    """Every decision for the GPUs of the data, the matrix's torch releases with a runtime image, and their Pythons.
-    `pages` maps a target id to its page (the chosen image's link)."""
+def chooser(targets: Sequence[Target], compat: Compat, pages: Mapping[str, str], facts: Mapping[str, Mapping] | None = None) -> Chooser:
+    """Every decision for the GPUs of the data, the CHOOSER_RELEASES newest torch releases with a runtime image,
+    and their Pythons. `pages` maps a target id to its page (the chosen image's link), `facts` to what the page
+    shows beside it (its smoke and GPU tests, its size)."""
     runtime = [t for t in targets if t.flavor == RUNTIME]
     by_torch: dict[str, list[Target]] = {}
     for target in runtime:
         by_torch.setdefault(target.torch, []).append(target)
-    torches = tuple(sorted(by_torch, key=Version, reverse=True))
+    torches = tuple(sorted(by_torch, key=Version, reverse=True))[:CHOOSER_RELEASES]
     pythons = {torch: tuple(sorted({t.python for t in by_torch[torch]}, key=Version, reverse=True)) for torch in torches}
     gpus = gpu_models(compat)
     by_pair: dict[str, list[Target]] = {}
@@ -162,10 +173,11 @@ def chooser(targets: Sequence[Target], compat: Compat, pages: dict[str, str]) ->
     images: dict[str, int] = {}
     image_data: list[dict] = []
     lines: dict[str, dict[str, str]] = {}
-    decisions: dict[str, list] = {}
+    decisions: dict[str, int] = {}
+    rows: dict[str, int] = {}  # GPUs of several archs are often answered alike: each row of answers once
     combos = [(torch, python) for torch in torches for python in pythons[torch]]
     for gpu in {gpu.key: gpu for gpu in gpus}.values():
-        answers = decisions.setdefault(gpu.key, [])
+        answers: list[list] = []
         for torch, python in combos:
             decision, host = decide(gpu, by_torch[torch], compat, python)
             notes = [texts.finding(finding) for finding in decision.findings]
@@ -174,16 +186,18 @@ def chooser(targets: Sequence[Target], compat: Compat, pages: dict[str, str]) ->
                 twins = [t for t in by_pair.get(target.pair or "", ()) if t.vendor != target.vendor]
                 images[target.id] = len(image_data)
                 image_data.append({"id": target.id, "page": pages.get(target.id, ""), "ref": command_line(target.tags[0]),
-                                   "vendor": target.vendor, "backend": of_vendor(target.vendor).backend_label(target.backend_version),
-                                   "cpu": texts.finding(cpu_finding(host, compat, target, twins[0])) if twins else []})
+                                   "vendor": target.vendor, "backend": backend_label(target),
+                                   "cpu": texts.finding(cpu_finding(host, compat, target, twins[0])) if twins else [],
+                                   **(facts or {}).get(target.id, {})})
                 if target.vendor not in lines:
                     podman = model_host(gpu, compat, PODMAN)
                     lines[target.vendor] = {"docker": run_prefix("docker", target.vendor, host),
                                             "podman": run_prefix("podman", target.vendor, podman),
                                             "resource": of_vendor(target.vendor).k8s_resource}
             answers.append([images[target.id] if target else -1, notes])
-    # decisions[gpu key][i] answers combos[i]: [image index or -1, [[text, fix], ...]]
-    data = {"images": image_data, "lines": lines, "texts": list(texts.items), "decisions": decisions,
+        decisions[gpu.key] = rows.setdefault(json.dumps(answers), len(rows))
+    # rows[decisions[gpu key]][i] answers combos[i]: [image index or -1, [[text index, fix index], ...]]
+    data = {"images": image_data, "lines": lines, "texts": list(texts.items), "decisions": decisions, "rows": [json.loads(row) for row in rows],
             "combos": [f"{torch}|{python}" for torch, python in combos], "pythons": {torch: list(versions) for torch, versions in pythons.items()}}
     return Chooser(gpus, torches, pythons, data)
 

@@ -23,7 +23,7 @@ from buildkit.core.render import PlannedImage
 from buildkit.core.sbom import Package
 from buildkit.core.shell import command_line
 from buildkit.core.site.charts import BarChart, Item, bar_chart
-from buildkit.core.site.chooser import PODMAN, RUNTIME, Chooser, chooser, gpu_models, model_host, on_other_vendor, run_prefix
+from buildkit.core.site.chooser import PODMAN, RUNTIME, Chooser, backend_label, chooser, gpu_models, model_host, on_other_vendor, run_prefix
 from buildkit.core.site.diff import PackageDiff, package_diff
 from buildkit.core.site.evidence import Evidence
 from buildkit.core.vendors import VENDORS, of_vendor
@@ -89,8 +89,7 @@ class ImagePage:
 
     @property
     def backend(self) -> str:
-        label = of_vendor(self.target.vendor).backend_label(self.target.backend_version)
-        return f"{label} {self.target.family}" if self.target.family else label
+        return backend_label(self.target)
 
     @property
     def changed(self) -> str:
@@ -331,5 +330,7 @@ def build_site(planned: Sequence[PlannedImage], compat: Compat, today: Mapping[s
         gpu_signed=sum(1 for page in images if page.gpu_test.state == "signed"),
     )
     pages = {target.id: image_path(target) for target in targets}
+    facts = {page.target.id: {"smoke": [page.smoke.state, page.smoke.text], "gpu": [page.gpu_test.state, page.gpu_test.text],
+                              "size": page.evidence.size} for page in images if page.target.id in today}
     return Site(generated, tuple(sorted({target.image_name for target in targets})), tuple(images), _matrix(images),
-                chooser(targets, compat, pages), _sizes(images), _hand_written(), counts, notes)
+                chooser(targets, compat, pages, facts), _sizes(images), _hand_written(), counts, notes)

@@ -59,7 +59,8 @@
       answer.appendChild(el("p", "Choose your GPU to see the image that uses it.", "fine"));
       return;
     }
-    var decision = (data.decisions[gpu.value] || [])[data.combos.indexOf(torch.value + "|" + python.value)];
+    var row = data.rows[data.decisions[gpu.value]] || [];
+    var decision = row[data.combos.indexOf(torch.value + "|" + python.value)];
     if (!decision) {
       answer.appendChild(el("p", "The matrix has no image of torch " + torch.value + " for Python " + python.value + ".", "miss"));
       return;
@@ -79,6 +80,15 @@
     pick.appendChild(link);
     pick.appendChild(document.createTextNode(" (" + image.backend + ")"));
     answer.appendChild(pick);
+    if (image.smoke) {
+      var facts = el("p", "", "facts-line");
+      facts.appendChild(document.createTextNode("smoke test "));
+      facts.appendChild(el("span", image.smoke[1], "b " + image.smoke[0]));
+      facts.appendChild(document.createTextNode(" GPU test "));
+      facts.appendChild(el("span", image.gpu[1], "b " + image.gpu[0]));
+      if (image.size) facts.appendChild(document.createTextNode(" " + (image.size / 1073741824).toFixed(1) + " GiB"));
+      answer.appendChild(facts);
+    }
     notes.forEach(function (pair) { answer.appendChild(finding(pair, "miss")); });
     [].concat(copyable("docker", lines.docker + " " + image.ref),
               copyable("podman", lines.podman + " " + image.ref),
