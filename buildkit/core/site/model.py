@@ -231,7 +231,7 @@ def _matrix(images: Sequence[ImagePage]) -> tuple[MatrixPage, ...]:
     rows = [MatrixRow(torch, python, flavor, next((p.target.pair for p in pages if p.target.pair), "") or "",
                       tuple(sorted(pages, key=lambda p: (rank[p.target.vendor], -_version(p.target.backend_version), p.target.family))))
             for (torch, python, flavor), pages in groups.items()]
-    rows.sort(key=lambda row: (-_version(row.torch), -_version(row.python), row.flavor))
+    rows.sort(key=lambda row: (-_version(row.torch), -_version(row.python), row.flavor != RUNTIME, row.flavor))
     if len(images) <= MATRIX_PER_PAGE:
         return (MatrixPage("", "All images", tuple(rows)),)
     pages: list[MatrixPage] = []
