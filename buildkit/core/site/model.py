@@ -31,6 +31,9 @@ from buildkit.core.vendors import VENDORS, of_vendor
 MATRIX_PER_PAGE = 300  # images in one page of the pair matrix (the default matrix's 132 fit on the index)
 PACKAGES_SHOWN = 1500  # packages listed on an image page; its SBOM has them all
 SHARERS_SHOWN = 4  # images named beside a layer they share; the rest counted
+# A layer this small (the empty layer every image has, a step that wrote a few files) costs a node nothing worth
+# naming the images that share it.
+SHARED_LAYER_MIN = 32 * 1024
 PAGE_LIMIT = 2 * 1024 * 1024  # bytes: no page of the site is larger (the splits above keep them far below)
 
 # Measured by bench.side_by_side on 2026-12-05 (docs/benchmarks.md, run 2, the run of record): the real CUDA 13.0
@@ -205,7 +208,7 @@ def _layer_rows(target: Target, evidence: Evidence, holders: Mapping[str, list[s
     twin_ids = {twin.id for twin in twins}
     rows = []
     for layer in evidence.layers:
-        others = [held for held in dict.fromkeys(holders.get(layer.digest, ())) if held != target.id]
+        others = [held for held in dict.fromkeys(holders.get(layer.digest, ())) if held != target.id] if layer.size >= SHARED_LAYER_MIN else []
         others.sort(key=lambda held: held not in twin_ids)
         rows.append(LayerRow(layer, tuple(others[:SHARERS_SHOWN]), max(0, len(others) - SHARERS_SHOWN)))
     return tuple(rows)

@@ -39,6 +39,12 @@
     return [el("h3", label), box];
   }
 
+  function size(bytes) {  // as the pages write sizes (ui.views.human_size)
+    var units = ["B", "KiB", "MiB", "GiB"], value = bytes, unit = 0;
+    while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+    return unit ? value.toFixed(1) + " " + units[unit] : value + " B";
+  }
+
   function finding(pair, className) {
     var p = el("p", "", className);
     p.appendChild(el("span", data.texts[pair[0]]));
@@ -86,7 +92,7 @@
       facts.appendChild(el("span", image.smoke[1], "b " + image.smoke[0]));
       facts.appendChild(document.createTextNode(" GPU test "));
       facts.appendChild(el("span", image.gpu[1], "b " + image.gpu[0]));
-      if (image.size) facts.appendChild(document.createTextNode(" " + (image.size / 1073741824).toFixed(1) + " GiB"));
+      if (image.size) facts.appendChild(document.createTextNode(" size " + size(image.size)));
       answer.appendChild(facts);
     }
     notes.forEach(function (pair) { answer.appendChild(finding(pair, "miss")); });
