@@ -4,7 +4,8 @@ all, generated in under 2 s) and for 10,000 targets (it still generates, no page
 Run: python -m bench.site [--repeat 3]
 
 Each figure is one `buildkit report --html` process (its start included, as a user waits for it), best of --repeat
-runs, writing into a folder of its own, and the bytes of the site it wrote (every file: pages, stylesheet, script).
+runs, writing into a folder of its own, and the bytes of the site it wrote (every file: pages, stylesheet, script),
+as files and as a static host that compresses them (GitHub Pages does) sends them (gzip level 6, file by file).
 The default matrix's site is made from:
 - the matrix alone (no document);
 - the nightly's reports: a publish report of every target (digest, size, floating tags) and, per image,
@@ -18,6 +19,7 @@ are bench.plan_render's matrix (50 releases of 200 targets, ten team flavors) wi
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import subprocess
 import sys
@@ -67,7 +69,8 @@ def _site(out: Path, *arguments: str, repeat: int) -> dict:
     files = [path for path in folder.rglob("*") if path.is_file() and not path.name.startswith(".")]
     largest = max(files, key=lambda path: path.stat().st_size)
     return {"best_s": round(min(timings), 2), "runs_s": [round(t, 2) for t in timings], "files": len(files),
-            "bytes": sum(path.stat().st_size for path in files), "largest_page": str(largest.relative_to(folder)),
+            "bytes": sum(path.stat().st_size for path in files),
+            "gzip_bytes": sum(len(gzip.compress(path.read_bytes(), 6)) for path in files), "largest_page": str(largest.relative_to(folder)),
             "largest_bytes": largest.stat().st_size}
 
 

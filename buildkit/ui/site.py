@@ -19,9 +19,10 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from buildkit.adapters.safe_files import OwnedFolder, TreeUpdate, update_tree
+from buildkit.core.site.chooser import backend_label
 from buildkit.core.site.model import Site
 from buildkit.errors import printable
-from buildkit.ui.views import human_size
+from buildkit.ui.views import human_size, plain_yaml
 
 MANIFEST = ".buildkit-site.json"
 STATIC = ("site.css", "chooser.js")
@@ -38,18 +39,11 @@ def short_digest(digest: str) -> str:
     return shown(f"{algorithm}:{value[:12]}" if value else digest or "—", 40)
 
 
-def as_yaml(value: Any) -> str:
-    import yaml
-
-    # lists and maps of plain values on one line ({key: amd.com/gpu, operator: Exists}), as people write them
-    return yaml.safe_dump(value, sort_keys=False, default_flow_style=None, width=100).rstrip()
-
-
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("buildkit.ui", "site"), autoescape=True, undefined=StrictUndefined, extensions=["jinja2.ext.do"],
                       trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(shown=shown, size=human_size, digest=short_digest, yaml=as_yaml)
+    env.filters.update(shown=shown, size=human_size, digest=short_digest, backend=backend_label, yaml=lambda value: plain_yaml(value, flow=True).rstrip())
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}  # tojson, the chooser's data: compact
     return env
 

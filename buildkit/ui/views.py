@@ -368,13 +368,27 @@ def show_doctor(console: Console, report: DoctorReport) -> None:
 def kube_yaml(manifests: Manifests) -> str:
     """One YAML document per object, for `kubectl apply -f -`; a value used twice is written twice (no YAML
     anchors: people read and edit these)."""
+    return "".join("---\n" + plain_yaml(item) for item in manifests.objects)
+
+
+def plain_yaml(value: object, flow: bool = False) -> str:
+    """YAML as people write it: keys in their order, a value used twice written twice (no anchors); `flow` writes
+    lists of plain values and maps of those on one line ({key: kubernetes.io/arch, operator: In, values: [amd64]})."""
     import yaml
 
     class Dumper(yaml.SafeDumper):
         def ignore_aliases(self, data: object) -> bool:
             return True
 
-    return "".join("---\n" + yaml.dump(item, Dumper=Dumper, sort_keys=False, default_flow_style=False) for item in manifests.objects)
+    def leaf(item: object) -> bool:
+        return not isinstance(item, (dict, list)) or (isinstance(item, list) and all(not isinstance(x, (dict, list)) for x in item))
+
+    def mapping(dumper: yaml.SafeDumper, data: dict) -> yaml.Node:
+        return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=all(leaf(item) for item in data.values()))
+
+    if flow:
+        Dumper.add_representer(dict, mapping)
+    return yaml.dump(value, Dumper=Dumper, sort_keys=False, default_flow_style=None if flow else False, width=100)
 
 
 def kube_json(manifests: Manifests) -> str:

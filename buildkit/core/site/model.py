@@ -30,7 +30,7 @@ from buildkit.core.vendors import VENDORS, of_vendor
 
 MATRIX_PER_PAGE = 300  # images in one page of the pair matrix (the default matrix's 132 fit on the index)
 PACKAGES_SHOWN = 1500  # packages listed on an image page; its SBOM has them all
-SHARERS_SHOWN = 4  # images named beside a layer they share; the rest counted
+SHARERS_SHOWN = 2  # images named beside a layer they share; the rest counted
 # A layer this small (the empty layer every image has, a step that wrote a few files) costs a node nothing worth
 # naming the images that share it.
 SHARED_LAYER_MIN = 32 * 1024
@@ -195,7 +195,7 @@ def _pull_chart(target: Target, evidence: Evidence, twins: Sequence[tuple[Target
     held = [(twin, found) for twin, found in twins if found.layers and found.layers_compressed == evidence.layers_compressed]
     if held:
         cheapest = min(held, key=lambda pair: _fetched(evidence.layers, pair[1].layers))
-        items.append(Item(f"holding its twin, {of_vendor(cheapest[0].vendor).backend_label(cheapest[0].backend_version)}",
+        items.append(Item(f"holding its twin, {backend_label(cheapest[0])}",
                           _fetched(evidence.layers, cheapest[1].layers), kind))
     if previous is not None and previous.layers and previous.layers_compressed == evidence.layers_compressed:
         items.append(Item("holding yesterday's nightly", _fetched(evidence.layers, previous.layers), kind))
