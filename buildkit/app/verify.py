@@ -195,8 +195,8 @@ def verify_image(image: str, trust: Trust | None, tested_arch: str | None = None
     registry, cosign = _clients(reference, access)
     pinned = _pinned(registry, reference)
     digest = pinned.partition("@")[2]
-    image = registry.image(reference.repository, digest)
-    identity = ImageIdentity.read(image.labels if image else None)
+    held = registry.image(reference.repository, digest)
+    identity = ImageIdentity.read(held.labels if held else None)
 
     def attached(predicate_type: str, name: str) -> Attestations:
         if trust is None:
@@ -222,8 +222,8 @@ def verify_image(image: str, trust: Trust | None, tested_arch: str | None = None
         else:
             facts.append(Fact("gpu test", False, f"no passing test on {scope}: " + "; ".join(dict.fromkeys(reasons))))
     return Verification(pinned, identity, tuple(facts), tuple(passing), provenance, verified=trust is not None,
-                        created=image.labels.get(CREATED, "") if image else "",
-                        layers=pushed_layers(image.manifest, image.config) if image else ())
+                        created=held.labels.get(CREATED, "") if held else "",
+                        layers=pushed_layers(held.manifest, held.config) if held else ())
 
 
 def published_facts(image: str, trust: Trust | None = None, access: RegistryAccess = RegistryAccess()) -> tuple[Verification | None, str]:

@@ -185,7 +185,7 @@ def test_hostile_documents_render_escaped(cli, tmp_path):
         parsed.feed(html)
         assert set(parsed.tags) <= {"html", "head", "meta", "title", "link", "body", "header", "a", "span", "code", "main", "h1", "h2",
                                     "h3", "p", "dl", "dt", "dd", "section", "pre", "details", "summary", "table", "thead", "tbody", "tr", "th",
-                                    "td", "div", "ul", "li", "strong", "del", "ins", "footer", "figure", "svg", "title", "desc", "text", "g",
+                                    "td", "div", "ul", "li", "strong", "del", "ins", "footer", "figure", "svg", "desc", "text", "g",
                                     "rect", "figcaption", "form", "label", "select", "option", "optgroup", "noscript", "script"}, path
         assert parsed.tags.count("script") <= 2, path  # the index's data block and chooser.js, nothing else
     first = page_text(out / "images" / f"{items[0].target.id}.html")

@@ -52,7 +52,7 @@ def test_the_chooser_names_run_prints_image_and_logs_nothing(site, cli, tmp_path
         for gpu, image in expected.items():
             assert browser.choose(driver, gpu, "2.14.1", "3.12") == image
             answer = driver.find_element("id", "answer").text
-            assert f"docker run --rm -it" in answer and image in answer
+            assert "docker run --rm -it" in answer and image in answer
             twin = "CUDA" if "rocm" in image else "ROCm"
             assert f"Not its {twin} twin:" in answer and "run on the CPU" in answer
         browser.screenshot(driver, "site-unit-chooser.png")

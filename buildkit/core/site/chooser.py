@@ -26,7 +26,7 @@ from buildkit.core.shell import Expansion, command_line
 from buildkit.core.vendors import NVIDIA, VENDORS, of_vendor
 
 RUNTIME = "runtime"  # the flavor routing picks
-# The torch releases the chooser offers, newest first: its answers grow with releases × Pythons × GPU archs, and
+# The torch releases the chooser offers, newest first: its answers grow with releases times Pythons times GPU archs, and
 # the index page must stay small however long a matrix's history; older releases are in the pair matrix.
 CHOOSER_RELEASES = 12
 # The model AMD host's render group: a host's own gid differs between distributions, so the page prints the
@@ -158,48 +158,60 @@ def chooser(targets: Sequence[Target], compat: Compat, pages: Mapping[str, str],
     """Every decision for the GPUs of the data, the CHOOSER_RELEASES newest torch releases with a runtime image,
     and their Pythons. `pages` maps a target id to its page (the chosen image's link), `facts` to what the page
     shows beside it (its smoke and GPU tests, its size)."""
-    runtime = [t for t in targets if t.flavor == RUNTIME]
     by_torch: dict[str, list[Target]] = {}
-    for target in runtime:
-        by_torch.setdefault(target.torch, []).append(target)
+    for target in targets:
+        if target.flavor == RUNTIME:
+            by_torch.setdefault(target.torch, []).append(target)
     torches = tuple(sorted(by_torch, key=Version, reverse=True))[:CHOOSER_RELEASES]
     pythons = {torch: tuple(sorted({t.python for t in by_torch[torch]}, key=Version, reverse=True)) for torch in torches}
-    gpus = gpu_models(compat)
-    by_pair: dict[str, list[Target]] = {}
-    for target in targets:
-        if target.pair:
-            by_pair.setdefault(target.pair, []).append(target)
-    texts = _Texts()
-    images: dict[str, int] = {}
-    image_data: list[dict] = []
-    lines: dict[str, dict[str, str]] = {}
-    decisions: dict[str, int] = {}
-    rows: dict[str, int] = {}  # GPUs of several archs are often answered alike: each row of answers once
     combos = [(torch, python) for torch in torches for python in pythons[torch]]
-    for gpu in {gpu.key: gpu for gpu in gpus}.values():
-        answers: list[list] = []
-        for torch, python in combos:
-            decision, host = decide(gpu, by_torch[torch], compat, python)
-            notes = [texts.finding(finding) for finding in decision.findings]
-            target = decision.target
-            if target is not None and target.id not in images:
-                twins = [t for t in by_pair.get(target.pair or "", ()) if t.vendor != target.vendor]
-                images[target.id] = len(image_data)
-                image_data.append({"id": target.id, "page": pages.get(target.id, ""), "ref": command_line(target.tags[0]),
-                                   "vendor": target.vendor, "backend": backend_label(target),
-                                   "cpu": texts.finding(cpu_finding(host, compat, target, twins[0])) if twins else [],
-                                   **(facts or {}).get(target.id, {})})
-                if target.vendor not in lines:
-                    podman = model_host(gpu, compat, PODMAN)
-                    lines[target.vendor] = {"docker": run_prefix("docker", target.vendor, host),
-                                            "podman": run_prefix("podman", target.vendor, podman),
-                                            "resource": of_vendor(target.vendor).k8s_resource}
-            answers.append([images[target.id] if target else -1, notes])
-        decisions[gpu.key] = rows.setdefault(json.dumps(answers), len(rows))
+    answers = _Answers(targets, compat, pages, facts or {})
+    rows: dict[str, int] = {}  # GPUs of several archs are often answered alike: each row of answers once
+    decisions = {}
+    models = gpu_models(compat)
+    for gpu in {gpu.key: gpu for gpu in models}.values():
+        row = [answers.answer(gpu, by_torch[torch], python) for torch, python in combos]
+        decisions[gpu.key] = rows.setdefault(json.dumps(row), len(rows))
     # rows[decisions[gpu key]][i] answers combos[i]: [image index or -1, [[text index, fix index], ...]]
-    data = {"images": image_data, "lines": lines, "texts": list(texts.items), "decisions": decisions, "rows": [json.loads(row) for row in rows],
-            "combos": [f"{torch}|{python}" for torch, python in combos], "pythons": {torch: list(versions) for torch, versions in pythons.items()}}
-    return Chooser(gpus, torches, pythons, data)
+    data = {"images": answers.images, "lines": answers.lines, "texts": list(answers.texts.items), "decisions": decisions,
+            "rows": [json.loads(row) for row in rows], "combos": [f"{torch}|{python}" for torch, python in combos],
+            "pythons": {torch: list(versions) for torch, versions in pythons.items()}}
+    return Chooser(models, torches, pythons, data)
+
+
+class _Answers:
+    """The chooser's answers, and each image, text and vendor's run lines they name once."""
+
+    def __init__(self, targets: Sequence[Target], compat: Compat, pages: Mapping[str, str], facts: Mapping[str, Mapping]):
+        self.compat, self.pages, self.facts = compat, pages, facts
+        self.by_pair: dict[str, list[Target]] = {}
+        for target in targets:
+            if target.pair:
+                self.by_pair.setdefault(target.pair, []).append(target)
+        self.texts = _Texts()
+        self.indexes: dict[str, int] = {}
+        self.images: list[dict] = []
+        self.lines: dict[str, dict[str, str]] = {}
+
+    def answer(self, gpu: GpuModel, targets: Sequence[Target], python: str) -> list:
+        decision, host = decide(gpu, targets, self.compat, python)
+        notes = [self.texts.finding(finding) for finding in decision.findings]
+        return [-1 if decision.target is None else self._image(decision.target, gpu, host), notes]
+
+    def _image(self, target: Target, gpu: GpuModel, host: HostFacts) -> int:
+        if target.id in self.indexes:
+            return self.indexes[target.id]
+        twins = [t for t in self.by_pair.get(target.pair or "", ()) if t.vendor != target.vendor]
+        self.indexes[target.id] = len(self.images)
+        self.images.append({"id": target.id, "page": self.pages.get(target.id, ""), "ref": command_line(target.tags[0]),
+                            "vendor": target.vendor, "backend": backend_label(target),
+                            "cpu": self.texts.finding(cpu_finding(host, self.compat, target, twins[0])) if twins else [],
+                            **self.facts.get(target.id, {})})
+        if target.vendor not in self.lines:
+            self.lines[target.vendor] = {"docker": run_prefix("docker", target.vendor, host),
+                                         "podman": run_prefix("podman", target.vendor, model_host(gpu, self.compat, PODMAN)),
+                                         "resource": of_vendor(target.vendor).k8s_resource}
+        return self.indexes[target.id]
 
 
 def on_other_vendor(target: Target, twins: Sequence[Target], gpus: Sequence[GpuModel], compat: Compat) -> Finding | None:

@@ -149,8 +149,11 @@ def _layers(reader: _Reader, document: Mapping[str, Any], path: str) -> tuple[Bu
     sizes = reader.objects(document, "layer_sizes", path)
     if len(digests) != len(sizes):
         return ()
-    return tuple(BuiltLayer(digest, reader.count(size, "bytes", f"{path}layer_sizes[{index}].") or 0, reader.text(size, "layer", f"{path}layer_sizes[{index}]."))
-                 for index, (digest, size) in enumerate(zip(digests, sizes)))
+    layers = []
+    for index, (digest, size) in enumerate(zip(digests, sizes)):
+        where = f"{path}layer_sizes[{index}]."
+        layers.append(BuiltLayer(digest, reader.count(size, "bytes", where) or 0, reader.text(size, "layer", where)))
+    return tuple(layers)
 
 
 def _built(reader: _Reader, target: Mapping[str, Any], path: str) -> Evidence:

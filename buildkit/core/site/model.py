@@ -322,7 +322,7 @@ def build_site(planned: Sequence[PlannedImage], compat: Compat, today: Mapping[s
             packages_left_out=len(evidence.packages) - len(packages),
         ))
     outside = sorted(set(today) - known)
-    notes = ()
+    notes: tuple[str, ...] = ()
     if outside:
         notes = (f"{len(outside)} image(s) of the documents are not targets of this matrix and are left out: "
                  f"{', '.join(outside[:3])}{' …' if len(outside) > 3 else ''}",)
