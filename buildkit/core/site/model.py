@@ -23,10 +23,22 @@ from buildkit.core.render import PlannedImage
 from buildkit.core.sbom import Package
 from buildkit.core.shell import command_line
 from buildkit.core.site.charts import BarChart, Item, bar_chart
-from buildkit.core.site.chooser import PODMAN, RUNTIME, Chooser, backend_label, chooser, gpu_models, model_host, on_other_vendor, run_prefix
+from buildkit.core.site.chooser import (
+    PODMAN,
+    RUNTIME,
+    Chooser,
+    GpuModel,
+    backend_label,
+    chooser,
+    gpu_models,
+    model_host,
+    on_other_vendor,
+    run_prefix,
+)
 from buildkit.core.site.diff import PackageDiff, package_diff
 from buildkit.core.site.evidence import Evidence
 from buildkit.core.vendors import VENDORS, of_vendor
+from buildkit.errors import printable
 
 MATRIX_PER_PAGE = 300  # images in one page of the pair matrix (the default matrix's 132 fit on the index)
 PACKAGES_SHOWN = 1500  # packages listed on an image page; its SBOM has them all
@@ -281,15 +293,23 @@ def _hand_written() -> BarChart:
     return chart
 
 
-def build_site(planned: Sequence[PlannedImage], compat: Compat, today: Mapping[str, Evidence], previous: Mapping[str, Evidence],
-               generated: str) -> Site:
-    """The site for the planned targets, tonight's documents (`today`, by target) and the previous nightly's."""
-    targets = [item.target for item in planned]
-    known = {target.id for target in targets}
-    by_pair: dict[str, list[Target]] = {}
-    for target in targets:
-        if target.pair:
-            by_pair.setdefault(target.pair, []).append(target)
+@dataclass(frozen=True)
+class _Context:
+    """What every image page is made with: the matrix's compatibility data, the documents of both nights, the
+    images that hold each layer, and each vendor's run lines up to the image (run --print's)."""
+
+    compat: Compat
+    today: Mapping[str, Evidence]
+    previous: Mapping[str, Evidence]
+    gpus: tuple[GpuModel, ...]
+    holders: Mapping[str, list[str]]  # layer digest -> the targets whose layers hold it
+    lines: Mapping[str, tuple[str, str]]  # vendor -> docker and podman lines without the image
+
+    def evidence(self, target: Target) -> Evidence:
+        return self.today.get(target.id, Evidence(target.id))
+
+
+def _context(targets: Sequence[Target], compat: Compat, today: Mapping[str, Evidence], previous: Mapping[str, Evidence]) -> _Context:
     holders: dict[str, list[str]] = {}
     for target in targets:
         for layer in today.get(target.id, Evidence(target.id)).layers:
@@ -298,34 +318,49 @@ def build_site(planned: Sequence[PlannedImage], compat: Compat, today: Mapping[s
     lines = {}
     for vendor in VENDORS:
         model = next((gpu for gpu in gpus if gpu.vendor == vendor.name), None)
-        if model is not None:
+        if model is not None:  # the flags depend on the vendor only, not on which of its GPUs
             lines[vendor.name] = (run_prefix("docker", vendor.name, model_host(model, compat)),
                                   run_prefix("podman", vendor.name, model_host(model, compat, PODMAN)))
-    images = []
-    for item in planned:
-        target = item.target
-        evidence = today.get(target.id, Evidence(target.id))
-        twins = tuple(t for t in by_pair.get(target.pair or "", ()) if t.vendor != target.vendor)
-        before = previous.get(target.id)
-        floating, moved = _floating(target, evidence)
-        packages = evidence.packages[:PACKAGES_SHOWN]
-        docker, podman = lines.get(target.vendor, ("docker run --rm -it", "podman run --rm -it"))
-        reference = command_line(target.tags[0])
-        images.append(ImagePage(
-            target=target, fingerprint=item.fingerprint, path=image_path(target), evidence=evidence,
-            smoke=smoke_verdict(evidence), gpu_test=gpu_verdict(evidence), floating=floating, floating_moved=moved, twins=twins,
-            other_vendor=on_other_vendor(target, twins, gpus, compat), docker=f"{docker} {reference}", podman=f"{podman} {reference}",
-            kube=_kube(target, compat) if target.flavor == RUNTIME else {}, layers=_layer_rows(target, evidence, holders, twins),
-            pull=_pull_chart(target, evidence, [(twin, today.get(twin.id, Evidence(twin.id))) for twin in twins], before),
-            previous=before, diff=package_diff(before.packages, evidence.packages) if before and before.packages and evidence.packages else None,
-            python_packages=tuple(p for p in packages if p.ecosystem == "pypi"), os_packages=tuple(p for p in packages if p.ecosystem == "deb"),
-            packages_left_out=len(evidence.packages) - len(packages),
-        ))
-    outside = sorted(set(today) - known)
+    return _Context(compat, today, previous, gpus, holders, lines)
+
+
+def _image_page(item: PlannedImage, twins: tuple[Target, ...], context: _Context) -> ImagePage:
+    target = item.target
+    evidence = context.evidence(target)
+    before = context.previous.get(target.id)
+    floating, moved = _floating(target, evidence)
+    packages = evidence.packages[:PACKAGES_SHOWN]
+    docker, podman = context.lines.get(target.vendor, ("docker run --rm -it", "podman run --rm -it"))
+    reference = command_line(target.tags[0])
+    return ImagePage(
+        target=target, fingerprint=item.fingerprint, path=image_path(target), evidence=evidence,
+        smoke=smoke_verdict(evidence), gpu_test=gpu_verdict(evidence), floating=floating, floating_moved=moved, twins=twins,
+        other_vendor=on_other_vendor(target, twins, context.gpus, context.compat), docker=f"{docker} {reference}",
+        podman=f"{podman} {reference}", kube=_kube(target, context.compat) if target.flavor == RUNTIME else {},
+        layers=_layer_rows(target, evidence, context.holders, twins),
+        pull=_pull_chart(target, evidence, [(twin, context.evidence(twin)) for twin in twins], before), previous=before,
+        diff=package_diff(before.packages, evidence.packages) if before and before.packages and evidence.packages else None,
+        python_packages=tuple(p for p in packages if p.ecosystem == "pypi"), os_packages=tuple(p for p in packages if p.ecosystem == "deb"),
+        packages_left_out=len(evidence.packages) - len(packages),
+    )
+
+
+def build_site(planned: Sequence[PlannedImage], compat: Compat, today: Mapping[str, Evidence], previous: Mapping[str, Evidence],
+               generated: str) -> Site:
+    """The site for the planned targets, tonight's documents (`today`, by target) and the previous nightly's."""
+    targets = [item.target for item in planned]
+    by_pair: dict[str, list[Target]] = {}
+    for target in targets:
+        if target.pair:
+            by_pair.setdefault(target.pair, []).append(target)
+    context = _context(targets, compat, today, previous)
+    images = [_image_page(item, tuple(t for t in by_pair.get(item.target.pair or "", ()) if t.vendor != item.target.vendor), context)
+              for item in planned]
+    outside = sorted(set(today) - {target.id for target in targets})
     notes: tuple[str, ...] = ()
-    if outside:
+    if outside:  # ids from documents: shown as text, whatever they hold
         notes = (f"{len(outside)} image(s) of the documents are not targets of this matrix and are left out: "
-                 f"{', '.join(outside[:3])}{' …' if len(outside) > 3 else ''}",)
+                 f"{', '.join(printable(name, 80) for name in outside[:3])}{' …' if len(outside) > 3 else ''}",)
     counts = Counts(
         images=len(images), pairs=len(by_pair), reported=sum(1 for page in images if page.target.id in today),
         smoke_passed=sum(1 for page in images if page.smoke.state == "passed"),
