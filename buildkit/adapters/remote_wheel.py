@@ -99,15 +99,19 @@ def read_members(reader: WheelIndex, url: str, wanted: Callable[[str], bool], bu
         raise WheelIndexError(Problem(reader.shown, f"{remote.name} is not a readable wheel: {error}")) from None
 
 
-def extract_member(reader: WheelIndex, url: str, member: str, folder: Path) -> Path | None:
+def extract_member(reader: WheelIndex, url: str, member: str, folder: Path, max_size: int | None = None) -> Path | None:
     """One member of a remote wheel copied into `folder` (its whole compressed size is read); None when the
-    wheel has no such member."""
+    wheel has no such member. `max_size`: the most bytes the member may hold unpacked (a larger one is an error)."""
     remote = RangeFile(reader, url, budget=1 << 40)
     try:
         with zipfile.ZipFile(remote) as wheel:
             names = set(wheel.namelist())
             if member not in names:
                 return None
+            size = wheel.getinfo(member).file_size
+            if max_size is not None and size > max_size:
+                raise WheelIndexError(Problem(reader.shown, f"{remote.name}: {member} says it holds {size} bytes, more than the "
+                                                            f"{max_size} a torch wheel's does; is it a wheel?"))
             target = Path(tempfile.mkstemp(dir=folder, suffix=".so")[1])
             with wheel.open(member) as source, open(target, "wb") as copy:
                 shutil.copyfileobj(source, copy, 8 << 20)

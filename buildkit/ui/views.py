@@ -271,7 +271,9 @@ def gpu_json(host: HostFacts) -> dict:
     nodes = [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None]
     engine = host.engine
     return {
-        "gpus": [{"vendor": g.vendor, "pci": g.pci, "device_id": g.device_id, "name": g.name, "arch": g.arch} for g in host.gpus],
+        # an AMD GPU's sub-family and family in AMD's hierarchy (rocm-bootstrap's), as rocm-bootstrap-detect --hierarchy prints them
+        "gpus": [{"vendor": g.vendor, "pci": g.pci, "device_id": g.device_id, "name": g.name, "arch": g.arch,
+                  **({"sub_family": g.bundles[0], "family": g.bundles[1]} if len(g.bundles) == 2 else {})} for g in host.gpus],
         "drivers": {"nvidia": host.nvidia_driver or None, "amdgpu": host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else None)},
         "device_nodes": [{"path": n.path, "group": n.group, "gid": n.gid, "accessible": n.accessible} for n in nodes],
         "cdi_specs": [{"path": s.path, "kind": s.kind, "gpus": len(s.gpu_devices), "missing_nodes": list(s.missing_nodes)}
@@ -279,6 +281,7 @@ def gpu_json(host: HostFacts) -> dict:
         "engine": None if engine is None else {"kind": engine.kind, "version": engine.version, "rootless": engine.rootless,
                                                "cdi": engine.takes_cdi},
         "notes": list(host.notes),
+        "environment": dict(host.environment),
     }
 
 
@@ -327,7 +330,7 @@ def show_detection(console: Console, detection: Detection) -> None:
             say(console, f"buildkit run starts {routing.cpu_target.tags[0]} here, on the CPU")
         return
     console.print(table("GPUs", ("pci", "vendor", "model", "arch"),
-                        ((gpu.pci, gpu.vendor, gpu.name, gpu.arch or "?") for gpu in host.gpus)))
+                        ((gpu.pci, gpu.vendor, gpu.name, gpu.arch_described or "?") for gpu in host.gpus)))
     amdgpu = host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else "-")
     say(console, f"drivers: nvidia {host.nvidia_driver or '-'}, amdgpu {amdgpu}")
     for node in gpu_json(host)["device_nodes"]:

@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from buildkit import cli as buildkit_cli
+from buildkit.cli import options as cli_options
+from buildkit.cli import targets as target_commands
 from testkit import hosts
+from testkit.bounds import hang_guard
 
 REPO = Path(__file__).resolve().parents[2]
 NO_ENGINE = "unix:///nonexistent/buildkit-test/docker.sock"
@@ -127,7 +130,6 @@ def test_a_silent_engine_fails_within_the_connect_timeout(cli, monkeypatch):
     """An address that accepts and never answers (a stopped VM, a wrong DOCKER_HOST) is given up on in
     CONNECT_TIMEOUT seconds, not after the 300 s an image operation may take."""
     import socket
-    import time
 
     from buildkit.adapters import engine
 
@@ -136,10 +138,8 @@ def test_a_silent_engine_fails_within_the_connect_timeout(cli, monkeypatch):
         silent.bind(("127.0.0.1", 0))
         silent.listen(4)
         monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{silent.getsockname()[1]}")
-        started = time.monotonic()
-        result = cli("test", CUDA_IMAGE)
-        waited = time.monotonic() - started
-    assert result.code == 1 and "no answer within 1 s" in result.err and waited < 10
+        result = hang_guard(lambda: cli("test", CUDA_IMAGE), "buildkit test against a silent engine")
+    assert result.code == 1 and "no answer within 1 s" in result.err  # the connect timeout's message, not a later one
 
 
 @pytest.mark.parametrize("words", [("plan", "--debug"), ("--debug", "plan"), ("matrix", "validate", "--debug"),
@@ -153,7 +153,7 @@ def test_debug_after_the_command_shows_the_traceback_of_an_internal_error(cli, m
     def broken(*_args, **_kwargs):
         raise RuntimeError("planted bug")
 
-    monkeypatch.setattr(buildkit_cli, "select_targets", broken)
+    monkeypatch.setattr(target_commands, "select_targets", broken)
     quiet = cli("plan")
     assert quiet.code == 1 and "internal error" in quiet.err and "planted bug" in quiet.err
     with pytest.raises(RuntimeError, match="planted bug"):
@@ -166,7 +166,7 @@ def test_the_readme_table_is_the_codes_the_cli_returns():
     table = table[: table.index("\n\n", table.index("| code |"))]
     documented = {int(code) for code in re.findall(r"^\| (\d+) \|", table, flags=re.M)}
     user_error = 2  # UserError.exit_code, and argparse's for a usage error
-    returned = {value for name, value in vars(buildkit_cli).items() if name.startswith("EXIT_")} | {user_error}
+    returned = {value for name, value in vars(cli_options).items() if name.startswith("EXIT_")} | {user_error}
     assert documented == returned
 
 

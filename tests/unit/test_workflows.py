@@ -72,6 +72,13 @@ def test_nightly_workflow_shape():
     assert "buildkit verify" in pages and "--certificate-identity" in pages and "buildkit sbom" in pages
     assert jobs["pages"]["permissions"] == {"contents": "read", "packages": "read", "pages": "write", "id-token": "write"}
     assert any(step.get("uses", "").startswith("actions/deploy-pages@") for step in jobs["pages"]["steps"])
+    # a second, evening schedule runs the compat job alone: a release published in the (UTC) afternoon becomes its
+    # pull request the same day; nothing is built or tagged on that run
+    crons = [entry["cron"] for entry in document["on"]["schedule"]]
+    evening = next(cron for cron in crons if int(cron.split()[1]) >= 16)
+    assert len(crons) == 2 and "if" not in jobs["compat"]
+    for name in ("plan", "tags", "pages"):
+        assert f"github.event.schedule != '{evening}'" in jobs[name]["if"], name
 
 
 def _steps():
