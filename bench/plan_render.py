@@ -1,7 +1,8 @@
 """Planning at scale: `matrix validate` (goal: 100,000 targets under 5 s) and `plan --format json` (under 10 s)
 through the CLI, and plan + render in-process (10,000 targets under 1 s), each at 10,000 and 100,000 targets with
-the peak memory of its process (growing linearly), and validation errors at scale (reporting must be linear in
-the number of problems).
+the peak memory of its process (growing linearly), validation errors at scale (reporting must be linear in
+the number of problems), and the default matrix with 40,000 distinct exclude globs on target ids (under 10 s;
+tests/unit/test_matrix_scale.py proves each rule's work is the same at any count, by counting calls).
 
 Run: python -m bench.plan_render [--repeat 3]
 
@@ -84,6 +85,16 @@ sys.exit(code)
 """
 
 
+def write_rules_matrix(folder: Path, rules: int) -> Path:
+    """The default matrix with `rules` distinct exclude globs on target ids that match nothing (each glob is
+    tried on every target id: the costliest shape of rule)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    globs = ",\n".join(f'  {{ id = "*-py3.1{index % 10}-x{index}*" }}' for index in range(rules))
+    path = folder / "matrix.toml"
+    path.write_text(f'extends = "default"\nexclude = [\n{globs}\n]\n')
+    return path
+
+
 def measured(output: Path, *arguments: str, one_core: bool = False) -> dict:
     """Wall time (the process's start included, as a user waits for it) and peak memory of one process; its
     stdout goes to a file. `one_core`: the process may run on one CPU only, so validate and plan do not split
@@ -158,6 +169,7 @@ def main() -> None:
         ten = write_matrix(folder / "10k", 10_000)
         hundred = write_matrix(folder / "100k", 100_000)
         errors = {n: write_matrix(folder / f"errors{n}", 1_000, bad_pythons=n) for n in (1_000, 4_000)}
+        rules = write_rules_matrix(folder / "rules", 40_000)
         out = folder / "stdout"
         stolen = steal_seconds()
         results = {
@@ -173,6 +185,7 @@ def main() -> None:
             "plan json 100,000 (one core)": measured(out, "plan", "--format", "json", "--matrix", str(hundred), one_core=True),
             "validate with 1,000 problems": measured(out, "matrix", "validate", "--matrix", str(errors[1_000])),
             "validate with 4,000 problems": measured(out, "matrix", "validate", "--matrix", str(errors[4_000])),
+            "validate with 40,000 exclude globs": measured(out, "matrix", "validate", "--matrix", str(rules)),
             "reference loop s (after)": reference_loop(),
         }
         after = steal_seconds()

@@ -36,6 +36,42 @@ TORCH_2_15_CUDA_PINS = (
 TORCH_COMMON = ("filelock", "typing-extensions>=4.13.0", "setuptools>=77.0.3", "sympy>=1.13.3", "networkx>=2.5.1", "jinja2", "fsspec>=0.8.5",
                 'optree>=0.13.0; extra == "optree"')
 ROCM_THIN_PINS = ("rocm[device-all,libraries]=={version}.*",)  # torch +rocm7.14 on PyTorch's index (pytorch/pytorch #193979)
+# Copies of the tables in PyPI's wheels (torch/cuda/__init__.py, read by byte ranges on 2026-12-06), with the
+# lines around them: torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl and torch-2.11.0-cp312-... (the same in
+# their aarch64 wheels).
+TABLE_2_13 = '''
+# TORCH_CUDA_ARCH_LIST for PyTorch releases
+PYTORCH_RELEASES_CODE_CC: dict[str, dict[str, set[int]]] = {
+    "12.6": {
+        "x86_64": {50, 60, 70, 75, 80, 86, 90},
+        "aarch64": {80, 90},
+    },
+    "12.9": {
+        "x86_64": {75, 80, 86, 90, 100, 120},
+        "aarch64": {80, 90, 100, 120},
+    },
+    "13.0": {
+        "x86_64": {75, 80, 86, 90, 100, 120},
+        "aarch64": {80, 90, 100, 110, 120},
+    },
+    "13.2": {
+        "x86_64": {75, 80, 86, 90, 100, 120},
+        "aarch64": {80, 90, 100, 110, 120},
+    },
+}
+
+
+def _host_arch_key() -> str:
+    machine = platform.machine().lower()
+'''
+TABLE_2_11 = '''
+# TORCH_CUDA_ARCH_LIST for PyTorch releases
+PYTORCH_RELEASES_CODE_CC: dict[str, set[int]] = {
+    "12.6": {50, 60, 70, 80, 86, 90},
+    "12.8": {70, 80, 86, 90, 100, 120},
+    "13.0": {75, 80, 86, 90, 100, 110, 120},
+}
+'''
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 

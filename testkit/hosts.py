@@ -54,7 +54,7 @@ def amd_host(root: Path, gpus: list[tuple[str, str, str, int]], kfd: bool = True
     return root
 
 
-def nvidia_host(root: Path, gpus: list[tuple[str, str]], driver: str = "580.95.05") -> Path:
+def nvidia_host(root: Path, gpus: list[tuple[str, str]], driver: str = "580.126.20") -> Path:
     """gpus: (pci address, device id)."""
     _base(root)
     for index, (address, device) in enumerate(gpus):
@@ -82,7 +82,7 @@ def rx7800xt(root: Path) -> Path:
     return amd_host(root, [("0000:03:00.0", "0x747e", "0x030000", 110001)])
 
 
-def h100(root: Path, driver: str = "580.95.05") -> Path:
+def h100(root: Path, driver: str = "580.126.20") -> Path:
     return nvidia_host(root, [("0000:17:00.0", "0x2330")], driver)
 
 
@@ -106,8 +106,14 @@ def rdna3_laptop(root: Path) -> Path:
     return amd_host(root, [("0000:c4:00.0", "0x15bf", "0x030000", 110003)])
 
 
-def v100(root: Path, driver: str = "580.95.05") -> Path:
+def v100(root: Path, driver: str = "580.126.20") -> Path:
     return nvidia_host(root, [("0000:3b:00.0", "0x1db4")], driver)
+
+
+def with_environment(root: Path, **variables: str) -> Path:
+    """The host's /etc/environment (what pam_env sets for every login), with these variables."""
+    _write(root / "etc/environment", "".join(f'{name}="{value}"\n' for name, value in variables.items()))
+    return root
 
 
 def nvidia_cdi_spec(root: Path, gpus: int, name: str = "etc/cdi/nvidia.yaml") -> Path:

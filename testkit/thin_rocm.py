@@ -11,6 +11,11 @@ They mirror the real metadata, not the real bytes:
 - AMD's multi-arch index (layout "amd-multi-arch", ROCm/TheRock #4946, ultralytics #24137): torch is host code
   and requires rocm[libraries]; its extra `device-<gfx>` adds amd-torch-device-<gfx> (torch's kernels for that
   ISA), which requires rocm-sdk-device-<gfx>; `device-all` adds every one.
+- AMD's next index for ROCm 10 (layout "amd-whl-next", amd_layout_index below), or any layout of the data whose
+  extras are torch's: built from the layout's own description, so its device packages are cut at the levels it
+  names, named by rocm-bootstrap (amd-torch-device-gfx1151 and -gfx115x for torch[device-gfx1151]), and
+  torchvision carries the companion device packages it names (torchvision[device-gfx1151] adds
+  amd-torchvision-device-gfx1151; hipEngine docs/THEROCK.md saw exactly these installed from whl-next).
 
 Sizes follow the sources' proportions, scaled down by SCALE: torch 1.4 GB on PyTorch's index (its own kernels
 for every arch) and 431 MB of host code on AMD's, rocm-sdk-core 294 MB (TheRock #3046), device packages from
@@ -26,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildkit.adapters.bundled import shipped_compat
+from buildkit.core.amd_targets import AmdTargets
+from buildkit.core.compat import RocmLayout
 from testkit.wheels import TORCH_DOUBLE, VERSION_DOUBLE, build_wheel, companion_double
 
 ROCM = "7.14"
@@ -41,6 +48,12 @@ DEFAULT_DEVICE_MB = 270  # RDNA3/3.5/4 and gfx1250
 HOST_MB = {"rocm-sdk-core": 294, "rocm-sdk-libraries": 250}
 TORCH_MB = {"pytorch": 1400, "amd-multi-arch": 431}
 AMD_TORCH_DEVICE_MB = 150  # amd-torch-device-<gfx>: torch's own kernels for one ISA
+AMD_VISION_DEVICE_MB = 30  # amd-torchvision-device-<gfx>: torchvision's kernels (nms, roi_align...) for one ISA (an estimate)
+# torchvision's extension module: the probe asks it whether the compiled ops load (torchvision/extension.py's _has_ops)
+VISION_EXTENSION_DOUBLE = '''"""TEST DOUBLE of torchvision.extension: its ops library loads (there is no GPU to run them on)."""
+def _has_ops():
+    return True
+'''
 
 ROCM_CUDA_DOUBLE = '''"""TEST DOUBLE of torch.cuda for a thin ROCm torch: no GPU; torch's own kernels cover every arch of its
 build (the device packages carry the ROCm libraries' code)."""
@@ -123,3 +136,56 @@ def thin_rocm_index(folder: Path, layout: str, torch_archs: tuple[str, ...], dev
     extra_lines = [f'{requirement}; extra == "{extra}"' for extra, wanted in extras.items() for requirement in wanted]
     wheels.append(build_wheel(folder, "torch", version, files, requires=requires + extra_lines, provides_extras=list(extras)))
     return ThinIndex(layout, wheels, torch_archs, device_archs)
+
+
+def amd_layout_index(folder: Path, layout: RocmLayout, amd: AmdTargets, rocm: str, torch: str, torch_archs: tuple[str, ...],
+                     device_archs: tuple[str, ...], scale: float = SCALE) -> ThinIndex:
+    """The wheels of one of AMD's thin indexes whose extras are torch's (and its companions'), as `layout` describes
+    it, for ROCm `rocm` (10.1: versions 10.1.0, torch 2.14.0+rocm10.1.0): torch (host code, requires
+    rocm[libraries]), its extras per gfx target of `device_archs` (the layout's arch_extra) and device-all adding
+    torch's device packages of that target at each level the layout names; torchvision (the release the data pairs
+    with torch) with the same extras adding its companion device packages; the rocm meta package,
+    rocm-sdk-core/-libraries, and every device package, each requiring the libraries."""
+    release = shipped_compat().torch_release(torch)
+    vision = release.companion_version("torchvision", torch) if release else None
+    assert vision, f"the compatibility data names no torchvision for torch {torch}"
+    sdk = f"{rocm}.0"
+    local = layout.local.format(version=rocm)
+    version, vision_version = f"{torch}+{local}", f"{vision}+{local}"
+    owned: dict[str, dict[str, list[str]]] = {"torch": {}, "torchvision": {}}  # owner -> extra -> requirements
+    packages: dict[str, tuple[str, float]] = {}  # distribution -> (version, MB)
+    for gfx in device_archs:
+        (extra,) = layout.arch_extras(amd, (gfx,))
+        for code in layout.device_code(amd, (gfx,), ("torchvision",)):
+            for name in code.packages:
+                if name.startswith("rocm-sdk-device-"):
+                    packages[name] = (sdk, device_mb(gfx))
+                else:
+                    packages[name] = ((version, AMD_TORCH_DEVICE_MB) if code.owner == "torch" else (vision_version, AMD_VISION_DEVICE_MB))
+                requirement = f"{name}=={packages[name][0]}"
+                for wanted in (extra, layout.all_extra):
+                    found = owned[code.owner].setdefault(wanted, [])
+                    if requirement not in found:
+                        found.append(requirement)
+    wheels = [
+        _package(folder, "rocm", sdk, 0.1, [f"rocm-sdk-core=={sdk}"], module="rocm_sdk", extras={"libraries": [f"rocm-sdk-libraries=={sdk}"]}),
+        _package(folder, "rocm-sdk-core", sdk, HOST_MB["rocm-sdk-core"], scale=scale),
+        _package(folder, "rocm-sdk-libraries", sdk, HOST_MB["rocm-sdk-libraries"], [f"rocm-sdk-core=={sdk}"], scale=scale),
+        *(_package(folder, name, found, megabytes, [f"rocm-sdk-libraries=={sdk}"], scale=scale) for name, (found, megabytes) in packages.items()),
+    ]
+    extra_lines = lambda owner: [f'{requirement}; extra == "{extra}"' for extra, wanted in owned[owner].items() for requirement in wanted]  # noqa: E731
+    wheels.append(build_wheel(folder, "torchvision", vision_version, {
+        "torchvision/__init__.py": f'"""TEST DOUBLE of torchvision."""\n__version__ = "{vision_version}"\n',
+        "torchvision/extension.py": VISION_EXTENSION_DOUBLE,
+    }, requires=[f"torch=={version}", *extra_lines("torchvision")], provides_extras=list(owned["torchvision"])))
+    files = {
+        "torch/__init__.py": TORCH_DOUBLE.format(local=local, version=version),
+        # HIP as the image's backend check expects it (its major.minor the ROCm version). Not as the real one is: ROCm
+        # 10.0's torch reports HIP 7.15.26333 (hipengine-rocm10), which that check refuses today (a known gap)
+        "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=None, hip=f"{rocm}.26500"),
+        "torch/cuda/__init__.py": ROCM_CUDA_DOUBLE.format(archs=list(torch_archs)),
+        "torch/lib/libtorch_hip.so": _blob(TORCH_MB["amd-multi-arch"] * MB * scale, f"torch {version} {layout.name}"),
+    }
+    wheels.append(build_wheel(folder, "torch", version, files, requires=[f"rocm[libraries]=={rocm}.*", *extra_lines("torch")],
+                              provides_extras=list(owned["torch"])))
+    return ThinIndex(layout.name, wheels, torch_archs, device_archs)

@@ -13,6 +13,9 @@ import random
 import zipfile
 from pathlib import Path
 
+from testkit.artifacts import torch_version_module
+from testkit.elf import arch_flags_library
+
 TORCH_DOUBLE = '''"""TEST DOUBLE of torch ({local}); not PyTorch."""
 from . import version, cuda  # noqa: F401
 __version__ = "{version}"
@@ -42,13 +45,13 @@ def _record_line(name: str, data: bytes) -> str:
 
 
 def build_wheel(folder: Path, name: str, version: str, files: dict[str, str | bytes], requires: list[str] = (),
-                provides_extras: list[str] = (), tag: str = "py3-none-any") -> Path:
+                provides_extras: list[str] = (), tag: str = "py3-none-any", requires_python: str = "") -> Path:
     """A valid wheel with the given files (large ones stored: deflating random bytes gains nothing), py3-none-any
     unless `tag` names another (cp311-cp311-linux_x86_64: one built for one Python)."""
     distribution = name.replace("-", "_")
     dist_info = f"{distribution}-{version}.dist-info"
-    metadata = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Provides-Extra: {e}\n" for e in provides_extras)
-                + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    metadata = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + (f"Requires-Python: {requires_python}\n" if requires_python else "")
+                + "".join(f"Provides-Extra: {e}\n" for e in provides_extras) + "".join(f"Requires-Dist: {r}\n" for r in requires))
     contents = {
         **{path: data.encode() if isinstance(data, str) else data for path, data in files.items()},
         f"{dist_info}/METADATA": metadata.encode(),
@@ -76,6 +79,25 @@ def torch_double(folder: Path, torch: str, local: str, cuda: str | None, hip: st
         "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=cuda, hip=hip),
         "torch/cuda/__init__.py": CUDA_DOUBLE.format(archs=per_machine),
     }, requires=requires)
+
+
+def published_torch(folder: Path, release: str, local: str, build: str, python: str, machine: str, *, requires_python: str,
+                    requires: list[str], table: str = "", flags: str = "") -> Path:
+    """TEST DOUBLE of one torch wheel as a release publishes it, for compat check to read: METADATA (Requires-Python,
+    the build's requirements), torch/version.py naming the build (PyPI's names none in its file name: `local` ""),
+    torch/cuda/__init__.py holding the release's own arch table (`table`: the assignment's text) and a
+    libtorch_python.so whose .rodata holds the build's arch flags. `machine`: x86_64 or aarch64."""
+    cp = "cp" + python.replace(".", "")
+    version = f"{release}+{local}" if local else release
+    files: dict[str, str | bytes] = {
+        "torch/__init__.py": TORCH_DOUBLE.format(local=build, version=f"{release}+{build}"),
+        "torch/version.py": torch_version_module(release, build),
+        "torch/cuda/__init__.py": f'"""TEST DOUBLE of torch.cuda: its arch table only."""\n{table}',
+    }
+    if flags:
+        files["torch/lib/libtorch_python.so"] = arch_flags_library(flags)
+    return build_wheel(folder, "torch", version, files, requires=requires, tag=f"{cp}-{cp}-manylinux_2_28_{machine}",
+                       requires_python=requires_python)
 
 
 def companion_double(folder: Path, name: str, version: str, local: str, torch: str) -> Path:

@@ -1,15 +1,54 @@
-"""Shared helpers: run the real CLI in-process and write small team matrices."""
+"""Shared helpers: run the real CLI in-process and write small team matrices; how the suite runs in parallel
+(the integration tests together on one worker); and BUILDKIT_TEST_CPU_HOGS, the busy machine on demand."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from buildkit.cli import main
+
+# No Hypothesis test may fail by the machine's speed: no per-example deadline and no "too slow" health check
+# (both wall-clock measures) in any test, whatever its own @settings leave out.
+settings.register_profile("buildkit", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("buildkit")
+
+CPU_HOGS_ENV = "BUILDKIT_TEST_CPU_HOGS"  # that many processes spin on the CPU while the suite runs: a busy machine
+
+
+INTEGRATION = "tests/integration/"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist (-n) runs the tests on a worker per core. The integration tests go to one worker together, in
+    order: they share that worker's session images, registry and wheel indexes, and never build at once on the one
+    engine. Every other test goes with the rest of its module (its module's fixtures are made once), the modules
+    spread over the workers beside them. (A scheduler of our own: xdist's loadgroup marks do not reach pytest 9.2's
+    node ids, so they would group nothing.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class IntegrationTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return INTEGRATION if nodeid.startswith(INTEGRATION) else nodeid.split("::", 1)[0]
+
+    return IntegrationTogether(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With BUILDKIT_TEST_CPU_HOGS=N, N processes spin on the CPU for the whole run, started once by the process
+    that runs the session (not by each xdist worker): the suite must pass on a busy machine, and this is how
+    docs/development.md's busy run was made."""
+    hogs = int(os.environ.get(CPU_HOGS_ENV, "0") or 0)
+    if hogs and not hasattr(config, "workerinput"):
+        spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
+        config.add_cleanup(lambda: [process.kill() for process in spinning])
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,11 @@ and `float` refuses). Here:
 - `Retry-After` is read as ASCII digits or an HTTP-date only, and never honoured past MAX_RETRY_AFTER
   (retry_after_seconds);
 - a BoundedSession (the wheel index, PyPI's pages) has a total deadline for the whole command, besides the
-  timeout of each exchange: a slow index fails the command in minutes, it never hangs a nightly.
+  timeout of each exchange: a slow index fails the command in minutes, it never hangs a nightly;
+- what a client waits to retry is bounded in all, not only per wait (RetryWaits, $BUILDKIT_RETRY_WAIT): a server
+  that answers 503 with an hour's Retry-After costs a command one capped wait, not one per attempt;
+- the clock every deadline is measured on is a parameter (`clock`), so a test sets the time a deadline sees
+  instead of waiting it out.
 
 The registry client (registry/transport.py) builds on the same pieces and adds its own rules (credentials
 bound to an origin, redirects one hop at a time). Every URL a message names goes through errors.redact_urls:
@@ -21,6 +25,8 @@ an index URL often carries a CI token as its user-info.
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import random
 import re
 import socket
@@ -47,6 +53,10 @@ ERROR_BODY_LIMIT = 64 * 1024  # of an error answer a message shows 200 character
 NOTICE_AFTER = 1.0  # seconds: a wait to retry this long or longer is announced
 DEFAULT_TIMEOUT = 30.0  # seconds for one exchange, redirects and body included
 DEFAULT_DEADLINE = 600.0  # seconds for every request of one command together, retries and waits included
+# Seconds one client of a command may wait to retry, all its waits together: a server that keeps answering 503
+# with a long Retry-After fails the command after one capped wait, not after the deadline.
+DEFAULT_RETRY_WAIT = 90.0
+RETRY_WAIT_ENV = "BUILDKIT_RETRY_WAIT"
 _CHUNK = 64 * 1024
 _DELAY_SECONDS_RE = re.compile(r"[0-9]+")  # RFC 9110 delay-seconds: ASCII digits only ('²'.isdigit() is true)
 
@@ -186,9 +196,9 @@ class TooLarge(Exception):
     """The answer is larger than the cap."""
 
 
-def read_body(response: requests.Response, limit: int, deadline: float, cut: bool) -> bytes:
+def read_body(response: requests.Response, limit: int, deadline: float, cut: bool, clock: Callable[[], float] = time.monotonic) -> bytes:
     """The body, streamed: refused past `limit` bytes (TooLarge), or cut there for error bodies whose start
-    is all a message shows, and never past the deadline (Expired)."""
+    is all a message shows, and never past the deadline on `clock` (Expired)."""
     declared = response.headers.get("Content-Length", "").strip()
     if _DELAY_SECONDS_RE.fullmatch(declared) and len(declared) < 20 and int(declared) > limit and not cut:
         raise TooLarge
@@ -199,7 +209,7 @@ def read_body(response: requests.Response, limit: int, deadline: float, cut: boo
             if cut:
                 return bytes(body[:limit])
             raise TooLarge
-        if time.monotonic() >= deadline:
+        if clock() >= deadline:
             raise Expired
     return bytes(body)
 
@@ -230,6 +240,52 @@ def on_stderr(notice: str) -> None:
     print(notice, file=sys.stderr, flush=True)
 
 
+def retry_wait_budget(environ: Mapping[str, str] | None = None) -> float:
+    """The seconds a client may wait to retry, in all: $BUILDKIT_RETRY_WAIT, else DEFAULT_RETRY_WAIT."""
+    text = (os.environ if environ is None else environ).get(RETRY_WAIT_ENV, "").strip()
+    if not text:
+        return DEFAULT_RETRY_WAIT
+    try:
+        seconds = float(text) if len(text) < 32 else math.nan
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise UserError(Problem(f"${RETRY_WAIT_ENV}", f"is {printable(text, 40)!r}; expected the seconds buildkit may wait to retry a "
+                                                      "service in all, a number of 0 or more (0: never wait; unset: "
+                                                      f"{DEFAULT_RETRY_WAIT:g})"))
+    return seconds
+
+
+class RetryWaits:
+    """The waits to retry of one client (a wheel index's session, a registry's transport), against the budget
+    they may take in all: each Retry-After is capped (retry_after_seconds), and their sum is too. A wait is
+    refused, with the reason, when it would pass the budget or the caller's own limit (a deadline); one of
+    NOTICE_AFTER seconds or more is announced, with what is retried and how much of the budget it takes."""
+
+    def __init__(self, budget: float | None = None, sleep: Callable[[float], None] | None = None,
+                 notify: Callable[[str], None] | None = None):
+        self.budget = retry_wait_budget() if budget is None else budget
+        self.sleep, self.notify = sleep or wait, notify or on_stderr
+        self.waited = 0.0  # seconds waited so far
+        self.lock = threading.Lock()
+
+    def pause(self, seconds: float, *, subject: str, what: str, attempt: int, attempts: int, refuse: Callable[[str], Exception],
+              left: float, passes: str) -> None:
+        """Wait `seconds` before attempt `attempt + 2` of `attempts`, or raise refuse(why). `left`: the seconds
+        the caller's own limit leaves, which `passes` names ("would pass ...")."""
+        if seconds >= left:
+            raise refuse(passes)
+        with self.lock:
+            if self.waited + seconds > self.budget:
+                raise refuse(f"{what}, and waiting {seconds:.0f} s more to retry would pass the {self.budget:g} s buildkit waits "
+                              f"to retry it in all (waited {self.waited:.0f} s so far; ${RETRY_WAIT_ENV} sets it); try again later")
+            self.waited += seconds
+        if seconds >= NOTICE_AFTER:
+            self.notify(printable(redact_urls(f"{subject}: {what}; retrying in {seconds:.0f} s (attempt {attempt + 2} of {attempts}), "
+                                              f"{self.waited:.0f} s of the {self.budget:g} s it may wait to retry"), limit=400))
+        self.sleep(seconds)
+
+
 # --- a bounded session -----------------------------------------------------------------------------------
 
 
@@ -258,7 +314,7 @@ class BoundedSession:
     redacted). Bounds: `timeout` seconds per exchange (redirects and body included), `deadline` seconds for
     every exchange and wait of the command together, a body cap per request, `retries` on connection
     failures, 429 and 5xx (backoff with jitter, or the server's Retry-After up to MAX_RETRY_AFTER, and never
-    a wait past the deadline). Credentials in a URL's user-info are sent as basic auth by requests, only to
+    a wait past the deadline or past the RetryWaits budget). Credentials in a URL's user-info are sent as basic auth by requests, only to
     that URL's host (requests drops them on a redirect to another one). Failures are `failure`, the
     client's own subclass of RemoteFailure. Thread-safe: one session serves a pool of workers."""
 
@@ -274,15 +330,17 @@ class BoundedSession:
         notify: Callable[[str], None] | None = None,
         pool_size: int = 10,
         failure: type[RemoteFailure] = RemoteFailure,
+        clock: Callable[[], float] = time.monotonic,
+        retry_wait: float | None = None,
     ):
         self.name = redact_urls(name)
         self.failure_type = failure  # the client's own error class (WheelIndexError...)
         # The module's defaults are read here, not frozen into the signature: one place says what they are.
         self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self.deadline = DEFAULT_DEADLINE if deadline is None else deadline
-        self.retries, self.backoff, self.sleep = retries, backoff, sleep or wait
-        self.notify = notify or on_stderr
-        self.ends = time.monotonic() + self.deadline
+        self.retries, self.backoff, self.clock = retries, backoff, clock
+        self.waits = RetryWaits(retry_wait, sleep, notify)
+        self.ends = clock() + self.deadline
         self.session = requests.Session()
         self.session.max_redirects = MAX_REDIRECTS
         adapter = WatchedAdapter(pool_maxsize=pool_size)
@@ -321,16 +379,13 @@ class BoundedSession:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def left(self) -> float:
-        return self.ends - time.monotonic()
+        return self.ends - self.clock()
 
     def _pause(self, seconds: float, call: str, what: str, attempt: int) -> None:
-        if seconds >= self.left():
-            raise self.failure(call, f"{what}, and waiting {seconds:.0f} s to retry would pass the command's deadline of "
-                                     f"{self.deadline:g} s for requests to this service; try again later")
-        if seconds >= NOTICE_AFTER:
-            self.notify(printable(redact_urls(f"{self.name}: {call}: {what}; retrying in {seconds:.0f} s "
-                                              f"(attempt {attempt + 2} of {self.retries + 1})"), limit=400))
-        self.sleep(seconds)
+        self.waits.pause(seconds, subject=f"{self.name}: {call}", what=what, attempt=attempt, attempts=self.retries + 1,
+                         refuse=lambda why: self.failure(call, why), left=self.left(),
+                         passes=f"{what}, and waiting {seconds:.0f} s to retry would pass the command's deadline of "
+                                f"{self.deadline:g} s for requests to this service; try again later")
 
     def _exchange(self, url: str, headers: Mapping[str, str], limit: int, call: str) -> Answer:
         left = self.left()
@@ -339,7 +394,7 @@ class BoundedSession:
                                      "passed; the service is too slow or keeps stalling, try again later")
         seconds = min(self.timeout, left)
         within = f"{seconds:g} s" if seconds == self.timeout else f"the {seconds:.1f} s left of the command's deadline of {self.deadline:g} s"
-        deadline = time.monotonic() + seconds
+        deadline = self.clock() + seconds
         with self.lock:
             self.requests += 1
         with Watchdog(seconds) as watchdog:
@@ -357,12 +412,12 @@ class BoundedSession:
             except (requests.RequestException, ValueError) as error:  # InvalidURL, InvalidHeader, a bad Location
                 raise self.failure(call, f"the request failed ({type(error).__name__}); check the address") from None
             try:
-                body = read_body(response, limit if response.ok else min(limit, ERROR_BODY_LIMIT), deadline, cut=not response.ok)
+                body = read_body(response, limit if response.ok else min(limit, ERROR_BODY_LIMIT), deadline, not response.ok, self.clock)
             except TooLarge:
                 raise self.failure(call, f"the answer is larger than {_size(limit)}; refusing to read it "
                                          "(is this the service it should be?)") from None
             except (Expired, requests.RequestException, urllib3.exceptions.HTTPError):
-                if watchdog.fired or time.monotonic() >= deadline:
+                if watchdog.fired or self.clock() >= deadline:
                     raise self.failure(call, f"no complete answer within {within} (the server stalls or sends too "
                                              "slowly); try again later") from None
                 raise requests.ConnectionError("the answer was cut short") from None

@@ -24,7 +24,9 @@ from pathlib import Path
 
 from buildkit.adapters import cdi
 from buildkit.adapters.regular_files import NotReadable, read_regular
+from buildkit.core.amd_targets import Bundle
 from buildkit.core.compat import Compat
+from buildkit.core.host.amd_environment import VARIABLES
 from buildkit.core.host.facts import CdiSpec, DeviceNode, EngineFacts, Gpu, HostFacts
 from buildkit.core.vendors import BY_CDI_KIND, BY_PCI_ID
 from buildkit.errors import Problem, UserError, printable
@@ -217,6 +219,20 @@ def _cdi_specs(tree: _Tree) -> tuple[CdiSpec, ...]:
     return tuple(specs)
 
 
+def _environment(tree: _Tree, live: bool) -> tuple[tuple[str, str], ...]:
+    """The variables that change which gfx target AMD's tools see (ROCM_BOOTSTRAP_*, HSA_OVERRIDE_GFX_VERSION): this
+    process's own on the live host; a host tree's /etc/environment (where pam_env sets them for every login)."""
+    if live:
+        values = dict(os.environ)
+    else:
+        values = {}
+        for line in tree.read(tree.root / "etc/environment").splitlines():
+            key, found, value = line.strip().removeprefix("export ").partition("=")
+            if found:
+                values[key.strip()] = value.strip().strip("\"'")
+    return tuple((name, printable(values[name], 200)) for name in VARIABLES if values.get(name))
+
+
 def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None = None,
               engine: EngineFacts | None = None) -> HostFacts:
     _check_root(root)
@@ -240,16 +256,19 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
             device_id = "unknown"
         known = compat.gpu_names.get(vendor, {}).get(device_id, {})
         name, arch = known.get("name", f"{vendor} device {device_id}"), known.get("arch", "")
+        chain: tuple[Bundle, ...] = ()
         if vendor_record.arch_from_kfd:
             arch = kfd_archs.get(device.name, "")
+            chain = compat.amd.chain(arch)[1:]  # its sub-family and family (rocm-bootstrap's)
         elif device.name in smi:
             name, arch = smi[device.name]
-        gpus.append(Gpu(vendor, device.name, device_id, name, arch))
+        gpus.append(Gpu(vendor, device.name, device_id, name, arch, tuple(b.key for b in chain), chain[0].display_name if chain else ""))
     nvidia_version = _NVIDIA_VERSION_RE.search(tree.read(root / "proc/driver/nvidia/version"))
     amdgpu_driver = tree.read(root / "sys/module/amdgpu/version")
     if amdgpu_driver and not _DRIVER_RE.fullmatch(amdgpu_driver):
         tree.note(root / "sys/module/amdgpu/version", f"{_shown_value(amdgpu_driver)} is not a driver version; ignored")
         amdgpu_driver = ""
+    environment = _environment(tree, root == Path("/"))
     dev = root / "dev"
     node = lambda path: _node(tree, path, identity, groups)  # noqa: E731
     return HostFacts(
@@ -263,4 +282,5 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
         cdi_specs=_cdi_specs(tree),
         engine=engine,
         notes=tuple(tree.notes),
+        environment=environment,
     )

@@ -157,16 +157,18 @@ def read_members(reader: WheelIndex, url: str, wanted: Callable[[str], bool], bu
         raise WheelIndexError(Problem(reader.shown, f"{printable(remote.name)} is not a readable wheel: {error}")) from None
 
 
-def extract_member(reader: WheelIndex, url: str, member: str, folder: Path) -> Path | None:
-    """One member of a remote wheel copied into `folder` (its whole compressed size is read, at most MAX_LIBRARY_BYTES
-    written); None when the wheel has no such member."""
-    remote = RangeFile(reader, url, budget=MAX_LIBRARY_BYTES + wheel_zip.MAX_DIRECTORY_BYTES + (1 << 20))
+def extract_member(reader: WheelIndex, url: str, member: str, folder: Path, max_size: int | None = None) -> Path | None:
+    """One member of a remote wheel copied into `folder` (its whole compressed size is read); None when the wheel
+    has no such member. `max_size`: the most bytes the member may hold unpacked (at most MAX_LIBRARY_BYTES, a larger
+    one is an error), and the most written."""
+    most = min(max_size, MAX_LIBRARY_BYTES) if max_size is not None else MAX_LIBRARY_BYTES
+    remote = RangeFile(reader, url, budget=most + wheel_zip.MAX_DIRECTORY_BYTES + (1 << 20))
     try:
         directory, listed = _directory(remote)
         found = next((entry for entry in listed if entry.name == member), None)
         if found is None:
             return None
-        wheel_zip.check_readable(found, MAX_LIBRARY_BYTES)
+        wheel_zip.check_readable(found, most)
         start = _member_data(remote, directory, found)
         inflater = wheel_zip.Inflater(found)
         target = Path(tempfile.mkstemp(dir=folder, suffix=".so")[1])

@@ -25,15 +25,21 @@ from buildkit.adapters.remote_wheel import extract_member, read_members
 from buildkit.adapters.safe_files import write_atomic
 from buildkit.adapters.wheel_index import MAX_FOLDERS, WheelIndex, WheelIndexError, default_package_index
 from buildkit.core import fields
-from buildkit.core.code_objects import CodeObjectError, cuda_code, rocm_code
-from buildkit.core.compat import COMPANION_PACKAGES, Compat, compat_from_data
+from buildkit.core.arch_check import ARCH_FLAGS_SOURCE, ArchReading
+from buildkit.core.arch_lists import ArchTableError, read_arch_flags, read_arch_table
+from buildkit.core.code_objects import CodeObjectError, cuda_code, elf_sections, rocm_code
+from buildkit.core.compat import AMD64, ARM64, COMPANION_PACKAGES, Compat, compat_from_data
 from buildkit.core.compat_check import (
+    AmdDifference,
     CheckFacts,
     CodeFinding,
     Difference,
+    Pending,
     candidate_tags,
     compare,
+    compare_amd,
     index_facts,
+    pending_facts,
     propose,
     unified_diff,
 )
@@ -57,6 +63,13 @@ MAX_RELEASES = 500
 DEEP_MINORS = 2  # --deep reads the GPU libraries of the newest release of this many newest minors
 MAX_DATA_BYTES = 16 * 1024 * 1024  # the shipped data is tens of kilobytes
 DEEP_DEADLINE = 3600.0  # seconds for --deep's downloads of whole GPU libraries (hundreds of MB each)
+# The arch flags of each build of the newest minors are read from libtorch_python.so (10-13 MB of each wheel);
+# a build whose entry the data holds from that release's flags is not read again.
+ARCH_FLAGS_LIBRARY = "torch/lib/libtorch_python.so"
+ARCH_MINORS = 4
+MAX_FLAGS_READS = 48
+MAX_FLAGS_LIBRARY_BYTES = 256 << 20  # torch 2.15.0's libtorch_python.so is 35 MB
+FLAGS_WORKERS = 4  # each read holds its library in memory
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,8 @@ class CheckOutcome:
     read: tuple[str, ...] = ()  # the indexes read, for the report
     unpaired: Mapping[str, tuple[str, ...]] | None = None  # companion -> releases no torch release pairs with
     matrix_path: Path | None = None
+    amd: tuple[AmdDifference, ...] = ()  # AMD's hierarchy (rocm-bootstrap) against the data's [gfx] table
+    pending: tuple[Pending, ...] = ()  # facts of the (proposed) data that only an index not read here can settle
 
     @property
     def unwritable(self) -> tuple[Difference, ...]:
@@ -76,8 +91,8 @@ class CheckOutcome:
 
     @property
     def agrees(self) -> bool:
-        """The data file, as it is now, matches the indexes."""
-        return not self.differences or (self.written and not self.unwritable)
+        """The data file, as it is now, matches the indexes and AMD's hierarchy (which --write never changes)."""
+        return (not self.differences or (self.written and not self.unwritable)) and not self.amd
 
 
 def _shape_problem(data: dict) -> str:
@@ -125,7 +140,8 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
     variant_pins = _variant_pins(compat, pytorch, files) if pytorch else {}
     pypi_facts, pypi_files = _read_pypi(compat, pypi) if pypi else (None, {})
     code = _read_code(compat, pytorch, files, pypi, pypi_facts, pypi_files) if deep else ()
-    facts = CheckFacts(index, pypi_facts, variant_pins, code)
+    flags = _read_flags(compat, pytorch, files, pypi, pypi_facts, pypi_files)
+    facts = CheckFacts(index, pypi_facts, variant_pins, code, flags)
     differences = compare(compat, facts)
     proposed = propose(text, compat, facts) if any(d.writable for d in differences) else text
     # The shipped file's diff applies with `git apply` at the repository root; a --data file's names it as given.
@@ -135,8 +151,8 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
     matrix_text = (read_input(matrix, "--default-matrix", MAX_DATA_BYTES, "the default matrix kept in step with the data").decode("utf-8", "replace")
                    if matrix and matrix.exists() else None)
     matrix_proposed = matrix_text
+    after = compat_from_data(tomllib.loads(proposed)) if proposed != text else compat
     if matrix_text is not None and matrix is not None:
-        after = compat_from_data(tomllib.loads(proposed))
         matrix_proposed = propose_matrix(matrix_text, after, fields.TOP["python"].default, fields.TOP["companions"].default)
         shipped = matrix.resolve() == default_matrix_path().resolve()
         matrix_labels = (f"a/{MATRIX_LABEL}", f"b/{MATRIX_LABEL}") if shipped else (str(matrix), str(matrix))
@@ -147,7 +163,7 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
             write_atomic(matrix, matrix_proposed.encode("utf-8"), "--default-matrix")
     unpaired = {name: pairing.unpaired for name, pairing in pypi_facts.pairings().items()} if pypi_facts else {}
     return CheckOutcome(path, facts, differences, diff, written=write and bool(diff), read=tuple(read), unpaired=unpaired,
-                        matrix_path=matrix)
+                        matrix_path=matrix, amd=compare_amd(compat), pending=pending_facts(after, facts))
 
 
 def _layouts_to_read(compat: Compat, requested: Mapping[str, str]) -> dict[str, str]:
@@ -264,17 +280,27 @@ def _read_pypi(compat: Compat, reader: WheelIndex) -> tuple[PypiFacts, dict[str,
     by_name = {f.filename: f for found in listed.values() for f in found}
 
     def contents(release: Release) -> Release:
-        members = read_members(reader, by_name[release.wheel].url, lambda name: _is_metadata(name) or _is_version_module(name, release.project))
+        members = read_members(reader, by_name[release.wheel].url, lambda name: _is_metadata(name) or _is_version_module(name, release.project)
+                               or (release.project == "torch" and name == ARCH_TABLE_MODULE))
         metadata = next((read_metadata(data.decode("utf-8", "replace")) for name, data in members.items() if _is_metadata(name)), None)
         module = next((read_version_module(data.decode("utf-8", "replace")) for name, data in members.items()
                        if _is_version_module(name, release.project)), {})
-        return release.with_contents(metadata, module)
+        table = None
+        if ARCH_TABLE_MODULE in members:
+            try:
+                table = read_arch_table(members[ARCH_TABLE_MODULE].decode("utf-8", "replace"))
+            except ArchTableError as error:
+                raise WheelIndexError(Problem(reader.shown, f"{release.wheel}: {ARCH_TABLE_MODULE}: {error}")) from None
+        return release.with_contents(metadata, module, table)
 
     with ThreadPoolExecutor(reader.workers) as pool:
         read = {(r.project, r.version): r for r in pool.map(contents, wanted[:MAX_WHEELS_READ])}
     torch = {v: read.get(("torch", v), r) for v, r in torch.items()}
     companions = {name: {v: read.get((name, v), r) for v, r in found.items()} for name, found in companions.items()}
     return PypiFacts(reader.shown, torch, companions), by_name
+
+
+ARCH_TABLE_MODULE = "torch/cuda/__init__.py"
 
 
 def _releases(project: str, files: list[IndexFile], reader: WheelIndex, local: str | None = None) -> dict[str, Release]:
@@ -347,3 +373,62 @@ def _offload_bundle_archs(data: bytes, vendor: Vendor) -> tuple[tuple[str, ...],
 
 _CODE_READERS = {"fatbin": _fatbin_archs, "offload-bundle": _offload_bundle_archs}  # by Vendor.gpu_code_format
 
+
+
+def _read_flags(compat: Compat, pytorch: WheelIndex | None, files: Mapping[str, list[IndexFile]], pypi: WheelIndex | None,
+                pypi_facts: PypiFacts | None, pypi_files: Mapping[str, IndexFile]) -> tuple[ArchReading, ...]:
+    """The arch flags of each build of the newest minors' newest releases: PyPI's build and each variant on
+    PyTorch's index, on linux/amd64 and linux/arm64, newest minors first, at most MAX_FLAGS_READS libraries."""
+    seen = {minor_of(v) for v in (pypi_facts.torch if pypi_facts else ())}
+    for folder, found in files.items():
+        seen.update(minor_of(v) for v in releases("torch", [PublishedFile(f.filename) for f in found], local=folder))
+    minors = sorted(set(compat.torch) | seen, key=Version)[-ARCH_MINORS:]
+    wanted: dict[tuple[str, str, str], tuple[WheelIndex, IndexFile]] = {}  # (release, build, platform) -> the wheel
+
+    def want(reader: WheelIndex, release: Release, build: str, by_name: Mapping[str, IndexFile]) -> None:
+        minor = minor_of(release.version)
+        held = compat.torch[minor].arch_lists.get(build) if minor in compat.torch else None
+        if held is not None and held.release == release.version and ARCH_FLAGS_SOURCE in held.sources:
+            return  # read from this release's flags before
+        for platform, wheel in ((AMD64, release.wheel), (ARM64, release.arm64_wheel)):
+            if wheel in by_name:
+                wanted.setdefault((release.version, build, platform), (reader, by_name[wheel]))
+
+    if pypi is not None and pypi_facts is not None:
+        for minor in reversed(minors):
+            newest = [v for v in pypi_facts.torch if minor_of(v) == minor]
+            build = pypi_facts.published(newest[-1]).pypi if newest else ""
+            if build:
+                want(pypi, pypi_facts.torch[newest[-1]], build, pypi_files)
+    for folder, found in files.items() if pytorch is not None else ():
+        by_version = releases("torch", [PublishedFile(f.filename) for f in found], local=folder)
+        by_name = {f.filename: f for f in found}
+        for minor in reversed(minors):
+            newest = [v for v in by_version if minor_of(v) == minor]
+            if newest and pytorch is not None:
+                want(pytorch, by_version[newest[-1]], of_backend_variant(folder), by_name)
+    chosen = sorted(wanted.items(), key=lambda item: Version(item[0][0]), reverse=True)[:MAX_FLAGS_READS]
+    with tempfile.TemporaryDirectory(prefix="buildkit-flags-") as scratch, ThreadPoolExecutor(FLAGS_WORKERS) as pool:
+        readings = pool.map(lambda item: _flags_of(item[1][0], item[1][1], item[0], Path(scratch)), chosen)
+        return tuple(reading for reading in readings if reading is not None)
+
+
+def _flags_of(reader: WheelIndex, wheel: IndexFile, what: tuple[str, str, str], scratch: Path) -> ArchReading | None:
+    """One build's arch flags (`what`: release, build, platform) from its wheel's libtorch_python.so; None when the
+    wheel has no such library (or the library no flags: a CPU build)."""
+    release, build, platform = what
+    backend, version = build.split()
+    library = extract_member(reader, wheel.url, ARCH_FLAGS_LIBRARY, scratch, max_size=MAX_FLAGS_LIBRARY_BYTES)
+    if library is None:
+        return None
+    try:
+        data = library.read_bytes()
+        offset, size = elf_sections(data).get(".rodata", (0, 0))
+        if offset + size > len(data):
+            raise CodeObjectError("its .rodata runs past the end of the file")
+        archs = read_arch_flags(data[offset:offset + size], backend)
+    except (CodeObjectError, ArchTableError) as error:
+        raise WheelIndexError(Problem(reader.shown, f"{wheel.filename}: {ARCH_FLAGS_LIBRARY}: {error}")) from None
+    finally:
+        library.unlink()
+    return ArchReading(release, backend, version, platform, archs, ARCH_FLAGS_SOURCE, wheel.filename) if archs else None

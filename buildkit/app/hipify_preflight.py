@@ -22,7 +22,7 @@ from buildkit.core.vendors import AMD
 from buildkit.errors import Problem, UserError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PreflightOptions:
     source: Path
     out: Path | None = None  # default: SOURCE-hip next to SOURCE

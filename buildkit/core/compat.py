@@ -13,6 +13,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from buildkit.core.amd_targets import LEVELS, AmdTargets, amd_targets
 from buildkit.core.vendors import BACKENDS, GFX_BACKENDS, VENDOR_NAMES, of_backend
 
 _UBUNTU_RE = re.compile(r"ubuntu-?([0-9]{2}\.[0-9]{2})")
@@ -20,6 +21,9 @@ _UBUNTU_RE = re.compile(r"ubuntu-?([0-9]{2}\.[0-9]{2})")
 _DEBIAN_RE = re.compile(r"debian-?([0-9]{2}|sid)\b")
 
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
+# A layout's device package (or extra) name: a prefix, then the level of AMD's hierarchy it is cut at,
+# amd-torch-device-{sub_family}; rocm-bootstrap names it for each bundle (amd-torch-device-gfx115x)
+_LEVEL_TEMPLATE = re.compile(r"(?P<prefix>.+)-\{(?P<level>" + "|".join(LEVELS) + r")\}")
 # The packages PyTorch publishes with each torch release, built per backend like torch
 COMPANION_PACKAGES = ("torchvision", "torchaudio")
 
@@ -72,6 +76,17 @@ class Published:
 
 
 @dataclass(frozen=True)
+class ArchList:
+    """The GPU archs one build of one torch release carries (`[torch."M".arch_lists]`), and what decided them:
+    the release whose artifacts were read and [sources] keys (its own table, its arch flags, a report)."""
+
+    archs: tuple[str, ...]  # its linux/amd64 wheels'
+    arm64_archs: tuple[str, ...] = ()  # its linux/arm64 wheels', where it has them
+    release: str = ""
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TorchRelease:
     """What one torch minor release (2.14) supports."""
 
@@ -83,6 +98,9 @@ class TorchRelease:
     releases: tuple[str, ...] = ()  # every final release of the minor, oldest first (2.12.0, 2.12.1)
     amd64_only: tuple[str, ...] = ()  # "cuda 12.6": backend versions whose arm64 wheels this release lacks
     published: Mapping[str, Published] = field(default_factory=dict)  # release -> what its artifacts say
+    arch_lists: Mapping[str, ArchList] = field(default_factory=dict)  # "cuda 12.9" -> that build's archs
+    # "cuda 13.4" -> the [sources] key that says this release was not built for it, though its own table lists it
+    not_built: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def newest_release(self) -> str | None:
@@ -113,32 +131,87 @@ class GfxTarget:
 
 
 @dataclass(frozen=True)
+class DeviceCode:
+    """The distributions of one bundle's device code that an image installs, in a layer of their own: torch's
+    (rocm-sdk-device-gfx942, amd-torch-device-gfx942), or a companion's (amd-torchvision-device-gfx942)."""
+
+    owner: str  # torch, or the companion (torchvision) whose kernels they are
+    bundle: str  # the bundle of AMD's hierarchy they are cut for (gfx942, gfx115x)
+    packages: tuple[str, ...]
+
+    @property
+    def layer(self) -> str:
+        return f"device-{self.bundle}" if self.owner == "torch" else f"device-{self.owner}-{self.bundle}"
+
+
+def template_level(template: str) -> tuple[str, str] | None:
+    """(prefix, level) of a layout's name template (amd-torch-device-{target}); None when it names no level."""
+    found = _LEVEL_TEMPLATE.fullmatch(template)
+    return (found.group("prefix"), found.group("level")) if found else None
+
+
+@dataclass(frozen=True)
 class RocmLayout:
-    """How a thin-wheel index lays out torch's GPU code: which distributions carry one gfx target's code,
-    and whose extras choose them (see compat.toml's [rocm_layouts])."""
+    """How a thin-wheel index lays out torch's GPU code: which distributions carry a bundle's code at which level
+    of AMD's hierarchy (target, sub-family, family), the companions' device code, and whose extras choose them
+    (see compat.toml's [rocm_layouts])."""
 
     name: str
-    device: tuple[str, ...]  # distribution names with {gfx}
+    device: tuple[str, ...]  # name templates: a prefix and the level it is cut at (rocm-sdk-device-{target})
     extras_of: str  # "rocm": torch's requirement on the rocm meta package; "torch": torch's own extras
     all_extra: str  # every gfx target's code (device-all)
-    arch_extra: str  # one gfx target's code, with {gfx}
+    arch_extra: str  # a bundle's code: device-{target}
     index: str = ""  # the layout's own simple index ("": the matrix's wheel_index, a folder per variant)
     local: str = ""  # torch's local version on that index, with {version} ("": rocm<version>)
+    companion_device: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # torchvision -> its device templates
     unconfirmed: tuple[str, ...] = ()
 
-    def device_packages(self, gfx: str) -> tuple[str, ...]:
-        return tuple(name.format(gfx=gfx) for name in self.device)
+    @property
+    def level(self) -> str:
+        """The finest level its device packages are cut at: an image carries one set per bundle of that level."""
+        levels = [found[1] for found in map(template_level, self.device) if found]
+        return min(levels, key=LEVELS.index) if levels else LEVELS[0]
 
-    def arch_extras(self, archs: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(self.arch_extra.format(gfx=gfx) for gfx in archs)
+    def device_code(self, amd: AmdTargets, archs: tuple[str, ...], companions: tuple[str, ...] = ()) -> tuple[DeviceCode, ...]:
+        """What an image of these gfx targets installs: per bundle (at each template's level) torch's packages,
+        then each companion's that the layout publishes, named by rocm-bootstrap."""
+        owners = [("torch", self.device), *((name, self.companion_device[name]) for name in companions if name in self.companion_device)]
+        code: list[DeviceCode] = []
+        for owner, templates in owners:
+            found: dict[str, list[str]] = {}
+            for gfx in archs:
+                for prefix, level in filter(None, map(template_level, templates)):
+                    name, key = _device_name(amd, prefix, level, gfx)
+                    if name and name not in found.setdefault(key, []):
+                        found[key].append(name)
+            code += [DeviceCode(owner, key, tuple(names)) for key, names in found.items()]
+        return tuple(code)
+
+    def arch_extras(self, amd: AmdTargets, archs: tuple[str, ...]) -> tuple[str, ...]:
+        """The extras that choose the device code of these gfx targets (device-gfx942), once each."""
+        found = template_level(self.arch_extra)
+        if found is None:
+            return ()
+        return tuple(dict.fromkeys(name for name, _ in (_device_name(amd, *found, gfx) for gfx in archs) if name))
+
+
+def _device_name(amd: AmdTargets, prefix: str, level: str, gfx: str) -> tuple[str, str]:
+    """(distribution name, bundle key) of a target's package cut at `level`; a target rocm-bootstrap does not
+    know has a package of its own name at the target level, and none above it."""
+    bundle = amd.bundle_at(gfx, level)
+    if bundle is not None:
+        return bundle.device_name(prefix), bundle.key
+    return (f"{prefix}-{gfx}", gfx) if level == LEVELS[0] else ("", "")
 
 
 @dataclass(frozen=True)
 class Family:
-    """A ROCm GPU family: one AMD image carries the device code of its gfx targets only."""
+    """A product-named ROCm GPU family (mi300, rdna3): a group over bundles of AMD's hierarchy; one AMD image
+    carries the device code of its gfx targets only."""
 
     name: str
-    gfx: tuple[str, ...]
+    bundles: tuple[str, ...]  # bundle keys of AMD's hierarchy (gfx9_4, gfx1151)
+    gfx: tuple[str, ...]  # the bundles' gfx targets, in rocm-bootstrap's order
     products: tuple[str, ...] = ()
     therock: str = ""  # the family's name in AMD's TheRock builds (gfx94X-dcgpu)
 
@@ -157,6 +230,7 @@ class Compat:
     gfx_targets: Mapping[str, GfxTarget] = field(default_factory=dict)
     rocm_layouts: Mapping[str, RocmLayout] = field(default_factory=dict)
     families: Mapping[str, Family] = field(default_factory=dict)
+    amd: AmdTargets = field(default_factory=amd_targets)  # AMD's gfx targets and their hierarchy (rocm-bootstrap)
     uv: str = ""  # the uv release images install when uv is their installer ([installers])
 
     def torch_release(self, torch_version: str) -> TorchRelease | None:
@@ -169,6 +243,18 @@ class Compat:
     def wheel_index_url(self, base_url: str, channel: str, index_tag: str) -> str:
         return f"{base_url.rstrip('/')}/{self.channels[channel]}{index_tag}/"
 
+    def image_group(self, name: str) -> tuple[str, ...] | None:
+        """The gfx targets of what a stack's rocm_families names: a product family of the data (mi300) or a
+        bundle of AMD's hierarchy (gfx9_4, gfx115x, gfx12); None for a name neither knows."""
+        if name in self.families:
+            return self.families[name].gfx
+        bundle = self.amd.bundles.get(name)
+        return bundle.members if bundle else None
+
+    def known_groups(self) -> tuple[str, ...]:
+        """What rocm_families may name: the data's families, then AMD's sub-family and family bundles."""
+        return (*self.families, *(b.key for b in self.amd.bundles.values() if b.level != LEVELS[0]))
+
     def layout_of(self, release: BackendRelease) -> RocmLayout | None:
         """The thin-wheel layout of a ROCm version's index (None for fat wheels and CUDA)."""
         return self.rocm_layouts.get(release.layout) if release.thin_wheels else None
@@ -176,6 +262,18 @@ class Compat:
     def device_archs(self, version: str) -> tuple[str, ...]:
         """The gfx targets a ROCm version's index has device packages for ([gfx] sdk_rocm)."""
         return tuple(name for name, target in self.gfx_targets.items() if version in target.sdk_rocm_versions)
+
+    def wheel_archs(self, torch_minor: str, backend: str, version: str) -> ArchList:
+        """The archs of one build of a torch release: the release's own list where the data holds one (read
+        from its wheels, or a cited report), else the backend version's list ([cuda."12.6"]), the source
+        that decides for releases whose artifacts say nothing of that build. A platform the release's list
+        leaves out takes the backend version's list."""
+        facts, release = self.backend(backend, version), self.torch.get(torch_minor)
+        general = ArchList(facts.archs, facts.arm64_archs, sources=(f'[{backend}."{version}"]',)) if facts else ArchList(())
+        own = release.arch_lists.get(f"{backend} {version}") if release else None
+        if own is None:
+            return general
+        return ArchList(own.archs or general.archs, own.arm64_archs or general.arm64_archs, own.release, own.sources)
 
     def platforms(self, torch_minor: str, backend: str, version: str) -> tuple[str, ...]:
         """Where a torch release's wheels for one backend version exist: the backend's platforms, less
@@ -211,6 +309,8 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
             releases=tuple(entry.get("releases", ())),
             amd64_only=tuple(entry.get("amd64_only", ())),
             published={release: _published(facts) for release, facts in entry.get("published", {}).items()},
+            arch_lists={build: _arch_list(facts) for build, facts in entry.get("arch_lists", {}).items()},
+            not_built=dict(entry.get("not_built", {})),
         )
         for minor, entry in data.get("torch", {}).items()
     }
@@ -236,10 +336,11 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
     offered = {(backend, version) for release in torch.values() for backend in BACKENDS for version in release.backends[backend]}
     gfx_targets = _gfx_targets(data.get("gfx", {}), {key: facts for key, facts in backends.items() if key in offered})
     known_archs = {backend: tuple(data.get("archs", {}).get(backend, ())) for backend in BACKENDS}
-    if gfx_targets:  # the gfx table lists the known ROCm targets (plus any a team's [compat] arch list names)
-        for backend in GFX_BACKENDS:
-            listed = (arch for b in backends.values() if b.backend == backend for arch in b.archs)
-            known_archs[backend] = tuple(dict.fromkeys([*gfx_targets, *listed]))
+    amd = amd_targets()
+    # AMD's targets are rocm-bootstrap's, plus any the data (a team's [compat.gfx] or arch list) describes before it does
+    for backend in GFX_BACKENDS:
+        listed = (arch for b in backends.values() if b.backend == backend for arch in b.archs)
+        known_archs[backend] = tuple(dict.fromkeys([*amd.targets, *gfx_targets, *listed]))
     return Compat(
         torch=torch,
         backends=backends,
@@ -256,15 +357,22 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
                 name=name, device=tuple(entry.get("device", ())), extras_of=entry.get("extras_of", "rocm"),
                 all_extra=entry.get("all_extra", ""), arch_extra=entry.get("arch_extra", ""), index=entry.get("index", ""),
                 local=entry.get("local", ""), unconfirmed=tuple(entry.get("unconfirmed", ())),
+                companion_device={companion: tuple(names) for companion, names in entry.get("companion_device", {}).items()},
             )
             for name, entry in data.get("rocm_layouts", {}).items()
         },
         uv=data.get("installers", {}).get("uv", ""),
-        families={
-            name: Family(name, tuple(entry.get("gfx", ())), tuple(entry.get("products", ())), entry.get("therock", ""))
-            for name, entry in data.get("families", {}).items()
-        },
+        families={name: _family(amd, name, entry) for name, entry in data.get("families", {}).items()},
+        amd=amd,
     )
+
+
+def _family(amd: AmdTargets, name: str, entry: Mapping[str, Any]) -> Family:
+    """A product family's gfx targets: its bundles' members (a bundle rocm-bootstrap lacks adds none; matrix
+    validation names it)."""
+    bundles = tuple(entry.get("bundles", ()))
+    gfx = tuple(dict.fromkeys(gfx for key in bundles if key in amd.bundles for gfx in amd.bundles[key].members))
+    return Family(name, bundles, gfx, tuple(entry.get("products", ())), entry.get("therock", ""))
 
 
 def _published(entry: Mapping[str, Any]) -> Published:
@@ -274,6 +382,10 @@ def _published(entry: Mapping[str, Any]) -> Published:
         pins={variant: tuple(pins) for variant, pins in entry.get("pins", {}).items()},
         wheel=entry.get("wheel", ""),
     )
+
+
+def _arch_list(entry: Mapping[str, Any]) -> ArchList:
+    return ArchList(tuple(entry.get("archs", ())), tuple(entry.get("arm64_archs", ())), entry.get("release", ""), tuple(entry.get("sources", ())))
 
 
 def _gfx_targets(table: Mapping[str, Any], backends: Mapping[tuple[str, str], BackendRelease]) -> dict[str, GfxTarget]:

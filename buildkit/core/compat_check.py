@@ -18,6 +18,17 @@ from dataclasses import dataclass, field, replace
 import tomlkit
 from packaging.version import Version
 
+from buildkit.core.arch_check import (
+    ARCH_TABLE_SOURCE,
+    CODE_SOURCE,
+    SOURCE_TEXTS,
+    ArchReading,
+    ArchUpdate,
+    TableBuild,
+    arch_updates,
+    table_builds,
+    table_readings,
+)
 from buildkit.core.compat import AMD64, ARM64, BACKENDS, Compat
 from buildkit.core.published import PYPI_SOURCE, PYPI_SOURCE_TEXT, PypiFacts, changed_fields, minor_of, published_table
 from buildkit.core.release_facts import linux_platform, parse_wheel, variant_of
@@ -26,9 +37,6 @@ from buildkit.core.vendors import VENDORS
 PROJECT = "torch"
 WHEEL_INDEX_SOURCE = "wheel-index"
 WHEEL_INDEX_SOURCE_TEXT = "PyTorch's wheel index, per-variant simple pages <index>/<cu130|rocm7.2>/torch/, read by `buildkit compat check`"
-CODE_SOURCE = "wheel-code-objects"
-CODE_SOURCE_TEXT = ("The GPU code in torch wheels' libraries (the SASS and PTX entries of libtorch_cuda.so's .nv_fatbin, the offload "
-                    "bundles of libtorch_hip.so's .hip_fatbin), read by `buildkit compat check --deep`")
 AHEAD = 4  # minor versions probed past the newest one the data knows, per major
 _CPYTHON = re.compile(r"^cp(\d)(\d+)$")
 
@@ -126,6 +134,42 @@ class CheckFacts:
     pypi: PypiFacts | None = None
     variant_pins: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)  # (release, "rocm 7.14") -> pins
     code: tuple[CodeFinding, ...] = ()
+    flags: tuple[ArchReading, ...] = ()  # the arch flags of the builds whose libtorch_python.so was read
+
+    def arch_readings(self) -> list[ArchReading]:
+        """Every arch list read: the builds' flags, their GPU code (--deep, linux/amd64 wheels) and the releases' own tables."""
+        code = [ArchReading(f.release, f.backend, f.version, AMD64, f.archs, CODE_SOURCE, f.wheel) for f in self.code]
+        return [*self.flags, *code, *(table_readings(self.pypi) if self.pypi else ())]
+
+    def table_builds(self, compat: Compat) -> list[TableBuild]:
+        """Builds the releases' own tables name that the data lacks, where PyTorch's index (which decides) was not read."""
+        if self.pypi is None or (self.index is not None and self.index.read_pytorch):
+            return []
+        return table_builds(compat, self.pypi)
+
+    def arch_updates(self, compat: Compat) -> list[ArchUpdate]:
+        return arch_updates(compat, self.arch_readings(), _builds_added(compat, self))
+
+
+def _builds_added(compat: Compat, facts: CheckFacts) -> dict[str, set[str]]:
+    """minor -> the builds this check adds to it: those the index serves for its newest release, PyPI's build of a
+    new minor, and the described builds its own table names."""
+    added: dict[str, set[str]] = {}
+    if facts.index is not None:
+        for minor in _minors(compat, facts.index):
+            wheels = facts.index.of(minor)
+            if wheels:
+                current = _from_index(wheels, compat.torch[minor].releases if minor in compat.torch else ()).current
+                added.setdefault(minor, set()).update(f"{b} {v}" for b, v in current if compat.backend(b, v) is not None)
+    if facts.pypi is not None:
+        for minor, versions in _pypi_minors(compat, facts.pypi).items():
+            build = facts.pypi.published(versions[-1]).pypi
+            if minor not in compat.torch and build and compat.backend(*build.split()) is not None:
+                added.setdefault(minor, set()).add(build)
+    for listed in facts.table_builds(compat):
+        if listed.described:
+            added.setdefault(listed.minor, set()).add(listed.build)
+    return added
 
 
 def candidate_tags(compat: Compat, listed: Iterable[str] = ()) -> tuple[str, ...]:
@@ -219,7 +263,7 @@ def compare(compat: Compat, facts: CheckFacts) -> tuple[Difference, ...]:
         differences += _compare_index(compat, facts.index)
     if facts.pypi is not None:
         differences += _compare_pypi(compat, facts.pypi, facts.variant_pins)
-    differences += _compare_code(compat, facts.code)
+    differences += _compare_archs(compat, facts)
     return tuple(dict.fromkeys(differences))
 
 
@@ -288,16 +332,85 @@ def _published(pypi: PypiFacts, version: str, pairings, variant_pins: Mapping[tu
     return replace(published, pins={**extra, **published.pins}) if extra else published
 
 
-def _compare_code(compat: Compat, findings: Sequence[CodeFinding]) -> list[Difference]:
-    """A backend version whose arch list is not the code its wheel carries."""
+@dataclass(frozen=True)
+class Pending:
+    """A fact of the data that the indexes this check read cannot settle: only the index that serves (or not)
+    a torch release's build can."""
+
+    torch: str
+    subject: str  # "cuda 12.9"
+    why: str
+
+
+def pending_facts(compat: Compat, facts: CheckFacts) -> tuple[Pending, ...]:
+    """Each torch release's builds the data marks unconfirmed, and the builds its own table lists that a
+    source says were not built, where the index that decides was not read: PyTorch's for its variants, a
+    layout's own (AMD's) for the ROCm versions laid out there."""
+    tables = {minor_of(v): r for v, r in (facts.pypi.torch.items() if facts.pypi else ()) if r.arch_table is not None}
+    found = []
+    for minor in sorted(compat.torch, key=Version):
+        release = compat.torch[minor]
+        table = tables[minor].arch_table if minor in tables else None
+        listed = set(table.versions) if table else set()
+        for backend in BACKENDS:
+            for version in release.backends[backend]:
+                build = f"{backend} {version}"
+                read = facts.index is not None and facts.index.judges(compat, backend, version)
+                if build in release.unconfirmed and not read:
+                    mention = f"torch {tables[minor].version}'s own table lists it; " if backend == "cuda" and version in listed else ""
+                    found.append(Pending(minor, build, f"{mention}unconfirmed until {_decider(compat, backend, version)} serves it"))
+        for build, source in release.not_built.items():
+            backend, _, version = build.partition(" ")
+            read = facts.index is not None and facts.index.judges(compat, backend, version)
+            if backend == "cuda" and version in listed and not read:
+                found.append(Pending(minor, build, f"torch {tables[minor].version}'s own table lists it, {source} says it was not built; "
+                                                   f"{_decider(compat, backend, version)} settles it"))
+    return tuple(found)
+
+
+def _decider(compat: Compat, backend: str, version: str) -> str:
+    facts = compat.backend(backend, version)
+    layout = compat.layout_of(facts) if facts else None
+    return f"the {layout.name} layout's index" if layout and layout.index else "PyTorch's index"
+
+
+def _compare_archs(compat: Compat, facts: CheckFacts) -> list[Difference]:
+    """Builds a release's own table names that the data lacks, and builds whose arch lists its artifacts state
+    otherwise than the data (or that the data does not hold per release yet)."""
     differences = []
-    for finding in findings:
-        facts = compat.backend(finding.backend, finding.version)
-        if facts is None or tuple(facts.archs) == finding.archs:
-            continue
-        differences.append(Difference(minor_of(finding.release), f"{finding.backend} {finding.version} archs", True,
-                                      note=f"{finding.wheel} carries {' '.join(finding.archs)}; the data says {' '.join(facts.archs)}"))
+    for build in facts.table_builds(compat):
+        note = (f"torch {build.release}'s own table lists it; unconfirmed until PyTorch's index serves it" if build.described
+                else f'torch {build.release}\'s own table lists it; describe [{build.backend}."{build.version}"] (archs, devel_base) in the data first')
+        differences.append(Difference(build.minor, build.build, True, writable=build.described, note=note))
+    for update in facts.arch_updates(compat):
+        differences.append(Difference(update.minor, f"{update.build} archs", True, note=update.describe()))
     return differences
+
+
+@dataclass(frozen=True)
+class AmdDifference:
+    """A gfx target or bundle AMD's hierarchy (rocm-bootstrap) and the data's [gfx] table disagree on."""
+
+    subject: str  # "gfx target gfx1252 (gfx12_5, gfx12)", "bundle gfx13_0"
+    in_rocm_bootstrap: bool  # True: rocm-bootstrap knows it and the data does not; False: the reverse
+    note: str
+
+
+def compare_amd(compat: Compat) -> tuple[AmdDifference, ...]:
+    """The targets rocm-bootstrap knows that [gfx] does not describe (their products, releases and sources are
+    the data's to add), the sub-families and families none of whose targets it describes, and the targets it
+    describes that rocm-bootstrap does not know (a target AMD dropped or renamed, or one a newer rocm-bootstrap
+    will add). None of it is written: products and sources are read by a person."""
+    amd, described = compat.amd, compat.gfx_targets
+    found = [AmdDifference(f"gfx target {name}" + (f" ({', '.join(b.key for b in amd.chain(name)[1:])})" if amd.chain(name) else ""),
+                           True, f"describe [gfx.{name}] (family, products, sources) in the data")
+             for name in amd.targets if name not in described]
+    found += [AmdDifference(f"bundle {bundle.key}", True, f"{bundle.display_name}, {bundle.level.replace('_', '-')} of "
+                                                          f"{', '.join(bundle.members)}: none of its targets is in [gfx]")
+              for bundle in amd.bundles.values() if bundle.level != "target" and not any(gfx in described for gfx in bundle.members)]
+    found += [AmdDifference(f"gfx target {name}", False, "rocm-bootstrap does not know it: check its name, or a newer "
+                                                         "rocm-bootstrap") for name in described if name not in amd.chains]
+    return tuple(found)
 
 
 def _set_differences(minor: str, kind: str, index: frozenset[str], data: frozenset[str]) -> list[Difference]:
@@ -321,7 +434,8 @@ def propose(text: str, compat: Compat, facts: CheckFacts) -> str:
         _propose_index(document, torch_tables, compat, facts.index)
     if facts.pypi is not None:
         _propose_pypi(document, torch_tables, compat, facts.pypi, facts.variant_pins)
-    _propose_code(document, compat, facts.code)
+    _propose_table_builds(document, torch_tables, facts.table_builds(compat))
+    _propose_archs(document, torch_tables, facts.arch_updates(compat))
     return spaced(tomlkit.dumps(document))
 
 
@@ -365,6 +479,7 @@ def _propose_index(document, torch_tables, compat: Compat, facts: IndexFacts) ->
             kept = {v for v in current if not facts.judges(compat, backend, v)}  # what no index read here can tell
             versions = {v for b, v in index.variants if b == backend and (b, v) in described and (v in current or (b, v) in index.current)}
             _set_list(entry, backend, versions | kept, backend)
+            _served(entry, [f"{backend} {v}" for v in versions])
         _confirm(entry, [f"{b} {v}" for b, v in index.variants])
         for variant in index.variants:
             offered.setdefault(variant, {})[minor] = index.platforms[variant]
@@ -404,17 +519,47 @@ def _propose_pypi(document, torch_tables, compat: Compat, pypi: PypiFacts, varia
     _cite(document, PYPI_SOURCE, PYPI_SOURCE_TEXT)
 
 
-def _propose_code(document, compat: Compat, findings: Sequence[CodeFinding]) -> None:
-    """A backend version's arch list becomes the code its wheel carries."""
-    for finding in findings:
-        facts = compat.backend(finding.backend, finding.version)
-        if facts is None or tuple(facts.archs) == finding.archs:
+def _propose_table_builds(document, torch_tables, builds: Sequence[TableBuild]) -> None:
+    """A described build a release's own table names joins its minor's list, unconfirmed until PyTorch's index
+    serves it."""
+    for build in builds:
+        if not build.described:
             continue
-        table = document[finding.backend][finding.version]
-        table["archs"] = list(finding.archs)
-        _confirm(table, ["archs"])
-        _note(table, [f"archs of {finding.wheel}"], CODE_SOURCE)
-        _cite(document, CODE_SOURCE, CODE_SOURCE_TEXT)
+        entry = torch_tables[build.minor]
+        entry[build.backend] = sorted({*map(str, entry.get(build.backend, [])), build.version}, key=Version)
+        entry["unconfirmed"] = [*map(str, entry.get("unconfirmed", [])), build.build]
+        _note(entry, [f"{build.build} from its table"], ARCH_TABLE_SOURCE)
+        _cite(document, ARCH_TABLE_SOURCE, SOURCE_TEXTS[ARCH_TABLE_SOURCE])
+
+
+def _propose_archs(document, torch_tables, updates: Sequence[ArchUpdate]) -> None:
+    """Each build's arch lists as its release's artifacts state them, with the release and the sources read."""
+    for update in updates:
+        entry = torch_tables[update.minor]
+        lists = entry.get("arch_lists")
+        if lists is None:
+            lists = entry["arch_lists"] = tomlkit.table()
+        wanted = update.wanted
+        table = tomlkit.inline_table()
+        if wanted.archs:
+            table["archs"] = list(wanted.archs)
+        if wanted.arm64_archs:
+            table["arm64_archs"] = list(wanted.arm64_archs)
+        table["release"] = wanted.release
+        table["sources"] = list(wanted.sources)
+        lists[update.build] = table
+        for source in wanted.sources:
+            _cite(document, source, SOURCE_TEXTS[source])
+
+
+def _served(entry, builds: Iterable[str]) -> None:
+    """Builds the index serves leave the release's `not_built` table: the index outweighs the source that said so."""
+    table = entry.get("not_built")
+    for build in [b for b in builds if table is not None and b in table]:
+        del table[build]
+        _note(entry, [build])
+    if table is not None and not table:
+        del entry["not_built"]
 
 
 def _confirm(table, facts: Iterable[str]) -> None:

@@ -430,8 +430,9 @@ TOP: dict[str, Field] = {
                        inherited=True, doc="what installs torch and the stack's packages in the image: uv or pip"),
     "compression": Field(Text(lambda value: None if value in COMPRESSIONS else f"one of {', '.join(COMPRESSIONS)}"), "zstd",
                          doc="how image layers are compressed: zstd, or gzip for engines older than Docker 23"),
-    "rocm_families": Field(Texts(grammar.name, most=MAX_FAMILIES), [], inherited=True,
-                           doc="thin-wheel ROCm images per GPU family ([families] of the compatibility data); [] builds one with every arch"),
+    "rocm_families": Field(Texts(grammar.rocm_family, most=MAX_FAMILIES), [], inherited=True,
+                           doc="thin-wheel ROCm images per GPU family: a [families] name of the compatibility data (mi300) or a "
+                               "bundle of AMD's hierarchy (gfx9_4, gfx115x, gfx12); [] builds one with every arch"),
     "max_layer_size": Field(Text(grammar.size), "10GB", inherited=True,
                             doc="the largest layer an image may have (GHCR refuses layers above 10 GB)"),
 }
@@ -474,11 +475,17 @@ COMPAT = Table({
         "published": Table(names=grammar.release_version, each=Table({
             "date": Text(grammar.note), "requires_python": Text(grammar.note), "pypi": Text(grammar.note),
             **{package: Text(grammar.release_version) for package in COMPANION_PACKAGES},
-            "pins": Table(names=grammar.note, each=Texts(grammar.requirement)),
+            "pins": Table(names=grammar.note, each=Texts(grammar.pin)),
             "wheel": Text(grammar.note),
             "sources": _NOTES,
         })),
         "amd64_only": _NOTES,
+        # per build ("cuda 12.9"), the archs this release's wheels carry (compat check reads them from the wheels)
+        "arch_lists": Table(names=grammar.note, each=Table({
+            "archs": Texts(grammar.gpu_arch), "arm64_archs": Texts(grammar.cuda_arch),
+            "release": Text(grammar.release_version), "sources": _NOTES,
+        })),
+        "not_built": Table(names=grammar.note, each=Text(grammar.note)),  # build -> the source that says so
         "unconfirmed": _NOTES,
         "sources": _NOTES,
         "from_index": _NOTES,
@@ -492,6 +499,7 @@ COMPAT = Table({
         "extras_of": Text(lambda value: None if value in ("rocm", "torch") else 'rocm or torch'),
         "all_extra": Text(grammar.name),
         "arch_extra": Text(grammar.distribution_template),
+        "companion_device": Table(names=grammar.name, each=Texts(grammar.distribution_template, allow_empty=False)),
         "index": Text(grammar.http_url),
         "local": Text(grammar.local_template),
         "unconfirmed": _NOTES,
@@ -499,13 +507,13 @@ COMPAT = Table({
     })),
     "installers": Table({"uv": Text(grammar.package_version), "sources": _NOTES}),
     "families": Table(names=grammar.name, each=Table({
-        "gfx": Texts(grammar.rocm_arch, allow_empty=False), "products": _NOTES, "therock": Text(grammar.note), "sources": _NOTES})),
+        "bundles": Texts(grammar.bundle, allow_empty=False), "products": _NOTES, "therock": Text(grammar.note), "sources": _NOTES})),
     "wheel_index": Table({
         "url": Text(grammar.http_url),
         "channels": Table({channel: Text(grammar.channel_path) for channel in CHANNELS}),
         "source": Text(grammar.note),
     }),
-    "archs": Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False)}),
+    "archs": Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False), "sources": _NOTES}),
     # A gfx target the shipped table lacks (a new GPU a team's own source build targets).
     "gfx": Table(names=grammar.rocm_arch, each=Table({
         "family": Text(grammar.note), "products": _NOTES, "sdk_rocm": VERSIONS, "amdgpu_family": Text(grammar.note),

@@ -38,7 +38,8 @@ _SAFE_REQUIREMENT_RE = re.compile(r"[A-Za-z0-9._\-\[\],<>=!~*+]{1,200}")
 _SAFE_URL_RE = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!&'()*+,;=%-]{1,2000}")
 
 CUDA_ARCH_RE = re.compile(r"[0-9]{1,2}\.[0-9](?:\+PTX)?")
-ROCM_ARCH_RE = re.compile(r"gfx[0-9a-f]{3,4}")
+# an LLVM gfx target, and rocm-bootstrap's names of a target's variants (gfx1250-strict, gfx1250's A0 stepping)
+ROCM_ARCH_RE = re.compile(r"gfx[0-9a-f]{3,4}(?:-[a-z]{1,12})?")
 
 
 def release_version(value: str) -> str | None:
@@ -69,6 +70,22 @@ def requirement(value: str) -> str | None:
     if parsed.url or parsed.marker:
         return expected
     return None
+
+
+_SAFE_PIN_RE = re.compile(r"[A-Za-z0-9._\-\[\],<>=!~*+ ;\"'()]{1,300}")
+
+
+def pin(value: str) -> str | None:
+    """A requirement a torch wheel states, with its environment marker where it has one (a recorded fact,
+    never installed as written): cuda-bindings<14,>=13.0.3; python_version < "3.15"."""
+    expected = 'a pip requirement with an optional marker such as \'triton~=3.9.0; python_version < "3.16"\' (no URL)'
+    if not isinstance(value, str) or not _SAFE_PIN_RE.fullmatch(value):
+        return expected
+    try:
+        parsed = Requirement(value)
+    except InvalidRequirement:
+        return expected
+    return expected if parsed.url else None
 
 
 def image_reference(value: str) -> str | None:
@@ -109,6 +126,23 @@ def name(value: str) -> str | None:
     if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
         return "a lowercase name: a letter, then letters, digits or -, at most 32 characters"
     return None
+
+
+_BUNDLE_RE = re.compile(r"gfx[0-9a-z_]{1,14}")
+
+
+def bundle(value: str) -> str | None:
+    """A bundle of AMD's packaging hierarchy, as rocm-bootstrap names it: gfx942, gfx9_4, gfx115x, gfx12."""
+    if not isinstance(value, str) or not _BUNDLE_RE.fullmatch(value):
+        return 'a bundle of AMD\'s hierarchy such as "gfx942", "gfx9_4" or "gfx115x"'
+    return None
+
+
+def rocm_family(value: str) -> str | None:
+    """What rocm_families names: a product family of the compatibility data (mi300) or an AMD bundle (gfx9_4)."""
+    if name(value) is None or bundle(value) is None:
+        return None
+    return 'a ROCm family such as "mi300", or a bundle of AMD\'s hierarchy such as "gfx9_4" or "gfx115x"'
 
 
 def user_name(value: str) -> str | None:
@@ -181,6 +215,13 @@ def rocm_arch(value: str) -> str | None:
     return None
 
 
+def gpu_arch(value: str) -> str | None:
+    """Either vendor's arch: a CUDA compute capability or a gfx target (a build's list is one vendor's)."""
+    if cuda_arch(value) is None or rocm_arch(value) is None:
+        return None
+    return 'a CUDA arch such as "9.0" or a gfx target such as "gfx942"'
+
+
 _NOTE_RE = re.compile(r"[A-Za-z0-9 ._:+/-]{1,120}")
 
 
@@ -221,13 +262,15 @@ def size_bytes(value: str) -> int:
     return round(float(found.group("number")) * _SIZE_UNITS[found.group("unit")])
 
 
-_DISTRIBUTION_TEMPLATE_RE = re.compile(r"[a-z0-9](?:[a-z0-9._-]|\{gfx\}){0,99}")
+_DISTRIBUTION_TEMPLATE_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,80}-\{(?:target|sub_family|family)\}")
 
 
 def distribution_template(value: str) -> str | None:
-    """A distribution or extra name where {gfx} stands for a gfx target (rocm-sdk-device-{gfx})."""
+    """A distribution or extra name ending in the level of AMD's hierarchy it is cut at, which rocm-bootstrap
+    names for each bundle: rocm-sdk-device-{target}, amd-torch-device-{sub_family}, device-{target}."""
     if not isinstance(value, str) or not _DISTRIBUTION_TEMPLATE_RE.fullmatch(value):
-        return 'a package name, {gfx} standing for the gfx target, such as "rocm-sdk-device-{gfx}"'
+        return ('a package name ending in -{target}, -{sub_family} or -{family} (the level of AMD\'s hierarchy it is cut '
+                'at), such as "rocm-sdk-device-{target}"')
     return None
 
 

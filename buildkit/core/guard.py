@@ -3,8 +3,9 @@
 The guard runs inside the image, where neither the matrix nor the labels can be read cheaply at every
 interpreter start, so the build writes this beside it: the image's vendor and backend, its reference, its
 pair and its twins (with arch lists where it has several of one vendor, the ROCm family images, for the guard
-to name the one carrying the host's gfx target; core/plan.py's _link_twins). Everything comes from the target,
-so its fingerprint covers it.
+to name the one carrying the host's gfx target, with that image's bundle of AMD's hierarchy and its family:
+the image cannot ask rocm-bootstrap; core/plan.py's _link_twins). Everything comes from the target, so its
+fingerprint covers it.
 """
 
 from __future__ import annotations
@@ -32,5 +33,6 @@ def guard_config(target: Target) -> str:
 
 @functools.lru_cache(4096)
 def _twins(twins: tuple[Twin, ...]) -> str:
-    return _COMPACT.encode([{"vendor": twin.vendor, "reference": twin.reference, **({"archs": list(twin.archs)} if twin.archs else {})}
+    return _COMPACT.encode([{"vendor": twin.vendor, "reference": twin.reference, **({"archs": list(twin.archs)} if twin.archs else {}),
+                             **({"bundle": twin.bundle, "family": twin.bundle_family} if twin.bundle else {})}
                             for twin in twins])

@@ -15,7 +15,9 @@ their own (`COPY --link`), in this order:
 4. `torch` itself, whose stage also narrows a thin wheel's requirement on device code, applies a fat wheel's
    arch trim, and writes torch's exact build as the constraint of every later install;
 5. `companions`: torchvision and the others built with torch, which change when torch does;
-6. for thin ROCm wheels, the device code of each gfx target the image carries, a layer per target.
+6. for thin ROCm wheels, torch's device code, a layer per bundle of AMD's hierarchy its layout cuts it at
+   (device-gfx942, device-gfx115x), then the companions' device code where the layout publishes it, a layer
+   per companion and bundle (device-torchvision-gfx942).
 
 What changes most often comes last: a node holding yesterday's nightly pulls the layers from torch's up, and
 a node holding one family image pulls another's device layers only. A layer whose distributions are all the
@@ -164,13 +166,16 @@ def torch_install(target: Target, compat: Compat) -> TorchInstall:
     torch = target.torch_requirement
     narrowing = None
     device: list[InstallLayer] = []
+    requirements = target.companions
     if layout is not None:
-        device = [InstallLayer(f"{DEVICE_PREFIX}{gfx}", packages, python_neutral(vendor, packages)) for gfx, packages in target.device_code]
+        device = [InstallLayer(code.layer, code.packages, python_neutral(vendor, code.packages)) for code in target.device_code]
         narrowed = target.archs != target.wheel_archs
-        extras = layout.arch_extras(target.archs) if narrowed else (layout.all_extra,)
+        extras = layout.arch_extras(compat.amd, target.archs) if narrowed else (layout.all_extra,)
         if layout.extras_of == "torch":
-            name, _, version = torch.partition("==")
-            torch = f"{name}[{','.join(extras)}]" + (f"=={version}" if version else "")
+            # torch's extras choose its device code, and a companion's (torchvision[device-gfx942]) its own
+            torch = _with_extras(torch, extras)
+            requirements = tuple(_with_extras(requirement, extras) if _name(requirement) in layout.companion_device else requirement
+                                 for requirement in requirements)
         elif narrowed:
             narrowing = Narrowing(layout.extras_of, layout.all_extra, extras)
     trim = trim_for(target)
@@ -181,15 +186,26 @@ def torch_install(target: Target, compat: Compat) -> TorchInstall:
     neutral = {name: python_neutral(vendor, (name,)) for name in target.layers}
     large = [InstallLayer(name, (name,), neutral[name], any_python=not neutral[name]) for name in target.layers]
     libraries = [InstallLayer(vendor.libraries_layer, vendor.library_distributions, True)] if vendor.libraries_layer else []
-    companions = tuple(found.group() for found in map(_REQUIREMENT_NAME.match, target.companions) if found)
+    companions = tuple(map(_name, target.companions))
     layers = (*(layer for layer in large if layer.python_neutral), *libraries, *(layer for layer in large if not layer.python_neutral),
               InstallLayer(DEPENDENCIES, ()), InstallLayer(TORCH, ("torch",)),
               *([InstallLayer(COMPANIONS, companions)] if companions else []), *device)
     return TorchInstall(
-        index_url=target.index_url, requirements=(torch, *target.companions), layers=layers, backend=target.backend,
+        index_url=target.index_url, requirements=(torch, *requirements), layers=layers, backend=target.backend,
         backend_version=target.backend_version, max_layer_size=target.max_layer_size, narrowing=narrowing,
         trim=fat_trim, pre=target.channel == "nightly", installer=target.installer,
     )
+
+
+def _name(requirement: str) -> str:
+    found = _REQUIREMENT_NAME.match(requirement)
+    return found.group() if found else requirement
+
+
+def _with_extras(requirement: str, extras: tuple[str, ...]) -> str:
+    """torch==2.14.0+rocm10.1.0 with extras: torch[device-gfx942]==2.14.0+rocm10.1.0 (a bare name: torch[...])."""
+    name, _, version = requirement.partition("==")
+    return f"{name}[{','.join(extras)}]" + (f"=={version}" if version else "")
 
 
 _LAYER_ROOT = re.compile(r"/layers/([A-Za-z0-9._-]+)/")

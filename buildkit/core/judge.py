@@ -78,6 +78,24 @@ def _companion_checks(report: Mapping[str, Any]) -> list[Check]:
     return checks
 
 
+def _companion_ops_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check]:
+    """A companion whose device code the image carries (torchvision's amd-torchvision-device-<gfx>) must load its
+    compiled ops: without them its GPU operators fail on every arch, whatever device packages are there. On a GPU,
+    its ops then run on each device (the probe's per-device "torchvision ops" check)."""
+    checks = []
+    for name in expect.companion_device_code:
+        info = (report.get("companions") or {}).get(name)
+        if info is None:
+            checks.append(Check(f"{name} ops", False, f"{name} is not installed, yet the image declares its device code"))
+        elif info.get("ops") is True:
+            checks.append(Check(f"{name} ops", True, f"{name} {info.get('version')}: its compiled ops load"))
+        else:
+            why = "do not load" if info.get("ops") is False else "cannot be asked for (no extension module)"
+            checks.append(Check(f"{name} ops", False, f"{name} {info.get('version')}: its compiled ops {why}; its GPU operators "
+                                                      f"fail ({expect.vendor.missing_arch_error})"))
+    return checks
+
+
 def _arch_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check]:
     compiled = report.get("compiled_archs") or []
     if not compiled:
@@ -201,7 +219,7 @@ def judge(
     if "import_error" in report:
         return Verdict(image, False, (Check("import torch", False, report["import_error"]),), "failed", report=report)
     checks = _backend_checks(expect, report["torch"]) + _companion_checks(report) + _arch_checks(expect, report)
-    checks += _device_code_checks(expect, report)
+    checks += _device_code_checks(expect, report) + _companion_ops_checks(expect, report)
     checks += _cpu_checks(expect, report)
     # GPU checks count only where the kernels ran: --gpu auto on a host without the vendor's GPU judges
     # the image by what runs on the CPU.

@@ -37,7 +37,13 @@ BASE_DIGEST = f"{PREFIX}base-digest"  # matrix.lock's digest of the base image
 PLATFORMS = f"{PREFIX}platforms"  # set when the image index holds more (or other) than linux/amd64
 TORCH_COMPILE = f"{PREFIX}torch-compile"  # "false" when built without the torch.compile toolchain (compile = false)
 ROCM_FAMILY = f"{PREFIX}rocm-family"  # a family image (mi300): it carries its gfx targets' device code only
+ROCM_BUNDLE = f"{PREFIX}rocm-bundle"  # a family image's bundle of AMD's hierarchy (gfx9_4, gfx115x; rocm-bootstrap)
 DEVICE_PACKAGES = f"{PREFIX}device-packages"  # thin ROCm wheels: the device-code distributions the image carries
+# thin ROCm wheels: the companions whose device code the image carries too (torchvision), whose ops must load
+COMPANION_DEVICE_CODE = f"{PREFIX}companion-device-code"
+# thin ROCm wheels: the image's WheelNext variant properties (amd :: gfx_arch :: gfx942), so a variant-aware
+# install inside it can be pinned to what the image carries
+WHEEL_VARIANT = f"{PREFIX}wheel-variant"
 MAX_LAYER_SIZE = f"{PREFIX}max-layer-size"  # bytes: the budget every layer of the image was built under
 COMPRESSION = f"{PREFIX}compression"  # how its layers are compressed: zstd (engines from Docker 23 on) or gzip
 INSTALLER = f"{PREFIX}installer"  # what installed torch and the packages: uv or pip
@@ -70,8 +76,14 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
     }
     if target.family:
         labels[ROCM_FAMILY] = target.family
+    if target.bundle:
+        labels[ROCM_BUNDLE] = target.bundle
     if target.device_code:
         labels[DEVICE_PACKAGES] = ",".join(target.device_packages)
+    if target.companion_device_packages:
+        labels[COMPANION_DEVICE_CODE] = ",".join(target.companion_device_packages)
+    if target.wheel_variant:
+        labels[WHEEL_VARIANT] = "; ".join(target.wheel_variant)
     if target.base_digest:
         labels[BASE_DIGEST] = target.base_digest
     if not target.compile:
@@ -123,6 +135,8 @@ class ImageIdentity:
     compile: bool = True  # built with the torch.compile toolchain (the default); False: compile = false
     family: str = ""  # a ROCm family image's family
     device_packages: tuple[str, ...] = ()  # thin ROCm wheels: the device-code distributions it must carry
+    companion_device_code: tuple[str, ...] = ()  # the companions whose device code it carries (their ops must load)
+    bundle: str = ""  # a ROCm family image's bundle of AMD's hierarchy
 
     @property
     def backend(self) -> str:
@@ -158,4 +172,6 @@ class ImageIdentity:
             compile=labels.get(TORCH_COMPILE, "") != "false",
             family=labels.get(ROCM_FAMILY, ""),
             device_packages=tuple(name for name in labels.get(DEVICE_PACKAGES, "").split(",") if name),
+            companion_device_code=tuple(name for name in labels.get(COMPANION_DEVICE_CODE, "").split(",") if name),
+            bundle=labels.get(ROCM_BUNDLE, ""),
         )

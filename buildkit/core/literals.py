@@ -72,19 +72,19 @@ def assigned_literal(text: str, name: str, shown: str = "the module", max_chars:
 def cut_literal(text: str, start: int, name: str = "the value", max_chars: int = MAX_LITERAL_CHARS,
                 max_depth: int = MAX_LITERAL_DEPTH) -> str:
     """The bracketed literal that starts at `start`: its brackets counted (outside strings and comments) until the
-    first closes, refused past `max_chars` characters or `max_depth` levels before anything parses it."""
+    first closes, refused past `max_chars` characters or `max_depth` levels before anything parses it. Its strings
+    hold no escape and no line break (keys and names of a table need neither, and a string then ends where it
+    seems to)."""
     if start >= len(text) or text[start] not in _OPENERS:
-        raise LiteralError(f"{name} is not a literal (a string, a number or a bracketed table)")
+        raise LiteralError(f"{name} is not a literal table (nor a string or a number)")
     depth, quote, position = 0, "", start
     end = min(len(text), start + max_chars)
     while position < end:
         char = text[position]
         if quote:
-            if char == "\\":
-                position += 1  # the escaped character is part of the string
-            elif char == "\n":
-                raise LiteralError(f"{name} holds a string that runs past its line")
-            elif char == quote:
+            if char in "\\\n":
+                raise LiteralError(f"{name} holds a string with an escape or a line break")
+            if char == quote:
                 quote = ""
         elif char in "\"'":
             quote = char

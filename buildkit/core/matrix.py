@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from buildkit.core import fields, grammar
+from buildkit.core.amd_targets import amd_targets
 from buildkit.core.compat import Compat, TorchRelease, compat_from_data, merge_overrides
 from buildkit.core.fields import INVALID, REQUIRED, Checker, Rule
 from buildkit.core.lock import Lock, read_lock
@@ -257,8 +258,8 @@ class _StackReader:
         self._companions(release, torch, values["companions"])
         self._packages(values["packages"])
         self._flavors(values["flavors"])
-        self._archs(values["archs"], backends)
-        self._families(values["rocm_families"], values["archs"], backends)
+        self._archs(release.minor, values["archs"], backends)
+        self._families(release.minor, values["rocm_families"], values["archs"], backends)
         if len(self.check.problems) > before:
             return None
         pair = self._pair(backends)
@@ -345,7 +346,7 @@ class _StackReader:
                           f"folders; {_template_fix(self.layers, where, flavor + FLAVOR_SUFFIX)}, or use one of: "
                           f"{', '.join(sorted(self.flavors))}")
 
-    def _archs(self, archs: Mapping[str, tuple[str, ...]], backends: Mapping[str, tuple[str, ...]]) -> None:
+    def _archs(self, minor: str, archs: Mapping[str, tuple[str, ...]], backends: Mapping[str, tuple[str, ...]]) -> None:
         where, key = self.located("archs")
         for backend, names in archs.items():
             known = self.compat.known_archs[backend]
@@ -354,23 +355,26 @@ class _StackReader:
                     self.fail(where, f"{key}.{backend}[{index}]", f"unknown {backend} arch {arch!r}; known: {', '.join(known)}")
             # A wheel carries the arch list it was built with: a team can narrow it, never widen it.
             for version in backends.get(backend, ()):
-                official = self.compat.backend(backend, version)
-                if official is None:
+                if self.compat.backend(backend, version) is None:
                     continue  # its own problem is reported with the stack's versions
-                extra = [arch for arch in names if arch not in official.archs and arch.removesuffix("+PTX") in known]
+                official = self.compat.wheel_archs(minor, backend, version).archs  # this torch release's build
+                extra = [arch for arch in names if arch not in official and arch.removesuffix("+PTX") in known]
                 if extra:
-                    self.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' "
-                                                         f"arch list ({', '.join(official.archs)}); a wheel image can only narrow it")
+                    self.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' arch list of "
+                                                         f"torch {minor} ({', '.join(official)}); a wheel image can only narrow it")
 
-    def _families(self, families: tuple[str, ...], archs: Mapping[str, tuple[str, ...]],
+    def _families(self, minor: str, families: tuple[str, ...], archs: Mapping[str, tuple[str, ...]],
                   backends: Mapping[str, tuple[str, ...]]) -> None:
-        """Each family is known, and at every thin-wheel ROCm version of the stack it keeps a gfx target the
-        wheels carry; every gfx target an image declares has a device package on its index."""
+        """Each family is a product family of the data or a bundle of AMD's hierarchy, and at every thin-wheel
+        ROCm version of the stack it keeps a gfx target the wheels carry; every gfx target an image declares
+        has a device package on its index."""
         where, key = self.located("rocm_families")
+        groups = {name: self.compat.image_group(name) for name in families}
         for index, name in enumerate(families):
-            if name not in self.compat.families:
-                self.fail(where, f"{key}[{index}]", f"unknown ROCm family {name!r}; known: {', '.join(sorted(self.compat.families))} "
-                                                    "(or describe it in [compat.families])")
+            if groups[name] is None:
+                self.fail(where, f"{key}[{index}]", f"unknown ROCm family {name!r}; known: {', '.join(self.compat.known_groups())} "
+                                                    "(the compatibility data's families, then the sub-families and families of AMD's "
+                                                    "hierarchy, from rocm-bootstrap; or describe a family in [compat.families])")
         # families are AMD's (its thin wheels' gfx targets by product line), as the rocm_families key says
         releases = [self.compat.backend(AMD.backend, v) for v in backends.get(AMD.backend, ())]
         thin = [release for release in releases if release is not None and release.thin_wheels]
@@ -378,21 +382,22 @@ class _StackReader:
             self.fail(where, key, "rocm_families builds thin-wheel ROCm images per family, and this stack has no thin-wheel "
                                   f"ROCm version ({', '.join(backends.get(AMD.backend, ())) or 'none'})")
         for release in thin:
-            wheel_archs = archs.get(AMD.backend, release.archs)
-            declared = [(f"{key}[{i}]", name, [g for g in self.compat.families[name].gfx if g in wheel_archs])
-                        for i, name in enumerate(families) if name in self.compat.families]
+            wheel_archs = archs.get(AMD.backend, self.compat.wheel_archs(minor, AMD.backend, release.version).archs)
+            declared = [(f"{key}[{i}]", name, [g for g in groups[name] or () if g in wheel_archs])
+                        for i, name in enumerate(families) if groups[name] is not None]
             for path, name, kept in declared:
                 # an inherited family that the stack's own arch list leaves empty is left out (plan notes it)
                 if (not kept and "rocm_families" in self.entry) or (not kept and self.is_default("archs")):
-                    self.fail(where, path, f"family {name} ({', '.join(self.compat.families[name].gfx)}) has no gfx target "
+                    self.fail(where, path, f"family {name} ({', '.join(groups[name] or ())}) has no gfx target "
                                            f"in the ROCm {release.version} wheels' arch list ({', '.join(wheel_archs)})")
             carried = {gfx for _, _, kept in declared for gfx in kept} if declared else set(wheel_archs)
             layout = self.compat.layout_of(release)
             missing = sorted(gfx for gfx in carried if gfx not in self.compat.device_archs(release.version))
             if layout is not None and missing:
                 shown = layout.index or f"the ROCm {release.version} wheel index"
+                names = [name for code in layout.device_code(self.compat.amd, (missing[0],)) for name in code.packages]
                 self.fail(where, key if declared else self.located("archs")[1],
-                          f"{', '.join(missing)}: no device package ({', '.join(layout.device_packages(missing[0]))}) on "
+                          f"{', '.join(missing)}: no device package ({', '.join(names)}) on "
                           f"{shown} ({layout.name} layout); its device packages cover: {', '.join(self.compat.device_archs(release.version))}")
 
     def _pair(self, backends: Mapping[str, tuple[str, ...]]) -> dict[str, str] | None:
@@ -465,7 +470,8 @@ _REQUIRED_FACTS = {
 }
 
 
-def _check_overridden_facts(check: Checker, overrides: Mapping[str, Any], facts: Mapping[str, Any], where: str) -> None:
+def _check_overridden_facts(check: Checker, overrides: Mapping[str, Any], facts: Mapping[str, Any], where: str,
+                            bundles: tuple[str, ...]) -> None:
     """The entries a team's [compat] touched, merged: complete, and every backend version a torch release
     lists has its own entry (else the stacks that use it fail far from the cause)."""
     for table, required in _REQUIRED_FACTS.items():
@@ -474,6 +480,12 @@ def _check_overridden_facts(check: Checker, overrides: Mapping[str, Any], facts:
             for key, example in required.items():
                 if key not in entry:
                     check.fail(where, f"compat.{table}.{name}", f'missing "{key}": a {table} entry of your own needs {example}')
+    # a family groups bundles of AMD's hierarchy: a name rocm-bootstrap does not know is a mistake, not a new GPU
+    for name, entry in overrides.get("families", {}).items():
+        for index, bundle in enumerate(entry.get("bundles", ())):
+            if bundle not in bundles:
+                check.fail(where, f"compat.families.{name}.bundles[{index}]",
+                           f"unknown bundle {bundle!r}; AMD's hierarchy (rocm-bootstrap) knows: {', '.join(bundles)}")
     for minor in overrides.get("torch", {}):
         for backend in BACKENDS:
             for index, version in enumerate(facts["torch"][minor].get(backend, ())):
@@ -564,7 +576,7 @@ def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapp
         broken_facts = len(check.problems) > before
         if not broken_facts:
             compat_data = merge_overrides(compat_data, overrides)
-            _check_overridden_facts(check, overrides, compat_data, merged.where("compat", last))
+            _check_overridden_facts(check, overrides, compat_data, merged.where("compat", last), tuple(amd_targets().bundles))
             broken_facts = len(check.problems) > before
     compat = compat_from_data(compat_data)
 

@@ -14,8 +14,9 @@ from functools import cached_property
 from typing import Any
 
 from buildkit.core import grammar
+from buildkit.core.amd_targets import VARIANT_FEATURE, VARIANT_NAMESPACE
 from buildkit.core.bases import base_environment
-from buildkit.core.compat import AMD64, ARM64, Compat
+from buildkit.core.compat import AMD64, ARM64, Compat, DeviceCode, RocmLayout
 from buildkit.core.fields import Rule, apply_rules
 from buildkit.core.matrix import Matrix, Stack, User, first_problems
 from buildkit.core.source import SOURCE_FLAVOR
@@ -36,6 +37,9 @@ class Twin:
     vendor: str
     reference: str  # its immutable tag
     archs: tuple[str, ...]  # only when the target has several twins of that vendor, to choose among them
+    # with archs: the twin's bundle of AMD's hierarchy and that bundle's family (gfx9_4, gfx9), for the guard to name
+    bundle: str = ""
+    bundle_family: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,17 +83,34 @@ class Target:
     max_jobs: int = 0  # source flavor: compile jobs; 0 derives them from the builder's memory and cores
     wheel_archs: tuple[str, ...] = ()  # what the backend version's wheels carry; `archs` may narrow it (core/trim.py)
     twins: tuple[Twin, ...] = ()  # the pair's images of the other vendor (one per ROCm family image for a CUDA target)
-    family: str = ""  # a ROCm family image (mi300): it carries the device code of its `archs` only
+    family: str = ""  # a ROCm family image (mi300, or a bundle: gfx9_4): it carries the device code of its `archs` only
+    bundle: str = ""  # a family image's bundle of AMD's hierarchy: the one it names, or the finest holding its archs
     layout: str = ""  # thin ROCm wheels: the [rocm_layouts] entry of its index
     layers: tuple[str, ...] = ()  # torch's large dependencies, each in a layer of its own
     max_layer_size: int = 10 * 10**9  # bytes: no layer of the image may be larger
     local_version: str = ""  # torch's local version on its index ("": the backend's own, cu130 or rocm7.2)
-    # thin ROCm wheels: per gfx target the image carries, the distributions of its device code
-    device_code: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # thin ROCm wheels: per bundle of the layout's levels, the distributions of torch's and the companions' device code
+    device_code: tuple[DeviceCode, ...] = ()
+    # thin ROCm wheels: the `gfx_arch` values AMD's WheelNext variant plugin reports for the image's archs
+    gfx_arch_variant: tuple[str, ...] = ()
 
     @cached_property  # kept: templates and labels read it for every render
     def device_packages(self) -> tuple[str, ...]:
         return _device_packages(self.device_code)
+
+    @property
+    def companion_device_packages(self) -> dict[str, list[str]]:
+        """companion -> the distributions of its device code the image carries (torchvision's amd-torchvision-device-*)."""
+        found: dict[str, list[str]] = {}
+        for code in self.device_code:
+            if code.owner != "torch":
+                found.setdefault(code.owner, []).extend(code.packages)
+        return found
+
+    @property
+    def wheel_variant(self) -> tuple[str, ...]:
+        """The image's WheelNext variant properties (PEP 825): amd :: gfx_arch :: gfx942, one per package owner."""
+        return tuple(f"{VARIANT_NAMESPACE} :: {VARIANT_FEATURE} :: {value}" for value in self.gfx_arch_variant)
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -224,13 +245,38 @@ def _family_archs(matrix: Matrix, stack: Stack, vendor: Vendor, version: str, ar
         return (("", archs),)
     images = []
     for name in stack.rocm_families:
-        kept = tuple(gfx for gfx in matrix.compat.families[name].gfx if gfx in archs)
+        kept = tuple(gfx for gfx in matrix.compat.image_group(name) or () if gfx in archs)
         if kept:
             images.append((name, kept))
         else:
             notes.append(Note(f"{stack.torch} {vendor.index_tag(version)}-{name}", f"left out: the stack's {vendor.backend_display} archs "
                               f"({' '.join(archs)}) hold none of family {name}'s", (("torch", stack.torch), ("backend", vendor.backend), ("family", name))))
     return tuple(images)
+
+
+def family_bundle(compat: Compat, family: str) -> str:
+    """The bundle of AMD's hierarchy a family image is for: the one its family names (gfx9_4), a product family's
+    bundle (mi300 -> gfx9_4), or the finest holding a product family's several bundles (strix-point -> gfx115x);
+    "" for an image with every arch."""
+    if not family or family in compat.amd.bundles:
+        return family
+    found = compat.families.get(family)
+    if found is None:
+        return ""
+    covering = compat.amd.bundles.get(found.bundles[0]) if len(found.bundles) == 1 else compat.amd.covering(found.gfx)
+    return covering.key if covering else ""
+
+
+def device_code(compat: Compat, layout: RocmLayout, version: str, archs: tuple[str, ...], wheel_archs: tuple[str, ...],
+                companions: tuple[str, ...]) -> tuple[DeviceCode, ...]:
+    """The device code a thin image carries: its archs' (one with the wheels' whole list: every gfx target its
+    index has device packages for, what torch's device-all asks for), torch's and its companions'."""
+    carried = compat.device_archs(version) if archs == wheel_archs else archs
+    return layout.device_code(compat.amd, carried, tuple(_requirement_name(c) for c in companions))
+
+
+def _requirement_name(requirement: str) -> str:
+    return requirement.partition("=")[0].partition("[")[0]
 
 
 def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict[str, Any]]:
@@ -250,6 +296,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
         for version in stack.backends[backend]:
             facts = compat.backend(backend, version)
             assert facts is not None
+            built = compat.wheel_archs(release.minor, backend, version)  # this release's build of the version
             layout = compat.layout_of(facts)
             local = vendor.index_tag(version)
             if layout and layout.local:
@@ -267,8 +314,8 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 unconfirmed=tuple([f"torch {release.minor}: {item}" for item in release.unconfirmed if item == f"{backend} {version}"]
                                   + [f"{backend} {version}: {item}" for item in facts.unconfirmed]),
                 thin_wheels=facts.thin_wheels, supported_platforms=compat.platforms(release.minor, backend, version),
-                arm64_archs=stack.archs.get(backend, facts.arm64_archs) if ARM64 in facts.platforms else (),
-                compile=stack.compile, locked_packages=locked_packages, wheel_archs=facts.archs,
+                arm64_archs=stack.archs.get(backend, built.arm64_archs) if ARM64 in facts.platforms else (),
+                compile=stack.compile, locked_packages=locked_packages, wheel_archs=built.archs,
                 installer=stack.installer, uv=compat.uv if stack.installer == "uv" else "", compression=matrix.compression,
                 layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
                 local_version=local,
@@ -276,13 +323,12 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 # version, set with the fields (see _target)
                 vendor_record=vendor, backend_label=vendor.backend_label(version), container_environment=vendor.environment(version),
             )
-            stack_archs = stack.archs.get(backend, facts.archs)
-            # per image of the version (one per ROCm family, or one with every arch): its archs and device code. A
-            # thin image carries the device code of its archs; one with the wheels' whole list, of every gfx target
-            # its index has device packages for (what torch's device-all asks for)
-            images = [(family, archs, code, _device_packages(code)) for family, archs, code in (
-                (family, archs, tuple((gfx, layout.device_packages(gfx)) for gfx in (compat.device_archs(version) if archs == facts.archs else archs))
-                 if layout else ())
+            stack_archs = stack.archs.get(backend, built.archs)
+            # per image of the version (one per ROCm family, or one with every arch): its archs, bundle, device code
+            # and the variant AMD's plugin would report for it
+            images = [(family, archs, family_bundle(compat, family), code, _device_packages(code),
+                       compat.amd.variant_values(archs) if layout else ()) for family, archs, code in (
+                (family, archs, device_code(compat, layout, version, archs, built.archs, stack.companions) if layout else ())
                 for family, archs in _family_archs(matrix, stack, vendor, version, stack_archs, layout is not None, notes))]
             for flavor in stack.flavors:
                 if flavor == SOURCE_FLAVOR and not of_backend(backend).builds_from_source:
@@ -301,17 +347,18 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 twin = stack.pair.get(backend) == version and flavor != SOURCE_FLAVOR  # source has no CUDA side
                 builder = facts.devel_base if flavor == SOURCE_FLAVOR else ""
                 # the source flavor compiles torch for its archs: one image, no device packages to choose
-                flavor_images = images if flavor != SOURCE_FLAVOR else [("", stack_archs, (), ())]
+                flavor_images = images if flavor != SOURCE_FLAVOR else [("", stack_archs, "", (), (), ())]
                 for python in stack.python:
                     if python in skipped:
                         continue
                     base = _base_image(matrix, flavor, backend, version, python)
                     base_digest = matrix.lock.base_digest(base)
-                    for family, archs, device_code, device_packages in flavor_images:
+                    for family, archs, bundle, code, device_packages, variant in flavor_images:
                         ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor, family)
                         floating = floating_tag(matrix.tag_prefix, stack.torch, backend, python, flavor, family)
                         targets.append(dict(
-                            id=ident, python=python, flavor=flavor, family=family, archs=archs, device_code=device_code,
+                            id=ident, python=python, flavor=flavor, family=family, bundle=bundle, archs=archs, device_code=code,
+                            gfx_arch_variant=variant,
                             pair=pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
                             base_image=base, base_digest=base_digest,
                             tag_names=(ident, floating) if twin else (ident,),
@@ -344,7 +391,7 @@ def _settle_pairs(targets: list[dict[str, Any]], notes: list[Note]) -> None:
             target["pair"], target["tag_names"] = None, target["tag_names"][:1]  # floating tags are for twins
 
 
-def _link_twins(targets: list[dict[str, Any]]) -> None:
+def _link_twins(targets: list[dict[str, Any]], compat: Compat) -> None:
     """Each paired target learns its twins (the pair's targets of the other vendor), so its image can name
     them; they are part of the target, hence of its fingerprint: a changed twin rebuilds the image naming it."""
     by_pair: dict[str, list[dict[str, Any]]] = {}
@@ -357,8 +404,16 @@ def _link_twins(targets: list[dict[str, Any]]) -> None:
             # arch lists only where there is a choice (ROCm family images): a lone twin's narrowed archs do not
             # change the image that names it
             several = len(others) > 1
-            target["twins"] = tuple(Twin(o["vendor"], f"{o['registry']}/{o['repository']}:{o['tag_names'][0]}", o["archs"] if several else ())
+            target["twins"] = tuple(Twin(o["vendor"], f"{o['registry']}/{o['repository']}:{o['tag_names'][0]}", o["archs"] if several else (),
+                                         *(_bundle_and_family(compat, o.get("bundle", "")) if several else ()))
                                     for o in others)
+
+
+def _bundle_and_family(compat: Compat, bundle: str) -> tuple[str, str]:
+    """A bundle key with its family's (gfx9_4 -> gfx9_4, gfx9); ("", "") for none."""
+    found = compat.amd.bundles.get(bundle)
+    chain = compat.amd.chain(found.members[0]) if found else ()
+    return (bundle, chain[2].key) if chain else ("", "")
 
 
 def expand(matrix: Matrix) -> Plan:
@@ -391,7 +446,7 @@ def expand(matrix: Matrix) -> Plan:
             "tag_prefix",
         ))
     _settle_pairs(targets, notes)
-    _link_twins(targets)
+    _link_twins(targets, matrix.compat)
     return Plan(tuple(map(_target, targets)), (*map(Note.of_warning, matrix.warnings), *dict.fromkeys(notes)))
 
 
@@ -400,8 +455,8 @@ def _kept_by_rules(matrix: Matrix, facts: Mapping[str, str]) -> bool:
     return included and not any(rule.matches_all(facts) for rule in matrix.exclude)
 
 
-def _device_packages(device_code: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[str, ...]:
-    return tuple(name for _, names in device_code for name in names)
+def _device_packages(code: tuple[DeviceCode, ...]) -> tuple[str, ...]:
+    return tuple(name for found in code for name in found.packages)
 
 
 _TARGET_DEFAULTS = {field.name: field.default for field in dataclasses.fields(Target) if field.default is not dataclasses.MISSING}
@@ -452,12 +507,17 @@ def narrow_for_source(
             if extra and target.flavor != SOURCE_FLAVOR:
                 raise UserError(Problem("--gpu-arch", f"{', '.join(extra)} not in {target.id}'s wheel arch list; "
                                                       "only the source flavor compiles for new archs"))
-            device = dict(target.device_code)
-            if device and any(arch not in device for arch in archs):
-                missing = [arch for arch in archs if arch not in device]
-                raise UserError(Problem("--gpu-arch", f"{', '.join(missing)}: no device package on {target.index_url} "
-                                                      f"({target.layout} layout) for {target.id}; it has: {', '.join(device)}"))
-            target = replace(target, archs=archs, device_code=tuple((arch, device[arch]) for arch in archs if arch in device))
+            layout = compat.rocm_layouts.get(target.layout) if target.device_code else None
+            if layout is not None:
+                carried = compat.device_archs(target.backend_version)
+                missing = [arch for arch in archs if arch not in carried]
+                if missing:
+                    raise UserError(Problem("--gpu-arch", f"{', '.join(missing)}: no device package on {target.index_url} "
+                                                          f"({target.layout} layout) for {target.id}; it has: {', '.join(carried)}"))
+                code = layout.device_code(compat.amd, archs, tuple(_requirement_name(c) for c in target.companions))
+                target = replace(target, archs=archs, device_code=code, gfx_arch_variant=compat.amd.variant_values(archs))
+            else:
+                target = replace(target, archs=archs)
         if target.flavor == SOURCE_FLAVOR:
             target = replace(target, source_checkout=checkout, max_jobs=max_jobs)
         changed.append(target)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.parser import HeaderParser
 
 from packaging.markers import InvalidMarker, Marker
@@ -20,6 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from buildkit.core.arch_lists import ArchTable
 from buildkit.core.compat import AMD64, ARM64
 from buildkit.core.literals import LiteralError, module_constants
 from buildkit.core.vendors import VENDORS
@@ -33,6 +34,7 @@ _BACKEND_LIBRARIES = re.compile(r"^(cuda-toolkit|cuda-bindings|nvidia-.+|triton|
 # What the markers of a pinned requirement are evaluated against: the Linux images buildkit builds
 _LINUX = {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix", "platform_machine": "x86_64",
           "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+_PYTHONS = tuple(f"3.{minor}" for minor in range(8, 21))  # the CPythons a marker is weighed against
 MAX_VERSION_LENGTH = 64  # a version string longer than this is not a real release's (and packaging is slow on them)
 
 
@@ -92,8 +94,10 @@ def build_of(release: Release) -> str:
 
 
 def backend_pins(requires_dist: Iterable[str]) -> tuple[str, ...]:
-    """The backend libraries a torch wheel requires on Linux, without their markers:
-    cuda-toolkit[cublas,...]==13.2.2, nvidia-cudnn-cu13==9.26.0.51, triton~=3.9.0, rocm[device-all,libraries]==7.14.*."""
+    """The backend libraries a torch wheel requires on Linux: cuda-toolkit[cublas,...]==13.2.2,
+    nvidia-cudnn-cu13==9.26.0.51, rocm[device-all,libraries]==7.14.*, each with its marker where the marker
+    does not hold on every Linux machine and Python (cuda-bindings<14,>=13.0.3; platform_system == "Linux" and
+    python_version < "3.15": torch 2.13 and later leave it out on Python 3.15)."""
     pins = []
     for line in requires_dist:
         try:
@@ -102,22 +106,27 @@ def backend_pins(requires_dist: Iterable[str]) -> tuple[str, ...]:
             continue
         if not _BACKEND_LIBRARIES.match(canonicalize_name(requirement.name)):
             continue
-        if requirement.marker is not None and not _applies_on_linux(requirement.marker):
+        holds = _holds_on_linux(requirement.marker) if requirement.marker is not None else (True,)
+        if not any(holds):
             continue
         extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
-        pins.append(f"{canonicalize_name(requirement.name)}{extras}{requirement.specifier}")
+        marker = "" if all(holds) else f"; {requirement.marker}"
+        pins.append(f"{canonicalize_name(requirement.name)}{extras}{requirement.specifier}{marker}")
     return tuple(dict.fromkeys(pins))
+
+
+def _holds_on_linux(marker: Marker) -> tuple[bool, ...]:
+    """Whether a marker holds on each Linux machine and Python an image may have (none where it cannot be evaluated)."""
+    try:
+        return tuple(marker.evaluate({**_LINUX, "platform_machine": machine, "python_version": python, "python_full_version": f"{python}.0"})
+                     for machine in _PLATFORM for python in _PYTHONS)
+    except (InvalidMarker, ValueError):
+        return ()
 
 
 def _applies_on_linux(marker: Marker) -> bool:
     """A marker that holds on Linux for some Python version (triton's `python_version < "3.15"` does)."""
-    for python in ("3.10", "3.11", "3.12", "3.13", "3.14"):
-        try:
-            if marker.evaluate({**_LINUX, "python_version": python, "python_full_version": f"{python}.0"}):
-                return True
-        except (InvalidMarker, ValueError):
-            return False
-    return False
+    return any(_holds_on_linux(marker))
 
 
 def pinned_version(pins: Sequence[str], name: str) -> str:
@@ -157,14 +166,16 @@ class Release:
     wheel: str  # the Linux x86_64 wheel read for metadata (the newest CPython's)
     metadata: WheelMetadata | None = None
     version_module: Mapping[str, str] = field(default_factory=dict)
+    arch_table: ArchTable | None = None  # torch/cuda/__init__.py's PYTORCH_RELEASES_CODE_CC (torch 2.11 and later)
+    arm64_wheel: str = ""  # the Linux aarch64 wheel of the same CPython, where there is one
 
     @property
     def date(self) -> str:
         return self.uploaded
 
-    def with_contents(self, metadata: WheelMetadata | None, version_module: Mapping[str, str]) -> Release:
-        return Release(self.project, self.version, self.local, self.uploaded, self.pythons, self.platforms,
-                       self.requires_python, self.wheel, metadata, dict(version_module))
+    def with_contents(self, metadata: WheelMetadata | None, version_module: Mapping[str, str],
+                      arch_table: ArchTable | None = None) -> Release:
+        return replace(self, metadata=metadata, version_module=dict(version_module), arch_table=arch_table)
 
 
 def releases(project: str, files: Iterable[PublishedFile], local: str | None = None) -> dict[str, Release]:
@@ -197,10 +208,13 @@ def releases(project: str, files: Iterable[PublishedFile], local: str | None = N
                     linux.append((python_order(tag.interpreter), published))
         dates = sorted(p.uploaded for p, _, _ in entries if p.uploaded)
         chosen = max(linux, key=lambda item: item[0])[1] if linux else entries[0][0]
+        arm64 = next((published.filename for published, _local, tags in entries
+                      if chosen.filename.rsplit("-", 1)[0] == published.filename.rsplit("-", 1)[0]
+                      and any(linux_platform(tag.platform) == ARM64 for tag in tags)), "")
         found[version] = Release(
             project=canonicalize_name(project), version=version, local=entries[0][1], uploaded=dates[0] if dates else "",
             pythons=tuple(sorted(pythons, key=Version)), platforms=tuple(sorted(platforms)),
-            requires_python=chosen.requires_python, wheel=chosen.filename,
+            requires_python=chosen.requires_python, wheel=chosen.filename, arm64_wheel=arm64,
         )
     return dict(sorted(found.items(), key=lambda item: Version(item[0])))
 

@@ -114,13 +114,20 @@ def host_gfx_targets(root="/"):
 
 
 def _twins_for(config, vendor, root):
-    """The twins of `vendor` to name: for AMD, those whose arch list covers this host's gfx targets."""
+    """The twins of `vendor` to name, and what to say of them: for AMD, those whose arch list covers this host's
+    gfx targets, each said with the host's targets, the image's bundle of AMD's hierarchy and its family."""
     twins = [twin for twin in config.get("twins", ()) if twin.get("vendor") == vendor]
     if vendor == "amd" and len(twins) > 1:
         wanted = host_gfx_targets(root)
         fitting = [twin for twin in twins if wanted and all(arch in twin.get("archs", ()) for arch in wanted)]
-        twins = fitting or twins
-    return twins
+        if fitting:
+            return [(twin, "for this host's %s (%s)" % (", ".join(wanted), _bundle_words(twin)) if twin.get("bundle") else "")
+                    for twin in fitting]
+    return [(twin, "") for twin in twins]
+
+
+def _bundle_words(twin):
+    return "AMD bundle %s, family %s" % (twin["bundle"], twin.get("family") or "?")
 
 
 def verdict(config, root="/"):
@@ -138,7 +145,8 @@ def verdict(config, root="/"):
              if devices else "this host has %s GPUs (%s) and no %s one")
     twins = _twins_for(config, other, root)
     if twins:
-        advice = "run its %s twin instead: %s" % (NAMES[other][1], " or ".join(twin["reference"] for twin in twins))
+        advice = "run its %s twin instead: %s" % (NAMES[other][1], " or ".join(
+            twin["reference"] + (" " + said if said else "") for twin, said in twins))
     else:
         advice = "run a %s image of this stack instead (`buildkit detect` names it)" % NAMES[other][1]
     return ("buildkit: %s is a %s image, but %s: torch will find no GPU it can use and run on the CPU; %s "

@@ -4,7 +4,8 @@ Usage (buildkit passes this file's text to `python -c`):
     python probe.py [--kernels] [--check-timeout S] [--compile-timeout S]
 
 Prints one JSON object on the last line of stdout: the torch build (version, local tag, torch.version.cuda
-/ hip / rocm), compiled arch list, cuDNN/MIOpen and NCCL/RCCL, companion packages, the OS and installed
+/ hip / rocm), compiled arch list, cuDNN/MIOpen and NCCL/RCCL, companion packages (and whether torchvision's
+compiled ops load: torchvision.extension._has_ops()), the OS and installed
 distributions (for parity), the C/C++ toolchain torch.compile would use, the visible devices with their
 arch and whether torch was built for it, and the named checks.
 
@@ -18,7 +19,8 @@ OpenMP, numpy, conv2d, linalg, torch.compile, cuDNN and NCCL versions; and .ci/p
 - with --kernels, per visible GPU ("devices"[i]): matmul fp32/bf16, an elementwise op and a conv2d
   ("kernels", unchanged since probe version 1), and named checks ("checks"): torch.compile on the device,
   which runs Triton, and Triton builds a C launcher at run time with the system C compiler and Python.h;
-  a linalg op; once per process ("gpu_checks"): the DNN library (cuDNN, or MIOpen on ROCm) and the
+  a linalg op; where torchvision is installed, its nms against the CPU's (its kernels are compiled per GPU arch
+  too: on AMD's split wheels they come in a device package of their own); once per process ("gpu_checks"): the DNN library (cuDNN, or MIOpen on ROCm) and the
   collective library (NCCL, or RCCL on ROCm) load and run.
 Every check and facet is guarded: a failure in one is recorded as its error, so the JSON always says as
 much as could be learnt. Each check runs under an alarm; torch.compile has a longer one of its own.
@@ -27,6 +29,7 @@ The ROCm check is `torch.version.hip is not None`: `torch.backends.rocm` does no
 still calls its devices "cuda".
 """
 
+import importlib
 import json
 import os
 import platform
@@ -395,10 +398,42 @@ def cpu_checks(torch, seed, check_timeout=CHECK_TIMEOUT, compile_timeout=COMPILE
 
 
 def device_checks(torch, device, seed, check_timeout=CHECK_TIMEOUT, compile_timeout=COMPILE_TIMEOUT):
-    return [
+    checks = [
         run_check("torch.compile (Triton)", lambda: compile_check(torch, device, seed), compile_timeout, explain_compile_failure),
         run_check("linalg", lambda: linalg_check(torch, device, seed), check_timeout),
     ]
+    if companion_ops("torchvision") is not None:  # installed: its GPU kernels must run on this device's arch too
+        checks.append(run_check("torchvision ops", lambda: torchvision_ops_check(torch, device, seed), check_timeout))
+    return checks
+
+
+def companion_ops(name):
+    """Whether a companion's compiled ops load (torchvision's extension library, whose GPU kernels a ROCm image's
+    companion device package carries): torchvision.extension._has_ops(); None when it is not installed or has no
+    such extension to ask."""
+    try:
+        extension = importlib.import_module(name + ".extension")
+    except ImportError:
+        return None
+    has_ops = getattr(extension, "_has_ops", None)
+    return bool(has_ops()) if has_ops is not None else None
+
+
+def torchvision_ops_check(torch, device, seed):
+    """torchvision.ops.nms on the device against the CPU's: its kernel is torchvision's own, compiled per GPU arch
+    (on AMD's split wheels, in amd-torchvision-device-<gfx>), so a missing arch fails here, not in a user's job."""
+    import torchvision
+
+    generator = torch.Generator().manual_seed(seed)
+    corners = torch.rand(128, 2, generator=generator) * 100
+    boxes = torch.cat([corners, corners + 1 + torch.rand(128, 2, generator=generator) * 50], dim=1)
+    scores = torch.rand(128, generator=generator)
+    expected = torchvision.ops.nms(boxes, scores, 0.5)
+    found = torchvision.ops.nms(boxes.to(device), scores.to(device), 0.5)
+    _synchronize(torch, device)
+    if not torch.equal(found.cpu(), expected):
+        raise CheckFailed(f"torchvision.ops.nms on {device} kept other boxes than on the CPU")
+    return {"detail": f"nms on {device}: the {len(expected)} boxes the CPU keeps"}
 
 
 def library_checks(torch, device, check_timeout=CHECK_TIMEOUT):
@@ -523,7 +558,7 @@ def _probe(run_kernels, check_timeout, compile_timeout):
                 module = __import__(name)
             except ImportError:
                 continue
-            found[name] = {"version": str(module.__version__), "local": _local_tag(str(module.__version__))}
+            found[name] = {"version": str(module.__version__), "local": _local_tag(str(module.__version__)), "ops": companion_ops(name)}
         return found
 
     _guard(result, "companions", companions)

@@ -36,6 +36,15 @@ def _markdown(outcome: CheckOutcome) -> str:
         lines.append(f"- {finding.wheel}: {finding.backend} {finding.version} code for {' '.join(finding.archs)}{partial}")
     if facts.code:
         lines.append("")
+    if outcome.amd:
+        lines += ["AMD's gfx targets (rocm-bootstrap, which buildkit reads them from) against the data's [gfx] table:", ""]
+        lines += [f"- {d.subject}: {'rocm-bootstrap knows it, the data does not' if d.in_rocm_bootstrap else 'in the data only'}; "
+                  f"{d.note}" for d in outcome.amd]
+        lines.append("")
+    if outcome.pending:
+        lines += ["Only an index this check did not read can settle:", ""]
+        lines += [f"- torch {p.torch}, {p.subject}: {p.why}" for p in outcome.pending]
+        lines.append("")
     if not outcome.differences:
         return "\n".join([*lines, f"No differences: {outcome.data_path} agrees with the indexes.", ""])
     lines += ["| torch | on the indexes, not in the data | in the data, not on the index |", "|---|---|---|"]
@@ -89,6 +98,8 @@ def compat_json(outcome: CheckOutcome) -> dict:
             {"torch": d.torch, "subject": d.subject, "on": "index" if d.on_index else "data", "writable": d.writable, "note": d.note or None}
             for d in outcome.differences
         ],
+        "amd": [{"subject": d.subject, "on": "rocm-bootstrap" if d.in_rocm_bootstrap else "data", "note": d.note} for d in outcome.amd],
+        "pending": [{"torch": p.torch, "subject": p.subject, "why": p.why} for p in outcome.pending],
         "diff": outcome.diff,
         "written": outcome.written,
         "agrees": outcome.agrees,

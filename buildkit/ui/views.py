@@ -35,6 +35,18 @@ if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need 
     from buildkit.app.smoke import ParityResult
     from buildkit.app.verify import Verification
 
+def human_size(value: int | None) -> str:
+    """Bytes for people: 512 B, 3.4 MiB, 5.9 GiB; - for unknown."""
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)  # pragma: no cover
+
+
 # What each command can print; the first is its default.
 PLAN_FORMATS = ("table", "json", "github", "ids")
 VALIDATE_FORMATS = ("text", "github")
@@ -261,7 +273,9 @@ def gpu_json(host: HostFacts) -> dict:
     nodes = [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None]
     engine = host.engine
     return {
-        "gpus": [{"vendor": g.vendor, "pci": g.pci, "device_id": g.device_id, "name": g.name, "arch": g.arch} for g in host.gpus],
+        # an AMD GPU's sub-family and family in AMD's hierarchy (rocm-bootstrap's), as rocm-bootstrap-detect --hierarchy prints them
+        "gpus": [{"vendor": g.vendor, "pci": g.pci, "device_id": g.device_id, "name": g.name, "arch": g.arch,
+                  **({"sub_family": g.bundles[0], "family": g.bundles[1]} if len(g.bundles) == 2 else {})} for g in host.gpus],
         "drivers": {"nvidia": host.nvidia_driver or None, "amdgpu": host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else None)},
         "device_nodes": [{"path": n.path, "group": n.group, "gid": n.gid, "accessible": n.accessible} for n in nodes],
         "cdi_specs": [{"path": s.path, "kind": s.kind, "gpus": len(s.gpu_devices), "missing_nodes": list(s.missing_nodes)}
@@ -269,6 +283,7 @@ def gpu_json(host: HostFacts) -> dict:
         "engine": None if engine is None else {"kind": engine.kind, "version": engine.version, "rootless": engine.rootless,
                                                "cdi": engine.takes_cdi},
         "notes": list(host.notes),
+        "environment": dict(host.environment),
     }
 
 
@@ -317,7 +332,7 @@ def show_detection(console: Console, detection: Detection) -> None:
             say(console, f"buildkit run starts {routing.cpu_target.tags[0]} here, on the CPU")
         return
     console.print(table("GPUs", ("pci", "vendor", "model", "arch"),
-                        ((gpu.pci, gpu.vendor, gpu.name, gpu.arch or "?") for gpu in host.gpus)))
+                        ((gpu.pci, gpu.vendor, gpu.name, gpu.arch_described or "?") for gpu in host.gpus)))
     amdgpu = host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else "-")
     say(console, f"drivers: nvidia {host.nvidia_driver or '-'}, amdgpu {amdgpu}")
     for node in gpu_json(host)["device_nodes"]:
@@ -358,13 +373,27 @@ def show_doctor(console: Console, report: DoctorReport) -> None:
 def kube_yaml(manifests: Manifests) -> str:
     """One YAML document per object, for `kubectl apply -f -`; a value used twice is written twice (no YAML
     anchors: people read and edit these)."""
+    return "".join("---\n" + plain_yaml(item) for item in manifests.objects)
+
+
+def plain_yaml(value: object, flow: bool = False) -> str:
+    """YAML as people write it: keys in their order, a value used twice written twice (no anchors); `flow` writes
+    lists of plain values and maps of those on one line ({key: kubernetes.io/arch, operator: In, values: [amd64]})."""
     import yaml
 
     class Dumper(yaml.SafeDumper):
         def ignore_aliases(self, data: object) -> bool:
             return True
 
-    return "".join("---\n" + yaml.dump(item, Dumper=Dumper, sort_keys=False, default_flow_style=False) for item in manifests.objects)
+    def leaf(item: object) -> bool:
+        return not isinstance(item, (dict, list)) or (isinstance(item, list) and all(not isinstance(x, (dict, list)) for x in item))
+
+    def mapping(dumper: yaml.SafeDumper, data: dict) -> yaml.Node:
+        return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=all(leaf(item) for item in data.values()))
+
+    if flow:
+        Dumper.add_representer(dict, mapping)
+    return yaml.dump(value, Dumper=Dumper, sort_keys=False, default_flow_style=None if flow else False, width=100)
 
 
 def kube_json(manifests: Manifests) -> str:
@@ -436,4 +465,6 @@ def verification_json(verification: Verification) -> dict:
         "target": identity.target if identity else None,
         "checks": [{"name": f.name, "passed": f.ok, "detail": f.detail} for f in verification.facts],
         "gpu_tests": [{"summary": gpu_test_summary(p), "predicate": p} for p in verification.gpu_tests],
+        "created": verification.created or None,
+        "layers": [{"digest": layer.digest, "bytes": layer.size, "name": layer.name} for layer in verification.layers],
     }

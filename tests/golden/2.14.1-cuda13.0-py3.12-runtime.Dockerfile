@@ -281,7 +281,7 @@ ENV NVIDIA_VISIBLE_DEVICES=all \
 # The GPU guard: every start of this venv's Python checks the container's GPU devices (no torch import) and,
 # when it was given only the other vendor's, says so on stderr and names the twin to run instead
 # (BUILDKIT_GPU_GUARD=warn|strict|off; buildkit/image/gpu_guard.py).
-RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guard.py install '{"backend":"CUDA 13.0","pair":"2.14.1-py3.12-runtime","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime","twins":[{"archs":["gfx90a"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi200-py3.12-runtime","vendor":"amd"},{"archs":["gfx942"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime","vendor":"amd"},{"archs":["gfx950"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi350-py3.12-runtime","vendor":"amd"},{"archs":["gfx1100","gfx1101","gfx1102","gfx1103"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-rdna3-py3.12-runtime","vendor":"amd"},{"archs":["gfx1200","gfx1201"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-rdna4-py3.12-runtime","vendor":"amd"},{"archs":["gfx1151"],"reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-strix-halo-py3.12-runtime","vendor":"amd"}],"vendor":"nvidia"}'
+RUN --mount=type=bind,source=buildkit,target=/buildkit python /buildkit/gpu_guard.py install '{"backend":"CUDA 13.0","pair":"2.14.1-py3.12-runtime","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime","twins":[{"archs":["gfx90a"],"bundle":"gfx90a","family":"gfx9","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi200-py3.12-runtime","vendor":"amd"},{"archs":["gfx942"],"bundle":"gfx9_4","family":"gfx9","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi300-py3.12-runtime","vendor":"amd"},{"archs":["gfx950"],"bundle":"gfx9_5","family":"gfx9","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-mi350-py3.12-runtime","vendor":"amd"},{"archs":["gfx1100","gfx1101","gfx1102","gfx1103"],"bundle":"gfx110x","family":"gfx11","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-rdna3-py3.12-runtime","vendor":"amd"},{"archs":["gfx1200","gfx1201"],"bundle":"gfx12_0","family":"gfx12","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-rdna4-py3.12-runtime","vendor":"amd"},{"archs":["gfx1151"],"bundle":"gfx1151","family":"gfx11","reference":"ghcr.io/buildkit-images/pytorch:2.14.1-rocm7.14-strix-halo-py3.12-runtime","vendor":"amd"}],"vendor":"nvidia"}'
 
 # Numeric, so a runtime that enforces non-root (Kubernetes runAsNonRoot) can verify it.
 USER 1000
@@ -294,7 +294,7 @@ LABEL dev.buildkit.backend="cuda" \
       dev.buildkit.backend-version="13.0" \
       dev.buildkit.base-image="python:3.12-slim-bookworm" \
       dev.buildkit.compression="zstd" \
-      dev.buildkit.fingerprint="8e223670d035158f9a0bf8952f774314a267d2165f3d9f65c9ac7b5f0eac48d1" \
+      dev.buildkit.fingerprint="85688b76edc68d92e8284a582590f1df63de8f156f40f289020d9476037bbd71" \
       dev.buildkit.flavor="runtime" \
       dev.buildkit.gpu-archs="7.5;8.0;8.6;9.0;10.0;12.0" \
       dev.buildkit.installer="uv" \

@@ -35,15 +35,15 @@ def test_engine_stopping_mid_build_is_reported(spare_engine, pair_setup, tmp_pat
          "--select", "torch=2.14.1", "--no-cache", "-j", "1", "--out", str(out)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 900  # a guard against hangs only: the first RUN step starts within a minute
     while not any("apt-get update" in p.read_text(errors="replace") for p in (out / "logs").glob("*.log")):
         if time.monotonic() > deadline or build.poll() is not None:
             build.kill()
-            pytest.fail("the build never reached its first RUN step")
+            pytest.fail("the build never reached its first RUN step (a guard against hangs)")
         time.sleep(0.2)
     daemon.send_signal(signal.SIGTERM)  # the engine goes away mid-build
-    daemon.wait(timeout=60)
-    _stdout, stderr = build.communicate(timeout=300)
+    daemon.wait(timeout=300)  # a guard against hangs only
+    _stdout, stderr = build.communicate(timeout=600)  # a guard against hangs only
     assert build.returncode == 1, stderr
     assert "the Docker engine stopped during the build; restart it and run the build again" in stderr
     assert "Traceback" not in stderr

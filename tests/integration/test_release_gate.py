@@ -30,7 +30,7 @@ pytestmark = pytest.mark.engine
 CUDA, ROCM = "2.14.1-cuda13.0-py3.11-runtime", "2.14.1-rocm7.2-py3.11-runtime"
 FLOATING = {"2.14.1-cuda-py3.11-runtime", "2.14.1-rocm-py3.11-runtime"}
 PASSWORD = "pw-" + uuid.uuid4().hex
-HOSTS = {"nvidia": HostFacts(gpus=(Gpu("nvidia", "0000:41:00.0", "0x2330", "NVIDIA H100 80GB HBM3", "sm_90"),), nvidia_driver="580.95.05"),
+HOSTS = {"nvidia": HostFacts(gpus=(Gpu("nvidia", "0000:41:00.0", "0x2330", "NVIDIA H100 80GB HBM3", "sm_90"),), nvidia_driver="580.126.20"),
          "amd": HostFacts(gpus=(Gpu("amd", "0000:03:00.0", "0x74a1", "AMD Instinct MI300X", "gfx942"),), amdgpu_driver="6.12.12")}
 
 

@@ -1,6 +1,8 @@
-"""ROCm 7.14's thin wheels on the real engine, from TEST DOUBLES of both index layouts (testkit/thin_rocm.py):
-family images carrying only their device code, the layered install under max_layer_size, an oversized
-package failing before any push, and later installs that keep an image narrow."""
+"""ROCm's thin wheels on the real engine, from TEST DOUBLES of the index layouts (testkit/thin_rocm.py): ROCm 7.14's
+family images carrying only their device code, the layered install under max_layer_size, an oversized package
+failing before any push, later installs that keep an image narrow; and ROCm 10.1's images per bundle of AMD's
+hierarchy (sub-families gfx9_4 and gfx115x) from AMD's whl-next layout, each with its torch and torchvision device
+packages in layers of their own (built in the same run as the 7.14 family images: one engine pass)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from testkit.builds import Build, build, index_pip_conf, team_matrix
 from testkit.daemon import SpareEngine
 from testkit.registry import RegistryProcess
 from testkit.runner import run_buildkit
-from testkit.thin_rocm import thin_rocm_index
+from testkit.thin_rocm import amd_layout_index, thin_rocm_index
 from testkit.wheel_index import WheelIndex
 from testkit.wheels import build_wheel
 
@@ -28,6 +30,10 @@ TORCH_ARCHS = COMPAT.backend("rocm", "7.14").archs
 DEVICE_ARCHS = COMPAT.device_archs("7.14")
 MI300, RDNA3 = "2.14.1-rocm7.14-mi300-py3.11-runtime", "2.14.1-rocm7.14-rdna3-py3.11-runtime"
 DEVICE_ALL = "2.15.0-rocm7.14-py3.11-runtime"
+# ROCm 10.1 from AMD's whl-next index: torch 2.14.0 (the newest it carries), one image per sub-family bundle
+GFX9_4, GFX115X = "2.14.0-rocm10.1-gfx9_4-py3.11-runtime", "2.14.0-rocm10.1-gfx115x-py3.11-runtime"
+WHL_NEXT = COMPAT.rocm_layouts["amd-whl-next"]
+ROCM10_ARCHS = ("gfx942", "gfx1150", "gfx1151")  # what the two bundles carry of 10.1's wheel archs
 BUDGET = "30MB"  # the doubles are a hundredth of the real sizes: device-all's ~100 MB cannot be one layer
 STACKS = f'''
 [[torch]]
@@ -42,6 +48,16 @@ cuda = []
 rocm = ["7.14"]
 rocm_families = []
 max_layer_size = "{BUDGET}"
+
+# ROCm 10.1's release wheels are on AMD's whl-next index only: no torch release of the data lists them yet
+[compat.torch."2.14"]
+rocm = ["7.2", "7.14", "10.1"]
+
+[[torch]]
+version = "2.14.0"
+cuda = []
+rocm = ["10.1"]
+rocm_families = ["gfx9_4", "gfx115x"]
 '''
 READ_DISTRIBUTIONS = "import importlib.metadata as m, json; print(json.dumps(sorted(d.metadata['Name'] for d in m.distributions())))"
 
@@ -55,8 +71,10 @@ def index(tmp_path_factory):
     pytorch += [wheel for wheel in thin_rocm_index(folder / "pytorch-2.15", "pytorch", TORCH_ARCHS, DEVICE_ARCHS, "2.15.0").wheels
                 if wheel.name.startswith(("torch-", "torchvision-"))]
     amd = thin_rocm_index(folder / "amd", "amd-multi-arch", TORCH_ARCHS, DEVICE_ARCHS).wheels
+    whl_next = amd_layout_index(folder / "whl-next", WHL_NEXT, COMPAT.amd, "10.1", "2.14.0", COMPAT.backend("rocm", "10.1").archs,
+                                ROCM10_ARCHS).wheels
     plugin = build_wheel(folder / "plugin", "team-plugin", "1.0", {"team_plugin/__init__.py": ""}, requires=["torch"])
-    server = WheelIndex({"rocm7.14": [*pytorch, plugin], "amd": amd, "simple": []}).start()
+    server = WheelIndex({"rocm7.14": [*pytorch, plugin], "amd": amd, "whl-next": whl_next, "simple": []}).start()
     yield server
     server.stop()
 
@@ -70,7 +88,8 @@ def matrix(folder: Path, index: WheelIndex, repository: str, include: str, stack
 @pytest.fixture(scope="module")
 def families(index, base_image, docker_env, cleanup_images, repository, tmp_path_factory) -> Build:
     folder = tmp_path_factory.mktemp("families")
-    path = matrix(folder, index, f"{repository}-thin", '[{ python = "3.11", flavor = "runtime", torch = "2.1[45].*" }]')
+    stacks = STACKS + f'\n[compat.rocm_layouts.amd-whl-next]\nindex = "{index.url}/whl-next/"\n'
+    path = matrix(folder, index, f"{repository}-thin", '[{ python = "3.11", flavor = "runtime", torch = "2.1[45].*" }]', stacks)
     return build(path, folder / "pip.conf", folder / "out", docker_env, "-j", "2")
 
 
@@ -83,7 +102,7 @@ def device_packages(client, image_id: str) -> set[str]:
 
 
 def test_family_images_and_device_all_build_and_pass_their_smoke_test(families):
-    assert set(families.targets) == {MI300, RDNA3, DEVICE_ALL}, families.result.stderr[-3000:]
+    assert set(families.targets) == {MI300, RDNA3, DEVICE_ALL, GFX9_4, GFX115X}, families.result.stderr[-3000:]
     for target in families.targets.values():
         assert target["status"] == "built", (target["id"], target["error"], target["log_tail"])
         (device_code,) = [check for check in target["smoke"]["checks"] if check["name"] == "device code"]
@@ -94,6 +113,32 @@ def test_each_family_image_holds_exactly_its_device_packages(families, client):
     assert device_packages(client, families.targets[MI300]["image_id"]) == {"rocm-sdk-device-gfx942"}
     assert device_packages(client, families.targets[RDNA3]["image_id"]) == {f"rocm-sdk-device-gfx110{n}" for n in range(4)}
     assert device_packages(client, families.targets[DEVICE_ALL]["image_id"]) == {f"rocm-sdk-device-{gfx}" for gfx in DEVICE_ARCHS}
+
+
+def test_rocm_10_bundle_images_hold_their_torch_and_torchvision_device_packages(families, client):
+    """AMD's whl-next layout: per gfx target torch's and the ROCm libraries' packages, per sub-family torch's
+    (amd-torch-device-gfx115x), per target torchvision's; the smoke test finds exactly those and torchvision's ops."""
+    assert device_packages(client, families.targets[GFX9_4]["image_id"]) == {
+        "amd-torch-device-gfx942", "amd-torch-device-gfx9-4", "rocm-sdk-device-gfx942", "amd-torchvision-device-gfx942"}
+    assert device_packages(client, families.targets[GFX115X]["image_id"]) == {
+        *(f"{prefix}-gfx115{n}" for prefix in ("amd-torch-device", "rocm-sdk-device", "amd-torchvision-device") for n in (0, 1)),
+        "amd-torch-device-gfx115x"}
+    for target in (families.targets[GFX9_4], families.targets[GFX115X]):
+        checks = {check["name"]: check for check in target["smoke"]["checks"]}
+        assert checks["device code"]["passed"] and checks["torchvision ops"]["passed"], (checks["device code"], checks["torchvision ops"])
+
+
+def test_rocm_10_bundle_images_say_their_bundle_and_variant_and_layer_each_bundle_s_device_code(families, client):
+    labels = client.images.get(families.targets[GFX115X]["image_id"]).labels
+    assert labels["dev.buildkit.rocm-bundle"] == "gfx115x" and labels["dev.buildkit.companion-device-code"] == "torchvision"
+    assert labels["dev.buildkit.wheel-variant"] == "amd :: gfx_arch :: gfx1150; amd :: gfx_arch :: gfx1151"
+    layers = [layer["layer"] for layer in families.targets[GFX115X]["layer_sizes"]]
+    assert [name for name in layers if name.startswith("device-")] == [
+        "device-gfx1150", "device-gfx115x", "device-gfx1151", "device-torchvision-gfx1150", "device-torchvision-gfx1151"]
+    # the two bundles' images share what comes before their device code: torch's layer and its companions'
+    gfx9_4 = families.targets[GFX9_4]
+    shared = [layer["layer"] for layer in gfx9_4["layer_sizes"]].index("device-gfx942")
+    assert gfx9_4["layers"][:shared] == families.targets[GFX115X]["layers"][:shared]
 
 
 def test_family_images_share_every_layer_but_their_device_code(families):

@@ -14,6 +14,7 @@ from buildkit.adapters.bundled import compat_data
 from buildkit.adapters.wheel_index import WheelIndex, WheelIndexError
 from buildkit.core.compat import compat_from_data
 from buildkit.core.compat_check import candidate_tags, read_wheel_name
+from testkit.amd_targets import NEW_TARGET, with_new_amd_target
 from testkit.pytorch_index import PyTorchIndex, torch_wheel_name, wheels_from_compat
 
 SHIPPED = Path(__file__).resolve().parents[2] / "buildkit" / "data" / "compat.toml"
@@ -77,9 +78,42 @@ def test_probes_every_known_variant_its_neighbours_and_what_the_root_lists():
 def test_shipped_data_agrees_with_an_index_built_from_it(cli, index):
     code, document, _ = check(cli, "--index", index.url)
     assert code == 0 and document["differences"] == [] and document["diff"] == "" and document["agrees"]
+    assert document["amd"] == []  # [gfx] describes every target of AMD's hierarchy, and none it lacks
     # every backend version a release lists; ROCm 10 and CUDA 13.5 are described for releases still to come
     assert set(document["found"]) == {COMPAT.backend(b, v).index_tag for r in COMPAT.torch.values() for b in r.backends for v in r.backends[b]}
     assert "/whl/cu130/torch/" in index.requests and "/whl/cu127/torch/" in index.requests  # probed, absent
+
+
+@pytest.mark.slow
+def test_a_target_a_newer_rocm_bootstrap_knows_is_reported_until_the_data_describes_it(cli, index, monkeypatch, tmp_path):
+    """rocm-bootstrap's table changed (a new GFX12.5 target, as its next release would add): compat check names
+    it with its sub-family and family, and says the data must describe it; --write does not invent products."""
+    with_new_amd_target(monkeypatch)
+    code, document, _ = check(cli, "--index", index.url, "--write", "--data", copy_of_shipped(tmp_path))
+    assert code == 3 and document["differences"] == [] and not document["agrees"] and not document["written"]
+    assert document["amd"] == [{"subject": f"gfx target {NEW_TARGET} (gfx12_5, gfx12)", "on": "rocm-bootstrap",
+                                "note": f"describe [gfx.{NEW_TARGET}] (family, products, sources) in the data"}]
+    text = cli("compat", "check", "--pypi", "none", "--layout-index", "amd-whl-next=none", "--index", index.url).out
+    assert f"gfx target {NEW_TARGET} (gfx12_5, gfx12): rocm-bootstrap knows it, the data does not" in text
+    # described (what a person adds), it agrees again
+    data = copy_of_shipped(tmp_path)
+    data.write_text(data.read_text() + f'\n[gfx.{NEW_TARGET}]\nfamily = "CDNA5"\nunconfirmed = ["products"]\nsources = ["rocm-bootstrap"]\n')
+    code, document, _ = check(cli, "--index", index.url, "--data", data)
+    assert code == 0 and document["amd"] == [] and document["agrees"]
+
+
+@pytest.mark.slow
+def test_a_target_the_data_describes_and_rocm_bootstrap_does_not_is_reported(cli, index, tmp_path):
+    data = copy_of_shipped(tmp_path)
+    data.write_text(data.read_text() + '\n[gfx.gfx1300]\nfamily = "RDNA5"\nsources = ["rocm-bootstrap"]\n')
+    code, document, _ = check(cli, "--index", index.url, "--data", data)
+    assert code == 3 and [(d["subject"], d["on"]) for d in document["amd"]] == [("gfx target gfx1300", "data")]
+
+
+def copy_of_shipped(tmp_path: Path) -> Path:
+    path = tmp_path / "shipped.toml"
+    path.write_text(SHIPPED.read_text())
+    return path
 
 
 def planted(tmp_path: Path) -> Path:

@@ -95,3 +95,40 @@ def test_the_matrix_reference_tables_are_the_generated_ones():
 
     assert reference_markdown() in (ROOT / "docs" / "matrix-reference.md").read_text(), \
         "regenerate the tables: buildkit matrix schema --markdown"
+
+
+def test_the_command_reference_is_the_generated_one():
+    """docs/commands.md holds the reference generated from the parser: a new, renamed or reworded option, or a
+    changed default, fails here until the page is regenerated."""
+    from buildkit.cli import build_parser
+    from buildkit.ui.command_reference import command_reference
+
+    assert command_reference(build_parser()) in (ROOT / "docs" / "commands.md").read_text(), \
+        "regenerate it: python -m buildkit.cli.reference --write docs/commands.md"
+
+
+def test_the_command_reference_names_every_option_of_every_command():
+    """Read from the page and the parser apart: every command that runs has its section on docs/commands.md,
+    and every flag it takes (bar --help and --debug, which the page names once, and hidden old spellings) is in
+    that section's table."""
+    import argparse
+
+    from buildkit.cli import build_parser
+
+    page = (ROOT / "docs" / "commands.md").read_text()
+    sections = dict(re.findall(r"^### `(buildkit [^`]+)`\n(.*?)(?=^### |\Z)", page, re.M | re.S))
+
+    def leaves(parser, words):
+        subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subcommands:
+            yield words, parser
+        for action in subcommands:
+            for name, subparser in action.choices.items():
+                yield from leaves(subparser, f"{words} {name}")
+
+    commands = dict(leaves(build_parser(), "buildkit"))
+    assert set(commands) == set(sections), set(commands) ^ set(sections)
+    for words, parser in commands.items():
+        flags = {flag for action in parser._actions if action.help != argparse.SUPPRESS for flag in action.option_strings}
+        for flag in flags - {"-h", "--help", "--debug"}:
+            assert re.search(rf"^\| [^|]*`{re.escape(flag)}`", sections[words], re.M), f"{words}: {flag} is not in docs/commands.md"

@@ -131,7 +131,7 @@ def test_validate_on_every_core_finds_the_errors_it_finds_in_one_process(tmp_pat
 def test_plan_json_on_every_core_is_the_one_process_plan_line_for_line(monkeypatch):
     """plan --format json's lines, the parts after the first planned in children meanwhile: the same lines in the
     same order as one process writes."""
-    from buildkit.cli import _plan_line
+    from buildkit.cli.targets import _plan_line
 
     monkeypatch.setattr("buildkit.app.targets.usable_cores", lambda: 3)
     assert forked.can_fork()

@@ -36,16 +36,21 @@ def test_the_config_is_the_compact_json_of_its_object_for_every_target():
     Dockerfile, so in the fingerprint)."""
     for target in PLAN.targets:
         whole = {"vendor": target.vendor, "backend": target.backend_label, "reference": target.tags[0], "pair": target.pair or "",
-                 "twins": [{"vendor": t.vendor, "reference": t.reference, **({"archs": list(t.archs)} if t.archs else {})} for t in target.twins]}
+                 "twins": [{"vendor": t.vendor, "reference": t.reference, **({"archs": list(t.archs)} if t.archs else {}),
+                            **({"bundle": t.bundle, "family": t.bundle_family} if t.bundle else {})} for t in target.twins]}
         assert guard_config(target) == json.dumps(whole, sort_keys=True, separators=(",", ":")), target.id
 
 
 def test_the_config_names_the_twins_from_the_plan():
-    """The CUDA image pairs with every family image, each with its arch list; a family image with its CUDA twin."""
+    """The CUDA image pairs with every family image, each with its arch list and its bundle of AMD's hierarchy (with
+    that bundle's family: the image cannot ask rocm-bootstrap); a family image with its CUDA twin."""
     assert config(CUDA) == {
         "vendor": "nvidia", "backend": "CUDA 13.0", "reference": CUDA.tags[0], "pair": "2.14.1-py3.12-runtime",
-        "twins": [{"vendor": "amd", "reference": t.tags[0], "archs": list(t.archs)} for t in FAMILIES.values()],
+        "twins": [{"vendor": "amd", "reference": t.tags[0], "archs": list(t.archs), "bundle": t.bundle,
+                   "family": {"gfx90a": "gfx9", "gfx9_4": "gfx9", "gfx9_5": "gfx9", "gfx110x": "gfx11", "gfx12_0": "gfx12", "gfx1151": "gfx11"}[t.bundle]}
+                  for t in FAMILIES.values()],
     }
+    assert [t.bundle for t in FAMILIES.values()] == ["gfx90a", "gfx9_4", "gfx9_5", "gfx110x", "gfx12_0", "gfx1151"]
     assert sorted(FAMILIES) == ["mi200", "mi300", "mi350", "rdna3", "rdna4", "strix-halo"]
     assert config(ROCM)["twins"] == [{"vendor": "nvidia", "reference": CUDA.tags[0]}]
 
@@ -55,13 +60,15 @@ def test_cuda_image_on_amd_devices_names_the_rocm_twin(tmp_path):
     assert line == (  # the family image carrying the MI300X's gfx942
         f"buildkit: {CUDA.tags[0]} is a CUDA 13.0 image, but this container was given AMD GPU devices "
         "(/dev/kfd) and no NVIDIA one: torch will find no GPU it can use and run on the CPU; "
-        f"run its ROCm twin instead: {ROCM.tags[0]} (BUILDKIT_GPU_GUARD=off silences this, =strict stops here)"
+        f"run its ROCm twin instead: {ROCM.tags[0]} for this host's gfx942 (AMD bundle gfx9_4, family gfx9) "
+        "(BUILDKIT_GPU_GUARD=off silences this, =strict stops here)"
     )
 
 
 def test_an_rdna3_host_is_sent_to_the_rdna3_family_image(tmp_path):
     line = gpu_guard.verdict(config(CUDA), str(hosts.rx7900xtx(tmp_path)))
-    assert line.split("run its ROCm twin instead: ")[1].startswith(FAMILIES["rdna3"].tags[0] + " (")
+    assert line.split("run its ROCm twin instead: ")[1].startswith(FAMILIES["rdna3"].tags[0] + " for this host's gfx1100 "
+                                                                  "(AMD bundle gfx110x, family gfx11) (")
 
 
 def test_rocm_image_on_nvidia_devices_names_the_cuda_twin(tmp_path):

@@ -13,9 +13,9 @@ import re
 import pytest
 from rich.console import Console
 
-from buildkit import cli as buildkit_cli
 from buildkit.adapters.host import Identity, gfx_name, read_host
 from buildkit.adapters.matrix_files import load_matrix
+from buildkit.cli import program as cli_program
 from buildkit.core.host.access import gpu_access
 from buildkit.core.host.facts import EngineFacts, Gpu, HostFacts, engine_from_option
 from buildkit.core.host.fit import arch_covered
@@ -128,6 +128,17 @@ def test_v100_on_cuda_13_is_an_arch_finding_that_names_the_cuda_versions_that_ca
     assert best_target(host, PLAN, COMPAT, "nvidia", python="3.12").target.id == "2.14.1-cuda12.6-py3.12-runtime"
 
 
+def test_an_images_own_torch_release_decides_which_of_its_builds_carry_the_gpu(tmp_path):
+    """torch 2.11 dropped Volta from its CUDA 12.8 build (its own arch list): a V100 is sent to its 12.6 build alone."""
+    host = facts(hosts.v100, tmp_path)
+    labels = {**LABELS["cuda13"], "dev.buildkit.torch": "2.11.0"}
+    (finding,) = assess(host, COMPAT, "cuda-image", ImageIdentity.read(labels))
+    assert finding.fix.startswith("use an image of torch 2.11.0 for CUDA 12.6: its wheels for them carry sm_70")
+    garbled = {**LABELS["cuda13"], "dev.buildkit.torch": "2.x\n"}  # a label is input: no release, the general advice
+    (finding,) = assess(host, COMPAT, "cuda-image", ImageIdentity.read(garbled))
+    assert finding.fix.startswith("use an image of CUDA 11.8 or 12.6")
+
+
 def test_mixed_host_is_routed_to_the_vendor_with_more_gpus(tmp_path):
     host = facts(hosts.mixed, tmp_path)
     assert host.vendors() == ("nvidia", "amd") and primary_vendor(host) == "nvidia"
@@ -186,8 +197,8 @@ def test_an_unknown_gfx_target_is_its_own_finding(tmp_path):
     assert [g.arch for g in host.gpus] == ["gfx1037"]
     (finding,) = assess(host, COMPAT, "rocm", identity("rocm72"))
     assert finding.code == "unknown-gfx" and finding.blocking
-    assert "is gfx1037, a gfx target buildkit does not know" in finding.title
-    assert "add it to [compat.gfx]" in finding.fix
+    assert "is gfx1037, a gfx target neither AMD's hierarchy (rocm-bootstrap) nor the compatibility data knows" in finding.title
+    assert "a newer rocm-bootstrap may" in finding.fix and "describe it in [compat.gfx]" in finding.fix
 
 
 def test_cuda_image_on_an_amd_host_reports_the_cpu_fallback_first(tmp_path):
@@ -212,7 +223,8 @@ def test_user_outside_the_render_group_is_told_how_to_fix_it(tmp_path):
 def test_arch_missing_from_the_image_offers_the_override_as_a_risk(tmp_path):
     host = facts(hosts.rx7800xt, tmp_path)
     (finding,) = assess(host, COMPAT, "rocm", identity("rocm_narrow"))
-    assert "gfx1101) is not in the image's arch list (gfx942 gfx1100): kernels fail with hipErrorNoBinaryForGpu" in finding.title
+    # the GPU's target with its sub-family and family in AMD's hierarchy (rocm-bootstrap's)
+    assert "gfx1101 [gfx110x RDNA3, gfx11]) is not in the image's arch list (gfx942 gfx1100): kernels fail with hipErrorNoBinaryForGpu" in finding.title
     assert "HSA_OVERRIDE_GFX_VERSION=11.0.0" in finding.fix and "unsupported by AMD" in finding.fix
 
 
@@ -496,7 +508,8 @@ def test_a_host_of_a_family_the_stack_does_not_build_is_told_which_family_to_add
     mi300_only = select(PLAN, rule=parse_selectors(["backend_version=7.14", "id=*-mi300-*"]))
     routing = route(host, mi300_only, COMPAT)
     assert routing.target is None and codes(routing.findings) == [("no-fitting-image", True)]
-    assert routing.findings[0].fix == ('use the rdna3 image of ROCm 7.14, which carries gfx1100: add "rdna3" to the stack\'s '
+    # the product family, or the sub-family of AMD's hierarchy as a family of its own
+    assert routing.findings[0].fix == ('use the rdna3 or gfx110x image of ROCm 7.14, which carries gfx1100: add "rdna3" to the stack\'s '
                                        "rocm_families to build it")
 
 
@@ -533,7 +546,7 @@ def test_an_mi450_host_is_told_the_truth_and_a_stack_with_its_family_routes_it(t
 @pytest.fixture
 def wide(monkeypatch):
     """Consoles 400 columns wide, so a table cell is one line and a phrase can be found and counted."""
-    monkeypatch.setattr(buildkit_cli, "Console", lambda *args, **kwargs: Console(*args, **{**kwargs, "width": 400}))
+    monkeypatch.setattr(cli_program, "Console", lambda *args, **kwargs: Console(*args, **{**kwargs, "width": 400}))
 
 
 def test_detect_and_doctor_text_say_why_newer_images_were_passed_over(cli, tmp_path, wide):

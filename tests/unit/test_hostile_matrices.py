@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ import pytest
 from buildkit.app.targets import Choices, select_targets
 from buildkit.errors import UserError
 from testkit import hosts
+from testkit.bounds import hang_guard
 
 HOSTILE = Path(__file__).parent / "hostile"
 MATRICES = sorted((HOSTILE / "matrices").glob("*.toml"))
@@ -230,14 +230,9 @@ def test_fields_table_values_are_valid(tmp_path):
 # --- files that are not files ------------------------------------------------------------------------------------
 
 
-def run_bounded(cli, *args, seconds: float = 30):
-    """Run the CLI in a thread and fail (instead of hanging the suite) if it has not returned in time."""
-    box = {}
-    worker = threading.Thread(target=lambda: box.setdefault("result", cli(*args)), daemon=True)
-    worker.start()
-    worker.join(seconds)
-    assert not worker.is_alive(), f"buildkit {' '.join(map(str, args))} hung"
-    return box["result"]
+def run_bounded(cli, *args):
+    """The CLI under a hang guard: a read that blocks fails the test instead of hanging the suite."""
+    return hang_guard(lambda: cli(*args), f"buildkit {' '.join(map(str, args))}")
 
 
 def test_matrix_that_is_a_fifo_does_not_hang(cli, tmp_path):

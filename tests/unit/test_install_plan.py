@@ -155,7 +155,12 @@ def test_amd_multi_arch_layout_asks_torch_for_its_device_extras(team_matrix):
 @pytest.mark.parametrize("text, expected", [
     ('rocm_families = ["mi9000"]', "rocm_families[0]: unknown ROCm family 'mi9000'; known: mi100, mi200"),
     ('max_layer_size = "10 gigs"', 'max_layer_size: expected a size such as "10GB", "9.5 GiB" or "500MB", got \'10 gigs\''),
-    ('[compat.families.vega]\ngfx = ["gfx906"]\n[[torch]]\nversion = "2.14.1"\nrocm_families = ["vega"]',
+    # a name neither the data nor AMD's hierarchy knows: the known ones, families first, then rocm-bootstrap's bundles
+    ('rocm_families = ["gfx9_9"]', "unknown ROCm family 'gfx9_9'; known: mi100, mi200, mi300"),
+    ('rocm_families = ["gfx9_9"]', "mi450, rdna4, gfx9_0, gfx9_4, gfx9_5, gfx10_1, gfx10_3, gfx110x, gfx115x, gfx12_0, gfx12_5, gfx9, gfx10"),
+    ('[compat.families.vega]\nbundles = ["gfx9_1"]', "compat.families.vega.bundles[0]: unknown bundle 'gfx9_1'; AMD's hierarchy "
+                                                    "(rocm-bootstrap) knows: gfx9_0, gfx9_4"),
+    ('[compat.families.vega]\nbundles = ["gfx906"]\n[[torch]]\nversion = "2.14.1"\nrocm_families = ["vega"]',
      "family vega (gfx906) has no gfx target in the ROCm 7.14 wheels' arch list"),
     ('[compat.rocm."7.14"]\narchs = ["gfx906", "gfx942"]\n[[torch]]\nversion = "2.14.1"\nrocm_families = []\nrocm = ["7.14"]',
      "gfx906: no device package (rocm-sdk-device-gfx906) on the ROCm 7.14 wheel index (pytorch layout)"),

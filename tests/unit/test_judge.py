@@ -250,3 +250,40 @@ def test_kernels_without_library_or_compile_checks_fail():
     verdict = judge("img", ImageIdentity.read(CUDA_LABELS), {**CUDA_OK, "devices": [device]}, "require", host_has_gpu=True)
     assert verdict.failures == ["device 0 (H200, sm_90) torch.compile: the probe tried no compiled kernel on this device",
                                 "GPU libraries: the probe did not try the DNN and collective libraries"]
+
+
+# --- a companion's device code (AMD's whl-next: amd-torchvision-device-<gfx>) ----------------------------------
+
+WHL_NEXT_LABELS = {**ROCM_LABELS, "dev.buildkit.backend-version": "10.1", "dev.buildkit.gpu-archs": "gfx942",
+                   "dev.buildkit.device-packages": "amd-torch-device-gfx942,amd-torchvision-device-gfx942",
+                   "dev.buildkit.companion-device-code": "torchvision"}
+
+
+def whl_next_report(ops):
+    probe = report(hip="10.1.26500", local="rocm10.1.0", archs=["gfx942"],
+                   companions={"torchvision": {"version": "0.29.0+rocm10.1.0", "local": "rocm10.1.0", "ops": ops}})
+    probe["distributions"].update({"amd-torch-device-gfx942": "2.14.0+rocm10.1.0", "amd-torchvision-device-gfx942": "0.29.0+rocm10.1.0"})
+    return probe
+
+
+@pytest.mark.parametrize("ops, passes, detail", [
+    (True, True, "torchvision 0.29.0+rocm10.1.0: its compiled ops load"),
+    (False, False, "its compiled ops do not load; its GPU operators fail (hipErrorNoBinaryForGpu"),
+    (None, False, "its compiled ops cannot be asked for (no extension module)"),
+])
+def test_an_image_declaring_torchvision_s_device_code_needs_its_ops_to_load(ops, passes, detail):
+    verdict = judge("img", ImageIdentity.read(WHL_NEXT_LABELS), whl_next_report(ops), "auto", host_has_gpu=False)
+    (check,) = [c for c in verdict.checks if c.name == "torchvision ops"]
+    assert check.passed is passes and detail in check.detail and verdict.passed is passes
+
+
+def test_images_without_companion_device_code_do_not_ask_for_its_ops():
+    verdict = judge("img", ImageIdentity.read(ROCM_LABELS), ROCM_OK, "auto", host_has_gpu=False)
+    assert verdict.passed and not [c for c in verdict.checks if c.name == "torchvision ops"]
+
+
+def test_torchvision_s_ops_on_each_gpu_are_judged_with_the_device():
+    device = {**MI300X, "checks": [*DEVICE_CHECKS, failed("torchvision ops", "HIP error: invalid device function")]}
+    probe = {**whl_next_report(True), "devices": [device], "gpu_checks": ROCM_LIBRARIES}
+    verdict = judge("img", ImageIdentity.read(WHL_NEXT_LABELS), probe, "require", host_has_gpu=True)
+    assert not verdict.passed and any("torchvision ops" in failure and "invalid device function" in failure for failure in verdict.failures)

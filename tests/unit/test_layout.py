@@ -4,7 +4,7 @@
 - adapters/ never import app/, ui/ or cli;
 - app/ never imports ui/ or cli; ui/ never imports cli;
 - image/ imports nothing from buildkit (it runs inside images with the standard library and torch);
-- cli imports only app/, ui/, errors and the package's version: it parses and prints, the app decides;
+- cli/ imports only cli/, app/, ui/, errors and the package's version: it parses and prints, the app decides;
 - no module imports itself back through others (a cycle), not even for type checking.
 """
 
@@ -25,7 +25,7 @@ import buildkit
 PACKAGE = Path(buildkit.__file__).parent
 MODULES = sorted(
     name for _, name, _ in pkgutil.walk_packages(buildkit.__path__, prefix="buildkit.")
-    if name != "buildkit.__main__"  # importing it runs the CLI
+    if name not in ("buildkit.__main__", "buildkit.cli.__main__")  # importing either runs the CLI
 )
 # Standard-library and third-party modules through which code reaches the world.
 WORLDLY = {"os", "subprocess", "socket", "shutil", "tempfile", "time", "datetime", "random", "requests", "docker", "urllib.request", "http"}
@@ -77,7 +77,8 @@ def violations(module: str) -> list[str]:
     elif place == "image":
         bad += sorted(ours)
     elif place == "cli":
-        bad += [n for n in ours if not (n == "buildkit" or n.startswith(("buildkit.app", "buildkit.ui", "buildkit.errors", "buildkit.__version__")))]
+        allowed = ("buildkit.cli", "buildkit.app", "buildkit.ui", "buildkit.errors", "buildkit.__version__")
+        bad += [n for n in ours if not (n == "buildkit" or n.startswith(allowed))]
     return sorted(set(bad))
 
 

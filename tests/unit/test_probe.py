@@ -79,7 +79,6 @@ def test_torch_compile_on_the_cpu_passes_and_agrees_with_eager(cpu_checks):
     # fresh non-zero inputs: a compiled float32 result is never bit-identical to the float64 eager one
     assert 0 < check["relative_error"] <= check["threshold"] == probe.THRESHOLDS["compile_fp32"]
     assert check["detail"].startswith("inductor, C++: relative error") and "vector ISA" in check["detail"]
-    assert check["seconds"] > 0.5  # tracing, code generation and a C++ compile
 
 
 @pytest.mark.slow
@@ -112,10 +111,10 @@ def test_a_compiled_result_that_differs_from_eager_fails(monkeypatch):
 
 @pytest.mark.slow
 def test_a_check_past_its_time_limit_fails_and_the_next_one_runs():
-    started = time.perf_counter()
-    slow = probe.run_check("slow", lambda: time.sleep(30), 1)
+    """The alarm is the event: a check that would sleep for a minute ends as CheckTimeout (the probe's alarm is a
+    signal, so this runs in the main thread, unguarded: a broken alarm costs this test the minute, then fails it)."""
+    slow = probe.run_check("slow", lambda: time.sleep(60), 1)
     assert slow == {**slow, "passed": False, "error": "CheckTimeout: did not finish within 1 s"}
-    assert 1 <= slow["seconds"] < 5 and time.perf_counter() - started < 5
     assert probe.run_check("next", lambda: {"detail": "ran"}, 1)["passed"]
 
 
@@ -203,3 +202,19 @@ def test_arch_in_build_understands_ptx():
     assert probe._arch_in_build("sm_121", ["sm_120", "compute_120"])  # PTX JIT-compiles forward
     assert not probe._arch_in_build("sm_70", ["sm_75", "compute_120"])
     assert not probe._arch_in_build("gfx1100", ["gfx90a", "gfx942"])
+
+
+@pytest.mark.parametrize("name, extension, expected", [
+    ("loadedvision", "def _has_ops():\n    return True\n", True),  # torchvision's own: its C++/HIP ops library loaded
+    ("brokenvision", "def _has_ops():\n    return False\n", False),
+    ("plainvision", None, None),  # a package without an extension module: nothing to ask
+])
+def test_a_companion_s_compiled_ops_are_reported(tmp_path, monkeypatch, name, extension, expected):
+    package = tmp_path / name
+    package.mkdir()
+    (package / "__init__.py").write_text('__version__ = "0.29.0+rocm10.1.0"\n')
+    if extension is not None:
+        (package / "extension.py").write_text(extension)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert probe.companion_ops(name) is expected
+    assert probe.companion_ops("no_such_companion") is None

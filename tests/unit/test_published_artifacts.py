@@ -21,9 +21,12 @@ from buildkit.core.code_objects import CodeObjectError, cuda_code, rocm_code
 from buildkit.core.compat import compat_from_data
 from buildkit.core.matrix_proposal import propose_matrix
 from buildkit.core.release_facts import PublishedFile, backend_pins, pair_companion, read_metadata, read_version_module, releases
+from testkit.artifacts import PublishedFile as PypiPublished
 from testkit.artifacts import PypiDouble, companion_files, torch_release_files, torch_wheel
 from testkit.machine_wheels import local_wheels
 from testkit.pytorch_index import PyTorchIndex, torch_wheel_name, wheels_from_compat
+from testkit.wheel_index import WheelIndex as LocalWheelIndex
+from testkit.wheels import published_torch
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPAT = compat_from_data(compat_data())
@@ -43,8 +46,10 @@ def test_metadata_and_version_module_give_the_published_pins_and_build():
         module = read_version_module(archive.read("torch/version.py").decode())
     assert metadata.requires_python == ">=3.11" and module["__version__"] == "2.15.0+cu132" and module["cuda"] == "13.2"
     pins = backend_pins(metadata.requires_dist)
-    assert "nvidia-cudnn-cu13==9.26.0.51" in pins and "triton~=3.9.0" in pins
-    assert pins[0].startswith("cuda-toolkit[") and pins[0].endswith("==13.2.2")
+    assert "nvidia-cudnn-cu13==9.26.0.51" in pins and pins[0].startswith("cuda-toolkit[") and pins[0].endswith("==13.2.2")
+    # a marker that holds on every Linux machine and Python goes; one that leaves a Python out stays, as written
+    assert 'triton~=3.9.0; platform_system == "Linux" and python_version < "3.16"' in pins
+    assert 'cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"' in pins
     assert not any(p.startswith(("filelock", "optree")) for p in pins)  # not a backend library; an extra's
 
 
@@ -164,23 +169,61 @@ def _pypi(extra: dict[str, list] | None = None) -> PypiDouble:
     return PypiDouble(projects).start()
 
 
+# torch 2.16 as it will be published on 2026-12-22 (TEST DOUBLES: no 2.16 wheel exists yet). What is known of it
+# (pytorch/pytorch #196028 for the date, test-infra #8670 for its nightlies' variants): builds for CUDA 13.0 and
+# 13.4 (its own table lists those two) and ROCm 7.14 on PyTorch's index and ROCm 10.0 on AMD's whl-next index,
+# torchvision 0.30.0 published the same day and requiring it, Python 3.11-3.15. Its pins are 2.15.0's with the
+# CUDA 13.4 toolkit for cu134 (cuda-toolkit 13.4.3, PyPI); every arch list is 2.15.0's for the same build.
+PYTHONS_2_16 = ("3.11", "3.12", "3.13", "3.14", "3.15")
+TABLE_2_16 = """PYTORCH_RELEASES_CODE_CC: dict[str, dict[str, set[int]]] = {
+    "13.0": {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 110, 120}},
+    "13.4": {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 110, 120}},
+}
+"""
+CUDA_FLAGS = {"x86_64": "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", "aarch64": "sm_80 sm_90 sm_100 sm_110 sm_120"}
+ROCM_714_ARCHS = COMPAT.backend("rocm", "7.14").archs
+
+
+def _pins_2_16(toolkit: str) -> list[str]:
+    return [f'cuda-toolkit[cublas,cudart,cufft,cufile,cupti,cusolver,cusparse,nvjitlink,nvrtc,nvtx]=={toolkit}; platform_system == "Linux"',
+            'cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"',
+            'nvidia-cudnn-cu13==9.26.0.51; platform_system == "Linux"', 'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
+            'triton~=3.9.0; platform_system == "Linux" and python_version < "3.16"', 'optree>=0.13.0; extra == "optree"']
+
+
+def _torch_2_16(folder: Path, local: str, build: str, python: str, machine: str) -> Path:
+    cuda = build.startswith("cu")
+    requires = _pins_2_16("13.4.3" if build == "cu134" else "13.0.3") if cuda else [f"rocm[device-all,libraries]=={build[4:]}.*"]
+    flags = CUDA_FLAGS[machine] if cuda else " ".join(ROCM_714_ARCHS)
+    return published_torch(folder, "2.16.0", local, build, python, machine, requires_python=">=3.11", requires=["filelock", *requires],
+                           table=TABLE_2_16, flags=flags)
+
+
 @pytest.fixture
-def release_2_16():
-    """The day 2.16.0 ships (a double: the 2.15.0 release with its versions moved on): on PyPI with
-    torchvision 0.30.0, and on PyTorch's index for CUDA 13.0, 13.2, 13.4 and ROCm 7.14; plus a torchvision
-    released without a torch."""
+def release_2_16(tmp_path):
+    """PyPI, PyTorch's index and AMD's whl-next index on the day torch 2.16.0 ships, each a double on 127.0.0.1
+    serving wheel doubles built by testkit.wheels (PyPI's is the CUDA 13.0 build); plus a torchvision released
+    without a torch."""
+    built = tmp_path / "wheels"
+    machines = ("x86_64", "aarch64")
+    pypi_wheels = [_torch_2_16(built / "pypi", "", "cu130", p, m) for p in PYTHONS_2_16 for m in machines]
     pypi = _pypi({
-        "torch": torch_release_files("2.16.0", "2026-12-22", PYTHONS_2_15, ">=3.11"),
+        "torch": [PypiPublished(w.name, "2026-12-22T15:16:25Z", ">=3.11", w.read_bytes()) for w in pypi_wheels],
         "torchvision": [*companion_files("torchvision", "0.30.0", "2026-12-22", "torch (==2.16.0)"),
                         *companion_files("torchvision", "0.29.3", "2026-11-20", "torch (>=2.14.0)")],
     })
     folders = wheels_from_compat(COMPAT)
-    for tag in ("cu130", "cu132", "cu134", "rocm7.14"):
-        folders.setdefault(tag, []).extend(torch_wheel_name("2.16.0", tag, p) for p in PYTHONS_2_15)
-    index = PyTorchIndex(folders).start()
-    yield pypi, index
+    real = {}
+    for local, platforms in (("cu130", machines), ("cu134", machines), ("rocm7.14", ("x86_64",))):
+        wheels = [_torch_2_16(built / local, local, local, p, m) for p in PYTHONS_2_16 for m in platforms]
+        folders.setdefault(local, []).extend(w.name for w in wheels)
+        real.update({w.name: w for w in wheels})
+    index = PyTorchIndex(folders, real=real).start()
+    whl_next = LocalWheelIndex({"whl-next": [_torch_2_16(built / "whl-next", "rocm10.0.0", "rocm10.0", "3.12", "x86_64")]}).start()
+    yield pypi, index, f"{whl_next.url}/whl-next/"
     pypi.stop()
     index.stop()
+    whl_next.stop()
 
 
 def _checkout(tmp_path: Path) -> Path:
@@ -199,43 +242,54 @@ def _buildkit(checkout: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_a_new_torch_release_becomes_a_stack_that_plans_its_pair(tmp_path, release_2_16):
-    pypi, index = release_2_16
+def test_torch_2_16_on_day_one_becomes_a_complete_entry_and_plans_its_pairs(tmp_path, release_2_16):
+    """The day 2.16.0 ships: `compat check --write` proposes its whole entry from the artifacts (builds, each build's
+    archs, pins with their markers, torchvision, Pythons) and its stack; `plan` then plans its pairs, no hand edit."""
+    pypi, index, whl_next = release_2_16
     checkout = _checkout(tmp_path)
-    check = _buildkit(checkout, "compat", "check", "--json", "--index", index.url, "--pypi", pypi.url,
-                      "--layout-index", "amd-whl-next=none")
+    indexes = ("--index", index.url, "--pypi", pypi.url, "--layout-index", f"amd-whl-next={whl_next}")
+    check = _buildkit(checkout, "compat", "check", "--json", *indexes)
     assert check.returncode == 3, check.stderr
     report = json.loads(check.stdout)
     subjects = {(d["torch"], d["subject"]) for d in report["differences"]}
-    assert {("2.16", "release 2.16.0"), ("2.16", "cuda 13.2"), ("2.16", "rocm 7.14"), ("2.16", "published 2.16.0")} <= subjects
+    assert {("2.16", "release 2.16.0"), ("2.16", "cuda 13.0"), ("2.16", "cuda 13.4"), ("2.16", "rocm 7.14"), ("2.16", "rocm 10.0"),
+            ("2.16", "published 2.16.0"), ("2.16", "cuda 13.0 archs"), ("2.16", "cuda 13.4 archs"), ("2.16", "rocm 7.14 archs")} <= subjects
     assert report["unpaired"]["torchvision"] == ["0.29.3"]  # published without a torch release
     assert "+++ b/matrix.toml" in report["diff"] and "+++ b/buildkit/data/compat.toml" in report["diff"]
 
-    written = _buildkit(checkout, "compat", "check", "--index", index.url, "--pypi", pypi.url, "--layout-index", "amd-whl-next=none", "--write")
+    written = _buildkit(checkout, "compat", "check", "--write", *indexes)
     assert written.returncode == 0, written.stdout + written.stderr
-    data = tomlkit.parse((checkout / "buildkit/data/compat.toml").read_text())
-    entry = data["torch"]["2.16"]
-    assert list(entry["releases"]) == ["2.16.0"] and list(entry["python"]) == list(PYTHONS_2_15)
-    assert list(entry["cuda"]) == ["13.0", "13.2", "13.4"] and list(entry["rocm"]) == ["7.14"]
-    published = entry["published"]["2.16.0"]
-    assert published["torchvision"] == "0.30.0" and published["pypi"] == "cuda 13.2" and published["date"] == "2026-12-22"
-    assert "torchaudio" not in published  # none was published that day
-    assert "rocm[device-all,libraries]==7.14.*" in published["pins"]["rocm 7.14"]  # read from the index's ROCm wheel
-    matrix = tomlkit.parse((checkout / "matrix.toml").read_text())
-    newest = matrix["torch"][0]
-    assert newest["version"] == "2.16.0" and list(newest["python"]) == ["3.11", "3.12", "3.13"]
-    assert dict(newest["pair"]) == {"cuda": "13.2", "rocm": "7.14"} and "companions" not in newest
+    data = compat_from_data(tomlkit.parse((checkout / "buildkit/data/compat.toml").read_text()).unwrap())
+    release = data.torch["2.16"]
+    assert release.releases == ("2.16.0",) and release.python == PYTHONS_2_16 and release.unconfirmed == ()
+    assert release.backends == {"cuda": ("13.0", "13.4"), "rocm": ("7.14", "10.0")}
+    for cuda in ("13.0", "13.4"):  # each build's archs, per platform, read from its own wheels' flags
+        built = data.wheel_archs("2.16", "cuda", cuda)
+        assert (built.archs, built.arm64_archs) == (("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"), ("8.0", "9.0", "10.0", "11.0", "12.0"))
+        assert built.release == "2.16.0" and built.sources == ("wheel-arch-flags", "wheel-arch-table")
+    assert release.arch_lists["rocm 7.14"].archs == ROCM_714_ARCHS and release.arch_lists["rocm 7.14"].sources == ("wheel-arch-flags",)
+    published = release.published["2.16.0"]
+    assert published.companions == {"torchvision": "0.30.0"} and published.pypi == "cuda 13.0" and published.date == "2026-12-22"
+    assert 'triton~=3.9.0; platform_system == "Linux" and python_version < "3.16"' in published.pins["cuda 13.0"]
+    assert any(pin.startswith("cuda-toolkit[") and pin.endswith("==13.4.3") for pin in published.pins["cuda 13.4"])  # its index's wheel
+    assert published.pins["rocm 7.14"] == ("rocm[device-all,libraries]==7.14.*",)
+    stack = tomlkit.parse((checkout / "matrix.toml").read_text())["torch"][0]
+    assert stack["version"] == "2.16.0" and list(stack["python"]) == ["3.11", "3.12", "3.13"] and "companions" not in stack
+    # 10.0 too: its device packages are known for the default families' targets (AMD's whl-next, [gfx] sdk_rocm)
+    assert list(stack["cuda"]) == ["13.0", "13.4"] and list(stack["rocm"]) == ["7.14", "10.0"]
+    assert dict(stack["pair"]) == {"cuda": "13.0", "rocm": "7.14"}
 
-    again = _buildkit(checkout, "compat", "check", "--index", index.url, "--pypi", pypi.url, "--layout-index", "amd-whl-next=none")
+    again = _buildkit(checkout, "compat", "check", *indexes)
     assert again.returncode == 0, again.stdout  # the data agrees once written
-    plan = _buildkit(checkout, "plan", "--select", "torch=2.16.0", "--format", "json")
+    plan = _buildkit(checkout, "plan", "--select", "torch=2.16.0", "--select", "flavor=runtime", "--format", "json")
     assert plan.returncode == 0, plan.stderr
     targets = json.loads(plan.stdout)
-    pairs = {t["pair"] for t in targets if t["pair"]}
-    assert "2.16.0-py3.12-runtime" in pairs
     twins = [t for t in targets if t["pair"] == "2.16.0-py3.12-runtime"]
-    assert {t["vendor"] for t in twins} == {"nvidia", "amd"}
-    assert all(t["companions"] == [f"torchvision==0.30.0+{'cu132' if t['vendor'] == 'nvidia' else 'rocm7.14'}"] for t in twins)
+    assert {t["backend_version"] for t in twins} == {"13.0", "7.14"} and {t["family"] for t in twins if t["vendor"] == "amd"} >= {"mi300", "rdna3"}
+    assert all(t["companions"] == [f"torchvision==0.30.0+{'cu130' if t['vendor'] == 'nvidia' else 'rocm7.14'}"] for t in twins)
+    (cu134,) = [t for t in targets if t["id"] == "2.16.0-cuda13.4-py3.12-runtime"]
+    assert cu134["companions"] == ["torchvision==0.30.0+cu134"] and cu134["pair"] is None
+    assert cu134["labels"]["dev.buildkit.gpu-archs"] == "7.5;8.0;8.6;9.0;10.0;12.0"
 
 
 @pytest.mark.slow
@@ -277,6 +331,31 @@ def test_pypi_alone_reports_each_releases_published_facts(cli, tmp_path):
         assert len(pypi.ranges) <= 6 * len({p for p in pypi.requests if p.endswith(".whl")})
     finally:
         pypi.stop()
+
+
+def test_a_new_stack_leaves_out_what_it_cannot_build_and_says_so():
+    """A new minor with ROCm 7.14 (PyTorch's index) and 10.0 (AMD's): with 10.0's device packages known for the
+    families' targets ([gfx] sdk_rocm), the stack takes both; with them unknown, it takes 7.14 alone and its entry
+    names why 10.0 is left out. Either way the pair is PyPI's CUDA build with PyTorch's own ROCm."""
+    def proposed_entry(device_packages_of_10_0: bool) -> tuple[dict, str]:
+        document = tomlkit.parse((ROOT / "buildkit/data/compat.toml").read_text())
+        document["torch"]["2.16"] = {"releases": ["2.16.0"], "python": ["3.11", "3.12"], "cuda": ["13.0", "13.4"], "rocm": ["7.14", "10.0"],
+                                     "published": {"2.16.0": {"date": "2026-12-22", "pypi": "cuda 13.0", "torchvision": "0.30.0"}}}
+        if not device_packages_of_10_0:
+            for target in document["gfx"].values():
+                if "sdk_rocm" in target:
+                    target["sdk_rocm"] = [version for version in target["sdk_rocm"] if version != "10.0"]
+        compat = compat_from_data(json.loads(json.dumps(document.unwrap())))
+        matrix = 'rocm_families = ["mi300", "rdna3"]\n\n[[torch]]\nversion = "2.15.0"\ncuda = ["13.2"]\n'
+        proposed = propose_matrix(matrix, compat, ["3.11", "3.12"], ["torchvision"])
+        return tomlkit.parse(proposed)["torch"][0], proposed
+
+    entry, proposed = proposed_entry(device_packages_of_10_0=True)
+    assert entry["version"] == "2.16.0" and list(entry["rocm"]) == ["7.14", "10.0"] and dict(entry["pair"]) == {"cuda": "13.0", "rocm": "7.14"}
+    assert "# left out" not in proposed
+    entry, proposed = proposed_entry(device_packages_of_10_0=False)
+    assert entry["version"] == "2.16.0" and list(entry["rocm"]) == ["7.14"] and dict(entry["pair"]) == {"cuda": "13.0", "rocm": "7.14"}
+    assert "# left out: rocm 10.0 (no device package known for gfx1100, gfx1101, gfx1102, gfx1103, gfx942)" in proposed
 
 
 def test_the_matrix_follows_a_new_patch_release_and_unblocks_published_companions():
@@ -330,10 +409,13 @@ def test_a_server_without_byte_ranges_is_one_message_and_exit_1(cli):
 @pytest.mark.skipif(_real_torch_wheel() is None, reason="the machine's wheel folders hold no torch 2.14.1 x86_64 wheel")
 def test_deep_reads_the_real_wheels_gpu_code_over_byte_ranges_and_corrects_an_arch_list(cli, tmp_path):
     """The real torch 2.14.1 CUDA 13.0 wheel, served on 127.0.0.1 as PyTorch's index names it: --deep reads its
-    libtorch_cuda.so by ranges and finds the data's CUDA 13.0 list; a planted wrong list is corrected by --write."""
+    libtorch_cuda.so by ranges and the check its libtorch_python.so's arch flags; both say what the build carries,
+    which --write records as torch 2.14's own list for CUDA 13.0, so a planted wrong list for CUDA 13.0 in general
+    no longer decides 2.14.1's images."""
     data = tmp_path / "compat.toml"
     document = tomlkit.parse((ROOT / "buildkit/data/compat.toml").read_text())
     document["cuda"]["13.0"]["archs"] = ["7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX"]
+    del document["torch"]["2.14"]["arch_lists"]["cuda 13.0"]  # as before 2.14.1's wheels were read
     data.write_text(tomlkit.dumps(document))
     real = torch_wheel_name("2.14.1", "cu130", "3.11")
     folders = wheels_from_compat(COMPAT)  # doubles carry no GPU library: deep passes them over
@@ -352,8 +434,12 @@ def test_deep_reads_the_real_wheels_gpu_code_over_byte_ranges_and_corrects_an_ar
         written = cli("compat", "check", "--deep", "--write", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none",
                       "--data", str(data))
         assert written.code == 0, written.out + written.err
-        table = tomlkit.parse(data.read_text())["cuda"]["13.0"]
-        assert list(table["archs"]) == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and "wheel-code-objects" in table["sources"]
+        own = tomlkit.parse(data.read_text())["torch"]["2.14"]["arch_lists"]["cuda 13.0"]
+        assert list(own["archs"]) == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and own["release"] == "2.14.1"
+        assert list(own["sources"]) == ["wheel-arch-flags", "wheel-code-objects"]  # the flags decide; the GPU code agrees
+        compat = compat_from_data(tomlkit.parse(data.read_text()).unwrap())
+        assert compat.wheel_archs("2.14", "cuda", "13.0").archs == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+        assert compat.backend("cuda", "13.0").archs[0] == "7.0"  # the planted list: what releases without their own list fall back to
     finally:
         index.stop()
 

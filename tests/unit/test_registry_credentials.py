@@ -116,7 +116,7 @@ documents = st.one_of(
 
 
 @pytest.mark.slow
-@settings(max_examples=80, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(document=documents)
 def test_generated_credentials_files_never_crash(tmp_path, document):
     path = tmp_path / "auth.json"
@@ -130,7 +130,7 @@ def test_generated_credentials_files_never_crash(tmp_path, document):
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(content=st.binary(max_size=200), password=st.text(min_size=8, max_size=20).filter(lambda p: p.strip() == p and '"' not in p))
 def test_generated_bytes_never_crash_and_never_echo_the_password(tmp_path, content, password):
     path = tmp_path / "auth.json"

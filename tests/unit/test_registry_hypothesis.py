@@ -113,7 +113,7 @@ OPERATIONS = {
 
 
 @pytest.mark.slow
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(script=st.lists(answers, min_size=1, max_size=5), operation=st.sampled_from(sorted(OPERATIONS)))
 def test_generated_answers_never_crash_the_client(origin, script, operation):
     origin.script.answers = script

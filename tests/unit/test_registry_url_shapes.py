@@ -100,7 +100,7 @@ def test_the_adapter_attaches_nothing_where_the_connection_goes_elsewhere(origin
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_origin_check_names_what_the_connection_layer_connects_to(origins, data):
     journal, registry, other = origins
@@ -132,7 +132,7 @@ def test_the_origin_check_names_what_the_connection_layer_connects_to(origins, d
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_no_redirect_carries_the_registry_password_to_another_origin(origins, data):
     journal, registry, other = origins

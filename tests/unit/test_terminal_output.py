@@ -63,7 +63,7 @@ def test_doctor_advice_keeps_its_brackets(tmp_path):
     image = f"registry.example.com/team/app:{RED}1"
     out = io.StringIO()
     show_doctor(Console(file=out, width=400), DoctorReport(host, image, tuple(assess(host, shipped_compat(), image, identity))))
-    assert "add it to [compat.gfx] to build for it from source" in out.getvalue()
+    assert "describe it in [compat.gfx] to build for it from source" in out.getvalue()
     assert "doctor: registry.example.com/team/app:\\x1b[31m1" in out.getvalue()
     assert_escaped(out.getvalue())
 

@@ -154,9 +154,11 @@ def test_rule_leaves_names_without_a_known_gfx_target(name):
 
 
 def test_no_known_gfx_target_is_a_prefix_of_another():
-    """What makes the rule unambiguous: MIOpen's hex CU suffix can never be read as the tail of another arch."""
+    """What makes the rule unambiguous: MIOpen's hex CU suffix can never be read as the tail of another arch. A
+    name that goes on after a dash (rocm-bootstrap's gfx1250-strict) is the target with a feature, as gfx90a-xnack-
+    is gfx90a's: the rule reads it as that target, by design."""
     known = COMPAT.known_archs["rocm"]
-    assert [(a, b) for a in known for b in known if a != b and b.startswith(a)] == []
+    assert [(a, b) for a in known for b in known if a != b and b.startswith(a) and b[len(a)] != "-"] == []
 
 
 # --- the installer's trim, run against the double ------------------------------------------------------

@@ -1,7 +1,8 @@
 """The wheel-index client's bounds, as `compat check` and `lock` meet them: an index on 127.0.0.1 that
 trickles, stalls, asks to be retried in an hour or in Unicode digits, lists thousands of folders, names
 versions of 5,000 digits, or fails while its URL carries a CI token. Each is one message and exit 1 (or a
-result), within the bounds, never a hang or a traceback, and never the token."""
+result), within the bounds, never a hang or a traceback, and never the token. A bound is proven by its event
+(the deadline's message) or its counter (requests, waits recorded instead of slept), never by timing the call."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import time
 import pytest
 
 from buildkit.adapters import bounded_http
-from buildkit.adapters.bounded_http import MAX_RETRY_AFTER, retry_after_seconds
+from buildkit.adapters.bounded_http import DEFAULT_RETRY_WAIT, MAX_RETRY_AFTER, retry_after_seconds
+from testkit.bounds import hang_guard
 from testkit.fake_registry import Answer, FakeOrigin, trickle
 
 # compat check reads only the index under test: PyPI and the layout indexes of the data are left out
@@ -79,10 +81,8 @@ def test_an_http_date_retry_after_is_the_time_until_then():
 def test_a_page_trickling_a_byte_at_a_time_fails_at_the_timeout(cli, origin, monkeypatch):
     monkeypatch.setattr(bounded_http, "DEFAULT_TIMEOUT", 1.0)
     origin.on("GET", r"/whl/", Answer(200, {"Content-Type": "text/html"}, trickle(html("cu130/") * 10), length=None, pause=0.3))
-    started = time.monotonic()
-    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
-    assert time.monotonic() - started < 4
-    assert_one_failure(result, "GET ", "/whl/: no complete answer within 1 s")
+    result = hang_guard(lambda: cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl"), "compat check")
+    assert_one_failure(result, "GET ", "/whl/: no complete answer within 1 s")  # the watchdog's message
 
 
 @pytest.mark.slow
@@ -92,9 +92,7 @@ def test_every_request_of_a_command_fits_in_its_deadline(cli, origin, monkeypatc
     monkeypatch.setattr(bounded_http, "DEFAULT_DEADLINE", 2.0)
     origin.on("GET", r"/whl/", Answer(200, {}, html()))
     origin.on("GET", r"/whl/.+/torch/", Answer(404, {}, b"", head_pause=0.01))  # about a second per answer
-    started = time.monotonic()
-    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
-    assert time.monotonic() - started < 6
+    result = hang_guard(lambda: cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl"), "compat check")
     assert_one_failure(result, "deadline of 2 s")
 
 
@@ -104,7 +102,8 @@ def test_a_retry_after_of_an_hour_is_waited_at_most_the_cap_and_announced(cli, o
     origin.on("GET", r"/whl/.+/torch/", Answer(404))
     result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert waits == [MAX_RETRY_AFTER]
-    assert f"it answered 503; retrying in {MAX_RETRY_AFTER:.0f} s (attempt 2 of 4)" in result.err
+    assert (f"it answered 503; retrying in {MAX_RETRY_AFTER:.0f} s (attempt 2 of 4), {MAX_RETRY_AFTER:.0f} s of the "
+            f"{DEFAULT_RETRY_WAIT:.0f} s it may wait to retry") in result.err
     assert_one_failure(result, "none of")  # the index then answered, with no variant folder
 
 
@@ -114,6 +113,33 @@ def test_a_retry_after_past_the_deadline_fails_at_once(cli, origin, waits, monke
     result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert waits == []
     assert_one_failure(result, "it answered 503, and waiting 50 s to retry would pass the command's deadline of 30 s")
+
+
+def test_an_index_that_keeps_asking_for_an_hour_costs_one_capped_wait(cli, origin, waits):
+    """503 with Retry-After: 3600, every time: once waited 60 s a retry, three times, inside the 600 s deadline.
+    The first wait is taken; the next would pass the retry budget and ends the command, saying how to raise it."""
+    origin.on("GET", r"/whl/", Answer(503, {"Retry-After": "3600"}))
+    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
+    assert waits == [MAX_RETRY_AFTER] and len(origin.journal.seen) == 2
+    assert_one_failure(result, "it answered 503, and waiting 60 s more to retry would pass the 90 s buildkit waits to retry it "
+                               "in all (waited 60 s so far; $BUILDKIT_RETRY_WAIT sets it)")
+
+
+def test_the_retry_budget_is_the_users_to_set(cli, origin, waits, monkeypatch):
+    monkeypatch.setenv("BUILDKIT_RETRY_WAIT", "0")
+    origin.on("GET", r"/whl/", Answer(503, {"Retry-After": "5"}))
+    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
+    assert waits == [] and len(origin.journal.seen) == 1
+    assert_one_failure(result, "would pass the 0 s buildkit waits to retry it in all")
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf", "9" * 400])
+def test_a_retry_budget_that_is_not_seconds_is_one_input_error(cli, origin, monkeypatch, value):
+    monkeypatch.setenv("BUILDKIT_RETRY_WAIT", value)
+    result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
+    assert result.code == 2 and "Traceback" not in result.err, result.err
+    assert result.err.startswith("error: $BUILDKIT_RETRY_WAIT: is ") and "a number of 0 or more" in result.err
+    assert origin.journal.seen == []
 
 
 @pytest.mark.parametrize("value", ["²", "¹²", "1e9", "Fri, 31 Dec 99999 23:59:59 GMT", "\x7f"])

@@ -195,8 +195,9 @@ def _clang_beside(runner: Runner, hipcc: str) -> str | None:
 
 
 def _arch_number(arch: str) -> int:
-    # gfx names end in a hex-like number that grows with each generation of a family: gfx90a > gfx908.
-    return int(arch[3:], 16)
+    # gfx names carry a hex-like number that grows with each generation of a family: gfx90a > gfx908; a variant's
+    # name goes on after it (rocm-bootstrap's gfx1250-strict)
+    return int(arch[3:].partition("-")[0], 16)
 
 
 def is_data_center(arch: str) -> bool:

@@ -43,6 +43,10 @@ MANIFEST_LIMIT = 4 * 1024 * 1024  # the distribution spec: registries SHOULD acc
 CONFIG_LIMIT = 8 * 1024 * 1024  # an image config is kilobytes; its history grows with layers, not data
 TOKEN_LIMIT = 256 * 1024  # a token answer is a JWT or two: kilobytes
 LISTING_LIMIT = 4 * 1024 * 1024  # one page of tags
+# Tags of one repository, all pages together: busy CI repositories hold tens of thousands. Past this a listing is
+# a registry that misbehaves (a page of 380,000 tags linking another, 232 times, once cost `publish --keep` 44 s
+# of CPU before the page cap).
+MAX_TAGS = 500_000
 SMALL_LIMIT = 64 * 1024  # answers whose body is not used (ping, PUT, DELETE)
 MAX_INDEX_IMAGES = 64  # platforms of one image index: buildx's own list of platforms has about a dozen
 DEFAULT_PLATFORM = "linux/amd64"
@@ -79,6 +83,20 @@ class Resolved:
     platform: str
 
 
+@dataclass(frozen=True)
+class RegistryImage:
+    """One platform's image as the registry holds it: `digest` is the reference's own (an index's, for a
+    multi-platform image), `manifest` the platform's image manifest and `config` its checked config."""
+
+    digest: str
+    manifest: dict
+    config: dict
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return _labels(self.config)
+
+
 def annotated(manifest: Manifest, annotations: dict[str, str]) -> Manifest:
     """A copy of a manifest with annotations added: the same config and layers under a digest of its own,
     so a nightly date tag can be deleted later without taking the image's other tags with it."""
@@ -110,10 +128,11 @@ class Registry:
         budget: float = 1800.0,
         ca_bundle: Path | None = None,
         notify: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         """`timeout`: seconds for one request, redirects and body included; `budget`: seconds of request
-        time for the whole run; `insecure`: plain http (the default for a registry on this machine);
-        `notify`: where a long wait to retry is announced (stderr by default)."""
+        time for the whole run, measured on `clock`; `insecure`: plain http (the default for a registry on this
+        machine); `notify`: where a long wait to retry is announced (stderr by default)."""
         self.registry = registry
         try:
             local = parse_url(f"http://{registry}")
@@ -125,7 +144,7 @@ class Registry:
         self.base = f"{'http' if plain else 'https'}://{registry}"
         self.origin = parse_url(self.base).origin
         self.credentials = credentials
-        self.transport = Transport(registry, timeout, budget, retries, backoff, sleep, str(ca_bundle) if ca_bundle else None, notify)
+        self.transport = Transport(registry, timeout, budget, retries, backoff, sleep, str(ca_bundle) if ca_bundle else None, notify, clock)
         if credentials:
             self.transport.secrets |= {credentials.password, credentials.basic.removeprefix("Basic ")} - {""}
         self.tokens: dict[str, str] = {}  # "service|scope" -> token
@@ -276,10 +295,9 @@ class Registry:
         digest = reference if _DIGEST_RE.fullmatch(reference) else claimed if _DIGEST_RE.fullmatch(claimed) else _sha256(reply.body)
         return Manifest(digest, media_type, reply.body)
 
-    def image_labels(self, repository: str, reference: str, platform: str = DEFAULT_PLATFORM) -> tuple[str, dict[str, str]] | None:
-        """(digest, config labels) of the image for `platform`, without pulling layers; the digest is the
-        reference's own (an index's, for a multi-platform image). None when the reference is absent or has
-        no image for the platform."""
+    def image(self, repository: str, reference: str, platform: str = DEFAULT_PLATFORM) -> RegistryImage | None:
+        """The image for `platform` (its manifest and config), without pulling layers; None when the reference
+        is absent or has no image for the platform."""
         wanted = Platform.parse(platform)
         manifest = self.find_manifest(repository, reference)
         if manifest is None:
@@ -287,7 +305,12 @@ class Registry:
         image = self._image_for(repository, manifest, wanted)
         if image is None:
             return None
-        return manifest.digest, _labels(image[1])
+        return RegistryImage(manifest.digest, json.loads(image[0].body), image[1])
+
+    def image_labels(self, repository: str, reference: str, platform: str = DEFAULT_PLATFORM) -> tuple[str, dict[str, str]] | None:
+        """(digest, config labels) of the image for `platform` (see image())."""
+        found = self.image(repository, reference, platform)
+        return None if found is None else (found.digest, found.labels)
 
     def platform_labels(self, repository: str, reference: str) -> dict[str, tuple[str, dict[str, str]]] | None:
         """Platform ("linux/arm64") -> (its image manifest's digest, config labels), for every image of an
@@ -326,10 +349,11 @@ class Registry:
     def iter_tags(self, repository: str) -> Iterator[str]:
         """The repository's tags, page by page as the registry lists them: a page is read, yielded and
         dropped, so a listing of hundreds of 4 MiB pages never sits in memory at once (transport.pages caps
-        their number)."""
+        their number, MAX_TAGS the tags of all pages together)."""
         first = self.transport.url(f"{self.base}/v2/{self._repository(repository)}/tags/list?n=100", f"GET /v2/{repository}/tags/list")
         scope = f"repository:{repository}:pull"
         fetch = lambda url: self.request("GET", url.path, scope=scope, ok=(200, 404), limit=LISTING_LIMIT)  # noqa: E731
+        listed = 0
         for page_number, reply in enumerate(self.transport.pages(first, fetch, f"GET {first.path}")):
             call = f"GET {reply.url.path}"
             if reply.status == 404:
@@ -339,6 +363,11 @@ class Registry:
             page = _json(self, call, reply, "a tag list").get("tags")
             if page is not None and (not isinstance(page, list) or not all(isinstance(tag, str) for tag in page)):
                 raise self.error(call, 'the tag list\'s "tags" is not a list of names')
+            listed += len(page or ())
+            if listed > MAX_TAGS:
+                raise self.error(call, f"the tag list runs past {MAX_TAGS:,} tags over {page_number + 1} pages, more than a repository "
+                                       "buildkit publishes to holds; refusing to read further (is this the right repository? "
+                                       "prune its old tags with the registry's own tools)")
             yield from page or []
 
     def put_manifest(self, repository: str, tag: str, manifest: Manifest) -> str:

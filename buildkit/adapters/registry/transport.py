@@ -29,14 +29,13 @@ from buildkit.adapters.bounded_http import (
     ERROR_BODY_LIMIT,
     MAX_REDIRECTS,
     MAX_RETRY_AFTER,
-    NOTICE_AFTER,
     Expired,
+    RetryWaits,
     TooLarge,
     Watchdog,
     WatchedAdapter,
     backoff_seconds,
     hopeless,
-    on_stderr,
     read_body,
 )
 from buildkit.errors import Problem, UserError, printable
@@ -257,7 +256,8 @@ class Transport:
     run's bounds: `timeout` seconds per exchange (redirects and body included), `budget` seconds of
     request time over the whole run, `retries` on connection failures, 429 and 5xx. A connection that
     is refused, or a host name that does not resolve, fails at once: waiting seconds would not change
-    either. A wait of NOTICE_AFTER seconds or more is announced through `notify`, saying what is retried."""
+    either. Waits to retry are bounded one by one and in all (bounded_http.RetryWaits), and a long one is
+    announced through `notify`, saying what is retried. `clock` is what the budget and deadlines are measured on."""
 
     def __init__(
         self,
@@ -269,10 +269,12 @@ class Transport:
         sleep: Callable[[float], None] = time.sleep,
         ca_bundle: str | None = None,
         notify: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        retry_wait: float | None = None,
     ):
         self.name = name
-        self.timeout, self.budget, self.retries, self.backoff, self.sleep = timeout, budget, retries, backoff, sleep
-        self.notify = notify or on_stderr
+        self.timeout, self.budget, self.retries, self.backoff, self.clock = timeout, budget, retries, backoff, clock
+        self.waits = RetryWaits(retry_wait, sleep, notify)
         self.session = _Session()
         self.session.mount("http://", _GrantingAdapter())
         self.session.mount("https://", _GrantingAdapter())
@@ -320,7 +322,7 @@ class Transport:
         target = url if isinstance(url, Url) else self.url(url, call or f"{method} {printable(url, 160)}")
         call = call or f"{method} {target.path}"
         grant = _Grant(authorization, bound_to) if authorization and bound_to else None
-        started = time.monotonic()
+        started = self.clock()
         try:
             for attempt in range(self.retries + 1):
                 try:
@@ -347,16 +349,13 @@ class Transport:
             raise AssertionError("unreachable")  # pragma: no cover
         finally:
             with self.lock:
-                self.spent += time.monotonic() - started
+                self.spent += self.clock() - started
 
     def _pause(self, seconds: float, call: str, what: str, attempt: int) -> None:
-        if seconds >= self.budget - self.spent:
-            raise self.error(call, f"the registry keeps failing and the run's budget of {self.budget:g} s for registry "
-                                   "requests would be spent waiting to retry; try again later")
-        if seconds >= NOTICE_AFTER:
-            self.notify(printable(f"{self.name}: {call}: {what}; retrying in {seconds:.0f} s "
-                                  f"(attempt {attempt + 2} of {self.retries + 1})", limit=400))
-        self.sleep(seconds)
+        self.waits.pause(seconds, subject=f"{self.name}: {call}", what=what, attempt=attempt, attempts=self.retries + 1,
+                         refuse=lambda why: self.error(call, why), left=self.budget - self.spent,
+                         passes=f"the registry keeps failing and the run's budget of {self.budget:g} s for registry "
+                                "requests would be spent waiting to retry; try again later")
 
     def _follow(self, method: str, url: Url, headers: Mapping[str, str], data: bytes | None, grant: _Grant | None,
                 limit: int, call: str) -> Reply:
@@ -366,7 +365,7 @@ class Transport:
             raise self.error(call, f"the run's budget of {self.budget:g} s for registry requests is spent; "
                                    "the registry is too slow or keeps stalling", RegistryUnreachable)
         seconds = min(self.timeout, left)
-        deadline = time.monotonic() + seconds
+        deadline = self.clock() + seconds
         within = f"{seconds:g} s" if seconds == self.timeout else f"the {seconds:.1f} s left of the run's budget of {self.budget:g} s"
         for _ in range(MAX_REDIRECTS + 1):
             try:
@@ -401,7 +400,7 @@ class Transport:
                   limit: int, grant: _Grant | None) -> Reply:
         with self.lock:
             self.requests += 1
-        remaining = deadline - time.monotonic()
+        remaining = deadline - self.clock()
         if remaining <= 0:
             raise Expired
         with Watchdog(remaining) as watchdog:
@@ -418,9 +417,9 @@ class Transport:
             finally:
                 _current.grant = None
             try:
-                body = read_body(response, limit if response.ok else min(limit, ERROR_BODY_LIMIT), deadline, cut=not response.ok)
+                body = read_body(response, limit if response.ok else min(limit, ERROR_BODY_LIMIT), deadline, not response.ok, self.clock)
             except (requests.RequestException, _CutShort):
-                if watchdog.fired or time.monotonic() >= deadline:
+                if watchdog.fired or self.clock() >= deadline:
                     raise Expired from None
                 raise _CutShort from None
             finally:

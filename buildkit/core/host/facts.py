@@ -27,6 +27,17 @@ class Gpu:
     device_id: str
     name: str
     arch: str  # sm_90, gfx942, or "" when unknown
+    # an AMD GPU's place in AMD's hierarchy (rocm-bootstrap): its sub-family and family (gfx9_4, gfx9), and the
+    # sub-family's name (MI300); () for a target rocm-bootstrap does not know, and for NVIDIA GPUs
+    bundles: tuple[str, ...] = ()
+    bundle_name: str = ""
+
+    @property
+    def arch_described(self) -> str:
+        """gfx942 [gfx9_4 MI300, gfx9]: the target beside its sub-family and family, as AMD's detection prints them."""
+        if len(self.bundles) < 2:
+            return self.arch
+        return f"{self.arch} [{self.bundles[0]} {self.bundle_name}, {self.bundles[1]}]"
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,8 @@ class HostFacts:
     cdi_specs: tuple[CdiSpec, ...] = ()
     engine: EngineFacts | None = None  # None when the engine was not asked (--host-root) nor named (--engine)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # what the host sets of the variables that change which gfx target AMD's tools see (core/host/amd_environment.py)
+    environment: tuple[tuple[str, str], ...] = ()
 
     def vendors(self) -> tuple[str, ...]:
         present = {gpu.vendor for gpu in self.gpus}

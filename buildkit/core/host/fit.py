@@ -91,15 +91,15 @@ def fit_findings(host: HostFacts, compat: Compat, identity: ImageIdentity) -> li
         if arch_covered(gpu.arch, identity.archs):
             continue
         archs = " ".join(identity.archs) or "unknown"
-        if vendor.names_gfx_targets and gpu.arch not in compat.gfx_targets:
+        if vendor.names_gfx_targets and gpu.arch not in compat.known_archs[vendor.backend]:
             findings.append(Finding(
-                True, "unknown-gfx", f"GPU {gpu.pci} ({gpu.name}) is {gpu.arch}, a gfx target buildkit does not know and the "
-                f"image's arch list ({archs}) lacks: kernels fail with {vendor.missing_arch_error}",
+                True, "unknown-gfx", f"GPU {gpu.pci} ({gpu.name}) is {gpu.arch}, a gfx target neither AMD's hierarchy (rocm-bootstrap) "
+                f"nor the compatibility data knows, and the image's arch list ({archs}) lacks: kernels fail with {vendor.missing_arch_error}",
                 _arch_fix(compat, identity, gpu, None),
             ))
             continue
         findings.append(Finding(
-            True, "arch-missing", f"GPU {gpu.pci} ({gpu.name}, {gpu.arch}) is not in the image's arch list "
+            True, "arch-missing", f"GPU {gpu.pci} ({gpu.name}, {gpu.arch_described}) is not in the image's arch list "
             f"({archs}): kernels fail with {vendor.missing_arch_error}",
             _arch_fix(compat, identity, gpu, ordinal if mixed else None),
         ))
@@ -134,6 +134,14 @@ def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | 
     image whose wheels carry the arch, else (AMD) the source flavor, which compiles any known gfx target, and
     for close RDNA parts the HSA override as a risk (per device on a host whose AMD GPUs differ)."""
     if not identity.vendor.builds_from_source:
+        # the torch version comes from the image's labels: only a plain release names one
+        own_release = compat.torch_release(identity.torch) if identity.torch and grammar.release_version(identity.torch) is None else None
+        if own_release is not None:  # the image's torch release: its own builds, with the archs each carries
+            own = [v for v in sorted(own_release.backends[identity.backend], key=Version)
+                   if arch_covered(gpu.arch, compat.wheel_archs(own_release.minor, identity.backend, v).archs)]
+            if own:
+                return (f"use an image of torch {identity.torch} for CUDA {' or '.join(own)}: its wheels for them carry {gpu.arch} "
+                        "(see `buildkit detect`)")
         versions = [v for (backend, v), facts in sorted(compat.backends.items(), key=lambda item: Version(item[0][1]))
                     if backend == identity.vendor.backend and arch_covered(gpu.arch, facts.archs)]
         if not versions:
@@ -141,9 +149,12 @@ def _arch_fix(compat: Compat, identity: ImageIdentity, gpu: Gpu, ordinal: int | 
         return f"use an image of CUDA {' or '.join(versions)}: their wheels carry {gpu.arch} (see `buildkit detect`)"
     target = compat.gfx_targets.get(gpu.arch)
     if target is None:
-        return f"{gpu.arch} is not a gfx target buildkit knows; add it to [compat.gfx] to build for it from source"
+        return (f"{gpu.arch} is not a gfx target buildkit knows: a newer rocm-bootstrap may (pip install -U rocm-bootstrap), or "
+                "describe it in [compat.gfx] to build for it from source")
     release = compat.backend(identity.backend, identity.backend_version)
     families = [name for name, family in compat.families.items() if gpu.arch in family.gfx]
+    if gpu.bundles:
+        families.append(gpu.bundles[0])  # its sub-family of AMD's hierarchy: an image per bundle carries it too
     if families and release is not None and compat.layout_of(release) is not None and gpu.arch in release.archs:
         # thin wheels: the image is one family's; another family's image of the same stack carries the arch
         fix = (f"use the {' or '.join(families)} image of ROCm {identity.backend_version}, which carries {gpu.arch}: "

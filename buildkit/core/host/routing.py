@@ -13,6 +13,7 @@ from packaging.version import Version
 from buildkit.core import labels
 from buildkit.core.compat import Compat
 from buildkit.core.host.access import GpuAccess, access_findings, gpu_access
+from buildkit.core.host.amd_environment import environment_findings
 from buildkit.core.host.facts import HostFacts
 from buildkit.core.host.fit import Finding, arch_covered, fit_findings
 from buildkit.core.labels import ImageIdentity
@@ -48,6 +49,8 @@ def assess(host: HostFacts, compat: Compat, reference: str, identity: ImageIdent
             "`buildkit run` picks the image that fits this host",
         )]
     findings = access_findings(host, vendor, gpu_access(vendor, host)) + fit_findings(host, compat, identity)
+    if vendor.arch_from_kfd:
+        findings += environment_findings(host, compat)
     return sorted(findings, key=lambda f: not f.blocking)
 
 
@@ -191,6 +194,7 @@ def route(host: HostFacts, plan: Plan, compat: Compat, python: str | None = None
                 f"fit this host: {'; '.join(group.describe() for group in newer)}",
                 "; ".join(dict.fromkeys(group.finding.fix for group in newer)),
             ))
+    findings += environment_findings(host, compat)
     return Routing(vendor, choices, access, tuple(sorted(findings, key=lambda f: not f.blocking)))
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from buildkit.cli.program import main
+
+sys.exit(main())
