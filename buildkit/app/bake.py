@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildkit.adapters.build_stamp import created_now, matrix_revision
-from buildkit.adapters.safe_files import OwnedFolder, update_tree
+from buildkit.adapters.files.outputs import OwnedFolder, update_tree
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core.bake import bake_document, bake_name, context_folder
 from buildkit.core.labels import build_stamp_labels
-from buildkit.core.render import SUPPORT_DIR
+from buildkit.core.release.bake import bake_document, bake_name, context_folder
+from buildkit.core.render.renderer import SUPPORT_DIR
 from buildkit.errors import Problem, UserError
 
 MANIFEST = ".buildkit-bake.json"

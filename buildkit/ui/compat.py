@@ -6,7 +6,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from buildkit.app.compat_check import CheckOutcome
-from buildkit.core.compat import COMPANION_PACKAGES
+from buildkit.core.compat.facts import COMPANION_PACKAGES
 from buildkit.ui.views import escaped_lines
 
 

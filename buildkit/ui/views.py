@@ -12,19 +12,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from buildkit.adapters.safe_files import write_atomic
+from buildkit.adapters.files.outputs import write_atomic
 from buildkit.app.targets import target_json
-from buildkit.core import porting
-from buildkit.core.attestation import gpu_test_summary
-from buildkit.core.hipify_report import HipifyReport
 from buildkit.core.host.facts import HostFacts
 from buildkit.core.host.fit import Finding
-from buildkit.core.judge import Verdict
-from buildkit.core.kube import Manifests
-from buildkit.core.plan import Note, Target
-from buildkit.core.preprocessor import OPEN
-from buildkit.core.render import PlannedImage
+from buildkit.core.host.kube import Manifests
+from buildkit.core.porting import analysis
+from buildkit.core.porting.preprocessor import OPEN
+from buildkit.core.porting.report import HipifyReport
+from buildkit.core.release.judge import Verdict
+from buildkit.core.render.renderer import PlannedImage
 from buildkit.core.shell import command_line
+from buildkit.core.supply_chain.attestation import gpu_test_summary
+from buildkit.core.targets.plan import Note, Target
 from buildkit.core.vendors import VENDOR_NAMES
 from buildkit.errors import Problem, printable, redact_urls
 
@@ -398,10 +398,10 @@ def hipify_lines(report: HipifyReport) -> list[str]:
     if report.headers:
         lines.append(f"  torch's ROCm headers: {report.headers}")
     for unit in report.compiled:
-        if unit.status == porting.TOOLCHAIN:
+        if unit.status == analysis.TOOLCHAIN:
             continue  # said once above, for the whole check
-        note = {porting.COMPILED: "compiles", porting.DEFECT: "DOES NOT COMPILE"}.get(unit.status, "not checked")
-        detail = "" if unit.status == porting.COMPILED else f": {unit.summary}"
+        note = {analysis.COMPILED: "compiles", analysis.DEFECT: "DOES NOT COMPILE"}.get(unit.status, "not checked")
+        detail = "" if unit.status == analysis.COMPILED else f": {unit.summary}"
         made_from = f" (from {unit.source})" if unit.source != unit.file else ""
         lines.append(f"  {unit.file}{made_from}, {unit.compiler}: {note}{detail}")
         lines += [f"    error: {error.location}: {error.message}" for error in unit.errors[1:]]

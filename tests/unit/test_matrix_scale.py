@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from buildkit.adapters.matrix_files import load_matrix
-from buildkit.core.fields import Rule, apply_rules, matched_by
-from buildkit.core.plan import expand
+from buildkit.adapters.files.matrix import load_matrix
+from buildkit.core.matrix.fields import Rule, apply_rules, matched_by
+from buildkit.core.targets.plan import expand
 from testkit.bounds import count_calls
 
 RULES = 40_000
@@ -109,7 +109,7 @@ def test_expanded_targets_are_the_records_their_constructor_makes():
     import dataclasses
 
     from buildkit.app.targets import Choices, select_targets
-    from buildkit.core.plan import Target
+    from buildkit.core.targets.plan import Target
 
     for target in select_targets(Choices()).targets:
         fields = {field.name: getattr(target, field.name) for field in dataclasses.fields(Target)}

@@ -1,15 +1,15 @@
-"""The pure readers behind hipify's findings: #if branches in three values (core/preprocessor.py), masks and
-block sizes through the tree's definitions (core/constants.py), and setup.py's extension flags read without
-running it (core/setup_py.py)."""
+"""The pure readers behind hipify's findings: #if branches in three values (core/porting/preprocessor.py), masks and
+block sizes through the tree's definitions (core/porting/cuda_constants.py), and setup.py's extension flags read without
+running it (core/porting/setup_py.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from buildkit.core.constants import Definitions, block_threads, resolve
-from buildkit.core.porting import BuildMacros
-from buildkit.core.preprocessor import ACTIVE, INACTIVE, OPEN, Activity, Macros, parse_define, parse_dump
-from buildkit.core.setup_py import ProjectFlags, read_setup_py
+from buildkit.core.porting.analysis import BuildMacros
+from buildkit.core.porting.cuda_constants import Definitions, block_threads, resolve
+from buildkit.core.porting.preprocessor import ACTIVE, INACTIVE, OPEN, Activity, Macros, parse_define, parse_dump
+from buildkit.core.porting.setup_py import ProjectFlags, read_setup_py
 
 ROCM = BuildMacros.assumed({"USE_ROCM": "1", "__HIP_PLATFORM_AMD__": "1"}, {"USE_ROCM": "1", "__HIP_PLATFORM_AMD__": "1"}, "test")
 

@@ -1,0 +1,3 @@
+"""The supply chain in the world: signatures and attestations through cosign (cosign), an image's SBOM read in
+a short container (sbom), and BuildKit's own attestations in a registry (provenance).
+"""
