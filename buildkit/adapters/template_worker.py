@@ -50,7 +50,8 @@ from typing import IO, cast
 import jinja2
 
 from buildkit.core.matrix.templates import TemplateSet
-from buildkit.core.render.renderer import Meanwhile, PlannedImage, Renderer
+from buildkit.core.render.planned import PlannedImage
+from buildkit.core.render.renderer import Meanwhile, Renderer
 from buildkit.core.render.shapes import ShapeData
 from buildkit.errors import Problem, UserError
 

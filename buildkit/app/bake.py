@@ -16,7 +16,7 @@ from buildkit.adapters.files.outputs import OwnedFolder, update_tree
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.labels import build_stamp_labels
 from buildkit.core.release.bake import bake_document, bake_name, context_folder
-from buildkit.core.render.renderer import SUPPORT_DIR
+from buildkit.core.render.planned import SUPPORT_DIR
 from buildkit.errors import Problem, UserError
 
 MANIFEST = ".buildkit-bake.json"

@@ -36,7 +36,7 @@ from buildkit.core.release.decisions import Outcome
 from buildkit.core.release.judge import Verdict
 from buildkit.core.release.layer_sharing import OS, BuiltLayer, LayerKeys, NodeCost, node_costs
 from buildkit.core.release.parity import Parity, compare
-from buildkit.core.render.renderer import SHARED_STAGE, SUPPORT_CONTEXT, SUPPORT_DIR, Rendered
+from buildkit.core.render.planned import SHARED_STAGE, SUPPORT_CONTEXT, SUPPORT_DIR, Rendered
 from buildkit.core.targets.plan import Note
 
 LOG_TAIL_LINES = 25

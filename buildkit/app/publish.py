@@ -30,7 +30,7 @@ from buildkit.core.labels import ImageIdentity
 from buildkit.core.release import decisions
 from buildkit.core.release.decisions import Outcome, Published, TagMove
 from buildkit.core.release.judge import Verdict
-from buildkit.core.render.renderer import Rendered
+from buildkit.core.render.planned import Rendered
 from buildkit.core.supply_chain.attestation import SmokeRun, gpu_predicate, passing_gpu_test
 from buildkit.errors import Problem, UserError
 

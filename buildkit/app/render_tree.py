@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from buildkit.adapters.files.outputs import OwnedFolder, update_tree
 from buildkit.app.targets import target_json
-from buildkit.core.render.renderer import SUPPORT_DIR, Rendered
+from buildkit.core.render.planned import SUPPORT_DIR, Rendered
 
 MANIFEST = ".buildkit-render.json"
 

@@ -26,7 +26,8 @@ from buildkit.core import grammar
 from buildkit.core.matrix.fields import Rule, emptied_by
 from buildkit.core.matrix.resolve import Matrix, parse_selectors
 from buildkit.core.release.layer_sharing import LayerKeys, holders
-from buildkit.core.render.renderer import PlannedImage, Rendered, Renderer, template_name
+from buildkit.core.render.planned import PlannedImage, Rendered, template_name
+from buildkit.core.render.renderer import Renderer
 from buildkit.core.targets.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
 from buildkit.errors import Problem, UserError
 

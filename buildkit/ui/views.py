@@ -21,7 +21,7 @@ from buildkit.core.porting import analysis
 from buildkit.core.porting.preprocessor import OPEN
 from buildkit.core.porting.report import HipifyReport
 from buildkit.core.release.judge import Verdict
-from buildkit.core.render.renderer import PlannedImage
+from buildkit.core.render.planned import PlannedImage
 from buildkit.core.shell import command_line
 from buildkit.core.supply_chain.attestation import gpu_test_summary
 from buildkit.core.targets.plan import Note, Target

@@ -313,7 +313,7 @@ def test_the_readme_lists_every_field_a_template_can_read():
 
     from buildkit.core.install_plan import InstallLayer, TorchInstall
     from buildkit.core.matrix.resolve import User
-    from buildkit.core.render.renderer import PlannedImage, template_variables
+    from buildkit.core.render.planned import PlannedImage, template_variables
     from buildkit.core.targets.plan import Target
 
     def readable(cls) -> set[str]:

@@ -15,7 +15,9 @@ from buildkit.adapters.files.bundled import builtin_templates_dir, image_support
 from buildkit.adapters.files.matrix import load_matrix
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core import labels
-from buildkit.core.render.renderer import Renderer, dockerfile_string, fingerprint
+from buildkit.core.render.fingerprint import fingerprint
+from buildkit.core.render.renderer import Renderer
+from buildkit.core.render.sandbox import dockerfile_string
 from buildkit.core.targets.plan import expand
 from buildkit.errors import UserError
 from testkit.dockerfiles import stages

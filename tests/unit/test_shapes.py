@@ -14,7 +14,8 @@ import pytest
 
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.install_plan import install_inputs, torch_install
-from buildkit.core.render.renderer import VARIABLE_TYPES, Renderer, template_variables
+from buildkit.core.render.planned import VARIABLE_TYPES, template_variables
+from buildkit.core.render.renderer import Renderer
 from buildkit.core.render.shapes import _MISSING, ITEM, TEXT, VALUE, PathTree, ShapeData
 from buildkit.errors import UserError
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from buildkit.core.compat.facts import Compat, compat_from_data
 from buildkit.core.matrix.text import tomllib  # the one switch to tomli on Python 3.10
-from buildkit.core.render.renderer import SUPPORT_FILES
+from buildkit.core.render.planned import SUPPORT_FILES
 
 __all__ = ["builtin_templates_dir", "compat_data", "default_matrix_path", "shipped_compat", "tomllib"]
 

@@ -18,7 +18,7 @@ import jinja2.nodes
 from buildkit.core.matrix.fields import did_you_mean
 from buildkit.errors import Problem, UserError
 
-FLAVOR_SUFFIX = ".Dockerfile.j2"  # a flavor's template: runtime.Dockerfile.j2 (buildkit.core.render.renderer.template_name)
+FLAVOR_SUFFIX = ".Dockerfile.j2"  # a flavor's template: runtime.Dockerfile.j2 (buildkit.core.render.planned.template_name)
 # The folder a team reaches for when it writes templates: read only when template_dir names it (there is no
 # default), so one beside a matrix that sets no template_dir is a warning, and a missing flavor names it.
 UNREAD_FOLDER = "templates"

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from buildkit.core.install_plan import DEVICE_PREFIX, TORCH, LayerCopy, TorchInstall
-from buildkit.core.render.renderer import PlannedImage, assembled_on_base
+from buildkit.core.render.planned import PlannedImage, assembled_on_base
 
 BASE = "base"
 OS = "os"

@@ -12,7 +12,7 @@ whose values meet the guards renders exactly the shape's text with its own value
 else of it was looked at; `Shape.fill` writes that text without running the template.
 
 A hole never becomes a Python string a template can read: its `__str__` refuses, and only the environment's
-print and join hooks (buildkit.core.render.renderer) write it, as a marker (a token the caller draws at random, which no
+print and join hooks (buildkit.core.render.sandbox) write it, as a marker (a token the caller draws at random, which no
 template can know or forge, and the slot's number). Captured output that holds a marker (a macro's result, a
 `set` block, a joined string) becomes a Fragment, opaque in turn. What the hooks do not know (a filter that is
 not listed here, a C-level string operation on a hole) fails the render, and the caller renders that template
