@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from buildkit.core import grammar
 from buildkit.core.bases import base_environment
@@ -42,6 +42,28 @@ class Twin:
     bundle_family: str = ""
 
 
+Record = TypeVar("Record")
+
+
+def _fields_at_once(record: type[Record]) -> type[Record]:
+    """The frozen dataclass's __init__ with the same arguments and defaults, setting the record's dictionary at once.
+
+    A frozen dataclass's own __init__ sets each field with object.__setattr__: for a Target's 45 fields, most of the
+    time of expanding 100,000 targets. mypy checks every call against the dataclass's signature, which this keeps
+    (tests/unit/test_matrix_scale.py compares the two); the record has no __post_init__ and no default factory."""
+    fields = dataclasses.fields(record)  # type: ignore[arg-type]
+    assert not hasattr(record, "__post_init__") and all(f.init and f.default_factory is dataclasses.MISSING for f in fields)
+    defaults = {f"_default_{f.name}": f.default for f in fields if f.default is not dataclasses.MISSING}
+    arguments = ", ".join(f"{f.name}=_default_{f.name}" if f"_default_{f.name}" in defaults else f.name for f in fields)
+    values = ", ".join(f"{f.name!r}: {f.name}" for f in fields)
+    namespace: dict[str, Any] = {}
+    exec(f"def __init__(self, {arguments}):\n    _set(self, '__dict__', {{{values}}})\n", {"_set": object.__setattr__, **defaults}, namespace)
+    namespace["__init__"].__qualname__ = f"{record.__qualname__}.__init__"
+    setattr(record, "__init__", namespace["__init__"])  # noqa: B010 (mypy refuses assigning a method)
+    return record
+
+
+@_fields_at_once
 @dataclass(frozen=True)
 class Target:
     id: str
@@ -279,8 +301,47 @@ def _requirement_name(requirement: str) -> str:
     return requirement.partition("=")[0].partition("[")[0]
 
 
-def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict[str, Any]]:
-    """The stack's targets as the fields of each (a Target is made once its pair and twins are settled)."""
+@dataclass(slots=True)
+class _Image:
+    """One image of a backend version while the plan is expanded: its own fields (the version's are its prototype's),
+    its pair key and tags until the pair is settled, and its twins once they are known. Its Target is made last."""
+
+    version: _Version
+    id: str
+    python: str
+    flavor: str
+    family: str
+    bundle: str
+    archs: tuple[str, ...]
+    device_code: tuple[DeviceCode, ...]
+    device_packages: tuple[str, ...]
+    gfx_arch_variant: tuple[str, ...]
+    pair: str | None
+    base_image: str
+    base_digest: str
+    tag_names: tuple[str, ...]
+    builder_image: str
+    builder_digest: str
+    twins: tuple[Twin, ...] = ()
+
+    def facts(self) -> dict[str, str]:
+        """Target.facts of its target."""
+        shared = self.version.prototype
+        return {"torch": shared.torch, "python": self.python, "backend": shared.backend, "backend_version": shared.backend_version,
+                "flavor": self.flavor, "vendor": shared.vendor, "family": self.family, "id": self.id}
+
+
+@dataclass(frozen=True)
+class _Version:
+    """What the targets of one backend version share: a prototype target whose fields the images differ in are
+    blank, and the values of its cached properties (see _target)."""
+
+    prototype: Target
+    cached: Mapping[str, object]
+
+
+def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[_Image]:
+    """The stack's images (a Target is made once its pair and twins are settled)."""
     compat = matrix.compat
     release = compat.torch_release(stack.torch)
     assert release is not None  # resolve_matrix guarantees it
@@ -303,14 +364,14 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 local = layout.local.format(version=version)
             index_url = layout.index if layout and layout.index else compat.wheel_index_url(matrix.wheel_index, stack.channel, vendor.index_tag(version))
             # what every target of this backend version shares, whatever its flavor and Python
-            shared: dict[str, Any] = dict(
-                vendor=vendor.name, backend=backend, backend_version=version, torch=stack.torch,
-                index_url=index_url,
+            prototype = Target(
+                id="", vendor=vendor.name, backend=backend, backend_version=version, torch=stack.torch, python="", flavor="", pair=None,
+                base_image="", index_url=index_url, archs=(),
                 # exact builds for the same backend as torch (0.29.1+rocm7.2); the nightly channel takes the newest
                 companions=tuple(name if stack.channel == "nightly" else f"{name}=={release.companion_version(name, stack.torch)}+{local}"
                                  for name in stack.companions),
                 packages=stack.packages, os_packages=stack.os_packages, channel=stack.channel, user=matrix.user,
-                registry=matrix.registry, repository=matrix.repository,
+                registry=matrix.registry, repository=matrix.repository, tag_names=(),
                 unconfirmed=tuple([f"torch {release.minor}: {item}" for item in release.unconfirmed if item == f"{backend} {version}"]
                                   + [f"{backend} {version}: {item}" for item in facts.unconfirmed]),
                 thin_wheels=facts.thin_wheels, supported_platforms=compat.platforms(release.minor, backend, version),
@@ -319,10 +380,9 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                 installer=stack.installer, uv=compat.uv if stack.installer == "uv" else "", compression=matrix.compression,
                 layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
                 local_version=local,
-                # not fields: what the records' cached properties compute, the same for every target of this
-                # version, set with the fields (see _target)
-                vendor_record=vendor, backend_label=vendor.backend_label(version), container_environment=vendor.environment(version),
             )
+            shared = _Version(prototype, {"vendor_record": vendor, "backend_label": vendor.backend_label(version),
+                                          "container_environment": vendor.environment(version)})
             stack_archs = stack.archs.get(backend, built.archs)
             # per image of the version (one per ROCm family, or one with every arch): its archs, bundle, device code
             # and the variant AMD's plugin would report for it
@@ -346,6 +406,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                     ))
                 twin = stack.pair.get(backend) == version and flavor != SOURCE_FLAVOR  # source has no CUDA side
                 builder = facts.devel_base if flavor == SOURCE_FLAVOR else ""
+                builder_digest = matrix.lock.base_digest(builder) if builder else ""
                 # the source flavor compiles torch for its archs: one image, no device packages to choose
                 flavor_images = images if flavor != SOURCE_FLAVOR else [("", stack_archs, "", (), (), ())]
                 for python in stack.python:
@@ -356,57 +417,49 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[dict
                     for family, archs, bundle, code, device_packages, variant in flavor_images:
                         ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor, family)
                         floating = floating_tag(matrix.tag_prefix, stack.torch, backend, python, flavor, family)
-                        targets.append(dict(
-                            id=ident, python=python, flavor=flavor, family=family, bundle=bundle, archs=archs, device_code=code,
-                            gfx_arch_variant=variant,
-                            pair=pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
-                            base_image=base, base_digest=base_digest,
-                            tag_names=(ident, floating) if twin else (ident,),
-                            builder_image=builder, builder_digest=matrix.lock.base_digest(builder) if builder else "",
-                            device_packages=device_packages, **shared,
+                        targets.append(_Image(
+                            shared, ident, python, flavor, family, bundle, archs, code, device_packages, variant,
+                            pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None, base, base_digest,
+                            (ident, floating) if twin else (ident,), builder, builder_digest,
                         ))
     return targets
 
 
-def _facts(spec: dict[str, Any]) -> dict[str, str]:
-    """Target.facts of the target these are the fields of."""
-    return {key: spec[key] for key in ("torch", "python", "backend", "backend_version", "flavor", "vendor", "family", "id")}
-
-
-def _settle_pairs(targets: list[dict[str, Any]], notes: list[Note]) -> None:
+def _settle_pairs(targets: list[_Image], notes: list[Note]) -> None:
     """A twin whose other half is missing loses its pair key and floating tags, and the plan says why."""
     halves: dict[str, set[str]] = {}
     for target in targets:
-        if target["pair"]:
-            halves.setdefault(target["pair"], set()).add(target["backend"])
+        if target.pair:
+            halves.setdefault(target.pair, set()).add(target.version.prototype.backend)
     for target in targets:
-        if target["pair"] and len(halves[target["pair"]]) < len(BACKENDS):
-            missing = next(b for b in BACKENDS if b not in halves[target["pair"]])
+        if target.pair and len(halves[target.pair]) < len(BACKENDS):
+            missing = next(b for b in BACKENDS if b not in halves[target.pair])
             notes.append(Note(
-                target["pair"],
-                f"unpaired: {target['id']} has no {missing} twin (not in the stack's {missing} versions, "
+                target.pair,
+                f"unpaired: {target.id} has no {missing} twin (not in the stack's {missing} versions, "
                 "or removed by include/exclude); it is built alone and no pair tag moves for it",
-                tuple(_facts(target).items()),
+                tuple(target.facts().items()),
             ))
-            target["pair"], target["tag_names"] = None, target["tag_names"][:1]  # floating tags are for twins
+            target.pair, target.tag_names = None, target.tag_names[:1]  # floating tags are for twins
 
 
-def _link_twins(targets: list[dict[str, Any]], compat: Compat) -> None:
+def _link_twins(targets: list[_Image], compat: Compat) -> None:
     """Each paired target learns its twins (the pair's targets of the other vendor), so its image can name
     them; they are part of the target, hence of its fingerprint: a changed twin rebuilds the image naming it."""
-    by_pair: dict[str, list[dict[str, Any]]] = {}
+    by_pair: dict[str, list[_Image]] = {}
     for target in targets:
-        if target["pair"]:
-            by_pair.setdefault(target["pair"], []).append(target)
+        if target.pair:
+            by_pair.setdefault(target.pair, []).append(target)
     for members in by_pair.values():
         for target in members:
-            others = [other for other in members if other["vendor"] != target["vendor"]]
+            vendor = target.version.prototype.vendor
+            others = [other for other in members if other.version.prototype.vendor != vendor]
             # arch lists only where there is a choice (ROCm family images): a lone twin's narrowed archs do not
             # change the image that names it
             several = len(others) > 1
-            target["twins"] = tuple(Twin(o["vendor"], f"{o['registry']}/{o['repository']}:{o['tag_names'][0]}", o["archs"] if several else (),
-                                         *(_bundle_and_family(compat, o.get("bundle", "")) if several else ()))
-                                    for o in others)
+            target.twins = tuple(Twin(o.version.prototype.vendor, f"{o.version.prototype.image_name}:{o.tag_names[0]}", o.archs if several else (),
+                                      *(_bundle_and_family(compat, o.bundle) if several else ()))
+                                 for o in others)
 
 
 def _bundle_and_family(compat: Compat, bundle: str) -> tuple[str, str]:
@@ -419,10 +472,10 @@ def _bundle_and_family(compat: Compat, bundle: str) -> tuple[str, str]:
 def expand(matrix: Matrix) -> Plan:
     """Every target the matrix describes, after its include/exclude rules; raises on impossible tags."""
     notes: list[Note] = []
-    targets: list[dict[str, Any]] = []
+    targets: list[_Image] = []
     for stack in matrix.stacks:
         targets.extend(_stack_targets(matrix, stack, notes))
-    filtered = apply_rules(matrix.include, matrix.exclude, [_facts(spec) for spec in targets])
+    filtered = apply_rules(matrix.include, matrix.exclude, [target.facts() for target in targets])
     if filtered.unmatched:
         raise UserError(first_problems([matrix.problem(matrix.files[-1], f"include rule {{ {matrix.include[index]} }} matches no "
                                                        "target of this matrix; check its keys and globs against `buildkit plan`",
@@ -436,7 +489,7 @@ def expand(matrix: Matrix) -> Plan:
     # the team's concern: only those an include rule could keep and no exclude rule removes whole are said
     notes = [note for note in notes if _kept_by_rules(matrix, dict(note.facts))]
 
-    bad_tags = [name for target in targets for name in target["tag_names"] if grammar.tag(name)]
+    bad_tags = [name for target in targets for name in target.tag_names if grammar.tag(name)]
     if bad_tags:
         more = f" (and {len(bad_tags) - 1} more)" if len(bad_tags) > 1 else ""
         raise UserError(matrix.problem(
@@ -459,18 +512,29 @@ def _device_packages(code: tuple[DeviceCode, ...]) -> tuple[str, ...]:
     return tuple(name for found in code for name in found.packages)
 
 
-_TARGET_DEFAULTS = {field.name: field.default for field in dataclasses.fields(Target) if field.default is not dataclasses.MISSING}
-
-
-def _target(spec: dict[str, Any]) -> Target:
-    """Target(**spec), for specs expand made (every field without a default, and the values of some cached
-    properties): a frozen record's __init__ sets its 45 fields one object.__setattr__ at a time, most of the time
-    of expanding 100,000 targets, so the fields go into the record's dictionary at once. Target has no
-    __post_init__ to skip. A cached property found in the dictionary is not computed (functools.cached_property
-    takes a lock each time it computes one, on Python 3.11): the values a version's targets share are set here."""
-    target = object.__new__(Target)
-    target.__dict__.update(_TARGET_DEFAULTS)
-    target.__dict__.update(spec)
+def _target(image: _Image) -> Target:
+    """The image's Target, through its constructor: every field named, each value's type checked by mypy (the
+    fields every image of the version shares are its prototype's). The values of cached properties that the
+    version's targets share go into the record's dictionary, where a cached property finds its value and is not
+    computed again (functools.cached_property takes a lock each time it computes one, on Python 3.11)."""
+    shared = image.version.prototype
+    target = Target(
+        id=image.id, vendor=shared.vendor, backend=shared.backend, backend_version=shared.backend_version, torch=shared.torch,
+        python=image.python, flavor=image.flavor, pair=image.pair, base_image=image.base_image, index_url=shared.index_url,
+        archs=image.archs, companions=shared.companions, packages=shared.packages, os_packages=shared.os_packages,
+        channel=shared.channel, user=shared.user, registry=shared.registry, repository=shared.repository,
+        tag_names=image.tag_names, unconfirmed=shared.unconfirmed, thin_wheels=shared.thin_wheels,
+        supported_platforms=shared.supported_platforms, platforms=shared.platforms, arm64_archs=shared.arm64_archs,
+        compile=shared.compile, installer=shared.installer, uv=shared.uv, compression=shared.compression,
+        base_digest=image.base_digest, builder_digest=image.builder_digest, locked_packages=shared.locked_packages,
+        channel_date=shared.channel_date, builder_image=image.builder_image, source_checkout=shared.source_checkout,
+        max_jobs=shared.max_jobs, wheel_archs=shared.wheel_archs, twins=image.twins, family=image.family, bundle=image.bundle,
+        layout=shared.layout, layers=shared.layers, max_layer_size=shared.max_layer_size, local_version=shared.local_version,
+        device_code=image.device_code, gfx_arch_variant=image.gfx_arch_variant,
+    )
+    cached = vars(target)
+    cached.update(image.version.cached)
+    cached["device_packages"] = image.device_packages
     return target
 
 
