@@ -1,5 +1,6 @@
-"""`buildkit bake`: export the selection as a docker-bake.json and its build contexts, for
-`docker buildx bake` on any builder (a Kubernetes or remote BuildKit fleet), without buildkit there.
+"""`buildkit bake`: export the selection as a docker-bake.json and its build contexts.
+
+For `docker buildx bake` on any builder (a Kubernetes or remote BuildKit fleet), without buildkit there.
 
 The images are the same as `buildkit build`'s (same Dockerfiles, args and labels); what bake does not do
 is buildkit's smoke test, tagging rules and reports: run `buildkit test` on what it built.

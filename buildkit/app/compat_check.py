@@ -1,5 +1,6 @@
-"""`buildkit compat check`: compat.toml (and the default matrix) against what the indexes publish, and the
-change that makes them agree.
+"""`buildkit compat check`: compat.toml against what the indexes publish, and the change that agrees.
+
+compat.toml (and the default matrix) against what the indexes publish, and the change that makes them agree.
 
 Sources, each optional: PyTorch's wheel index (variant pages; a wheel's METADATA per new release and
 variant), the index of each thin-ROCm layout that has its own (AMD's), and PyPI (torch, torchvision and

@@ -1,5 +1,7 @@
-"""`buildkit lock` (and `publish --refresh`): resolve the matrix's base images and package ranges again
-and write matrix.lock beside the matrix. See buildkit.core.matrix.lock for what is locked and why."""
+"""`buildkit lock` (and `publish --refresh`): matrix.lock written anew.
+
+The matrix's base images and package ranges resolved again, and matrix.lock written beside the matrix. See
+buildkit.core.matrix.lock for what is locked and why."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`buildkit test` and the smoke test inside `build`: run the probe in an image and judge its report
-against what the image's labels say it is."""
+"""`buildkit test` and the smoke test inside `build`: the probe run in an image and judged.
+
+The probe's report is judged against what the image's labels say it is."""
 
 from __future__ import annotations
 

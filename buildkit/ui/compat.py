@@ -1,5 +1,7 @@
-"""`buildkit compat check` output: Markdown for people (it reads in a terminal and renders as a GitHub job
-summary), JSON for machines (the nightly's pull request is made from it)."""
+"""`buildkit compat check` output: Markdown for people, JSON for machines.
+
+The Markdown reads in a terminal and renders as a GitHub job summary; the nightly's pull request is made from the
+JSON."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""`buildkit hipify`'s report as lines: what was converted, what will not port (at the user's own line), what the
-compile check said of each translation unit, and why the tree did not pass."""
+"""`buildkit hipify`'s report as lines.
+
+What was converted, what will not port (at the user's own line), what the compile check said of each
+translation unit, and why the tree did not pass."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The matrix schema for people and editors, made from the one place it lives (core/matrix/fields.py): a JSON
-Schema of matrix.toml (draft 2020-12, as SchemaStore and the TOML language servers read it) and the
-Markdown of docs/matrix-reference.md. Both are generated, and a test fails when the committed files fall
-behind the fields. Pure.
+"""The matrix schema for people and editors, made from the one place it lives (core/matrix/fields.py).
+
+A JSON Schema of matrix.toml (draft 2020-12, as SchemaStore and the TOML language servers read it) and the
+Markdown of docs/matrix-reference.md. Both are generated, and a test fails when the committed files fall behind
+the fields. Pure.
 """
 
 from __future__ import annotations

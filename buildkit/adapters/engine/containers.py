@@ -1,5 +1,6 @@
-"""One container run to its end or its deadline, then removed: what the smoke-test probe, an image's SBOM
-inventory and hipcc in a toolchain image each need.
+"""One container run to its end or its deadline, then removed.
+
+What the smoke-test probe, an image's SBOM inventory and hipcc in a toolchain image each need.
 
 The docker SDK's `containers.run` has no deadline (its wait blocks until the process ends, and an `import
 torch` on a wedged driver never does), so the container is created, started and waited on with a timeout,

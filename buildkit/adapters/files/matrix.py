@@ -1,5 +1,6 @@
-"""Reading a matrix: its file, every file it `extends`, its matrix.lock and the templates of its folders, each
-read once and all before anything is validated; buildkit.core.matrix.resolve then resolves what was read.
+"""Reading a matrix: its file, every file it `extends`, its matrix.lock and its templates.
+
+Each is read once, and all before anything is validated; buildkit.core.matrix.resolve then resolves what was read.
 
 Matrix files come from forks and pull requests, so reading them is bounded (size, nesting) and template
 folders are confined: a team's template_dir must lie inside the folder of the matrix that names it, only

@@ -1,6 +1,8 @@
-"""The compile check: every hipified translation unit compiled for one GPU arch, as torch's own ROCm
-extension build would compile it, and each result read as a defect of the code (at the user's own line),
-a header missing here (and how to get it), a failure outside the user's code, or a toolchain limit.
+"""The compile check: every hipified translation unit compiled for one GPU arch, each result read.
+
+Each unit is compiled as torch's own ROCm extension build would compile it, and each result read as a defect of the
+code (at the user's own line), a header missing here (and how to get it), a failure outside the user's code, or a
+toolchain limit.
 
 .hip and .cu files go to hipcc, .cpp and .cc files to the C++ compiler beside it, each with the flags and
 include folders torch.utils.cpp_extension uses (buildkit.adapters.hipify.torch_extension), the ROCm-only torch

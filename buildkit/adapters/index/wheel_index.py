@@ -1,5 +1,7 @@
-"""PyTorch's wheel index over HTTP: the links on its root page and the file names on each variant's
-torch page (<index>/cu130/torch/). PEP 503 simple pages; nothing is downloaded but the pages.
+"""PyTorch's wheel index over HTTP: its root page's links and each variant's torch page.
+
+The links on its root page and the file names on each variant's torch page (<index>/cu130/torch/). PEP 503
+simple pages; nothing is downloaded but the pages.
 
 Every request is bounded by bounded_http: a timeout per exchange, a total deadline for the command, a
 size cap per page, a few retries (connection errors, 429, 5xx; Retry-After read as digits or a date, and

@@ -1,5 +1,7 @@
-"""BuildKit's own attestations in a registry: the in-toto statements (SLSA provenance, SBOMs) that
-`docker buildx build --push --provenance=mode=max` stores next to the image in its OCI index.
+"""BuildKit's own attestations in a registry: the in-toto statements stored beside an image.
+
+The SLSA provenance and SBOMs that `docker buildx build --push --provenance=mode=max` stores next to the image in
+its OCI index.
 
 The index lists, per platform, an attestation manifest (annotation vnd.docker.reference.type:
 attestation-manifest, platform unknown/unknown) whose layers are in-toto statements. They are not signed

@@ -1,7 +1,8 @@
-"""Where a host is routed, and what follows for an image on it: one set of findings decides all three
-commands, so they can never disagree. `detect` picks the newest target that no finding blocks, `doctor`
-shows the findings, and `run` refuses an image that a blocking finding keeps off the GPU (and warns for the
-others).
+"""Where a host is routed, and what follows for an image on it.
+
+One set of findings decides all three commands, so they can never disagree. `detect` picks the newest target
+that no finding blocks, `doctor` shows the findings, and `run` refuses an image that a blocking finding keeps off
+the GPU (and warns for the others).
 """
 
 from __future__ import annotations

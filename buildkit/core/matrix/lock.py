@@ -1,5 +1,6 @@
-"""matrix.lock: what the matrix's moving references resolved to, so builds are reproducible and change
-exactly when what they are built on changes.
+"""matrix.lock: what the matrix's moving references resolved to.
+
+So builds are reproducible and change exactly when what they are built on changes.
 
 - Base images: each reference (python:3.12-slim-bookworm, rocm/dev-ubuntu-24.04:7.2.1-complete, ...) pinned
   to the digest its tag named (the image index, or the manifest of a single-platform image). Dockerfiles

@@ -1,5 +1,6 @@
-"""The matrix: layering (`extends`), validation against the schema in buildkit.core.matrix.fields, and the
-resolved, frozen Matrix.
+"""The matrix resolved: layering (`extends`), validation against the schema, the frozen Matrix.
+
+The schema is buildkit.core.matrix.fields'.
 
 Input is what the file loader read, once, before any of this runs (MatrixSources): the layers, each the
 parsed TOML of one file, base first (the loader follows `extends`), the matrix.lock and the templates.

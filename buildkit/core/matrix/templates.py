@@ -1,5 +1,6 @@
-"""The templates a matrix can use, as the file loader read them: the team's folders first, then the built-in
-ones, each name taken from the first folder that has it.
+"""The templates a matrix can use, as the file loader read them.
+
+The team's folders first, then the built-in ones, each name taken from the first folder that has it.
 
 Every template is read once, before anything is parsed or rendered (buildkit.adapters.files.matrix), so
 rendering reads nothing more and a render worker gets the whole set at once. A file that cannot be a

@@ -1,6 +1,8 @@
-"""Porting: the hipify preflight's pure side, what a CUDA tree needs before it runs on AMD GPUs. A closed
-subsystem: it imports only itself and buildkit.errors, and only the hipify paths (buildkit.adapters.hipify,
-buildkit.app.hipify_preflight and their view) import it (tests/unit/test_layout.py).
+"""Porting: the hipify preflight's pure side, what a CUDA tree needs before it runs on AMD GPUs.
+
+A closed subsystem: it imports only itself and buildkit.errors, and only the hipify paths
+(buildkit.adapters.hipify, buildkit.app.hipify_preflight and their view, buildkit.ui.hipify) import it
+(tests/unit/test_layout.py).
 
 - analysis: what will not port as it is (the static report) and the compile verdicts;
 - preprocessor: which lines of a C/C++/HIP file a build compiles (#if branches under its macros);

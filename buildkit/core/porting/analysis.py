@@ -1,5 +1,6 @@
-"""What a hipified CUDA tree still needs before it runs on AMD GPUs, read from its text and from what the
-compilers said about it. Pure: text in, findings and verdicts out.
+"""What a hipified CUDA tree still needs before it runs on AMD GPUs.
+
+Read from its text and from what the compilers said about it. Pure: text in, findings and verdicts out.
 
 - The static report: CUDA identifiers and headers hipify left (it has no HIP mapping for them), inline
   PTX, warp intrinsics that HIP lacks or whose semantics differ, and CUDA-only libraries; each at the line

@@ -1,8 +1,9 @@
-"""What a name in CUDA code stands for, as far as the tree itself says: a warp mask's width in bits and a
-block size's value, followed through macros (`#define FULL_MASK 0xffffffff`), constants and declared
-types (`constexpr unsigned kMask = ~0u;`, a parameter `unsigned mask`), casts (`uint32_t(-1)`,
-`static_cast<unsigned>(-1)`, `(unsigned)-1`) and literals. A name defined twice with different meanings,
-or not at all, is not guessed: the answer is None and the finding says it could not tell."""
+"""What a name in CUDA code stands for, as far as the tree itself says.
+
+A warp mask's width in bits and a block size's value, followed through macros (`#define FULL_MASK 0xffffffff`),
+constants and declared types (`constexpr unsigned kMask = ~0u;`, a parameter `unsigned mask`), casts
+(`uint32_t(-1)`, `static_cast<unsigned>(-1)`, `(unsigned)-1`) and literals. A name defined twice with different
+meanings, or not at all, is not guessed: the answer is None and the finding says it could not tell."""
 
 from __future__ import annotations
 

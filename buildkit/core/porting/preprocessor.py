@@ -1,6 +1,8 @@
-"""Which lines of a C/C++/HIP file a build compiles: the #if/#ifdef/#elif/#else branches evaluated under the
-macros that build defines, in three values (compiled, not compiled, and "depends on a macro nobody here
-knows"), so that what lies in a branch the ROCm build never takes is not reported as something to port.
+"""Which lines of a C/C++/HIP file a build compiles.
+
+The #if/#ifdef/#elif/#else branches evaluated under the macros that build defines, in three values (compiled, not
+compiled, and "depends on a macro nobody here knows"), so that what lies in a branch the ROCm build never takes is
+not reported as something to port.
 
 A real preprocessor would follow #include into torch's, ROCm's and the project's headers and know every
 macro; this one reads one file and knows what it is told (the compiler's and the build flags' macros, the

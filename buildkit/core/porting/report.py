@@ -1,6 +1,8 @@
-"""What one `buildkit hipify` run found: the files it converted, what will not port, what was not copied,
-and each translation unit's compile result. Values only; the adapters in buildkit.adapters.hipify fill
-them in (the conversion first, then the compile check), and the report decides whether the tree passed."""
+"""What one `buildkit hipify` run found, and whether the tree passed.
+
+The files it converted, what will not port, what was not copied, and each translation unit's compile result.
+Values only; the adapters in buildkit.adapters.hipify fill them in (the conversion first, then the compile
+check), and the report decides whether the tree passed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Getting images out: how they are built (build cache, bake files, layer compression), proven (the smoke
-test's judge, twin parity), shared (layers images share) and published (which tags move, what is skipped).
+"""Getting images out: how they are built, proven, shared and published.
+
+Built (build cache, bake files, layer compression), proven (the smoke test's judge, twin parity), shared (layers
+images share) and published (which tags move, what is skipped).
 
 - decisions: publish decisions (skip or build, tag moves, retention);
 - build_cache: which registry cache refs a build reads and writes;

@@ -1,5 +1,6 @@
-"""How an image's layers are compressed, as BuildKit's exporters take it: the image exporter's options, which
-the registry cache's exporter takes too."""
+"""How an image's layers are compressed, as BuildKit's exporters take it.
+
+The image exporter's options, which the registry cache's exporter takes too."""
 
 from __future__ import annotations
 

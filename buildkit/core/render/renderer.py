@@ -1,5 +1,7 @@
-"""The Renderer: a target and its templates -> its planned image (build args, labels, fingerprint) and its
-Dockerfile text, with what it has read, parsed, planned and rendered kept for the targets after it.
+"""The Renderer: a target and its templates -> its planned image and its Dockerfile text.
+
+The planned image holds its build args, labels and fingerprint; what the Renderer has read, parsed, planned and
+rendered is kept for the targets after it.
 
 Planning a target (its args, labels and fingerprint) does not render it: the fingerprint hashes what
 determines the Dockerfile (the sources of every template the flavor's template reaches, and every value

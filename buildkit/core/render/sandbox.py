@@ -1,5 +1,7 @@
-"""The Jinja sandbox every template runs in, the code generator that lets a shape render print holes, the filters
-templates get, and a template error located in its file and line.
+"""The Jinja sandbox every template runs in, its code generator and filters.
+
+The code generator lets a shape render print holes; the filters are those templates get; and a template error is
+located in its file and line here.
 
 Team templates arrive in pull requests: in Jinja's immutable sandbox they read the target, not the interpreter or
 the host, and `*` and `**` are bounded. Reading a record's fields takes a direct path (plain, frozen data). While

@@ -1,5 +1,7 @@
-"""What is in an image, as package records with Package URLs: dpkg's status database and the Python
-distributions an inventory of the image found. Pure: the inventory is read by buildkit.adapters.supply_chain.sbom.
+"""What is in an image, as package records with Package URLs.
+
+dpkg's status database and the Python distributions an inventory of the image found. Pure: the inventory is read
+by buildkit.adapters.supply_chain.sbom.
 
 Package URLs follow the purl spec: pkg:deb/<os id>/<name>@<version>?arch=<arch>&distro=<os id>-<version>
 and pkg:pypi/<PEP 503 name>@<version>, so scanners (Grype, Trivy, Dependency-Track) match them to advisories.

@@ -1,5 +1,6 @@
-"""Targets: the matrix expanded into one image each (vendor, backend version, torch, python, flavor), with
-tags, pair keys and twins.
+"""Targets: the matrix expanded into one image each, with tags, pair keys and twins.
+
+One image per (vendor, backend version, torch, python, flavor).
 
 - plan: the Target record and the expansion, selection and narrowing of a plan;
 - source: facts for compiling PyTorch from source (the `source` flavor).

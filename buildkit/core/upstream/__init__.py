@@ -1,6 +1,8 @@
-"""The upstream check (`buildkit compat check`): the compatibility data against what the indexes publish and
-what the released wheels themselves say, and the change to compat.toml and the default matrix that makes them
-agree. A closed subsystem: only its use case, buildkit.app.compat_check, imports it (tests/unit/test_layout.py).
+"""The upstream check (`buildkit compat check`): the compatibility data against what is published.
+
+Against what the indexes publish and what the released wheels themselves say, and the change to compat.toml and
+the default matrix that makes them agree. A closed subsystem: only its use case, buildkit.app.compat_check,
+imports it (tests/unit/test_layout.py).
 
 - check: the data against the indexes' facts (differences, pending facts, the rewritten compat.toml);
 - releases: facts of published releases, read from their files (names, upload dates, METADATA, version module);

@@ -1,6 +1,7 @@
-"""Each torch release's builds and their arch lists, as the release's own artifacts state them, against the
-compatibility data: which `[torch."M".arch_lists]` entries to write and which builds a release's own table
-names that the data lacks.
+"""Each torch release's builds and arch lists, as its own artifacts state them, against the data.
+
+Which `[torch."M".arch_lists]` entries to write and which builds a release's own table names that the
+compatibility data lacks.
 
 What was read comes in as readings: one arch list of one build (cuda 12.9) of one release on one platform,
 from one source. Three sources, from the most to the least direct: the arch flags the build was compiled

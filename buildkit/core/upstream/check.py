@@ -1,5 +1,6 @@
-"""The compatibility data against what the indexes publish: what they have that the data lacks, the
-reverse, and the change to compat.toml that makes them agree.
+"""The compatibility data against what the indexes publish, and the change that agrees.
+
+What they have that the data lacks, the reverse, and the change to compat.toml that makes them agree.
 
 Pure: what the indexes hold comes in (file names on PyTorch's per-variant torch pages, PyPI's releases with
 the contents of the wheels read, the GPU code found in a wheel's libraries); differences and the rewritten

@@ -1,5 +1,7 @@
-"""The default matrix kept in step with the compatibility data: a new torch release gets its stack the day
-compat check reads it, so merging compat check's change is the only hand edit a release needs.
+"""The default matrix kept in step with the compatibility data.
+
+A new torch release gets its stack the day compat check reads it, so merging compat check's change is the only
+hand edit a release needs.
 
 Each [[torch]] entry pins the newest release of its minor; a minor newer than every entry gets an entry of
 its own, at the top, built from the data: the default Pythons it has wheels for, its confirmed CUDA and

@@ -1,5 +1,7 @@
-"""Facts of published releases, read from the artifacts themselves: a project's files on an index (their
-names, upload dates and Requires-Python), a wheel's METADATA and its version module.
+"""Facts of published releases, read from the artifacts themselves.
+
+A project's files on an index (their names, upload dates and Requires-Python), a wheel's METADATA and its version
+module.
 
 `compat check` feeds this module what the indexes hold; it answers, per torch release, when it was
 published, which Pythons and platforms its wheels are for, which backend build an index serves (PyPI's
