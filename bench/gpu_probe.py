@@ -53,6 +53,7 @@ def identity_for(report: dict | None):
     """What a buildkit image of this torch's backend would be (no declared arch list); a CPU-only torch, or
     no report, is judged as a CUDA image, so the verdict says it is a CPU build."""
     from buildkit.core import labels
+
     torch = (report or {}).get("torch") or {}
     backend, version = ("rocm", torch.get("hip")) if torch.get("hip") else ("cuda", torch.get("cuda"))
     minor = ".".join(str(version).split(".")[:2]) if version else "none"

@@ -1,5 +1,5 @@
 """Shared helpers: run the real CLI in-process and write small team matrices; how the suite runs in parallel
-(engine tests together on one worker); and BUILDKIT_TEST_CPU_HOGS, the busy machine on demand."""
+(the integration tests together on one worker); and BUILDKIT_TEST_CPU_HOGS, the busy machine on demand."""
 
 from __future__ import annotations
 
@@ -23,14 +23,22 @@ settings.load_profile("buildkit")
 CPU_HOGS_ENV = "BUILDKIT_TEST_CPU_HOGS"  # that many processes spin on the CPU while the suite runs: a busy machine
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """pytest-xdist (-n, with --dist loadgroup) runs the tests on a worker per core: the engine tests go to one
-    worker together, in order, so they share its session's images, registry and wheel indexes and never build at
-    once; every other test goes with the tests of its module (a module's fixtures are made once), the modules
-    spread over the workers beside them."""
-    for item in items:
-        group = "engine" if item.get_closest_marker("engine") else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+INTEGRATION = "tests/integration/"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist (-n) runs the tests on a worker per core. The integration tests go to one worker together, in
+    order: they share that worker's session images, registry and wheel indexes, and never build at once on the one
+    engine. Every other test goes with the rest of its module (its module's fixtures are made once), the modules
+    spread over the workers beside them. (A scheduler of our own: xdist's loadgroup marks do not reach pytest 9.2's
+    node ids, so they would group nothing.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class IntegrationTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return INTEGRATION if nodeid.startswith(INTEGRATION) else nodeid.split("::", 1)[0]
+
+    return IntegrationTogether(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,7 +18,7 @@ import docker
 from buildkit.adapters.engine import buildx, docker_sdk
 from buildkit.adapters.host import read_host
 from buildkit.app.targets import Choices, Selection, select_targets
-from buildkit.core.host.access import gpu_access
+from buildkit.core.host.access import gpu_access, run_words
 from buildkit.core.host.facts import EngineFacts, HostFacts, engine_from_option
 from buildkit.core.host.fit import Finding, arch_covered
 from buildkit.core.host.routing import Routing, assess, route, run_verdict
@@ -151,8 +151,8 @@ def run_command(choices: Choices, reference: str | None, where: HostChoice, comm
     if verdict.refusals:
         raise _refusal(verdict.refusals)
     flags = gpu_access(image.identity.vendor, context.host).docker_flags() if image.identity is not None else []
-    interactive = ["-it"] if os.isatty(0) and os.isatty(1) else []
-    return RunCommand([engine_cli(context.host), "run", "--rm", *interactive, *flags, image.reference, *command], verdict.warnings)
+    argv = run_words(engine_cli(context.host), flags, image.reference, command, interactive=os.isatty(0) and os.isatty(1))
+    return RunCommand(argv, verdict.warnings)
 
 
 def engine_cli(host: HostFacts) -> str:

@@ -31,9 +31,10 @@ from buildkit.adapters.supply_chain.cosign import Attestations, Checked, Cosign,
 from buildkit.adapters.supply_chain.provenance import buildkit_statements
 from buildkit.adapters.supply_chain.sbom import CYCLONEDX_TYPE, local_sbom
 from buildkit.core.host.facts import HostFacts
-from buildkit.core.labels import ImageIdentity
+from buildkit.core.labels import CREATED, ImageIdentity
 from buildkit.core.reference import ImageReference
 from buildkit.core.release.judge import Verdict
+from buildkit.core.release.layer_sharing import BuiltLayer, pushed_layers
 from buildkit.core.supply_chain.attestation import GPU_TEST_TYPE, SmokeRun, gpu_predicate, host_driver, passing_gpu_test
 from buildkit.core.supply_chain.provenance import SLSA_TYPES, Provenance, read_provenance
 from buildkit.errors import Problem, UserError
@@ -65,6 +66,8 @@ class Verification:
     gpu_tests: tuple[Mapping[str, Any], ...] = ()  # the passing GPU test predicates
     provenance: Provenance | None = None
     verified: bool = True  # False: signatures were not checked (no trust given: doctor's view)
+    created: str = ""  # its org.opencontainers.image.created label: when it last changed
+    layers: tuple[BuiltLayer, ...] = ()  # as the registry stores them: what a node fetches to run it
 
     @property
     def passed(self) -> bool:
@@ -192,8 +195,8 @@ def verify_image(image: str, trust: Trust | None, tested_arch: str | None = None
     registry, cosign = _clients(reference, access)
     pinned = _pinned(registry, reference)
     digest = pinned.partition("@")[2]
-    found = registry.image_labels(reference.repository, digest)
-    identity = ImageIdentity.read(found[1] if found else None)
+    held = registry.image(reference.repository, digest)
+    identity = ImageIdentity.read(held.labels if held else None)
 
     def attached(predicate_type: str, name: str) -> Attestations:
         if trust is None:
@@ -218,7 +221,9 @@ def verify_image(image: str, trust: Trust | None, tested_arch: str | None = None
             facts.append(Fact("gpu test", False, gpu.missing))
         else:
             facts.append(Fact("gpu test", False, f"no passing test on {scope}: " + "; ".join(dict.fromkeys(reasons))))
-    return Verification(pinned, identity, tuple(facts), tuple(passing), provenance, verified=trust is not None)
+    return Verification(pinned, identity, tuple(facts), tuple(passing), provenance, verified=trust is not None,
+                        created=held.labels.get(CREATED, "") if held else "",
+                        layers=pushed_layers(held.manifest, held.config) if held else ())
 
 
 def published_facts(image: str, trust: Trust | None = None, access: RegistryAccess = RegistryAccess()) -> tuple[Verification | None, str]:

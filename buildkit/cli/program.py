@@ -26,6 +26,7 @@ from buildkit.cli.options import (
     EXIT_TERMINATED,
     Invocation,
 )
+from buildkit.cli.report import add_report
 from buildkit.cli.targets import add_bake, add_plan, add_render
 from buildkit.errors import UserError
 from buildkit.ui import views
@@ -33,7 +34,7 @@ from buildkit.ui import views
 # The commands, in the order --help lists them; each adds its parser and handler.
 COMMAND_PARSERS = (
     add_matrix_commands, add_plan, add_render, add_build, add_lock, add_bake, add_publish, add_test, add_parity, add_detect, add_run,
-    add_hipify, add_doctor, add_kube, add_compat, add_verify, add_sbom, add_completion,
+    add_hipify, add_doctor, add_kube, add_compat, add_verify, add_sbom, add_report, add_completion,
 )
 
 

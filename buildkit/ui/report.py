@@ -13,17 +13,7 @@ from buildkit.core.release.decisions import Outcome
 from buildkit.core.release.judge import Verdict
 from buildkit.core.release.layer_sharing import NodeCost
 from buildkit.errors import redact_urls
-
-
-def _size(value: int | None) -> str:
-    if value is None:
-        return "-"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return str(size)  # pragma: no cover
+from buildkit.ui.views import human_size
 
 
 def target_json(result: TargetResult, shares: Sequence[NodeCost] = ()) -> dict:
@@ -104,21 +94,21 @@ def run_markdown(run: BuildRun) -> str:
         seconds = f"{r.seconds:.1f} s" if r.seconds is not None else "-"
         smoke = "-" if r.smoke is None else ("passed" if r.smoke.passed else "failed") + f", kernels {r.smoke.kernels}" + \
             (" (this image's earlier report)" if r.smoke.reused else "")
-        lines.append(f"| `{r.id}` | {r.status.value} | {smoke} | {_size(r.size)} | {r.compression or '-'} | {efficiency} | {seconds} | {detail} |")
+        lines.append(f"| `{r.id}` | {r.status.value} | {smoke} | {human_size(r.size)} | {r.compression or '-'} | {efficiency} | {seconds} | {detail} |")
     built = [r for r in run.results if r.layer_sizes]
     if built:
         lines += ["", "| target | largest layers (uncompressed) |", "|---|---|"]
-        lines += [f"| `{r.id}` | " + ", ".join(f"{name} {_size(size)}" for name, size in largest_layers(r, 3)) + " |" for r in built]
+        lines += [f"| `{r.id}` | " + ", ".join(f"{name} {human_size(size)}" for name, size in largest_layers(r, 3)) + " |" for r in built]
     nearest = {name: costs[0] for name, costs in run.shares.items() if costs}
     if nearest:
         lines += ["", "| target | a node holding | shares with it | fetches | unpacks |", "|---|---|---|---|---|"]
-        lines += [f"| `{name}` | `{cost.held}` | {len(cost.shared)} layers, {_size(cost.shared_bytes)} | {_size(cost.fetched_bytes)} | "
-                  f"{_size(cost.unpacked_bytes)} |" for name, cost in nearest.items()]
+        lines += [f"| `{name}` | `{cost.held}` | {len(cost.shared)} layers, {human_size(cost.shared_bytes)} | {human_size(cost.fetched_bytes)} | "
+                  f"{human_size(cost.unpacked_bytes)} |" for name, cost in nearest.items()]
     if run.pairs:
         lines += ["", "| pair | twins | shared layers | shared bytes | parity |", "|---|---|---|---|---|"]
         for p in run.pairs:
             parity = "-" if p.parity is None else ("same" if p.parity.passed else "<br>".join(p.parity.differences))
-            lines.append(f"| `{p.pair}` | {' / '.join(p.members)} | {p.shared_layers} | {_size(p.shared_bytes)} | {parity} |")
+            lines.append(f"| `{p.pair}` | {' / '.join(p.members)} | {p.shared_layers} | {human_size(p.shared_bytes)} | {parity} |")
     for r in run.results:
         if r.status is BuildStatus.FAILED and r.log_tail:
             lines += ["", f"<details><summary>{r.id}: last lines of {r.log}</summary>", "", "```", *r.log_tail, "```", "</details>"]
@@ -163,7 +153,7 @@ def publish_markdown(run: PublishRun) -> str:
     for t in run.targets:
         detail = "<br>".join(f"`{tag}`" for tag in t.tags) if t.tags else (t.error or "-")
         seconds = f"{t.seconds:.1f} s" if t.seconds is not None else "-"
-        lines.append(f"| `{t.id}` | {t.status.value} | `{t.digest[:19] or '-'}` | {_size(t.size)} | {seconds} | {detail} |")
+        lines.append(f"| `{t.id}` | {t.status.value} | `{t.digest[:19] or '-'}` | {human_size(t.size)} | {seconds} | {detail} |")
     if run.pairs:
         lines += ["", "| pair | floating tags |", "|---|---|"] + [f"| `{p}` | {what} |" for p, what in sorted(run.pairs.items())]
     if run.held:

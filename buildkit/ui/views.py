@@ -32,6 +32,18 @@ if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need 
     from buildkit.app.smoke import ParityResult
     from buildkit.app.verify import Verification
 
+def human_size(value: int | None) -> str:
+    """Bytes for people: 512 B, 3.4 MiB, 5.9 GiB; - for unknown."""
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)  # pragma: no cover
+
+
 # What each command can print; the first is its default.
 PLAN_FORMATS = ("table", "json", "github", "ids")
 VALIDATE_FORMATS = ("text", "github")
@@ -356,13 +368,27 @@ def show_doctor(console: Console, report: DoctorReport) -> None:
 def kube_yaml(manifests: Manifests) -> str:
     """One YAML document per object, for `kubectl apply -f -`; a value used twice is written twice (no YAML
     anchors: people read and edit these)."""
+    return "".join("---\n" + plain_yaml(item) for item in manifests.objects)
+
+
+def plain_yaml(value: object, flow: bool = False) -> str:
+    """YAML as people write it: keys in their order, a value used twice written twice (no anchors); `flow` writes
+    lists of plain values and maps of those on one line ({key: kubernetes.io/arch, operator: In, values: [amd64]})."""
     import yaml
 
     class Dumper(yaml.SafeDumper):
         def ignore_aliases(self, data: object) -> bool:
             return True
 
-    return "".join("---\n" + yaml.dump(item, Dumper=Dumper, sort_keys=False, default_flow_style=False) for item in manifests.objects)
+    def leaf(item: object) -> bool:
+        return not isinstance(item, (dict, list)) or (isinstance(item, list) and all(not isinstance(x, (dict, list)) for x in item))
+
+    def mapping(dumper: yaml.SafeDumper, data: dict) -> yaml.Node:
+        return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=all(leaf(item) for item in data.values()))
+
+    if flow:
+        Dumper.add_representer(dict, mapping)
+    return yaml.dump(value, Dumper=Dumper, sort_keys=False, default_flow_style=None if flow else False, width=100)
 
 
 def kube_json(manifests: Manifests) -> str:
@@ -395,4 +421,6 @@ def verification_json(verification: Verification) -> dict:
         "target": identity.target if identity else None,
         "checks": [{"name": f.name, "passed": f.ok, "detail": f.detail} for f in verification.facts],
         "gpu_tests": [{"summary": gpu_test_summary(p), "predicate": p} for p in verification.gpu_tests],
+        "created": verification.created or None,
+        "layers": [{"digest": layer.digest, "bytes": layer.size, "name": layer.name} for layer in verification.layers],
     }

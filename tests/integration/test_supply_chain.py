@@ -180,6 +180,12 @@ def test_supply_chain_end_to_end(cli, client, setup):
     assert result.code == 0 and report["passed"] and report["vendor"] == "amd" and report["image"] == setup.pinned
     assert [c["name"] for c in report["checks"]] == ["signature", "provenance", "sbom", "gpu test"]
     assert report["gpu_tests"][0]["predicate"]["devices"][7]["name"] == "AMD Instinct MI300X"
+    # the image's layers as the registry stores them (what `report --html` shows a node pulls), each by its step
+    manifest = Registry(setup.registry.address).get_manifest("supply/pytorch", setup.pinned.partition("@")[2])
+    platform = json.loads(manifest.body)["manifests"][0]["digest"] if manifest.is_index else manifest.digest
+    layers = json.loads(Registry(setup.registry.address).get_manifest("supply/pytorch", platform).body)["layers"]
+    assert [(layer["digest"], layer["bytes"]) for layer in report["layers"]] == [(layer["digest"], layer["size"]) for layer in layers]
+    assert report["layers"][-1]["name"].startswith("RUN /bin/sh -c python3 -m venv /opt/venv"), report["layers"]
 
     # cosign itself agrees
     flags = ["--key", setup.pub(), "--insecure-ignore-tlog", "--allow-insecure-registry"]

@@ -11,7 +11,8 @@ from buildkit import __version__
 
 SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["matrix", "schema"],
                ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
-               ["hipify"], ["detect"], ["run"], ["doctor"], ["kube"], ["compat", "check"], ["verify"], ["sbom"], ["completion"]]
+               ["hipify"], ["detect"], ["run"], ["doctor"], ["kube"], ["compat", "check"], ["verify"], ["sbom"], ["report"],
+               ["completion"]]
 
 
 def test_version(cli):

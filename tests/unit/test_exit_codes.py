@@ -76,6 +76,10 @@ CASES = [
     _case("hipify", str(REPO / "tests/fixtures/rocm_ports/cub_alias"), "--out", "{tmp}/hip", code=1, says="CUB_WARP_THREADS"),
     _case("hipify", str(REPO / "tests/fixtures/rocm_ports/cub_alias"), "-D", "1BAD", code=2, says="expected NAME or NAME=VALUE"),
     _case("hipify", str(REPO / "tests/fixtures/rocm_ports/cub_alias"), "--keep-objects", "{tmp}/o", code=2, says="only applies to --compile-check"),
+    _case("report", "--html", "{tmp}/site", "--select", f"id={CUDA_TARGET}", code=0, says="wrote 4 files"),
+    _case("report", "--html", "{tmp}/site", "--from", "{tmp}/missing.json", code=2, says="no such file or folder"),
+    _case("report", "--html", "{tmp}/site", "--from", "{tmp}/bad.toml", code=2, says="is not JSON"),
+    _case("report", "--from", "{tmp}/report.json", code=2, says="--html"),
     _case("verify", CUDA_IMAGE, code=2, says="say whose signature counts"),
     _case("verify", CUDA_IMAGE, "--gpu-arch", "gfx942", code=2, says="--gpu-arch is now --tested-arch"),
     _case("compat", "check", "--index", "none", "--pypi", "none", "--layout-index", "amd-whl-next=none", code=2,
@@ -128,6 +132,7 @@ def test_a_silent_engine_fails_within_the_connect_timeout(cli, monkeypatch):
     import socket
 
     from buildkit.adapters.engine import docker_sdk
+
     monkeypatch.setattr(docker_sdk, "CONNECT_TIMEOUT", 1)
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))

@@ -8,7 +8,7 @@ import pytest
 
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core.release.layer_sharing import BASE, OS, OWN, BuiltLayer, node_costs, planned_layers
+from buildkit.core.release.layer_sharing import BASE, OS, OWN, BuiltLayer, node_costs, planned_layers, pushed_layers
 from buildkit.ui.report import run_json, run_markdown
 
 CUDA = "2.14.1-cuda13.0-py{python}-runtime"
@@ -123,3 +123,14 @@ def test_the_build_report_says_what_a_node_holding_another_image_pays_for_each_o
 def test_an_image_whose_history_does_not_line_up_with_its_layers_reports_no_sharing():
     odd = TargetResult("odd", "nvidia", None, [], status=BuildStatus.BUILT, layers=["d1", "d2"], history=[("ADD rootfs.tar /", 100)])
     assert odd.built_layers == []
+
+
+def test_pushed_layers_are_the_manifests_blobs_named_by_their_steps():
+    """What `verify --json` reports of a published image: each layer blob (what a node fetches) with the step
+    that made it, from the config's history without its empty-layer steps; nothing where the two disagree."""
+    manifest = {"layers": [{"digest": "sha256:" + "a" * 64, "size": 100}, {"digest": "sha256:" + "b" * 64, "size": 7}]}
+    config = {"history": [{"created_by": "ADD rootfs.tar /"}, {"created_by": "ENV PATH=/opt/venv/bin", "empty_layer": True},
+                          {"created_by": "COPY --link /layers/torch/ / # buildkit"}]}
+    assert [(layer.size, layer.name) for layer in pushed_layers(manifest, config)] == [(100, "ADD rootfs.tar /"), (7, "torch")]
+    assert pushed_layers(manifest, {"history": config["history"][:1]}) == ()
+    assert pushed_layers({"layers": [{"digest": "sha256:" + "a" * 64, "size": "100"}]}, {"history": config["history"][:1]}) == ()

@@ -66,12 +66,18 @@ def test_nightly_workflow_shape():
     compat = " ".join(step.get("run", "") for step in jobs["compat"]["steps"])
     assert "buildkit compat check --write" in compat and "gh pr create" in compat
     assert jobs["compat"]["permissions"] == {"contents": "write", "pull-requests": "write"} and jobs["plan"]["needs"] == "compat"
+    # the page: after the tag job, from the reports and the registry's verified documents, published to GitHub Pages
+    pages = " ".join(step.get("run", "") for step in jobs["pages"]["steps"])
+    assert jobs["pages"]["needs"] == ["build", "tags"] and "buildkit report" in pages and "--html site" in pages
+    assert "buildkit verify" in pages and "--certificate-identity" in pages and "buildkit sbom" in pages
+    assert jobs["pages"]["permissions"] == {"contents": "read", "packages": "read", "pages": "write", "id-token": "write"}
+    assert any(step.get("uses", "").startswith("actions/deploy-pages@") for step in jobs["pages"]["steps"])
     # a second, evening schedule runs the compat job alone: a release published in the (UTC) afternoon becomes its
     # pull request the same day; nothing is built or tagged on that run
     crons = [entry["cron"] for entry in document["on"]["schedule"]]
     evening = next(cron for cron in crons if int(cron.split()[1]) >= 16)
     assert len(crons) == 2 and "if" not in jobs["compat"]
-    for name in ("plan", "tags"):
+    for name in ("plan", "tags", "pages"):
         assert f"github.event.schedule != '{evening}'" in jobs[name]["if"], name
 
 
@@ -93,7 +99,8 @@ def test_no_expression_inside_a_run_script_and_actions_pinned_by_commit():
     for where, step in steps:
         assert "${{" not in step.get("run", ""), (where, step)
         if "uses" in step and not step["uses"].startswith("./"):  # a local action is this commit's own
-            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+            # owner/repo, or an action in a folder of it (actions/cache/restore), at a full commit
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+(/[\w.-]+)*@[0-9a-f]{40}", step["uses"]), step["uses"]
         if step.get("uses", "").startswith("actions/checkout@"):
             assert step["with"]["persist-credentials"] is False
 
@@ -109,8 +116,9 @@ def test_nightly_jobs_share_one_set_up():
         assert uses[0].startswith("actions/checkout@") and uses[1] == SETUP, name
         assert not any(u.startswith(("actions/setup-python@", "sigstore/cosign-installer@")) for u in uses), name
         assert all("pip install" not in step.get("run", "") for step in job["steps"]), name
+    # cosign where a job signs (build) or verifies signed attestations (tags; pages, which reads them for the site)
     signing = {name for name, job in jobs.items() if any(step.get("with", {}).get("cosign") == "true" for step in job["steps"])}
-    assert signing == {"build", "tags"}
+    assert signing == {"build", "tags", "pages"}
 
 
 def test_ci_runs_the_ci_script_on_the_runner_without_debian_suites():

@@ -83,6 +83,20 @@ class Resolved:
     platform: str
 
 
+@dataclass(frozen=True)
+class RegistryImage:
+    """One platform's image as the registry holds it: `digest` is the reference's own (an index's, for a
+    multi-platform image), `manifest` the platform's image manifest and `config` its checked config."""
+
+    digest: str
+    manifest: dict
+    config: dict
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return _labels(self.config)
+
+
 def annotated(manifest: Manifest, annotations: dict[str, str]) -> Manifest:
     """A copy of a manifest with annotations added: the same config and layers under a digest of its own,
     so a nightly date tag can be deleted later without taking the image's other tags with it."""
@@ -281,10 +295,9 @@ class Registry:
         digest = reference if _DIGEST_RE.fullmatch(reference) else claimed if _DIGEST_RE.fullmatch(claimed) else _sha256(reply.body)
         return Manifest(digest, media_type, reply.body)
 
-    def image_labels(self, repository: str, reference: str, platform: str = DEFAULT_PLATFORM) -> tuple[str, dict[str, str]] | None:
-        """(digest, config labels) of the image for `platform`, without pulling layers; the digest is the
-        reference's own (an index's, for a multi-platform image). None when the reference is absent or has
-        no image for the platform."""
+    def image(self, repository: str, reference: str, platform: str = DEFAULT_PLATFORM) -> RegistryImage | None:
+        """The image for `platform` (its manifest and config), without pulling layers; None when the reference
+        is absent or has no image for the platform."""
         wanted = Platform.parse(platform)
         manifest = self.find_manifest(repository, reference)
         if manifest is None:
@@ -292,7 +305,12 @@ class Registry:
         image = self._image_for(repository, manifest, wanted)
         if image is None:
             return None
-        return manifest.digest, _labels(image[1])
+        return RegistryImage(manifest.digest, json.loads(image[0].body), image[1])
+
+    def image_labels(self, repository: str, reference: str, platform: str = DEFAULT_PLATFORM) -> tuple[str, dict[str, str]] | None:
+        """(digest, config labels) of the image for `platform` (see image())."""
+        found = self.image(repository, reference, platform)
+        return None if found is None else (found.digest, found.labels)
 
     def platform_labels(self, repository: str, reference: str) -> dict[str, tuple[str, dict[str, str]]] | None:
         """Platform ("linux/arm64") -> (its image manifest's digest, config labels), for every image of an

@@ -7,6 +7,7 @@ image.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from buildkit.core.host.facts import HostFacts
@@ -39,6 +40,12 @@ class GpuAccess:
         for option in self.security_options:
             flags += ["--security-opt", option]
         return [*flags, "--shm-size", self.shm_size]
+
+
+def run_words(cli: str, flags: Sequence[str], reference: str, command: Sequence[str] = (), interactive: bool = False) -> list[str]:
+    """`docker run` (or `podman run`) of an image with its GPU flags (GpuAccess.docker_flags): what `buildkit run`
+    runs and the nightly's page prints for a GPU it was asked about."""
+    return [cli, "run", "--rm", *(["-it"] if interactive else []), *flags, reference, *command]
 
 
 NO_GPU_ACCESS = GpuAccess(False, (), (), ())

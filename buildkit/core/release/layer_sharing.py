@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from buildkit.core.install_plan import DEVICE_PREFIX, TORCH, LayerCopy, TorchInstall
+from buildkit.core.install_plan import DEVICE_PREFIX, TORCH, LayerCopy, TorchInstall, layer_name
 from buildkit.core.render.planned import PlannedImage, assembled_on_base
 
 BASE = "base"
@@ -119,6 +119,17 @@ class BuiltLayer:
     digest: str  # the engine's digest of its files (RootFS diff id)
     size: int  # bytes, uncompressed
     name: str  # what it holds (torch, nvidia-cudnn-cu13, a build step)
+
+
+def pushed_layers(manifest: Mapping, config: Mapping) -> tuple[BuiltLayer, ...]:
+    """An image's layers as a registry stores them (compressed blobs: what a node fetches) from the bottom, each
+    named by the build step that made it (its config's history); () where the two do not line up."""
+    layers = manifest.get("layers")
+    history = [step for step in config.get("history") or [] if isinstance(step, Mapping) and not step.get("empty_layer")]
+    if not isinstance(layers, list) or len(layers) != len(history) or not all(
+            isinstance(layer, Mapping) and isinstance(layer.get("digest"), str) and type(layer.get("size")) is int for layer in layers):
+        return ()
+    return tuple(BuiltLayer(layer["digest"], layer["size"], layer_name(str(step.get("created_by", "")))) for layer, step in zip(layers, history))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The planned image: everything about a target's image but its Dockerfile text, and what its template reads.
 
-A plan holds the target's template, build args, labels, install plan and fingerprint (buildkit.core.render.
-fingerprint); every template, buildkit's own or a team's, reads it through template_variables. The build
+A plan holds the target's template, build args, labels, install plan and fingerprint (render/fingerprint.py);
+every template, buildkit's own or a team's, reads it through template_variables. The build
 context's layout (the support folder and its files, the shared and tools stages) is named here, so the
 renderer, `render`, `build` and `bake` agree on it.
 """

@@ -1,0 +1,323 @@
+"""`buildkit report --html`: the site of a matrix and a run's documents, through the real CLI.
+
+The documents are written by the functions the real commands write them with (testkit.site_documents); the
+chooser is held to `buildkit run --print` on the same host trees; bad documents are one message and nothing
+written; hostile values are escaped; a 10,000-target matrix is split into pages none of which is over 2 MB.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from buildkit.app.targets import Choices, select_targets
+from buildkit.core.release.layer_sharing import BuiltLayer
+from buildkit.core.site.charts import LABEL_WIDTH, WIDTH, Item, bar_chart
+from buildkit.core.site.chooser import CHOOSER_RELEASES, GpuModel, chooser, gpu_models
+from buildkit.core.site.diff import package_diff
+from buildkit.core.site.evidence import Evidence, gather
+from buildkit.core.site.model import PAGE_LIMIT
+from buildkit.core.supply_chain.sbom import Package
+from testkit import hosts
+from testkit import site_documents as documents
+
+PAIR = ["--select", "torch=2.14.1", "--select", "python=3.12"]  # 2.14.1's Python 3.12 images of the default matrix
+
+
+def planned(*selectors: str):
+    return select_targets(Choices(selectors=selectors)).plan()
+
+
+def write(folder: Path, name: str, document: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(document))
+    return folder / name
+
+
+@pytest.fixture
+def run_documents(tmp_path):
+    """Tonight's documents of 2.14.1 / Python 3.12: a build report (one ROCm image failed), SBOMs and
+    verifications of the others; and the previous nightly's (numpy older, pillow since removed)."""
+    items = planned("torch=2.14.1", "python=3.12")
+    failed = next(i.target.id for i in items if i.target.vendor == "amd" and i.target.backend_version == "7.2" and i.target.flavor == "runtime")
+    today, before = tmp_path / "tonight", tmp_path / "previous"
+    write(today, "report.json", documents.build_report([i.target for i in items], failed=[failed], day="2"))
+    write(before, "report.json", documents.build_report([i.target for i in items], day="1"))
+    for item in items:
+        if item.target.id != failed:
+            write(today / "sbom", f"{item.target.id}.json", documents.sbom(item, day="2"))
+            write(today / "verify", f"{item.target.id}.json", documents.verification(item, day="2"))
+        write(before / "sbom", f"{item.target.id}.json", documents.sbom(item, day="1"))
+        write(before / "verify", f"{item.target.id}.json", documents.verification(item, day="1"))
+    return items, today, before, failed
+
+
+def page_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+# --- the command ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_site_of_a_run(cli, tmp_path, run_documents):
+    items, today, before, failed = run_documents
+    out = tmp_path / "site"
+    result = cli("report", "--html", out, *PAIR, "--from", today, "--previous", before)
+    assert result.code == 0, result.err
+    assert f"into {out}/" in result.out
+    index = page_text(out / "index.html")
+    for item in items:  # every image is listed, and has its page
+        assert f'href="images/{item.target.id}.html"' in index
+        assert (out / "images" / f"{item.target.id}.html").is_file()
+    cuda = next(i for i in items if i.target.vendor == "nvidia" and i.target.flavor == "runtime" and i.target.pair)
+    page = page_text(out / "images" / f"{cuda.target.id}.html")
+    assert '<span class="b signed"' in page and "H100 SXM5 80GB (sm_90)" in page  # its signed GPU test, and where it ran
+    assert "upgraded <code>numpy</code> <del>2.3.5</del> → <ins>2.4.0</ins>" in page  # since the previous nightly
+    assert "removed <code>pillow</code>" in page
+    assert "holding yesterday&#39;s nightly" in page and "holding its twin" in page  # what a node pulls
+    assert "docker run --rm -it --gpus all --shm-size 8g " + cuda.target.tags[0] in page
+    assert "nvidia.com/gpu: 1" in page
+    broken = page_text(out / "images" / f"{failed}.html")
+    assert '<span class="b failed"' in broken and "pip could not install torch==2.14.1" in broken
+    assert not list(out.rglob("*.tmp*"))
+
+
+def test_the_matrix_alone_is_a_site(cli, tmp_path):
+    out = tmp_path / "site"
+    result = cli("report", "--html", out, "--select", "torch=2.13.0")
+    assert result.code == 0, result.err
+    assert "No report of a run was given" in page_text(out / "index.html")
+
+
+@pytest.mark.parametrize("content, says", [
+    ("{not json", "is not JSON (line 1, column 2)"),
+    ('{"targets": []}', "is not a build or publish report"),
+    ("[1, 2]", "its JSON is not an object"),
+    ('{"engine": "x", "targets": [{"id": "a", "size": "big"}]}', "targets[0].size: expected a whole number of bytes, got 'big'"),
+    ('{"engine": "x", "targets": [{"id": "a", "smoke": {"passed": "yes"}}]}', "targets[0].smoke.passed: expected true or false"),
+    ('{"bomFormat": "CycloneDX", "components": []}', "an SBOM of an image without the dev.buildkit.target label"),
+], ids=["truncated", "unknown-shape", "not-an-object", "wrong-type", "wrong-bool", "foreign-sbom"])
+def test_a_corrupt_document_is_named_and_nothing_is_written(cli, tmp_path, content, says):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "report.json").write_text(content)
+    result = cli("report", "--html", tmp_path / "site", *PAIR, "--from", tmp_path / "docs")
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and result.err.startswith(f"error: {tmp_path / 'docs' / 'report.json'}"), result.err
+    assert says in result.err
+    assert not (tmp_path / "site").exists()
+
+
+def test_a_missing_document_is_named(cli, tmp_path):
+    result = cli("report", "--html", tmp_path / "site", *PAIR, "--from", tmp_path / "publish.json")
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert f"--from: {tmp_path / 'publish.json'}: no such file or folder" in result.err
+    assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.slow
+def test_the_folder_is_written_as_render_writes_its_tree(cli, tmp_path):
+    """Each file whole (never half-written), a foreign file in the way refused before anything is written, and
+    the pages an earlier site had that this one has not removed, nothing else."""
+    out = tmp_path / "site"
+    assert cli("report", "--html", out, "--select", "torch=2.14.1").code == 0
+    (out / "notes.txt").write_text("mine")
+    assert cli("report", "--html", out, *PAIR).code == 0
+    assert (out / "notes.txt").read_text() == "mine"
+    pages = {path.name for path in (out / "images").iterdir()}
+    assert pages == {f"{item.target.id}.html" for item in planned("torch=2.14.1", "python=3.12")}
+    (out / "images" / "2.14.1-cuda13.0-py3.11-runtime.html").write_text("someone's own page")
+    result = cli("report", "--html", out, "--select", "torch=2.14.1")
+    assert result.code == 2 and "2.14.1-cuda13.0-py3.11-runtime.html" in result.err
+    assert (out / "images" / "2.14.1-cuda13.0-py3.11-runtime.html").read_text() == "someone's own page"
+
+
+# --- hostile documents ---------------------------------------------------------------------------------------
+
+BIDI = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: would show "runtime" reversed after it
+HOSTILE = f'<script>alert("x")</script>\'"{BIDI}evil'
+
+
+class _Elements(HTMLParser):
+    """Every start tag of a page, and its text, as a browser's parser sees them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+@pytest.mark.slow
+def test_hostile_documents_render_escaped(cli, tmp_path):
+    """Names, tags, errors and package metadata from documents carry markup, quotes, a bidi override and a
+    10,000-character tag: each page has only the elements its template writes, and shows them as text."""
+    items = planned("torch=2.14.1", "python=3.12")
+    report = documents.build_report([i.target for i in items], failed=[items[1].target.id])
+    report["targets"][0]["tags"].append("registry.example/team:" + "x" * 10_000)
+    report["targets"][0]["tags"].append(f"registry.example/team:{HOSTILE}")
+    report["targets"][1]["error"] = HOSTILE
+    sbom = documents.sbom(items[0])
+    sbom["components"].append({"type": "library", "name": HOSTILE, "version": HOSTILE, "purl": f"pkg:pypi/{HOSTILE}@1"})
+    write(tmp_path / "docs", "report.json", report)
+    write(tmp_path / "docs", "sbom.json", sbom)
+    other = documents.build_report([i.target for i in items])
+    other["targets"] = [{**other["targets"][0], "id": HOSTILE}]  # not a target of the matrix: left out, said once
+    write(tmp_path / "docs", "stray.json", other)
+    out = tmp_path / "site"
+    result = cli("report", "--html", out, *PAIR, "--from", tmp_path / "docs")
+    assert result.code == 0, result.err
+    assert "1 image(s) of the documents are not targets of this matrix" in result.err
+    for path in out.rglob("*.html"):
+        html = page_text(path)
+        assert "<script>alert" not in html and BIDI not in html, path
+        assert all(len(line) < 40_000 for line in html.splitlines()), path  # the 10,000-character tag is shortened
+        parsed = _Elements()
+        parsed.feed(html)
+        assert set(parsed.tags) <= {"html", "head", "meta", "title", "link", "body", "header", "a", "span", "code", "main", "h1", "h2",
+                                    "h3", "p", "dl", "dt", "dd", "section", "pre", "details", "summary", "table", "thead", "tbody", "tr", "th",
+                                    "td", "div", "ul", "li", "strong", "del", "ins", "footer", "figure", "svg", "desc", "text", "g",
+                                    "rect", "figcaption", "form", "label", "select", "option", "optgroup", "noscript", "script"}, path
+        assert parsed.tags.count("script") <= 2, path  # the index's data block and chooser.js, nothing else
+    first = page_text(out / "images" / f"{items[0].target.id}.html")
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&#39;&#34;\\u202eevil" in first  # shown, escaped, the override written out
+    assert "x" * 81 not in first and "x" * 80 + "…" in first
+    assert "&lt;script&gt;alert" in page_text(out / "images" / f"{items[1].target.id}.html")
+
+
+def test_a_hostile_matrix_is_refused_before_any_page(cli, tmp_path, team_matrix):
+    """Matrix values cannot carry markup at all: validation refuses them (exit 2) and no site is written."""
+    path = team_matrix('extends = "default"\n[compat.gfx.gfx942]\nproducts = ["<img src=x onerror=alert(1)>"]\n')
+    result = cli("report", "--html", tmp_path / "site", "--matrix", path)
+    assert result.code == 2 and "compat.gfx.gfx942.products[0]" in result.err
+    assert not (tmp_path / "site").exists()
+
+
+# --- the chooser: run --print's decision ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tree, gpu", [("h100", "nvidia:sm_90"), ("mi300x", "amd:gfx942"), ("rx7900xtx", "amd:gfx1100")])
+def test_the_chooser_picks_what_run_print_picks_on_that_host(cli, tmp_path, tree, gpu):
+    """For each torch release and Python, the image the page names for a GPU is the one `buildkit run --print`
+    starts on a host with that GPU, with the same flags (the page reads the render group on the reader's host)."""
+    root = getattr(hosts, tree)(tmp_path / tree)
+    site = select_targets(Choices())
+    found = chooser(site.targets, site.matrix.compat, {})
+    row = found.data["rows"][found.data["decisions"][gpu]]
+    checked = 0
+    for combo, (image, _) in zip(found.data["combos"], row):
+        torch, python = combo.split("|")
+        printed = cli("run", "--print", "--host-root", root, "--select", f"torch={torch}", "--python", python)
+        if image < 0:
+            assert printed.code == 2 and "run refused" in printed.err
+            continue
+        chosen = found.data["images"][image]
+        assert printed.code == 0, printed.err
+        words = printed.out.split()
+        assert words[-1] == chosen["ref"]
+        flags = " ".join(words[:-1]).replace("docker run --rm", "docker run --rm -it")
+        page = found.data["lines"][chosen["vendor"]]["docker"]
+        assert re.sub(r'"\$\(stat -c %g /dev/kfd\)"', "GID", page) == re.sub(r"--group-add ([0-9]+)( |$)", r"--group-add GID\2", flags)
+        checked += 1
+    assert checked >= 3
+
+
+def test_chooser_answers_for_old_and_unknown_gpus():
+    """A V100 gets the newest CUDA image that still carries sm_70, with routing's note; a GPU no image carries
+    gets no image and routing's reason with its fix."""
+    site = select_targets(Choices())
+    found = chooser(site.targets, site.matrix.compat, {})
+    data = found.data
+    combo = data["combos"].index("2.14.1|3.12")
+    image, notes = data["rows"][data["decisions"]["nvidia:sm_70"]][combo]
+    assert data["images"][image]["id"] == "2.14.1-cuda12.6-py3.12-runtime"
+    assert [data["texts"][note[0]] for note in notes] == ["newer images of the matrix do not fit this GPU, so an older one is picked"]
+    image, _ = data["rows"][data["decisions"]["amd:gfx1103"]][combo]
+    assert data["images"][image]["id"] == "2.14.1-rocm7.14-rdna3-py3.12-runtime"  # the Radeon 780M: RDNA3's family image
+    image, notes = data["rows"][data["decisions"]["amd:gfx1103"]][data["combos"].index("2.13.0|3.12")]  # no 7.14 images of 2.13.0
+    assert image == -1 and "no AMD image of the matrix carries gfx1103" in data["texts"][notes[0][0]]
+    assert "HSA_OVERRIDE_GFX_VERSION" in " ".join(data["texts"][note[1]] for note in notes)
+
+
+def test_chooser_offers_the_newest_releases_only():
+    items = planned()
+    targets = [item.target for item in items]
+    found = chooser(targets, select_targets(Choices()).matrix.compat, {})
+    assert found.torches == ("2.15.0", "2.14.1", "2.13.0", "2.12.1") and CHOOSER_RELEASES >= 4
+
+
+def test_gpu_models_come_from_the_compat_data_each_name_once():
+    models = gpu_models(select_targets(Choices()).matrix.compat)
+    names = [model.name.lower() for model in models]
+    assert len(names) == len(set(names))
+    assert GpuModel("amd", "Instinct MI300X", "gfx942") in models and GpuModel("nvidia", "GeForce RTX 4090", "sm_89") in models
+    assert [model.vendor for model in models] == sorted((model.vendor for model in models), key=lambda vendor: vendor != "nvidia")
+
+
+# --- pure parts ----------------------------------------------------------------------------------------------
+
+
+def test_package_diff():
+    before = [Package("pypi", "numpy", "2.3.5", ""), Package("pypi", "torch", "2.14.1", ""), Package("deb", "libc6", "2.36-9", ""),
+              Package("pypi", "pillow", "12.0.0", ""), Package("pypi", "odd", "not-a-version", "")]
+    after = [Package("pypi", "numpy", "2.4.0", ""), Package("pypi", "torch", "2.14.0", ""), Package("deb", "libc6", "2.36-9+deb12u10", ""),
+             Package("pypi", "uv", "0.9.0", ""), Package("pypi", "odd", "other", "")]
+    diff = package_diff(before, after)
+    assert [(c.name, c.before, c.after) for c in diff.upgraded] == [("numpy", "2.3.5", "2.4.0")]
+    assert [(c.name, c.before, c.after) for c in diff.downgraded] == [("torch", "2.14.1", "2.14.0")]
+    assert [c.name for c in diff.changed] == ["libc6", "odd"]  # Debian's order, and versions PEP 440 cannot read
+    assert [c.name for c in diff.added] == ["uv"] and [c.name for c in diff.removed] == ["pillow"]
+    assert package_diff(after, after).empty
+
+
+def test_chart_geometry():
+    chart = bar_chart("t", "d", [("a", [Item("big", 400, "nvidia"), Item("half", 200, "amd")]), ("", [Item("none", 0, "hand"),
+                                                                                                   Item("l" * 80, 1, "muted")])])
+    assert chart is not None
+    big, half, none, tiny = chart.bars
+    assert big.length + LABEL_WIDTH <= WIDTH and big.value_x + 60 <= WIDTH  # room for "12.3 GiB" after the longest bar
+    assert half.length == pytest.approx(big.length / 2, abs=0.1)
+    assert none.length == 0 and tiny.length == 1  # a value too small to see still shows
+    assert tiny.label.endswith("…") and len(tiny.label) < 40
+    assert [heading.text for heading in chart.headings] == ["a"] and big.y > chart.headings[0].y - 20
+    assert chart.height >= tiny.y + 24
+    assert bar_chart("t", "d", [("a", [])]) is None
+
+
+def test_later_documents_win_and_tags_gather():
+    layer = BuiltLayer("sha256:" + "1" * 64, 5, "torch")
+    early = Evidence("t", status="built", smoke=True, size=5, tags=("r/x:a",), layers=(layer,))
+    late = Evidence("t", status="failed", smoke=False, tags=("r/x:b",), layers_compressed=True)
+    merged = gather([early, late])["t"]
+    assert (merged.status, merged.smoke, merged.size, merged.tags) == ("failed", False, 5, ("r/x:a", "r/x:b"))
+    assert merged.layers == (layer,) and merged.layers_compressed is False  # said only with layers
+
+
+# --- scale ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_ten_thousand_targets_split_into_pages_none_over_two_megabytes(cli, tmp_path):
+    from bench.plan_render import write_matrix
+
+    matrix = write_matrix(tmp_path / "matrix", 10_000)
+    out = tmp_path / "site"
+    result = cli("report", "--html", out, "--matrix", matrix)
+    assert result.code == 0, result.err
+    pages = list(out.rglob("*.html"))
+    assert len(list((out / "images").iterdir())) == 10_000
+    assert len(list((out / "matrix").iterdir())) >= 10_000 // 300
+    largest = max(pages, key=lambda path: path.stat().st_size)
+    assert largest.stat().st_size < PAGE_LIMIT, largest
+    index = page_text(out / "index.html")
+    assert index.count('href="matrix/torch-') == len(list((out / "matrix").iterdir()))
