@@ -37,7 +37,7 @@ def run_probe(python: str, timeout: int, out: Path) -> tuple[dict | None, str]:
         return None, f"the probe did not finish within {timeout} s"
     (out / "probe.stderr").write_text(result.stderr)
     print(f"probe: exit {result.returncode} after {time.perf_counter() - started:.1f} s", flush=True)
-    # not buildkit.adapters.probe_runner's parser: that module imports docker, and this runs where only torch is
+    # not buildkit.adapters.engine.probe_runner's parser: that module imports docker, and this runs where only torch is
     for line in reversed(result.stdout.strip().splitlines()):
         try:
             report = json.loads(line)
@@ -62,7 +62,7 @@ def identity_for(report: dict | None):
 
 def judge_report(report: dict | None, failure: str, stderr: str, out: Path) -> int:
     try:
-        from buildkit.core.judge import judge
+        from buildkit.core.release.judge import judge
     except ImportError as error:
         print(f"verdict skipped: the judge cannot be imported here ({error}); judge {out / 'probe.json'} "
               "elsewhere with `python3 -m bench.gpu_probe --judge FILE`")

@@ -20,7 +20,7 @@ from pathlib import Path
 from bench.common import EXTRA_PACKAGE, pair_index, timed_build
 from bench.side_by_side import BASE
 from bench.side_by_side import TARGET as REAL_TARGET
-from buildkit.adapters import buildx
+from buildkit.adapters.engine import buildx
 from testkit.builds import index_pip_conf, machine_ca_bundle, machine_pip_conf, team_matrix
 from testkit.daemon import SpareEngine
 from testkit.machine_wheels import cuda_index

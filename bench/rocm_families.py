@@ -23,8 +23,8 @@ import uuid
 from pathlib import Path
 
 from bench.common import thin_rocm_stack, timed_build
-from buildkit.adapters import engine
-from buildkit.adapters.bundled import shipped_compat
+from buildkit.adapters.engine import docker_sdk
+from buildkit.adapters.files.bundled import shipped_compat
 from testkit.builds import index_pip_conf, team_matrix
 from testkit.thin_rocm import SCALE, thin_rocm_index
 from testkit.wheel_index import WheelIndex
@@ -49,7 +49,7 @@ def main() -> None:
     compat = shipped_compat()
     torch_archs, device_archs = compat.backend("rocm", "7.14").archs, compat.device_archs("7.14")
     repository = f"buildkit-bench-{uuid.uuid4().hex[:8]}/pytorch"
-    client = engine.connect()
+    client = docker_sdk.connect()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -19,7 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
-from buildkit.adapters import engine
+from buildkit.adapters.engine import docker_sdk
 from testkit.trim_pair import DECLARED, TARGET, build_trim_pair
 
 
@@ -29,7 +29,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--shared-mib", type=float, default=9, help="arch-independent library bytes")
     args = parser.parse_args(argv)
     repository = f"buildkit-bench-{uuid.uuid4().hex[:8]}/pytorch"
-    client = engine.connect()
+    client = docker_sdk.connect()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         pair = build_trim_pair(Path(tmp), repository, None, client, int(args.unit_mib * 2**20), int(args.shared_mib * 2**20))

@@ -45,8 +45,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.common import thin_rocm_stack, timed_build
-from buildkit.adapters.bundled import shipped_compat
-from buildkit.core.render import SHARED_STAGE
+from buildkit.adapters.files.bundled import shipped_compat
+from buildkit.core.render.planned import SHARED_STAGE
 from testkit.builds import index_pip_conf, machine_ca_bundle, machine_pip_conf, team_matrix
 from testkit.daemon import SpareEngine
 from testkit.machine_wheels import cuda_index

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bench.plan_render import reference_loop, steal_seconds, write_matrix
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core.sbom import Package
+from buildkit.core.supply_chain.sbom import Package
 from testkit import site_documents as documents
 
 # Package counts of a runtime image: the test pair's CUDA image here (python:3.11-slim-bookworm stand-in with g++:

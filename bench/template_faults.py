@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from buildkit.adapters.bundled import builtin_templates_dir
+from buildkit.adapters.files.bundled import builtin_templates_dir
 from buildkit.adapters.template_worker import TIME_BUDGET
 
 FAULTS = {

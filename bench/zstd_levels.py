@@ -5,7 +5,7 @@ real image, torch's own wheel and cuDNN's, unpacked as their layers hold them (a
 
 It uses this machine's real wheels (found through its pip configuration, as the tests do) and the `zstd` and
 `gzip` command-line tools, one thread each, as BuildKit compresses one layer per goroutine. The figures go in
-docs/benchmarks.md; buildkit's default level (buildkit/core/compression.py, ZSTD_LEVEL) follows them.
+docs/benchmarks.md; buildkit's default level (buildkit/core/release/compression.py, ZSTD_LEVEL) follows them.
 """
 
 from __future__ import annotations

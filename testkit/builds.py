@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.bundled import compat_data
-from buildkit.core.compat import compat_from_data
+from buildkit.adapters.files.bundled import compat_data
+from buildkit.core.compat.facts import compat_from_data
 from buildkit.core.vendors import NVIDIA
 from testkit.runner import run_buildkit
 from testkit.wheel_index import WheelIndex

@@ -3,7 +3,7 @@
 compat check reads a build's arch flags from the .rodata of torch/lib/libtorch_python.so (a real one is 35 MB);
 wheel doubles carry this instead, with the flags string as the real library holds it (NUL-terminated, among
 other constants). Layout: the ELF header, the sections' bytes, then the section headers (null, .rodata,
-.shstrtab), as buildkit.core.code_objects.elf_sections reads them.
+.shstrtab), as buildkit.core.upstream.code_objects.elf_sections reads them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 No AMD or NVIDIA GPU exists here, so a report of kernels that ran on an MI300X or an H100 cannot be
 produced for real. These have the exact shape buildkit/image/probe.py prints (its current version), and are
-judged by the real buildkit.core.judge; what is invented is only the hardware they claim.
+judged by the real buildkit.core.release.judge; what is invented is only the hardware they claim.
 """
 
 from __future__ import annotations

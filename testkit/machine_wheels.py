@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.version import Version
 
-from buildkit.adapters.wheel_index import default_package_index
+from buildkit.adapters.index.wheel_index import default_package_index
 
 _HREF_RE = re.compile(r'href="([^"#]+)')
 
@@ -109,7 +109,7 @@ def cuda_index(host: str = "127.0.0.1", pythons: tuple[str, ...] = ("3.11",), gi
     dependencies; /all/ is every wheel and the uv the images pin, as find-links. None when the machine has no
     such torch wheels. Each Python of `pythons` beyond 3.11 gets the wheels built for it (other_python_wheels);
     `git_version` serves torch built again (as_backend_build)."""
-    from buildkit.adapters.bundled import shipped_compat
+    from buildkit.adapters.files.bundled import shipped_compat
     from testkit.builds import machine_ca_bundle
     from testkit.wheel_index import WheelIndex
 

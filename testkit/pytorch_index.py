@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from buildkit.core.compat import Compat
+from buildkit.core.compat.facts import Compat
 from buildkit.core.vendors import BACKENDS
 from testkit.artifacts import send_ranged, torch_wheel
 from testkit.local_http import QuietHandler, serve, stop_serving

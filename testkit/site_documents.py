@@ -11,17 +11,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 
-from buildkit.adapters.sbom import cyclonedx
+from buildkit.adapters.supply_chain.sbom import cyclonedx
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
 from buildkit.app.publish import PublishRun, TargetOutcome
 from buildkit.app.verify import Fact, Verification
-from buildkit.core.judge import Check, Verdict
 from buildkit.core.labels import CREATED, ImageIdentity
-from buildkit.core.layer_sharing import BuiltLayer
-from buildkit.core.plan import Target
-from buildkit.core.release import Outcome
-from buildkit.core.render import PlannedImage
-from buildkit.core.sbom import Contents, Package
+from buildkit.core.release.decisions import Outcome
+from buildkit.core.release.judge import Check, Verdict
+from buildkit.core.release.layer_sharing import BuiltLayer
+from buildkit.core.render.planned import PlannedImage
+from buildkit.core.supply_chain.sbom import Contents, Package
+from buildkit.core.targets.plan import Target
 from buildkit.ui.report import publish_json, run_json
 from buildkit.ui.views import verification_json
 

@@ -30,9 +30,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildkit.adapters.bundled import shipped_compat
-from buildkit.core.amd_targets import AmdTargets
-from buildkit.core.compat import RocmLayout
+from buildkit.adapters.files.bundled import shipped_compat
+from buildkit.core.compat.amd_targets import AmdTargets
+from buildkit.core.compat.facts import RocmLayout
 from testkit.wheels import TORCH_DOUBLE, VERSION_DOUBLE, build_wheel, companion_double
 
 ROCM = "7.14"

@@ -1,7 +1,7 @@
 """The same ROCm runtime image built twice from the ROCm torch TEST DOUBLE: with every arch of ROCm 7.2's
 wheels, and narrowed to gfx942 (arch-trimmed). Shared by the integration test and bench/rocm_trim.py.
 
-Sizes: the image filesystem bytes `build` measures (buildkit.adapters.engine.image_bytes, the report's
+Sizes: the image filesystem bytes `build` measures (buildkit.adapters.engine.docker_sdk.image_bytes, the report's
 filesystem_bytes), and the bytes of the torch package's files in each image. What else the image holds
 (the base's Debian and Python, the runtime flavor's g++ and headers, the venv) is a fixed half gigabyte:
 small next to a real ROCm torch (gigabytes), large next to the double (a hundred megabytes), so the torch
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import docker
 
-from buildkit.adapters.engine import image_bytes
+from buildkit.adapters.engine.docker_sdk import image_bytes
 from buildkit.core.trim import names_pattern
 from testkit.builds import ROCM_7_2_ARCHS, Build, build, index_pip_conf, team_matrix
 from testkit.wheel_index import WheelIndex

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildkit.adapters import cdi
-from buildkit.adapters.regular_files import NotReadable, read_regular
-from buildkit.core.amd_targets import Bundle
-from buildkit.core.compat import Compat
+from buildkit.adapters.files.inputs import NotReadable, read_regular
+from buildkit.core.compat.amd_targets import Bundle
+from buildkit.core.compat.facts import Compat
 from buildkit.core.host.amd_environment import VARIABLES
 from buildkit.core.host.facts import CdiSpec, DeviceNode, EngineFacts, Gpu, HostFacts
 from buildkit.core.vendors import BY_CDI_KIND, BY_PCI_ID

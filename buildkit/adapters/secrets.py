@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from buildkit.adapters.regular_files import read_input
+from buildkit.adapters.files.inputs import read_input
 from buildkit.errors import REDACTED, Problem, UserError, redact_urls
 
 # The user-info ends at the LAST "@" before the path, as URL parsers (and pip) read it: a password with an

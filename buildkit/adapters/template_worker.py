@@ -18,14 +18,14 @@ once, so a render that reaches a team template runs in a worker process:
 Going over is a UserError naming the template and the target; the worker is then replaced for the next
 render. The worker starts once per run (a Python of its own: about 0.3 s; the CLI starts it while it plans)
 and renders for every team target of it; it imports nothing from the folder it runs in (-I, and buildkit's
-own import path handed over). Most of what it renders are shapes (buildkit.core.shapes): one render of a
+own import path handed over). Most of what it renders are shapes (buildkit.core.render.shapes): one render of a
 template with every value a hole stands for every target whose values meet its guards, and the CLI writes those
 targets' texts itself; the marker that holes are printed with is drawn here, so neither the CLI nor a template
 knows it. A template a shape cannot stand for is rendered per target: the CLI sends those planned images in
 frames of BATCH from a thread of its own while it reads the answers, so the worker renders on another core
 while the CLI plans and nothing waits on a round trip per target. A fault found while compiling a template or
 rendering its first shape is the template's error at once. buildkit's built-in templates are its own code and
-are rendered in the CLI's process (buildkit.core.render).
+are rendered in the CLI's process (buildkit.core.render.renderer).
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ from typing import IO, cast
 
 import jinja2
 
-from buildkit.core.render import Meanwhile, PlannedImage, Renderer
-from buildkit.core.shapes import ShapeData
-from buildkit.core.templates import TemplateSet
+from buildkit.core.matrix.templates import TemplateSet
+from buildkit.core.render.planned import PlannedImage
+from buildkit.core.render.renderer import Meanwhile, Renderer
+from buildkit.core.render.shapes import ShapeData
 from buildkit.errors import Problem, UserError
 
 TIME_BUDGET = 2.0  # seconds of CPU per render; a Dockerfile renders in milliseconds
@@ -154,7 +155,7 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
 
 
 class TemplateWorker:
-    """The bounded runner buildkit.core.render hands team renders to (see the module docstring)."""
+    """The bounded runner buildkit.core.render.renderer hands team renders to (see the module docstring)."""
 
     def __init__(self, time_budget: float = TIME_BUDGET, memory_budget: int = MEMORY_BUDGET, output_budget: int = OUTPUT_BUDGET):
         self.time_budget, self.memory_budget, self.output_budget = time_budget, memory_budget, output_budget
@@ -178,7 +179,7 @@ class TemplateWorker:
         return texts
 
     def shape(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage, meanwhile: Meanwhile | None = None) -> ShapeData | None:
-        """The shape of the target's render (buildkit.core.shapes), None where its template is rendered target by
+        """The shape of the target's render (buildkit.core.render.shapes), None where its template is rendered target by
         target; a template error or going over budget is a UserError, as for a render. `meanwhile`: the caller's
         work, done a step at a time while the worker starts and renders."""
         process = self._worker(loader, source, planned, meanwhile)

@@ -5,9 +5,9 @@ without restating them and without importing the use cases that load the docker 
 buildkit.app.build).
 """
 
-from buildkit.core.fields import CHANNELS, COMPRESSIONS, SELECTOR_KEYS
-from buildkit.core.judge import GPU_MODES
-from buildkit.core.plan import ALL_VENDORS
+from buildkit.core.matrix.fields import CHANNELS, COMPRESSIONS, SELECTOR_KEYS
+from buildkit.core.release.judge import GPU_MODES
+from buildkit.core.targets.plan import ALL_VENDORS
 from buildkit.core.vendors import VENDOR_NAMES
 
 VENDOR_CHOICES = (*VENDOR_NAMES, ALL_VENDORS)

@@ -1,5 +1,6 @@
-"""`buildkit bake`: export the selection as a docker-bake.json and its build contexts, for
-`docker buildx bake` on any builder (a Kubernetes or remote BuildKit fleet), without buildkit there.
+"""`buildkit bake`: export the selection as a docker-bake.json and its build contexts.
+
+For `docker buildx bake` on any builder (a Kubernetes or remote BuildKit fleet), without buildkit there.
 
 The images are the same as `buildkit build`'s (same Dockerfiles, args and labels); what bake does not do
 is buildkit's smoke test, tagging rules and reports: run `buildkit test` on what it built.
@@ -12,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildkit.adapters.build_stamp import created_now, matrix_revision
-from buildkit.adapters.safe_files import OwnedFolder, update_tree
+from buildkit.adapters.files.outputs import OwnedFolder, update_tree
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core.bake import bake_document, bake_name, context_folder
 from buildkit.core.labels import build_stamp_labels
-from buildkit.core.render import SUPPORT_DIR
+from buildkit.core.release.bake import bake_document, bake_name, context_folder
+from buildkit.core.render.planned import SUPPORT_DIR
 from buildkit.errors import Problem, UserError
 
 MANIFEST = ".buildkit-bake.json"

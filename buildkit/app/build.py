@@ -17,27 +17,27 @@ from pathlib import Path
 
 import docker
 
-from buildkit.adapters import buildx, engine
 from buildkit.adapters.build_stamp import created_now, matrix_revision
+from buildkit.adapters.engine import buildx, docker_sdk
+from buildkit.adapters.engine.proven import ProvenImages
+from buildkit.adapters.files.outputs import write_below
 from buildkit.adapters.host import read_host
-from buildkit.adapters.proven import ProvenImages
 from buildkit.adapters.registry.credentials import Credentials
-from buildkit.adapters.safe_files import write_below
 from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets
 from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core import release
-from buildkit.core.cache import CacheRefs, prefix_cache, target_cache
-from buildkit.core.compat import Compat
+from buildkit.core.compat.facts import Compat
 from buildkit.core.host.facts import HostFacts
 from buildkit.core.install_plan import layer_name
-from buildkit.core.judge import Verdict
 from buildkit.core.labels import build_stamp_labels
-from buildkit.core.layer_sharing import OS, BuiltLayer, LayerKeys, NodeCost, node_costs
-from buildkit.core.parity import Parity, compare
-from buildkit.core.plan import Note
-from buildkit.core.release import Outcome
-from buildkit.core.render import SHARED_STAGE, SUPPORT_CONTEXT, SUPPORT_DIR, Rendered
+from buildkit.core.release import decisions
+from buildkit.core.release.build_cache import CacheRefs, prefix_cache, target_cache
+from buildkit.core.release.decisions import Outcome
+from buildkit.core.release.judge import Verdict
+from buildkit.core.release.layer_sharing import OS, BuiltLayer, LayerKeys, NodeCost, node_costs
+from buildkit.core.release.parity import Parity, compare
+from buildkit.core.render.planned import SHARED_STAGE, SUPPORT_CONTEXT, SUPPORT_DIR, Rendered
+from buildkit.core.targets.plan import Note
 
 LOG_TAIL_LINES = 25
 
@@ -131,7 +131,7 @@ class PairResult:
 class BuildRun:
     results: list[TargetResult]
     pairs: list[PairResult]
-    # per built image: what a node holding another image of the run pays to add it (core/layer_sharing.py)
+    # per built image: what a node holding another image of the run pays to add it (core/release/layer_sharing.py)
     shares: dict[str, list[NodeCost]] = field(default_factory=dict)
     interrupted: bool = False
     engine_lost: bool = False
@@ -230,7 +230,7 @@ class BuildRunner:
     @cached_property
     def native_platform(self) -> str:
         """The engine's own platform (asked once a run): where kernels can run and bytes be measured."""
-        return engine.native_platform(self.client)
+        return docker_sdk.native_platform(self.client)
 
     def _dockerfile(self, item: Rendered) -> Path:
         """The target's build context: its Dockerfile and the support scripts its RUN steps mount."""
@@ -298,17 +298,17 @@ class BuildRunner:
             if push_to:  # built and pushed elsewhere: the smoke test runs the pushed digest here
                 self.display.step(target.id, f"pulling {target.image_name}@{outcome.digest} into the engine for its smoke test")
                 credentials = self.credentials
-                image = engine.pull_image(self.client, f"{target.image_name}@{outcome.digest}",
+                image = docker_sdk.pull_image(self.client, f"{target.image_name}@{outcome.digest}",
                                           credentials.username if credentials else None, credentials.password if credentials else None)
             else:
-                image = engine.loaded_image(self.client, outcome.digest, outcome.image_id)
+                image = docker_sdk.loaded_image(self.client, outcome.digest, outcome.image_id)
             self._test_and_tag(item, image, result)
         elif outcome.cancelled:
             result.status = BuildStatus.CANCELLED
             result.error = "stopped before it finished (interrupted or --fail-fast)"
         else:
             result.status = BuildStatus.FAILED
-            if not engine.engine_alive(self.client):
+            if not docker_sdk.engine_alive(self.client):
                 self.engine_lost = True
                 result.error = "the Docker engine stopped during the build; restart it and run the build again"
             else:
@@ -326,7 +326,7 @@ class BuildRunner:
         vendor's GPU, others under emulation without); tag it only when all pass: a failed image is never
         tagged, so it can never be published."""
         target = item.target
-        facts = engine.image_facts(self.client, image)
+        facts = docker_sdk.image_facts(self.client, image)
         result.image_id, result.size = facts.image_id, facts.size
         result.layers, result.history = list(facts.layers), list(facts.history)
         native = self.native_platform
@@ -348,17 +348,17 @@ class BuildRunner:
             result.error = "smoke test failed: " + " | ".join(failed) if len(verdicts) > 1 else \
                 "smoke test failed: " + "; ".join(verdicts[0].failures)
         else:
-            engine.tag_image(self.client, facts.image_id, target.tags[0])  # a twin's floating tags wait for its pair
+            docker_sdk.tag_image(self.client, facts.image_id, target.tags[0])  # a twin's floating tags wait for its pair
             result.status = BuildStatus.BUILT
         if self.options.efficiency and target.platforms == (native,):
             key = ProvenImages.bytes_key(facts.content_id)
             recorded = None if self.options.retest else self.proven.get(key)
             if recorded is None:
                 self.display.step(target.id, "reading its layers and filesystem (docker save) for its efficiency")
-                measured = engine.image_bytes(self.client, facts.image_id)
+                measured = docker_sdk.image_bytes(self.client, facts.image_id)
                 self.proven.put(key, {"layers": measured.layers, "filesystem": measured.filesystem})
             else:
-                measured = engine.ImageBytes(recorded["layers"], recorded["filesystem"])
+                measured = docker_sdk.ImageBytes(recorded["layers"], recorded["filesystem"])
             result.layer_bytes, result.filesystem_bytes = measured.layers, measured.filesystem
             if measured.layers < measured.filesystem:  # impossible: a measurement bug, never a figure to report
                 raise RuntimeError(f"{target.id}: the image's layers hold fewer bytes ({measured.layers}) "
@@ -367,14 +367,14 @@ class BuildRunner:
     def _tag_pairs(self, rendered: tuple[Rendered, ...], results: list[TargetResult]) -> None:
         """A pair's floating tags go on its twins only when both were built and passed here."""
         outcomes = {r.id: Outcome.PUBLISHED if r.status is BuildStatus.BUILT else Outcome.FAILED for r in results}
-        plan = release.tag_moves([item.target for item in rendered], outcomes, gpu_tested=None)
+        plan = decisions.tag_moves([item.target for item in rendered], outcomes, gpu_tested=None)
         by_id = {r.id: r for r in results}
         images = {item.target.id: item.target.image_name for item in rendered}
         for move in plan.moves:
             reference = f"{images[move.target]}:{move.tag}"
             image_id = by_id[move.target].image_id
             assert image_id is not None  # a floating tag moves only to an image built here
-            engine.tag_image(self.client, image_id, reference)
+            docker_sdk.tag_image(self.client, image_id, reference)
             by_id[move.target].tags.append(reference)
 
     def _in_parallel(self, function: Callable[[Rendered], TargetResult | None], items: list[Rendered]) -> tuple[dict[str, TargetResult], bool]:
@@ -403,7 +403,7 @@ class BuildRunner:
         return results, interrupted
 
     def run(self, rendered: tuple[Rendered, ...]) -> BuildRun:
-        # one shared stage per group of targets whose OS layers are the same (core/layer_sharing.py's `os` key)
+        # one shared stage per group of targets whose OS layers are the same (core/release/layer_sharing.py's `os` key)
         keys = LayerKeys()
         groups: dict[str, list[Rendered]] = {}
         for item in rendered:
@@ -470,11 +470,11 @@ def build_targets(
     with build_secrets(settings) as (secrets, redact):
         builder = buildx.find_builder(docker_cli, options.builder)
         engine_host = buildx.engine_host(builder)
-        client = engine.connect(engine_host)
+        client = docker_sdk.connect(engine_host)
         display.begin(builder.describe(), len(rendered), options.jobs)
         registry = rendered[0].target.registry if rendered else ""
         with buildx.registry_login(registry, credentials) as environment:
-            host = read_host(compat, engine=engine.engine_facts(client))  # the smoke test gets GPUs as `run` hands them
+            host = read_host(compat, engine=docker_sdk.engine_facts(client))  # the smoke test gets GPUs as `run` hands them
             runner = BuildRunner(client, builder, options, secrets, redact, display, host, compat.vendor_packages, environment,
                                  credentials)
             run = runner.run(rendered)

@@ -1,5 +1,6 @@
-"""`buildkit compat check`: compat.toml (and the default matrix) against what the indexes publish, and the
-change that makes them agree.
+"""`buildkit compat check`: compat.toml against what the indexes publish, and the change that agrees.
+
+compat.toml (and the default matrix) against what the indexes publish, and the change that makes them agree.
 
 Sources, each optional: PyTorch's wheel index (variant pages; a wheel's METADATA per new release and
 variant), the index of each thin-ROCm layout that has its own (AMD's), and PyPI (torch, torchvision and
@@ -18,18 +19,17 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from buildkit.adapters.bundled import COMPAT_DATA, default_matrix_path, tomllib
-from buildkit.adapters.package_index import IndexFile, PackageIndex
-from buildkit.adapters.regular_files import read_input
-from buildkit.adapters.remote_wheel import extract_member, read_members
-from buildkit.adapters.safe_files import write_atomic
-from buildkit.adapters.wheel_index import MAX_FOLDERS, WheelIndex, WheelIndexError, default_package_index
-from buildkit.core import fields
-from buildkit.core.arch_check import ARCH_FLAGS_SOURCE, ArchReading
-from buildkit.core.arch_lists import ArchTableError, read_arch_flags, read_arch_table
-from buildkit.core.code_objects import CodeObjectError, cuda_code, elf_sections, rocm_code
-from buildkit.core.compat import AMD64, ARM64, COMPANION_PACKAGES, Compat, compat_from_data
-from buildkit.core.compat_check import (
+from buildkit.adapters.files.bundled import COMPAT_DATA, default_matrix_path, tomllib
+from buildkit.adapters.files.inputs import read_input
+from buildkit.adapters.files.outputs import write_atomic
+from buildkit.adapters.index.package_index import IndexFile, PackageIndex
+from buildkit.adapters.index.remote_wheel import extract_member, read_members
+from buildkit.adapters.index.wheel_index import MAX_FOLDERS, WheelIndex, WheelIndexError, default_package_index
+from buildkit.core.compat.facts import AMD64, ARM64, COMPANION_PACKAGES, Compat, compat_from_data
+from buildkit.core.matrix import fields
+from buildkit.core.upstream.arch_check import ARCH_FLAGS_SOURCE, ArchReading
+from buildkit.core.upstream.arch_lists import ArchTableError, read_arch_flags, read_arch_table
+from buildkit.core.upstream.check import (
     AmdDifference,
     CheckFacts,
     CodeFinding,
@@ -43,9 +43,10 @@ from buildkit.core.compat_check import (
     propose,
     unified_diff,
 )
-from buildkit.core.matrix_proposal import propose_matrix
-from buildkit.core.published import PypiFacts, minor_of
-from buildkit.core.release_facts import PublishedFile, Release, backend_pins, read_metadata, read_version_module, releases, variant_of
+from buildkit.core.upstream.code_objects import CodeObjectError, cuda_code, elf_sections, rocm_code
+from buildkit.core.upstream.matrix_proposal import propose_matrix
+from buildkit.core.upstream.pypi import PypiFacts, minor_of
+from buildkit.core.upstream.releases import PublishedFile, Release, backend_pins, read_metadata, read_version_module, releases, variant_of
 from buildkit.core.vendors import AMD, BACKENDS, Vendor, of_backend
 from buildkit.errors import Problem, UserError, printable, redact_urls
 
@@ -53,7 +54,7 @@ SHIPPED_LABEL = "buildkit/data/compat.toml"  # how the diff names the shipped fi
 MATRIX_LABEL = "matrix.toml"
 NONE = "none"  # an index option's value that leaves that index out
 # The tables compatibility data is made of: each holds one table per torch minor, backend version, gfx
-# target..., which buildkit.core.compat reads by key. Anything else in their place is not compatibility data.
+# target..., which buildkit.core.compat.facts reads by key. Anything else in their place is not compatibility data.
 _TABLES_OF_TABLES = ("torch", *BACKENDS, "gfx")
 _TABLES = ("wheel_index", "archs", "os_python", "parity", "gpus", "sources")
 MAX_WHEELS_READ = 96  # METADATA reads per run (each a few range requests); the first run over the shipped data reads about 40

@@ -8,16 +8,16 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
-from buildkit.adapters.bundled import shipped_compat
+from buildkit.adapters.files.bundled import shipped_compat
+from buildkit.adapters.files.inputs import NotReadable, read_regular
+from buildkit.adapters.files.outputs import check_writable_file, write_atomic
 from buildkit.adapters.hipify.compile_check import build_macros, compile_check, extension_name
 from buildkit.adapters.hipify.convert import check_folders, run_hipify
 from buildkit.adapters.hipify.hipcc import HOST, ImageRunner, default_offload_arch, find_hipcc
 from buildkit.adapters.hipify.torch_extension import hipify_nvcc_flags, read_extension_build
-from buildkit.adapters.regular_files import NotReadable, read_regular
-from buildkit.adapters.safe_files import check_writable_file, write_atomic
 from buildkit.core import grammar
-from buildkit.core.hipify_report import HipifyReport
-from buildkit.core.setup_py import MAX_SETUP_BYTES, ExtensionFlags, ProjectFlags, SetupFlags, read_setup_py
+from buildkit.core.porting.report import HipifyReport
+from buildkit.core.porting.setup_py import MAX_SETUP_BYTES, ExtensionFlags, ProjectFlags, SetupFlags, read_setup_py
 from buildkit.core.vendors import AMD
 from buildkit.errors import Problem, UserError
 

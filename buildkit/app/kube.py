@@ -1,4 +1,4 @@
-"""`buildkit kube PAIR`: Kubernetes manifests for both twins of a pair (core/kube.py decides their content).
+"""`buildkit kube PAIR`: Kubernetes manifests for both twins of a pair (core/host/kube.py decides their content).
 
 The pair is a pair key or any tag of one of its images. Each image is named by digest where the registry
 has its tag (what a pod pulls then cannot move under it), else by tag, with a note saying why.
@@ -13,9 +13,9 @@ from pathlib import Path
 from buildkit.adapters.registry.client import Registry
 from buildkit.adapters.registry.credentials import load_credentials
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core.kube import KubeOptions, Manifests, manifests
-from buildkit.core.plan import Target
+from buildkit.core.host.kube import KubeOptions, Manifests, manifests
 from buildkit.core.reference import ImageReference
+from buildkit.core.targets.plan import Target
 from buildkit.errors import Problem, UserError, printable
 
 __all__ = ["KubeOptions", "KubeResult", "Lookup", "kube", "pair_targets"]

@@ -1,5 +1,7 @@
-"""`buildkit lock` (and `publish --refresh`): resolve the matrix's base images and package ranges again
-and write matrix.lock beside the matrix. See buildkit.core.lock for what is locked and why."""
+"""`buildkit lock` (and `publish --refresh`): matrix.lock written anew.
+
+The matrix's base images and package ranges resolved again, and matrix.lock written beside the matrix. See
+buildkit.core.matrix.lock for what is locked and why."""
 
 from __future__ import annotations
 
@@ -9,13 +11,13 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from buildkit.adapters.build_stamp import created_now
-from buildkit.adapters.matrix_files import load_matrix, lock_path, read_matrix_lock
+from buildkit.adapters.files.matrix import load_matrix, lock_path, read_matrix_lock
+from buildkit.adapters.files.outputs import write_atomic
+from buildkit.adapters.index.wheel_index import WheelIndex, default_package_index
 from buildkit.adapters.registry.client import Registry, load_credentials
-from buildkit.adapters.safe_files import write_atomic
-from buildkit.adapters.wheel_index import WheelIndex, default_package_index
-from buildkit.core.lock import Lock, is_range, lock_text, newest_matching
-from buildkit.core.plan import expand
+from buildkit.core.matrix.lock import Lock, is_range, lock_text, newest_matching
 from buildkit.core.reference import ImageReference
+from buildkit.core.targets.plan import expand
 from buildkit.errors import Problem, UserError
 
 DOCKER_HUB = "registry-1.docker.io"  # where docker sends names without a registry

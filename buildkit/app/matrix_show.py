@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from buildkit.adapters.bundled import compat_data
-from buildkit.adapters.matrix_files import read_sources
-from buildkit.core.matrix import merge_layers, resolve_matrix
+from buildkit.adapters.files.bundled import compat_data
+from buildkit.adapters.files.matrix import read_sources
+from buildkit.core.matrix.resolve import merge_layers, resolve_matrix
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Order matters for the guarantee: an image is pushed under its immutable tag (the engine uploads every
 blob before it writes the tag), and only then do floating tags move, by PUT of the same manifest. Which
-tags move is decided by buildkit.core.release; this module reads the registry, builds, pushes and
+tags move is decided by buildkit.core.release.decisions; this module reads the registry, builds, pushes and
 carries out those decisions.
 """
 
@@ -14,23 +14,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from buildkit.adapters import engine
 from buildkit.adapters.build_stamp import created_now, matrix_revision, today_utc
-from buildkit.adapters.cosign import Cosign, Signer, Trust
+from buildkit.adapters.engine import docker_sdk
 from buildkit.adapters.registry.client import Credentials, Registry, annotated, load_credentials
 from buildkit.adapters.registry.deletion import Deletion, deletion_for
 from buildkit.adapters.secrets import IndexSettings
+from buildkit.adapters.supply_chain.cosign import Cosign, Signer, Trust
 from buildkit.app.build import BuildOptions, BuildStatus, Display, build_targets
 from buildkit.app.lock import lock_matrix
 from buildkit.app.targets import Choices, select_targets
 from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, sign, supply_chain_client
-from buildkit.core import grammar, labels, release
-from buildkit.core.attestation import SmokeRun, gpu_predicate, passing_gpu_test
-from buildkit.core.compat import Compat
-from buildkit.core.judge import Verdict
+from buildkit.core import grammar, labels
+from buildkit.core.compat.facts import Compat
 from buildkit.core.labels import ImageIdentity
-from buildkit.core.release import Outcome, Published, TagMove
-from buildkit.core.render import Rendered
+from buildkit.core.release import decisions
+from buildkit.core.release.decisions import Outcome, Published, TagMove
+from buildkit.core.release.judge import Verdict
+from buildkit.core.render.planned import Rendered
+from buildkit.core.supply_chain.attestation import SmokeRun, gpu_predicate, passing_gpu_test
 from buildkit.errors import Problem, UserError
 
 NIGHTLY_DATE_RE = re.compile(r"^[0-9]{8}$")
@@ -95,7 +96,7 @@ def published_state(registry: Registry, item: Rendered) -> Published | None:
 def _prune(registry: Registry, deletion: Deletion, item: Rendered, keep: int) -> list[str]:
     target = item.target
     deleted = []
-    for tag in release.expired_date_tags(target, registry.iter_tags(target.repository), keep):
+    for tag in decisions.expired_date_tags(target, registry.iter_tags(target.repository), keep):
         found = registry.image_labels(target.repository, tag, platform=target.platforms[0])
         if found is None or found[1].get(labels.TARGET) != target.id:
             continue  # not an image this tool built for this target: leave it alone
@@ -107,7 +108,7 @@ def _prune(registry: Registry, deletion: Deletion, item: Rendered, keep: int) ->
 def _push(client, reference: str, credentials: Credentials | None) -> str:
     """Push the immutable tag; '' on success, else the error."""
     try:
-        engine.push_image(client, reference, credentials.username if credentials else None,
+        docker_sdk.push_image(client, reference, credentials.username if credentials else None,
                           credentials.password if credentials else None)
     except UserError as error:
         return str(error)
@@ -166,7 +167,7 @@ def publish(
     outcomes = {}
     for target_id, item in by_id.items():
         state = published[target_id]
-        status = release.initial_outcome(item.fingerprint, state, build=not options.require_published)
+        status = decisions.initial_outcome(item.fingerprint, state, build=not options.require_published)
         outcomes[target_id] = TargetOutcome(target_id, item.target.pair, status, digest=state.digest if state is not None and status.good else "")
         if status is Outcome.MISSING:
             outcomes[target_id].error = ("the registry holds an image of another fingerprint: its build job did not publish this one"
@@ -178,7 +179,7 @@ def publish(
     to_build = tuple(item for item in rendered if outcomes[item.target.id].status is Outcome.WOULD_BUILD)
     if to_build:
         build_run, _ = build_targets(to_build, build_options, settings, docker_cli, display, compat, credentials)
-        client = engine.connect(build_run.engine_host)
+        client = docker_sdk.connect(build_run.engine_host)
         for result in build_run.results:
             outcome, item = outcomes[result.id], by_id[result.id]
             outcome.seconds, outcome.size = result.seconds, result.size
@@ -197,7 +198,7 @@ def publish(
 
     targets = [item.target for item in rendered]
     gpu_tested = _gpu_tests(options, cosign, by_id, outcomes, verdicts) if options.gpu_gate else None
-    plan = release.tag_moves(targets, {i: o.status for i, o in outcomes.items()}, gpu_tested, options.nightly, options.date)
+    plan = decisions.tag_moves(targets, {i: o.status for i, o in outcomes.items()}, gpu_tested, options.nightly, options.date)
     for target_id, outcome in outcomes.items():
         if outcome.status.good:
             outcome.tags = [by_id[target_id].target.tags[0]]
@@ -278,7 +279,7 @@ def _carry_out(registry: Registry, moves: list[TagMove], by_id: dict[str, Render
 
 def check_date_tags(rendered: tuple[Rendered, ...], date: str) -> None:
     """Refuse before any work when a nightly date tag would break the OCI tag grammar."""
-    bad = [release.date_tag(item.target, date) for item in rendered if grammar.tag(release.date_tag(item.target, date))]
+    bad = [decisions.date_tag(item.target, date) for item in rendered if grammar.tag(decisions.date_tag(item.target, date))]
     if bad:
         raise UserError(Problem("--nightly", f"tag {bad[0]!r} is longer than 128 characters; shorten tag_prefix"))
 

@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from buildkit.adapters.safe_files import OwnedFolder, update_tree
+from buildkit.adapters.files.outputs import OwnedFolder, update_tree
 from buildkit.app.targets import target_json
-from buildkit.core.render import SUPPORT_DIR, Rendered
+from buildkit.core.render.planned import SUPPORT_DIR, Rendered
 
 MANIFEST = ".buildkit-render.json"
 

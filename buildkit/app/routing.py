@@ -15,7 +15,7 @@ from pathlib import Path
 
 import docker
 
-from buildkit.adapters import buildx, engine
+from buildkit.adapters.engine import buildx, docker_sdk
 from buildkit.adapters.host import read_host
 from buildkit.app.targets import Choices, Selection, select_targets
 from buildkit.core.host.access import gpu_access, run_words
@@ -23,7 +23,7 @@ from buildkit.core.host.facts import EngineFacts, HostFacts, engine_from_option
 from buildkit.core.host.fit import Finding, arch_covered
 from buildkit.core.host.routing import Routing, assess, route, run_verdict
 from buildkit.core.labels import ImageIdentity, image_labels
-from buildkit.core.plan import Plan, Target
+from buildkit.core.targets.plan import Plan, Target
 from buildkit.errors import Problem, UserError
 
 LIVE_ROOT = Path("/")
@@ -55,7 +55,7 @@ def _client(where: HostChoice) -> docker.DockerClient | None:
     if where.root != LIVE_ROOT:
         return None
     try:
-        return engine.connect()
+        return docker_sdk.connect()
     except UserError:
         return None
 
@@ -63,7 +63,7 @@ def _client(where: HostChoice) -> docker.DockerClient | None:
 def _engine(where: HostChoice, client: docker.DockerClient | None) -> EngineFacts | None:
     if where.engine is not None:
         return engine_from_option(where.engine)
-    return engine.engine_facts(client) if client is not None else None
+    return docker_sdk.engine_facts(client) if client is not None else None
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def _twin(identity: ImageIdentity | None, selection: Selection, routing: Routing
 def _image(reference: str, selection: Selection, client: docker.DockerClient | None) -> Image:
     """An image's identity: from the engine when it holds the image, else from the matrix target it names."""
     if client is not None:
-        labels = engine.image_labels(client, reference)
+        labels = docker_sdk.image_labels(client, reference)
         if labels is not None:
             return Image(reference, ImageIdentity.read(labels))
     for target in selection.targets:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from buildkit.adapters.build_stamp import created_now
-from buildkit.adapters.documents import read_documents
+from buildkit.adapters.files.documents import read_documents
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.site.evidence import Evidence, gather, read_document
 from buildkit.core.site.model import Site, build_site

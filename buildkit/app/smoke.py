@@ -1,5 +1,6 @@
-"""`buildkit test` and the smoke test inside `build`: run the probe in an image and judge its report
-against what the image's labels say it is."""
+"""`buildkit test` and the smoke test inside `build`: the probe run in an image and judged.
+
+The probe's report is judged against what the image's labels say it is."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ from dataclasses import dataclass, replace
 import docker
 import docker.errors
 
-from buildkit.adapters import engine
-from buildkit.adapters.engine import ImageFacts, image_facts
+from buildkit.adapters.engine import docker_sdk
+from buildkit.adapters.engine.docker_sdk import ImageFacts, image_facts
+from buildkit.adapters.engine.probe_runner import DEFAULT_TIMEOUT, probe_source, run_probe
+from buildkit.adapters.engine.proven import ProvenImages
 from buildkit.adapters.host import read_host
-from buildkit.adapters.probe_runner import DEFAULT_TIMEOUT, probe_source, run_probe
-from buildkit.adapters.proven import ProvenImages
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.host.access import NO_GPU_ACCESS, gpu_access
 from buildkit.core.host.facts import HostFacts
-from buildkit.core.judge import GPU_MODES, Verdict, judge
 from buildkit.core.labels import ImageIdentity
-from buildkit.core.parity import Parity, compare, pair_images
+from buildkit.core.release.judge import GPU_MODES, Verdict, judge
+from buildkit.core.release.parity import Parity, compare, pair_images
 from buildkit.errors import Problem, UserError
 
 __all__ = ["DEFAULT_TIMEOUT", "GPU_MODES", "parity", "probe_report", "smoke_test", "test_images"]
@@ -70,8 +71,8 @@ def test_images(choices: Choices, images: list[str], mode: str, timeout: int, pr
     images = images or [target.tags[0] for target in selection.targets]
     if not images:
         raise UserError("no image to test: name images, or select targets whose images were built")
-    client = engine.connect()
-    host = read_host(selection.matrix.compat, engine=engine.engine_facts(client))  # CDI devices where `run` would use them
+    client = docker_sdk.connect()
+    host = read_host(selection.matrix.compat, engine=docker_sdk.engine_facts(client))  # CDI devices where `run` would use them
     verdicts = []
     for image in images:
         progress(f"testing {image}")
@@ -89,6 +90,6 @@ def parity(choices: Choices, subjects: list[str]) -> ParityResult:
     """`buildkit parity`: a pair of the matrix (by its key) or two images, compared by their probes."""
     selection = select_targets(choices)
     images = pair_images(selection.targets, subjects)
-    client = engine.connect()
+    client = docker_sdk.connect()
     reports = [probe_report(client, image) for image in images]
     return ParityResult(images, compare(images[0], reports[0], images[1], reports[1], selection.matrix.compat.vendor_packages))

@@ -17,17 +17,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from buildkit.adapters.bundled import default_matrix_path, image_support_files
+from buildkit.adapters.files.bundled import default_matrix_path, image_support_files
+from buildkit.adapters.files.inputs import describe_path
+from buildkit.adapters.files.matrix import load_matrix
 from buildkit.adapters.forked import Forked, can_fork, contiguous_parts, split_map, usable_cores
-from buildkit.adapters.matrix_files import load_matrix
-from buildkit.adapters.regular_files import describe_path
 from buildkit.adapters.template_worker import TemplateWorker
 from buildkit.core import grammar
-from buildkit.core.fields import Rule, emptied_by
-from buildkit.core.layer_sharing import LayerKeys, holders
-from buildkit.core.matrix import Matrix, parse_selectors
-from buildkit.core.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
-from buildkit.core.render import PlannedImage, Rendered, Renderer, template_name
+from buildkit.core.matrix.fields import Rule, emptied_by
+from buildkit.core.matrix.resolve import Matrix, parse_selectors
+from buildkit.core.release.layer_sharing import LayerKeys, holders
+from buildkit.core.render.planned import PlannedImage, Rendered, template_name
+from buildkit.core.render.renderer import Renderer
+from buildkit.core.targets.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
 from buildkit.errors import Problem, UserError
 
 MATRIX_ENV = "BUILDKIT_MATRIX"
@@ -209,7 +210,7 @@ def _select_targets(choices: Choices, rendering: bool) -> Selection:
 def validate_selection(choices: Choices) -> Selection:
     """`matrix validate`: the selection, with every target's render checked, so a template error (a team
     template's syntax, an undefined value, a sandbox refusal, a render over budget) fails validation as it would
-    fail `render`. A template's shapes stand for its targets (buildkit.core.shapes), so each is rendered a few
+    fail `render`. A template's shapes stand for its targets (buildkit.core.render.shapes), so each is rendered a few
     times, not once per target. A template's first error stops its checks: each is reported once, with how
     many targets use the template."""
     selection = select_targets(choices, rendering=True)
@@ -318,7 +319,7 @@ def target_json(item: PlannedImage) -> dict:
 
 def plan_json(planned: Iterable[PlannedImage]) -> Iterator[dict]:
     """`plan --format json --layers`: each target's contract object with its layers from the bottom, each keyed by what
-    determines its files (core/layer_sharing.py): images whose layers have the same key share that blob, and
+    determines its files (core/release/layer_sharing.py): images whose layers have the same key share that blob, and
     `shared_by` counts the other selected images that hold it (the build report adds the bytes a node pays)."""
     items = tuple(planned)
     keys = LayerKeys()

@@ -24,19 +24,19 @@ from typing import Any
 
 import docker
 
-from buildkit.adapters import engine
 from buildkit.adapters.build_stamp import created_now
-from buildkit.adapters.cosign import Attestations, Checked, Cosign, Signer, Trust
-from buildkit.adapters.provenance import buildkit_statements
+from buildkit.adapters.engine import docker_sdk
 from buildkit.adapters.registry.client import Credentials, Registry, load_credentials
-from buildkit.adapters.sbom import CYCLONEDX_TYPE, local_sbom
-from buildkit.core.attestation import GPU_TEST_TYPE, SmokeRun, gpu_predicate, host_driver, passing_gpu_test
+from buildkit.adapters.supply_chain.cosign import Attestations, Checked, Cosign, Signer, Trust
+from buildkit.adapters.supply_chain.provenance import buildkit_statements
+from buildkit.adapters.supply_chain.sbom import CYCLONEDX_TYPE, local_sbom
 from buildkit.core.host.facts import HostFacts
-from buildkit.core.judge import Verdict
 from buildkit.core.labels import CREATED, ImageIdentity
-from buildkit.core.layer_sharing import BuiltLayer, pushed_layers
-from buildkit.core.provenance import SLSA_TYPES, Provenance, read_provenance
 from buildkit.core.reference import ImageReference
+from buildkit.core.release.judge import Verdict
+from buildkit.core.release.layer_sharing import BuiltLayer, pushed_layers
+from buildkit.core.supply_chain.attestation import GPU_TEST_TYPE, SmokeRun, gpu_predicate, host_driver, passing_gpu_test
+from buildkit.core.supply_chain.provenance import SLSA_TYPES, Provenance, read_provenance
 from buildkit.errors import Problem, UserError
 
 __all__ = [
@@ -286,7 +286,7 @@ def image_sbom(image: str, trust: Trust | None, local: bool, access: RegistryAcc
     if reference is None:
         raise UserError(Problem(image, "not an image reference; expected [REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST]"))
     if local or not reference.registry:
-        return SbomResult(local_sbom(engine.connect(), image), f"generated from {image} in the engine")
+        return SbomResult(local_sbom(docker_sdk.connect(), image), f"generated from {image} in the engine")
     registry, cosign = _clients(reference, access)
     pinned = _pinned(registry, reference)
     found = cosign.unverified_attestations(pinned, CYCLONEDX_TYPE, "SBOM") if trust is None else cosign.attestations(pinned, CYCLONEDX_TYPE, trust, "SBOM")

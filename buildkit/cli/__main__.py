@@ -1,3 +1,5 @@
+"""`python -m buildkit.cli`: the command line, as `python -m buildkit` runs it."""
+
 import sys
 
 from buildkit.cli.program import main

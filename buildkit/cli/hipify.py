@@ -7,6 +7,7 @@ from pathlib import Path
 
 from buildkit.cli.options import EXIT_FAILED, EXIT_OK, Invocation, command, split_flags
 from buildkit.ui import views
+from buildkit.ui.hipify import hipify_lines
 
 
 def add_hipify(commands: argparse._SubParsersAction) -> None:
@@ -38,6 +39,6 @@ def run_hipify(call: Invocation) -> int:
         hipcc_flags=split_flags(args.hipcc_flags, "--hipcc-flags"), cxx_flags=split_flags(args.cxx_flags, "--cxx-flags"),
         keep_objects=args.keep_objects,
     ))
-    for line in views.hipify_lines(report):
+    for line in hipify_lines(report):
         views.say(call.out, line)
     return EXIT_OK if report.passed else EXIT_FAILED

@@ -1,6 +1,7 @@
-"""What buildkit knows of the base images it builds on: the environment Docker's official Python images set,
-so that an image on one of them can be assembled with the layers that are the same under every Python at its
-bottom.
+"""What buildkit knows of the base images it builds on.
+
+The environment Docker's official Python images set, so that an image on one of them can be assembled with the
+layers that are the same under every Python at its bottom.
 
 A container engine unpacks each layer of an image on top of all the layers below it, and keeps the result
 under the chain of them (OCI image-spec's ChainID; containerd's unpacker applies a layer again when the

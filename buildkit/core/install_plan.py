@@ -46,9 +46,9 @@ from dataclasses import asdict, dataclass
 from fnmatch import fnmatchcase
 from functools import cached_property
 
-from buildkit.core.compat import Compat
-from buildkit.core.plan import Target
-from buildkit.core.source import SOURCE_FLAVOR
+from buildkit.core.compat.facts import Compat
+from buildkit.core.targets.plan import Target
+from buildkit.core.targets.source import SOURCE_FLAVOR
 from buildkit.core.trim import LIBRARY_DIRS, trim_for
 from buildkit.core.vendors import Vendor
 

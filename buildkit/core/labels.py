@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from buildkit.core.compat import AMD64, ARM64
-from buildkit.core.plan import Target
-from buildkit.core.source import SOURCE_FLAVOR
+from buildkit.core.compat.facts import AMD64, ARM64
+from buildkit.core.targets.plan import Target
+from buildkit.core.targets.source import SOURCE_FLAVOR
 from buildkit.core.trim import trim_for
 from buildkit.core.vendors import BY_BACKEND, Vendor
 

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from buildkit.core.plan import Target
-from buildkit.core.source import SOURCE_FLAVOR
+from buildkit.core.targets.plan import Target
+from buildkit.core.targets.source import SOURCE_FLAVOR
 
 # Folders under the torch package that hold per-arch files of torch's bundled ROCm libraries
 LIBRARY_DIRS = ("lib/rocblas/library", "lib/hipblaslt/library", "lib/hipsparselt/library", "share/miopen/db")

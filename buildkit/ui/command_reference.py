@@ -1,5 +1,7 @@
-"""The command reference of docs/commands.md, generated from the argparse parser itself: every command, every
-option with its value, default and help line, so the reference cannot drift from the tool (a test compares them).
+"""The command reference of docs/commands.md, generated from the argparse parser itself.
+
+Every command, every option with its value, default and help line, so the reference cannot drift from the tool (a
+test compares them).
 
 The page keeps its prose around the generated part, which lies between BEGIN and END (replace_reference).
 """

@@ -1,12 +1,14 @@
-"""`buildkit compat check` output: Markdown for people (it reads in a terminal and renders as a GitHub job
-summary), JSON for machines (the nightly's pull request is made from it)."""
+"""`buildkit compat check` output: Markdown for people, JSON for machines.
+
+The Markdown reads in a terminal and renders as a GitHub job summary; the nightly's pull request is made from the
+JSON."""
 
 from __future__ import annotations
 
 from packaging.version import Version
 
 from buildkit.app.compat_check import CheckOutcome
-from buildkit.core.compat import COMPANION_PACKAGES
+from buildkit.core.compat.facts import COMPANION_PACKAGES
 from buildkit.ui.views import escaped_lines
 
 

@@ -1,5 +1,6 @@
-"""Shell completion scripts, generated from the command's own argparse parser by shtab, so a new command
-or option completes without anyone writing completion code."""
+"""Shell completion scripts, generated from the command's own argparse parser by shtab.
+
+So a new command or option completes without anyone writing completion code."""
 
 from __future__ import annotations
 

@@ -6,12 +6,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from buildkit.adapters.safe_files import write_atomic
+from buildkit.adapters.files.outputs import write_atomic
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
 from buildkit.app.publish import PublishRun
-from buildkit.core.judge import Verdict
-from buildkit.core.layer_sharing import NodeCost
-from buildkit.core.release import Outcome
+from buildkit.core.release.decisions import Outcome
+from buildkit.core.release.judge import Verdict
+from buildkit.core.release.layer_sharing import NodeCost
 from buildkit.errors import redact_urls
 from buildkit.ui.views import human_size
 

@@ -1,5 +1,7 @@
-"""`buildkit report --html`: the site's pages from buildkit.core.site's values, through the Jinja templates
-shipped in the package (buildkit/ui/site/), written into the output folder as `render --out` writes its tree.
+"""`buildkit report --html`: the site's pages from buildkit.core.site's values, through the Jinja templates.
+
+The templates are shipped in the package (buildkit/ui/site/); the pages are written into the output folder as
+`render --out` writes its tree.
 
 Every value reaches a page through autoescaping, and text from documents through `shown` as well, which
 writes control and bidirectional characters as escapes and shortens what is too long to read (a 10,000-character
@@ -18,7 +20,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from buildkit.adapters.safe_files import OwnedFolder, TreeUpdate, update_tree
+from buildkit.adapters.files.outputs import OwnedFolder, TreeUpdate, update_tree
 from buildkit.core.site.chooser import backend_label
 from buildkit.core.site.model import Site
 from buildkit.errors import printable

@@ -12,19 +12,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from buildkit.adapters.safe_files import write_atomic
+from buildkit.adapters.files.outputs import write_atomic
 from buildkit.app.targets import target_json
-from buildkit.core import porting
-from buildkit.core.attestation import gpu_test_summary
-from buildkit.core.hipify_report import HipifyReport
 from buildkit.core.host.facts import HostFacts
 from buildkit.core.host.fit import Finding
-from buildkit.core.judge import Verdict
-from buildkit.core.kube import Manifests
-from buildkit.core.plan import Note, Target
-from buildkit.core.preprocessor import OPEN
-from buildkit.core.render import PlannedImage
+from buildkit.core.host.kube import Manifests
+from buildkit.core.release.judge import Verdict
+from buildkit.core.render.planned import PlannedImage
 from buildkit.core.shell import command_line
+from buildkit.core.supply_chain.attestation import gpu_test_summary
+from buildkit.core.targets.plan import Note, Target
 from buildkit.core.vendors import VENDOR_NAMES
 from buildkit.errors import Problem, printable, redact_urls
 
@@ -398,45 +395,6 @@ def plain_yaml(value: object, flow: bool = False) -> str:
 
 def kube_json(manifests: Manifests) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(manifests.objects)}, indent=2) + "\n"
-
-
-def hipify_lines(report: HipifyReport) -> list[str]:
-    lines = [f"hipify: {len(report.converted)} files converted, {len(report.unchanged)} unchanged in {report.seconds:.2f} s -> {report.output}"]
-    lines += [f"  not copied: {skipped.path}: {skipped.reason}" for skipped in report.skipped]
-    if report.removed:
-        lines.append(f"  removed {len(report.removed)} files of an earlier run that this one no longer writes")
-    for finding in report.findings:
-        verdict = "will not port" if finding.blocks else "review"
-        where = f"{finding.file}:{finding.line}" + (f" ({finding.hipified})" if finding.hipified else "")
-        note = f" [inside {finding.condition}, which the ROCm build's macros do not settle]" if finding.state == OPEN else ""
-        if finding.compiled_by:
-            note += f" [compiles on ROCm: {', '.join(finding.compiled_by)}]"
-        lines.append(f"  {verdict}: {where}: {finding.subject}: {finding.detail}{note}")
-    if report.inactive:
-        shown = ", ".join(f"{f.file}:{f.line}" for f in report.inactive[:5]) + (", ..." if len(report.inactive) > 5 else "")
-        lines.append(f"  inactive on ROCm, not counted: {len(report.inactive)} finding{'s' if len(report.inactive) > 1 else ''} in #if "
-                     f"branches the ROCm build does not compile ({shown}); macros: {report.macros}")
-    lines += [f"  build flags: {line}" for line in report.build_flags]
-    if report.compile_skipped:
-        lines.append(f"compile check skipped: {report.compile_skipped}")
-    if report.toolchain_limit:
-        lines.append(f"compile check not run: {report.toolchain_limit}")
-    if report.toolchain and not report.toolchain_limit:
-        lines.append(f"compile check for {report.offload_arch} with {report.toolchain}")
-    if report.headers:
-        lines.append(f"  torch's ROCm headers: {report.headers}")
-    for unit in report.compiled:
-        if unit.status == porting.TOOLCHAIN:
-            continue  # said once above, for the whole check
-        note = {porting.COMPILED: "compiles", porting.DEFECT: "DOES NOT COMPILE"}.get(unit.status, "not checked")
-        detail = "" if unit.status == porting.COMPILED else f": {unit.summary}"
-        made_from = f" (from {unit.source})" if unit.source != unit.file else ""
-        lines.append(f"  {unit.file}{made_from}, {unit.compiler}: {note}{detail}")
-        lines += [f"    error: {error.location}: {error.message}" for error in unit.errors[1:]]
-    if report.objects:
-        lines.append(f"  objects kept in {report.objects}")
-    lines += [f"NOT PASSED: {reason}" for reason in report.failures]
-    return one_line_each(lines)
 
 
 def verification_lines(verification: Verification) -> list[str]:

@@ -13,9 +13,9 @@ import time
 import docker
 import pytest
 
-from buildkit.adapters import buildx, engine
-from buildkit.adapters.bundled import shipped_compat
-from buildkit.adapters.proven import CACHE_ENV
+from buildkit.adapters.engine import buildx, docker_sdk
+from buildkit.adapters.engine.proven import CACHE_ENV
+from buildkit.adapters.files.bundled import shipped_compat
 from buildkit.errors import UserError
 from testkit.builds import (
     Build,
@@ -45,7 +45,7 @@ def unavailable(reason: str):
 @pytest.fixture(scope="session")
 def client() -> docker.DockerClient:
     try:
-        return engine.connect()
+        return docker_sdk.connect()
     except UserError as error:
         unavailable(str(error))
 

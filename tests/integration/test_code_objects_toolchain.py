@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from buildkit.core.code_objects import COMPRESSED_MAGIC, rocm_code
+from buildkit.core.upstream.code_objects import COMPRESSED_MAGIC, rocm_code
 
 pytestmark = pytest.mark.engine
 KERNEL = ("#include <hip/hip_runtime.h>\n__global__ void add(float* a) { a[threadIdx.x] += 1.0f; }\n"

@@ -8,7 +8,7 @@ import uuid
 import docker.errors
 import pytest
 
-from buildkit.adapters.containers import run_once
+from buildkit.adapters.engine.containers import run_once
 
 pytestmark = pytest.mark.engine
 

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from buildkit.adapters import buildx
+from buildkit.adapters.engine import buildx
 from buildkit.image.gpu_guard import EXIT_WRONG_GPU
 from testkit import hosts
 

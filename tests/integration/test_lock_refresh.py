@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from buildkit.adapters.bundled import tomllib
+from buildkit.adapters.files.bundled import tomllib
 from testkit.registry import RegistryProcess, Seeder
 from testkit.runner import run_buildkit
 

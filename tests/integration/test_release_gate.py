@@ -13,12 +13,12 @@ import uuid
 
 import pytest
 
-from buildkit.adapters.cosign import Cosign, Signer
 from buildkit.adapters.registry.client import Registry
+from buildkit.adapters.supply_chain.cosign import Cosign, Signer
 from buildkit.app.verify import attest_gpu
 from buildkit.core.host.facts import Gpu, HostFacts
-from buildkit.core.judge import judge
 from buildkit.core.labels import ImageIdentity
+from buildkit.core.release.judge import judge
 from testkit.builds import index_pip_conf, pair_doubles, team_matrix
 from testkit.gpu_reports import gpu_report_double
 from testkit.registry import RegistryProcess

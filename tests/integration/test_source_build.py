@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch.utils.hipify
 
-from buildkit.adapters import buildx
+from buildkit.adapters.engine import buildx
 from buildkit.app.targets import Choices, SourceOptions, select_targets
 from testkit.builds import index_pip_conf
 from testkit.machine_wheels import local_wheels

@@ -20,15 +20,15 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from buildkit.adapters import buildx, engine
-from buildkit.adapters.cosign import Cosign, CosignError, Signer, Trust
+from buildkit.adapters.engine import buildx, docker_sdk
 from buildkit.adapters.registry.client import Registry, load_credentials
+from buildkit.adapters.supply_chain.cosign import Cosign, CosignError, Signer, Trust
 from buildkit.app.smoke import smoke_test
 from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, published_facts, sign
-from buildkit.core.attestation import GPU_TEST_TYPE
 from buildkit.core.host.facts import Gpu, HostFacts
-from buildkit.core.judge import judge
 from buildkit.core.labels import ImageIdentity
+from buildkit.core.release.judge import judge
+from buildkit.core.supply_chain.attestation import GPU_TEST_TYPE
 from buildkit.ui import views
 from testkit.gpu_reports import gpu_report_double
 from testkit.registry import RegistryProcess, free_port
@@ -247,7 +247,7 @@ def test_credentials_reach_cosign_through_a_private_docker_config(client, setup,
     reference = f"{private.address}/supply/pytorch:auth"
     try:
         client.images.get(setup.local).tag(f"{private.address}/supply/pytorch", "auth")
-        engine.push_image(client, reference, private.user, private.password)
+        docker_sdk.push_image(client, reference, private.user, private.password)
         credentials = load_credentials(private.address, private.auth_file())
         digest = Registry(private.address, credentials).head_manifest("supply/pytorch", "auth")
         pinned = f"{private.address}/supply/pytorch@{digest}"

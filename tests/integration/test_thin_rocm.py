@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from buildkit.adapters.bundled import shipped_compat
+from buildkit.adapters.files.bundled import shipped_compat
 from testkit.builds import Build, build, index_pip_conf, team_matrix
 from testkit.daemon import SpareEngine
 from testkit.registry import RegistryProcess

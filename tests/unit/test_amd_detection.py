@@ -17,8 +17,8 @@ from rocm_bootstrap import _platform, detect_gfx_targets
 from rocm_bootstrap.targets import ALL_TARGETS, lookup_target
 from rocm_bootstrap.tests import conftest as amd_fakes  # rocm-bootstrap's own faked sysfs content (shipped in its wheel)
 
+from buildkit.adapters.files.matrix import load_matrix
 from buildkit.adapters.host import read_host
-from buildkit.adapters.matrix_files import load_matrix
 from buildkit.core.host.amd_environment import environment_findings, override_target
 from testkit import hosts
 

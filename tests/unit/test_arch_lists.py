@@ -8,8 +8,8 @@ import tracemalloc
 
 import pytest
 
-from buildkit.core.arch_lists import MAX_MODULE_CHARS, ArchTableError, read_arch_flags, read_arch_table
-from buildkit.core.code_objects import elf_sections
+from buildkit.core.upstream.arch_lists import MAX_MODULE_CHARS, ArchTableError, read_arch_flags, read_arch_table
+from buildkit.core.upstream.code_objects import elf_sections
 from testkit.artifacts import TABLE_2_11, TABLE_2_13
 from testkit.elf import arch_flags_library, library_with_rodata
 

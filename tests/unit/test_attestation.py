@@ -11,7 +11,10 @@ import json
 
 import pytest
 
-from buildkit.core.attestation import (
+from buildkit.core.host.facts import Gpu, HostFacts
+from buildkit.core.labels import ImageIdentity
+from buildkit.core.release.judge import judge
+from buildkit.core.supply_chain.attestation import (
     PREDICATE_VERSION,
     SmokeRun,
     gpu_predicate,
@@ -19,9 +22,6 @@ from buildkit.core.attestation import (
     host_driver,
     passing_gpu_test,
 )
-from buildkit.core.host.facts import Gpu, HostFacts
-from buildkit.core.judge import judge
-from buildkit.core.labels import ImageIdentity
 from testkit.gpu_reports import gpu_report_double
 from testkit.probe_process import run_probe
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.buildx import BuildRequest, build_arguments
-from buildkit.core.cache import CacheRefs
+from buildkit.adapters.engine.buildx import BuildRequest, build_arguments
+from buildkit.core.release.build_cache import CacheRefs
 
 CACHE = CacheRefs(("registry.example.com/team/pytorch/buildcache:pair-shared",), "registry.example.com/team/pytorch/buildcache:t")
 METADATA = Path("/tmp/metadata.json")

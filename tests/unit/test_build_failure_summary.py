@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from buildkit.adapters.buildx import failure_summary
+from buildkit.adapters.engine.buildx import failure_summary
 
 # A step that exits at once: BuildKit's ruler block for it is empty, its line is only in the step's own output
 QUICK_FAILURE = """#14 [image  4/30] RUN python /buildkit/install.py layer /plan/torch.json

@@ -158,7 +158,7 @@ def test_the_bundled_matrix_is_used_only_where_there_is_no_other_and_says_so(cli
 def test_lock_never_writes_into_the_installed_package(cli, tmp_path, monkeypatch):
     """Without a matrix of one's own there is no lock to write: one message says so, and nothing is written
     beside the bundled matrix."""
-    from buildkit.adapters.bundled import default_matrix_path
+    from buildkit.adapters.files.bundled import default_matrix_path
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("BUILDKIT_MATRIX", raising=False)
@@ -313,9 +313,9 @@ def test_the_readme_lists_every_field_a_template_can_read():
     from pathlib import Path
 
     from buildkit.core.install_plan import InstallLayer, TorchInstall
-    from buildkit.core.matrix import User
-    from buildkit.core.plan import Target
-    from buildkit.core.render import PlannedImage, template_variables
+    from buildkit.core.matrix.resolve import User
+    from buildkit.core.render.planned import PlannedImage, template_variables
+    from buildkit.core.targets.plan import Target
 
     def readable(cls) -> set[str]:
         # the sandbox refuses names that start with "_": those are not a template's to read

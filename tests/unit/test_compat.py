@@ -6,8 +6,8 @@ from pathlib import Path
 
 import rocm_bootstrap
 
-from buildkit.adapters.bundled import compat_data
-from buildkit.core.compat import RocmLayout, compat_from_data
+from buildkit.adapters.files.bundled import compat_data
+from buildkit.core.compat.facts import RocmLayout, compat_from_data
 from buildkit.core.grammar import image_reference
 from buildkit.core.vendors import AMD, BACKENDS, NVIDIA, VENDORS, of_backend
 from testkit.amd_targets import with_new_amd_target
@@ -117,7 +117,7 @@ def test_release_cuda_13_wheels_carry_no_ptx():
 
 
 def test_the_header_documents_the_unconfirmed_key_it_uses():
-    from buildkit.adapters.bundled import PACKAGE_DIR
+    from buildkit.adapters.files.bundled import PACKAGE_DIR
 
     text = (PACKAGE_DIR / "data" / "compat.toml").read_text()
     assert "confirmed = false" not in text and "`unconfirmed` list" in text
@@ -125,7 +125,7 @@ def test_the_header_documents_the_unconfirmed_key_it_uses():
 
 
 def test_releases_belong_to_their_minor_and_the_default_matrix_pins_the_newest():
-    from buildkit.adapters.matrix_files import load_matrix
+    from buildkit.adapters.files.matrix import load_matrix
 
     for minor, release in COMPAT.torch.items():
         assert release.releases and all(r.startswith(minor + ".") for r in release.releases), minor

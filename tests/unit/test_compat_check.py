@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from buildkit.adapters.bundled import compat_data
-from buildkit.adapters.wheel_index import WheelIndex, WheelIndexError
-from buildkit.core.compat import compat_from_data
-from buildkit.core.compat_check import candidate_tags, read_wheel_name
+from buildkit.adapters.files.bundled import compat_data
+from buildkit.adapters.index.wheel_index import WheelIndex, WheelIndexError
+from buildkit.core.compat.facts import compat_from_data
+from buildkit.core.upstream.check import candidate_tags, read_wheel_name
 from testkit.amd_targets import NEW_TARGET, with_new_amd_target
 from testkit.pytorch_index import PyTorchIndex, torch_wheel_name, wheels_from_compat
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from buildkit.adapters.files.inputs import walk
 from buildkit.adapters.hipify.convert import MAX_DEPTH
-from buildkit.adapters.regular_files import walk
 
 KERNEL = "__global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }\n"
 

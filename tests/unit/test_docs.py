@@ -132,3 +132,37 @@ def test_the_command_reference_names_every_option_of_every_command():
         flags = {flag for action in parser._actions if action.help != argparse.SUPPRESS for flag in action.option_strings}
         for flag in flags - {"-h", "--help", "--debug"}:
             assert re.search(rf"^\| [^|]*`{re.escape(flag)}`", sections[words], re.M), f"{words}: {flag} is not in docs/commands.md"
+
+
+@pytest.mark.slow  # parses every module of the package
+def test_the_module_map_is_the_generated_one():
+    """docs/development.md's module map is generated from the docstrings: a new, moved or renamed module, or a
+    reworded summary, fails here until the page is regenerated."""
+    from testkit.module_map import module_map
+
+    assert module_map() in (ROOT / "docs" / "development.md").read_text(), \
+        "regenerate it: python -m testkit.module_map --write docs/development.md"
+
+
+@pytest.mark.slow  # copies the package and parses it three times
+def test_the_module_map_names_every_module_and_can_fall_behind(tmp_path):
+    """Read apart from the generator: every module file of the package is on the page; and a module added to a
+    copy of the package, or a summary changed, makes a map the page does not hold."""
+    import shutil
+
+    import buildkit
+    from testkit.module_map import module_map
+
+    package = Path(buildkit.__file__).parent
+    page = (ROOT / "docs" / "development.md").read_text()
+    for module in package.rglob("*.py"):
+        if module.name != "__init__.py" and (module.parent / "__init__.py").exists():
+            assert f"- `{module.name}`: " in page, f"{module.relative_to(package)} is not in docs/development.md's module map"
+    copy = tmp_path / "buildkit"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert module_map(copy) == module_map()
+    (copy / "core" / "targets" / "new_rule.py").write_text('"""A rule nobody has documented yet."""\n')
+    assert module_map(copy) not in page and "`new_rule.py`: A rule nobody has documented yet." in module_map(copy)
+    (copy / "core" / "targets" / "new_rule.py").write_text("X = 1\n")
+    with pytest.raises(ValueError, match=r"new_rule\.py: no docstring"):
+        module_map(copy)

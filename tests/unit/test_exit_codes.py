@@ -131,9 +131,9 @@ def test_a_silent_engine_fails_within_the_connect_timeout(cli, monkeypatch):
     CONNECT_TIMEOUT seconds, not after the 300 s an image operation may take."""
     import socket
 
-    from buildkit.adapters import engine
+    from buildkit.adapters.engine import docker_sdk
 
-    monkeypatch.setattr(engine, "CONNECT_TIMEOUT", 1)
+    monkeypatch.setattr(docker_sdk, "CONNECT_TIMEOUT", 1)
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(4)

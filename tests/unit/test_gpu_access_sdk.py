@@ -1,10 +1,10 @@
-"""The docker SDK's container arguments carry the same GPU access as `docker run`'s flags (adapters/engine.py)."""
+"""The docker SDK's container arguments carry the same GPU access as `docker run`'s flags (adapters/engine/docker_sdk.py)."""
 
 from __future__ import annotations
 
 import docker.types
 
-from buildkit.adapters.engine import sdk_gpu_options
+from buildkit.adapters.engine.docker_sdk import sdk_gpu_options
 from buildkit.core.host.access import NO_GPU_ACCESS, GpuAccess
 
 

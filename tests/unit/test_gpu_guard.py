@@ -15,9 +15,9 @@ from dataclasses import replace
 
 import pytest
 
-from buildkit.adapters.matrix_files import load_matrix
-from buildkit.core.guard import guard_config
-from buildkit.core.plan import Twin, expand
+from buildkit.adapters.files.matrix import load_matrix
+from buildkit.core.render.guard import guard_config
+from buildkit.core.targets.plan import Twin, expand
 from buildkit.image import gpu_guard
 from testkit import hosts
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.bundled import shipped_compat
+from buildkit.adapters.files.bundled import shipped_compat
 from buildkit.adapters.hipify.compile_check import build_macros, compile_check
 from buildkit.adapters.hipify.convert import run_hipify
 from buildkit.adapters.hipify.hipcc import Hipcc, default_offload_arch, is_data_center
 from buildkit.adapters.hipify.torch_extension import read_extension_build
-from buildkit.core.setup_py import ProjectFlags
+from buildkit.core.porting.setup_py import ProjectFlags
 from testkit.trees import assert_refused, snapshot, unprivileged
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -13,16 +13,16 @@ import re
 import pytest
 from rich.console import Console
 
+from buildkit.adapters.files.matrix import load_matrix
 from buildkit.adapters.host import Identity, gfx_name, read_host
-from buildkit.adapters.matrix_files import load_matrix
 from buildkit.cli import program as cli_program
 from buildkit.core.host.access import gpu_access
 from buildkit.core.host.facts import EngineFacts, Gpu, HostFacts, engine_from_option
 from buildkit.core.host.fit import arch_covered
 from buildkit.core.host.routing import assess, best_target, primary_vendor, route
 from buildkit.core.labels import ImageIdentity
-from buildkit.core.matrix import parse_selectors
-from buildkit.core.plan import expand, select
+from buildkit.core.matrix.resolve import parse_selectors
+from buildkit.core.targets.plan import expand, select
 from buildkit.core.vendors import AMD, NVIDIA
 from buildkit.errors import UserError
 from testkit import hosts

@@ -1,4 +1,4 @@
-"""`compat check --deep` against GPU libraries that lie (core/code_objects.py): ELF and fat-binary headers are
+"""`compat check --deep` against GPU libraries that lie (core/upstream/code_objects.py): ELF and fat-binary headers are
 checked against the file, so a truncated or lying binary is one sentence naming the wheel and the library, never a
 traceback, an endless read or a proposed empty arch list; a compressed bundle is inflated only as far as its header
 (the bound shown by the memory the read took, tracemalloc's peak).
@@ -17,8 +17,8 @@ import pytest
 import tomlkit
 import zstandard
 
-from buildkit.core import code_objects
-from buildkit.core.code_objects import FATBIN_MAGIC, CodeObjectError, cuda_code, rocm_code
+from buildkit.core.upstream import code_objects
+from buildkit.core.upstream.code_objects import FATBIN_MAGIC, CodeObjectError, cuda_code, rocm_code
 
 LIBRARY = "torch/lib/libtorch_cuda.so"
 
@@ -121,8 +121,8 @@ def test_a_zstd_bundle_is_inflated_only_as_far_as_its_header():
 def test_deep_says_a_library_with_unreadable_section_names_and_proposes_nothing(cli, tmp_path):
     """Unreadable section names once read as "no GPU code" and proposed an empty arch list; now the library is
     named in one message, exit 1, and --write leaves the data as it was."""
-    from buildkit.adapters.bundled import COMPAT_DATA, compat_data
-    from buildkit.core.compat import compat_from_data
+    from buildkit.adapters.files.bundled import COMPAT_DATA, compat_data
+    from buildkit.core.compat.facts import compat_from_data
     from testkit.artifacts import metadata_text, torch_version_module
     from testkit.pytorch_index import PyTorchIndex, torch_wheel_name, wheels_from_compat
 

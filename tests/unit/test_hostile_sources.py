@@ -1,4 +1,4 @@
-"""hipify's readers against sources someone else wrote (core/preprocessor.py, core/porting.py, core/constants.py,
+"""hipify's readers against sources someone else wrote (core/porting/preprocessor.py, core/porting/analysis.py, core/porting/cuda_constants.py,
 adapters/hipify/convert.py): each bound is proven by the event or the counter that shows it held (the nesting an #if
 reached, the macros it expanded, the line look-ups of the line map, an argument or a value left unread past its
 window), never by the clock; each outcome is clean: findings or one message, no traceback, nothing outside --out
@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.core import constants, porting, preprocessor
-from buildkit.core.constants import Definitions
-from buildkit.core.porting import BuildMacros, LineMap, findings, scan
-from buildkit.core.preprocessor import ACTIVE, OPEN, Activity, _Expression, physical_lines
-from buildkit.ui.views import hipify_lines
+from buildkit.core.porting import analysis as porting
+from buildkit.core.porting import cuda_constants as constants
+from buildkit.core.porting import preprocessor
+from buildkit.core.porting.analysis import BuildMacros, LineMap, findings, scan
+from buildkit.core.porting.cuda_constants import Definitions
+from buildkit.core.porting.preprocessor import ACTIVE, OPEN, Activity, _Expression, physical_lines
+from buildkit.ui.hipify import hipify_lines
 from testkit.trees import assert_refused, snapshot
 
 ROCM = BuildMacros.assumed({"USE_ROCM": "1"}, {"USE_ROCM": "1"}, "test")
@@ -123,7 +125,7 @@ def test_lines_are_counted_at_line_feeds_only():
 
 
 def test_a_finding_on_a_line_with_control_characters_is_printed_escaped(tmp_path):
-    from buildkit.core.hipify_report import HipifyReport
+    from buildkit.core.porting.report import HipifyReport
 
     text = "\x1b]52;c;eA==\x07 int lane = threadIdx.x % 32; // \u202egnp.\n"
     report = HipifyReport("src", "out", findings=findings("k.hip", text, "k\x1b[31m.cu", None, Definitions.of([text]), ROCM))

@@ -1,6 +1,6 @@
 """What an index serves, read as untrusted data by `compat check`: its pages, its wheels' zip structures, their
-METADATA and torch/version.py (core/wheel_zip.py, core/literals.py, core/release_facts.py, adapters/remote_wheel.py,
-adapters/package_index.py). Each hostile answer is one message and exit 1, never a traceback, within the bounds,
+METADATA and torch/version.py (adapters/index/wheel_zip.py, core/upstream/literals.py, core/upstream/releases.py, adapters/index/remote_wheel.py,
+adapters/index/package_index.py). Each hostile answer is one message and exit 1, never a traceback, within the bounds,
 proven by what the double served (bytes of byte ranges, pages) or by the event that shows the bound held; and what
 `--write` writes is values through tomlkit, so nothing an index says adds or changes a key.
 
@@ -16,11 +16,11 @@ import zlib
 import pytest
 import tomlkit
 
-from buildkit.adapters import package_index, remote_wheel
-from buildkit.adapters.wheel_index import WheelIndex, WheelIndexError
+from buildkit.adapters.index import package_index, remote_wheel, wheel_zip
+from buildkit.adapters.index.wheel_index import WheelIndex, WheelIndexError
 from buildkit.app import compat_check
-from buildkit.core import literals, wheel_zip
-from buildkit.core.release_facts import MAX_REQUIREMENTS, read_metadata, read_version_module
+from buildkit.core.upstream import literals
+from buildkit.core.upstream.releases import MAX_REQUIREMENTS, read_metadata, read_version_module
 from testkit.artifacts import PublishedFile, PypiDouble, companion_files, metadata_text, torch_version_module, wheel_bytes
 
 WHEEL = "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl"
@@ -230,7 +230,7 @@ INJECTED = '>=3.11"\n[torch."9.9"]\npython = ["3.99"]\n'
 def test_write_writes_an_index_value_as_a_value_never_as_a_key(cli, tmp_path):
     """A Requires-Python that is TOML (quotes, a line break, a table header) is written as the string it is: the
     written data has the keys it had plus the release's table, and reads back with that string."""
-    from buildkit.adapters.bundled import COMPAT_DATA
+    from buildkit.adapters.files.bundled import COMPAT_DATA
 
     data = tmp_path / "compat.toml"
     document = tomlkit.parse(COMPAT_DATA.read_text())

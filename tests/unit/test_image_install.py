@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.bundled import shipped_compat
+from buildkit.adapters.files.bundled import shipped_compat
 from buildkit.image.install import LAYER_EPOCH
 from testkit.machine_wheels import uv_wheel
 from testkit.wheel_index import WheelIndex

@@ -22,7 +22,7 @@ HELD_RENAME = """
 import os, signal, sys, time
 from pathlib import Path
 signal.signal(signal.SIGINT, signal.default_int_handler)
-import buildkit.adapters.safe_files as safe_files
+import buildkit.adapters.files.outputs as safe_files
 from buildkit.cli import main
 real_replace = os.replace
 marker = Path(sys.argv[1])

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from buildkit.core.judge import CPU_BUILD, judge
 from buildkit.core.labels import ImageIdentity
-from buildkit.core.parity import compare
+from buildkit.core.release.judge import CPU_BUILD, judge
+from buildkit.core.release.parity import compare
 
 CUDA_LABELS = {"dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "13.0", "dev.buildkit.gpu-archs": "8.0;9.0;12.0+PTX"}
 ROCM_LABELS = {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx90a;gfx942"}

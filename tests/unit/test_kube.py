@@ -12,10 +12,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from buildkit.adapters.matrix_files import load_matrix
+from buildkit.adapters.files.matrix import load_matrix
 from buildkit.core.host.fit import arch_covered
-from buildkit.core.kube import AMD_DEVICE_ID, AMD_FAMILY, NVIDIA_CUDA_MAJOR, NVIDIA_MAJOR, NVIDIA_MINOR, KubeOptions, amd_terms, manifests, nvidia_terms
-from buildkit.core.plan import expand
+from buildkit.core.host.kube import AMD_DEVICE_ID, AMD_FAMILY, NVIDIA_CUDA_MAJOR, NVIDIA_MAJOR, NVIDIA_MINOR, KubeOptions, amd_terms, manifests, nvidia_terms
+from buildkit.core.targets.plan import expand
 from testkit.registry import RegistryProcess, Seeder
 
 MATRIX = load_matrix(None)

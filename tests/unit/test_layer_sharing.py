@@ -1,4 +1,4 @@
-"""Which layers images share, planned from the matrix and counted from built layers (core/layer_sharing.py)."""
+"""Which layers images share, planned from the matrix and counted from built layers (core/release/layer_sharing.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core.layer_sharing import BASE, OS, OWN, BuiltLayer, node_costs, planned_layers, pushed_layers
+from buildkit.core.release.layer_sharing import BASE, OS, OWN, BuiltLayer, node_costs, planned_layers, pushed_layers
 from buildkit.ui.report import run_json, run_markdown
 
 CUDA = "2.14.1-cuda13.0-py{python}-runtime"

@@ -5,7 +5,11 @@
 - app/ never imports ui/ or cli; ui/ never imports cli;
 - image/ imports nothing from buildkit (it runs inside images with the standard library and torch);
 - cli/ imports only cli/, app/, ui/, errors and the package's version: it parses and prints, the app decides;
-- no module imports itself back through others (a cycle), not even for type checking.
+- no module imports itself back through others (a cycle), not even for type checking;
+- two rooms of core/ are closed subsystems, imported only by their own paths: porting (the hipify preflight's pure
+  side, which itself imports nothing but porting and errors) by adapters/hipify, app/hipify_preflight and
+  ui/hipify; upstream (`compat check`'s pure side) by app/compat_check alone;
+- core/ keeps at most 8 modules beside its rooms, and every folder of the package says in its docstring what it holds.
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ MODULES = sorted(
 )
 # Standard-library and third-party modules through which code reaches the world.
 WORLDLY = {"os", "subprocess", "socket", "shutil", "tempfile", "time", "datetime", "random", "requests", "docker", "urllib.request", "http"}
+# Closed rooms: who may import each (besides the room itself), and what each may import from buildkit besides itself.
+CLOSED = {
+    "buildkit.core.porting": (("buildkit.adapters.hipify", "buildkit.app.hipify_preflight", "buildkit.ui.hipify"), ("buildkit.errors",)),
+    "buildkit.core.upstream": (("buildkit.app.compat_check",), None),  # None: it may import what core/ may
+}
 
 
 def imports_of(module: str) -> set[str]:
@@ -52,13 +61,19 @@ def internal(names: set[str]) -> set[str]:
     return {name for name in names if name == "buildkit" or name.startswith("buildkit.")}
 
 
+def within(name: str, places: tuple[str, ...]) -> bool:
+    """Whether a module (or a name imported from it) is one of `places` or inside one of them."""
+    return any(name == place or name.startswith(place + ".") for place in places)
+
+
 @pytest.mark.parametrize("module", MODULES)
 def test_every_module_imports(module):
     importlib.import_module(module)
 
 
 def test_modules_found():
-    assert {"buildkit.core.plan", "buildkit.adapters.engine", "buildkit.app.build", "buildkit.ui.report", "buildkit.image.probe"} <= set(MODULES)
+    assert {"buildkit.core.targets.plan", "buildkit.adapters.engine.docker_sdk", "buildkit.app.build", "buildkit.ui.report",
+            "buildkit.image.probe"} <= set(MODULES)
 
 
 def violations(module: str) -> list[str]:
@@ -79,6 +94,11 @@ def violations(module: str) -> list[str]:
     elif place == "cli":
         allowed = ("buildkit.cli", "buildkit.app", "buildkit.ui", "buildkit.errors", "buildkit.__version__")
         bad += [n for n in ours if not (n == "buildkit" or n.startswith(allowed))]
+    for room, (users, imports) in CLOSED.items():
+        if within(module, (room,)):
+            bad += [n for n in ours if imports is not None and not within(n, (room, *imports))]
+        elif not within(module, users):
+            bad += [n for n in ours if within(n, (room,))]
     return sorted(set(bad))
 
 
@@ -89,15 +109,41 @@ def test_import_rules(module):
 
 def test_the_rules_can_fail(tmp_path, monkeypatch):
     """A core module that reached for the engine would be caught."""
-    assert "buildkit.adapters.engine" in internal(imports_of("buildkit.app.build"))
+    assert "buildkit.adapters.engine.docker_sdk" in internal(imports_of("buildkit.app.build"))
     assert violations("buildkit.app.build") == []
     original = imports_of
 
     def with_engine(module: str) -> set[str]:
-        return original(module) | ({"buildkit.adapters.engine", "subprocess"} if module == "buildkit.core.plan" else set())
+        return original(module) | ({"buildkit.adapters.engine.docker_sdk", "subprocess"} if module == "buildkit.core.targets.plan" else set())
 
     monkeypatch.setitem(globals(), "imports_of", with_engine)
-    assert violations("buildkit.core.plan") == ["buildkit.adapters.engine", "subprocess"]
+    assert violations("buildkit.core.targets.plan") == ["buildkit.adapters.engine.docker_sdk", "subprocess"]
+
+
+def test_the_closed_rooms_are_used_and_their_borders_can_fail(monkeypatch):
+    """Each closed room's own paths do import it (the rule is not about nothing), and a view, a neighbouring use case
+    or the room itself reaching across the border is caught."""
+    assert "buildkit.core.porting.report" in internal(imports_of("buildkit.app.hipify_preflight"))
+    assert "buildkit.core.porting.analysis" in internal(imports_of("buildkit.ui.hipify"))
+    assert "buildkit.core.upstream.check" in internal(imports_of("buildkit.app.compat_check"))
+    original = imports_of
+    reached = {
+        "buildkit.ui.views": {"buildkit.core.porting.analysis"},  # the general views: the hipify report is ui/hipify's
+        "buildkit.ui.compat": {"buildkit.core.upstream.pypi"},  # compat check's view takes the app's records
+        "buildkit.app.build": {"buildkit.core.upstream.releases"},
+        "buildkit.core.porting.analysis": {"buildkit.core.vendors"},  # porting stands alone: no core/ module
+        "buildkit.core.targets.plan": {"buildkit.core.porting.setup_py"},
+    }
+    monkeypatch.setitem(globals(), "imports_of", lambda module: original(module) | reached.get(module, set()))
+    assert {module: violations(module) for module in reached} == {module: sorted(names) for module, names in reached.items()}
+
+
+def test_core_keeps_a_few_modules_beside_its_rooms_and_every_folder_says_what_it_holds():
+    core = PACKAGE / "core"
+    modules = sorted(path.stem for path in core.glob("*.py") if path.name != "__init__.py")
+    assert len(modules) <= 8, f"core/ has {len(modules)} modules beside its rooms: {modules}; put some in a room"
+    folders = [path.parent for path in PACKAGE.rglob("__init__.py")]
+    assert [str(folder.relative_to(PACKAGE)) for folder in folders if not ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))] == []
 
 
 def import_graph() -> dict[str, set[str]]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from buildkit.adapters.bundled import tomllib
+from buildkit.adapters.files.bundled import tomllib
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core.lock import Lock, is_range, lock_text, newest_matching, read_lock
+from buildkit.core.matrix.lock import Lock, is_range, lock_text, newest_matching, read_lock
 from buildkit.errors import UserError
 
 DIGEST = "sha256:" + "a" * 64
@@ -69,7 +69,7 @@ def test_finding_pips_default_index_leaves_setuptools_importable(tmp_path):
     import subprocess
     import sys
 
-    script = ("import sys; from buildkit.adapters.wheel_index import default_package_index as find; index = find(); "
+    script = ("import sys; from buildkit.adapters.index.wheel_index import default_package_index as find; index = find(); "
               "import setuptools; print(index, 'pip' in sys.modules)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
     found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)

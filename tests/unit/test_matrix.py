@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.matrix_files import load_matrix, locate
-from buildkit.core.plan import expand
+from buildkit.adapters.files.matrix import load_matrix, locate
+from buildkit.core.targets.plan import expand
 
 
 def ids(path=None) -> set[str]:
@@ -225,7 +225,7 @@ def test_readme_matrix_reference_names_every_key_the_schema_reads():
     import re
     from pathlib import Path
 
-    from buildkit.core.fields import STACK, TOP
+    from buildkit.core.matrix.fields import STACK, TOP
 
     page = (Path(__file__).parents[2] / "docs" / "matrix-reference.md").read_text()
     block = page.split("## Every key, annotated", 1)[1].split("```toml", 1)[1].split("```", 1)[0]

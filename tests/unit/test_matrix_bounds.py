@@ -1,4 +1,4 @@
-"""Every list a matrix holds costs in proportion to the file: a list past its stated bound (buildkit/core/fields.py)
+"""Every list a matrix holds costs in proportion to the file: a list past its stated bound (buildkit/core/matrix/fields.py)
 is refused unread, in one message naming its key, its size and the bound, and below the bounds a list is shared by
 the targets that use it, not copied per target (a 5 MB matrix whose one stack listed 300,000 packages once took
 51 s and 6.5 GB: each of its 92 targets, and each of its templates' shapes, held the list and what came from it).
@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters import matrix_files
+from buildkit.adapters.files import matrix as matrix_files
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core import fields, matrix, templates
+from buildkit.core.matrix import fields, templates
+from buildkit.core.matrix import resolve as matrix
 from buildkit.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent.parent

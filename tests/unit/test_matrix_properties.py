@@ -26,10 +26,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from buildkit.adapters.bundled import compat_data
+from buildkit.adapters.files.bundled import compat_data
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.bases import base_environment
-from buildkit.core.fields import TOP
+from buildkit.core.matrix.fields import TOP
 from buildkit.errors import UserError
 
 SETTINGS = settings(

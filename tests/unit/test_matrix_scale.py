@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from buildkit.adapters.matrix_files import load_matrix
-from buildkit.core.fields import Rule, apply_rules, matched_by
-from buildkit.core.plan import expand
+from buildkit.adapters.files.matrix import load_matrix
+from buildkit.core.matrix.fields import Rule, apply_rules, matched_by
+from buildkit.core.targets.plan import expand
 from testkit.bounds import count_calls
 
 RULES = 40_000
@@ -103,13 +103,13 @@ def test_the_rule_engine_agrees_with_fnmatch(rules, targets):
 
 
 def test_expanded_targets_are_the_records_their_constructor_makes():
-    """expand fills each record's fields at once (plan._target): the same record as Target(**fields), for every
-    target of the default matrix and a team's, with each field present, and each cached property it sets the one
-    the record computes."""
+    """expand makes each record through Target's constructor (plan._target), and sets the cached properties a
+    version's targets share: the same record as Target(**fields), for every target of the default matrix, with each
+    cached property it sets the one the record computes."""
     import dataclasses
 
     from buildkit.app.targets import Choices, select_targets
-    from buildkit.core.plan import Target
+    from buildkit.core.targets.plan import Target
 
     for target in select_targets(Choices()).targets:
         fields = {field.name: getattr(target, field.name) for field in dataclasses.fields(Target)}
@@ -117,3 +117,47 @@ def test_expanded_targets_are_the_records_their_constructor_makes():
         made = Target(**fields)  # its cached properties computed, where expand set the values it shares
         for name in set(vars(target)) - set(fields):
             assert getattr(made, name) == vars(target)[name], (target.id, name)
+
+
+def test_the_targets_constructor_is_the_dataclass_one_setting_its_fields_at_once():
+    """Target's __init__ (plan._fields_at_once) takes what the dataclass's own would, the arguments mypy checks
+    calls against: the same names, order, kinds and defaults; missing and unknown fields are refused alike, and the
+    record stays frozen."""
+    import dataclasses
+    import inspect
+
+    from buildkit.core.targets.plan import Target
+
+    own = dataclasses.make_dataclass("Target", [(f.name, f.type, dataclasses.field(default=f.default)) if f.default is not dataclasses.MISSING
+                                                else (f.name, f.type) for f in dataclasses.fields(Target)], frozen=True)
+
+    def shape(record):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(record.__init__).parameters.values()]
+
+    assert shape(Target) == shape(own) and len(shape(Target)) == len(dataclasses.fields(Target)) + 1
+    target = expand(load_matrix(None)).targets[0]
+    fields = {field.name: getattr(target, field.name) for field in dataclasses.fields(Target)}
+    with pytest.raises(TypeError, match="id"):
+        Target(**{name: value for name, value in fields.items() if name != "id"})
+    with pytest.raises(TypeError, match="colour"):
+        Target(**fields, colour="red")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        target.python = "3.99"  # type: ignore[misc]
+
+
+def test_a_target_takes_every_field_its_image_does_not_set_from_its_versions_prototype():
+    """A field added to Target and left out of plan._target would take its default in every expanded target: each
+    field the image does not set is its prototype's, whatever its value."""
+    import dataclasses
+
+    from buildkit.core.targets import plan
+
+    matrix = load_matrix(None)
+    image = plan._stack_targets(matrix, matrix.stacks[0], [])[0]
+    own = {field.name for field in dataclasses.fields(image)}
+    shared = [field.name for field in dataclasses.fields(plan.Target) if field.name not in own]
+    marks = {name: object() for name in shared}
+    image.version = plan._Version(dataclasses.replace(image.version.prototype, **marks), image.version.cached)
+    target = plan._target(image)
+    assert [name for name in shared if getattr(target, name) is not marks[name]] == []
+    assert all(getattr(target, name) == getattr(image, name) for name in own - {"version"})

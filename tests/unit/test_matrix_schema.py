@@ -1,4 +1,4 @@
-"""The JSON Schema of matrix files and the matrix reference are generated from core/fields.py: the committed
+"""The JSON Schema of matrix files and the matrix reference are generated from core/matrix/fields.py: the committed
 copies are current, editors that validate with the schema accept the shipped and documented matrices, and
 the schema refuses what validation refuses."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from buildkit.adapters.bundled import tomllib
+from buildkit.adapters.files.bundled import tomllib
 from buildkit.ui.matrix_schema import schema_text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The pure side of the hipify preflight (buildkit.core.porting): hipified lines mapped back to the user's,
+"""The pure side of the hipify preflight (buildkit.core.porting.analysis): hipified lines mapped back to the user's,
 and compiler output read as a verdict. The real compilers' output for the common cases is read in
 test_hipify.py and tests/integration/test_hipify_toolchain.py; here are the shapes they rarely produce on
 demand (a template error that surfaces in torch's headers, GCC's wording), written as clang 21 and GCC 12
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.adapters.hipify.torch_extension import ExtensionBuild, rocm_headers
-from buildkit.core.porting import DEFECT, ELSEWHERE, MISSING, LineMap, Location, judge_compile
+from buildkit.core.porting.analysis import DEFECT, ELSEWHERE, MISSING, LineMap, Location, judge_compile
 
 OUT = "/tmp/out"
 

@@ -1,15 +1,15 @@
-"""The pure readers behind hipify's findings: #if branches in three values (core/preprocessor.py), masks and
-block sizes through the tree's definitions (core/constants.py), and setup.py's extension flags read without
-running it (core/setup_py.py)."""
+"""The pure readers behind hipify's findings: #if branches in three values (core/porting/preprocessor.py), masks and
+block sizes through the tree's definitions (core/porting/cuda_constants.py), and setup.py's extension flags read without
+running it (core/porting/setup_py.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from buildkit.core.constants import Definitions, block_threads, resolve
-from buildkit.core.porting import BuildMacros
-from buildkit.core.preprocessor import ACTIVE, INACTIVE, OPEN, Activity, Macros, parse_define, parse_dump
-from buildkit.core.setup_py import ProjectFlags, read_setup_py
+from buildkit.core.porting.analysis import BuildMacros
+from buildkit.core.porting.cuda_constants import Definitions, block_threads, resolve
+from buildkit.core.porting.preprocessor import ACTIVE, INACTIVE, OPEN, Activity, Macros, parse_define, parse_dump
+from buildkit.core.porting.setup_py import ProjectFlags, read_setup_py
 
 ROCM = BuildMacros.assumed({"USE_ROCM": "1", "__HIP_PLATFORM_AMD__": "1"}, {"USE_ROCM": "1", "__HIP_PLATFORM_AMD__": "1"}, "test")
 
@@ -119,7 +119,7 @@ def test_a_5000_deep_expression_is_a_note_not_a_recursion_error(expression):
 
 
 def test_a_literal_nested_past_its_bound_is_not_evaluated():
-    from buildkit.core.setup_py import MAX_LITERAL_DEPTH
+    from buildkit.core.porting.setup_py import MAX_LITERAL_DEPTH
 
     deep = "[" * (MAX_LITERAL_DEPTH + 1) + '"-O2"' + "]" * (MAX_LITERAL_DEPTH + 1)
     setup = read_setup_py(f"flags = {deep}\nCUDAExtension('pkg._C', ['a.cu'], extra_compile_args=flags, include_dirs={deep})\n")
@@ -127,7 +127,7 @@ def test_a_literal_nested_past_its_bound_is_not_evaluated():
 
 
 def test_a_setup_py_past_its_size_bound_is_not_parsed():
-    from buildkit.core.setup_py import MAX_SETUP_BYTES
+    from buildkit.core.porting.setup_py import MAX_SETUP_BYTES
 
     setup = read_setup_py(b'x = "' + b"a" * MAX_SETUP_BYTES + b'"\n')
     assert setup.problem == "setup.py: larger than 1 MB, so not read as a setup.py; its build flags were not read"

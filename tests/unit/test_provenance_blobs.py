@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.provenance import ATTESTATION_MANIFEST, IN_TOTO, PREDICATE_ANNOTATION, REFERENCE_TYPE, STATEMENT_LIMIT, buildkit_statements
 from buildkit.adapters.registry.client import Registry, RegistryError
-from buildkit.core.provenance import read_provenance
+from buildkit.adapters.supply_chain.provenance import ATTESTATION_MANIFEST, IN_TOTO, PREDICATE_ANNOTATION, REFERENCE_TYPE, STATEMENT_LIMIT, buildkit_statements
+from buildkit.core.supply_chain.provenance import read_provenance
 from testkit.fake_registry import OCI_INDEX, OCI_MANIFEST, Answer, FakeRegistry, digest_of
 
 STATEMENT = json.loads((Path(__file__).parent.parent / "fixtures" / "provenance" / "buildkit-0.13-mode-max.json").read_text())

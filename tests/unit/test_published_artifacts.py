@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from buildkit.adapters.bundled import compat_data
-from buildkit.core.code_objects import CodeObjectError, cuda_code, rocm_code
-from buildkit.core.compat import compat_from_data
-from buildkit.core.matrix_proposal import propose_matrix
-from buildkit.core.release_facts import PublishedFile, backend_pins, pair_companion, read_metadata, read_version_module, releases
+from buildkit.adapters.files.bundled import compat_data
+from buildkit.core.compat.facts import compat_from_data
+from buildkit.core.upstream.code_objects import CodeObjectError, cuda_code, rocm_code
+from buildkit.core.upstream.matrix_proposal import propose_matrix
+from buildkit.core.upstream.releases import PublishedFile, backend_pins, pair_companion, read_metadata, read_version_module, releases
 from testkit.artifacts import PublishedFile as PypiPublished
 from testkit.artifacts import PypiDouble, companion_files, torch_release_files, torch_wheel
 from testkit.machine_wheels import local_wheels
@@ -61,7 +61,7 @@ def test_a_version_module_is_read_as_literals_never_run(tmp_path):
 
 
 def _release(project, version, day, requires=()):
-    from buildkit.core.release_facts import Release, WheelMetadata
+    from buildkit.core.upstream.releases import Release, WheelMetadata
 
     return Release(project, version, "", day, (), (), "", "w.whl", WheelMetadata(project, version, "", tuple(requires)))
 

@@ -1,4 +1,4 @@
-"""Publish decisions (buildkit.core.release), table-tested: every combination of twin outcomes and GPU tests
+"""Publish decisions (buildkit.core.release.decisions), table-tested: every combination of twin outcomes and GPU tests
 decides which tags move, and a pair's floating tags never move for half a pair."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from buildkit.adapters.matrix_files import load_matrix
-from buildkit.core.plan import expand
-from buildkit.core.release import Outcome, Published, expired_date_tags, initial_outcome, tag_moves
+from buildkit.adapters.files.matrix import load_matrix
+from buildkit.core.release.decisions import Outcome, Published, expired_date_tags, initial_outcome, tag_moves
+from buildkit.core.targets.plan import expand
 
 TARGETS = {t.id: t for t in expand(load_matrix(None)).targets if (t.torch, t.python, t.flavor) == ("2.13.0", "3.11", "runtime")}
 CUDA, ROCM, LONE = TARGETS["2.13.0-cuda13.0-py3.11-runtime"], TARGETS["2.13.0-rocm7.2-py3.11-runtime"], TARGETS["2.13.0-cuda12.6-py3.11-runtime"]

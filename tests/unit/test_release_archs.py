@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from buildkit.adapters.bundled import compat_data
-from buildkit.core.compat import compat_from_data
+from buildkit.adapters.files.bundled import compat_data
+from buildkit.core.compat.facts import compat_from_data
 from testkit.artifacts import TABLE_2_13, PublishedFile, PypiDouble
 from testkit.pytorch_index import PyTorchIndex, wheels_from_compat
 from testkit.wheels import published_torch

@@ -11,12 +11,14 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from buildkit.adapters.bundled import builtin_templates_dir, image_support_files
-from buildkit.adapters.matrix_files import load_matrix
+from buildkit.adapters.files.bundled import builtin_templates_dir, image_support_files
+from buildkit.adapters.files.matrix import load_matrix
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core import labels
-from buildkit.core.plan import expand
-from buildkit.core.render import Renderer, dockerfile_string, fingerprint
+from buildkit.core.render.fingerprint import fingerprint
+from buildkit.core.render.renderer import Renderer
+from buildkit.core.render.sandbox import dockerfile_string
+from buildkit.core.targets.plan import expand
 from buildkit.errors import UserError
 from testkit.dockerfiles import stages
 

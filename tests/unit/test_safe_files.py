@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters import safe_files
-from buildkit.adapters.safe_files import OwnedFolder, sha256_bytes, update_tree, write_atomic, write_below
+from buildkit.adapters.files import outputs
+from buildkit.adapters.files.outputs import OwnedFolder, sha256_bytes, update_tree, write_atomic, write_below
 from buildkit.errors import UserError
 from testkit.trees import snapshot
 
@@ -63,7 +63,7 @@ def test_a_folder_another_writer_made_first_is_written_into(tmp_path, monkeypatc
         real_mkdir(path, mode, dir_fd=dir_fd)
         raise FileExistsError(17, "File exists")
 
-    monkeypatch.setattr(safe_files.os, "mkdir", beaten_to_it)
+    monkeypatch.setattr(outputs.os, "mkdir", beaten_to_it)
     write_below(tmp_path / "out", "contexts/2.14.1-rocm7.2-py3.11-runtime/Dockerfile", b"FROM scratch\n", "--out")
     assert (tmp_path / "out/contexts/2.14.1-rocm7.2-py3.11-runtime/Dockerfile").read_bytes() == b"FROM scratch\n"
 

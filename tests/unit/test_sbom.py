@@ -13,8 +13,8 @@ import pytest
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
-from buildkit.adapters.sbom import cyclonedx, inventory_source
-from buildkit.core.sbom import Contents, deb_packages, image_contents, parse_dpkg_status, pypi_packages
+from buildkit.adapters.supply_chain.sbom import cyclonedx, inventory_source
+from buildkit.core.supply_chain.sbom import Contents, deb_packages, image_contents, parse_dpkg_status, pypi_packages
 
 STATUS = Path("/var/lib/dpkg/status")
 

@@ -1,4 +1,4 @@
-"""Shape rendering (buildkit.core.shapes): a target's Dockerfile written from its template's shape is the text the
+"""Shape rendering (buildkit.core.render.shapes): a target's Dockerfile written from its template's shape is the text the
 template renders for it on its own, byte for byte, for every target of the default matrix and for team
 templates that look into their values in every way a template can; whatever a shape cannot stand for is
 rendered target by target, and errors are the same errors."""
@@ -14,8 +14,9 @@ import pytest
 
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.install_plan import install_inputs, torch_install
-from buildkit.core.render import VARIABLE_TYPES, Renderer, template_variables
-from buildkit.core.shapes import _MISSING, ITEM, TEXT, VALUE, PathTree, ShapeData
+from buildkit.core.render.planned import VARIABLE_TYPES, template_variables
+from buildkit.core.render.renderer import Renderer
+from buildkit.core.render.shapes import _MISSING, ITEM, TEXT, VALUE, PathTree, ShapeData
 from buildkit.errors import UserError
 
 MARKER = "\ue000test-marker"

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core.layer_sharing import BuiltLayer
-from buildkit.core.sbom import Package
+from buildkit.core.release.layer_sharing import BuiltLayer
 from buildkit.core.site.charts import LABEL_WIDTH, WIDTH, Item, bar_chart
 from buildkit.core.site.chooser import CHOOSER_RELEASES, GpuModel, chooser, gpu_models
 from buildkit.core.site.diff import package_diff
 from buildkit.core.site.evidence import Evidence, gather
 from buildkit.core.site.model import PAGE_LIMIT
+from buildkit.core.supply_chain.sbom import Package
 from testkit import hosts
 from testkit import site_documents as documents
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from buildkit.app.targets import Choices, SourceOptions, select_targets
-from buildkit.core.source import GB_PER_JOB, max_jobs
+from buildkit.core.targets.source import GB_PER_JOB, max_jobs
 from testkit.dockerfiles import stages
 from testkit.runner import tool
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.bundled import builtin_templates_dir
+from buildkit.adapters.files.bundled import builtin_templates_dir
 from buildkit.adapters.template_worker import TemplateWorker
 from buildkit.app.targets import Choices, select_targets
 from buildkit.errors import Problem, UserError

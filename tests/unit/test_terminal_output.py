@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from buildkit.adapters.bundled import shipped_compat
+from buildkit.adapters.files.bundled import shipped_compat
 from buildkit.adapters.host import read_host
 from buildkit.app.build import BuildStatus, TargetResult
 from buildkit.app.routing import DoctorReport

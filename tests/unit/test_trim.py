@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.bundled import compat_data
+from buildkit.adapters.files.bundled import compat_data
 from buildkit.app.targets import Choices, SourceOptions, select_targets
 from buildkit.core import labels
-from buildkit.core.compat import compat_from_data
-from buildkit.core.judge import judge
+from buildkit.core.compat.facts import compat_from_data
 from buildkit.core.labels import ImageIdentity
+from buildkit.core.release.judge import judge
 from buildkit.core.trim import names_pattern
 from buildkit.image.install import trim_archs
 from testkit.runner import tool

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from buildkit.adapters import bounded_http
-from buildkit.adapters.bundled import COMPAT_DATA, compat_data
-from buildkit.core.compat import compat_from_data
+from buildkit.adapters.files.bundled import COMPAT_DATA, compat_data
+from buildkit.core.compat.facts import compat_from_data
 from testkit.fake_registry import Answer, FakeOrigin, FakeRegistry
 from testkit.pytorch_index import PyTorchIndex, torch_wheel_name, wheels_from_compat
 

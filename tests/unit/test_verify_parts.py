@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.cosign import Cosign, CosignError, Signer, Trust
 from buildkit.adapters.registry.client import Registry
+from buildkit.adapters.supply_chain.cosign import Cosign, CosignError, Signer, Trust
 from buildkit.app.verify import trust_of
-from buildkit.core.provenance import read_provenance
 from buildkit.core.reference import ImageReference
+from buildkit.core.supply_chain.provenance import read_provenance
 from buildkit.errors import UserError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "provenance"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.adapters.bundled import COMPAT_DATA, compat_data
-from buildkit.adapters.safe_files import open_below, write_atomic, write_below
-from buildkit.core.compat import compat_from_data
+from buildkit.adapters.files.bundled import COMPAT_DATA, compat_data
+from buildkit.adapters.files.outputs import open_below, write_atomic, write_below
+from buildkit.core.compat.facts import compat_from_data
 from buildkit.errors import UserError
 from testkit.pytorch_index import PyTorchIndex, torch_wheel_name, wheels_from_compat
 

@@ -1,6 +1,8 @@
-"""The compile check: every hipified translation unit compiled for one GPU arch, as torch's own ROCm
-extension build would compile it, and each result read as a defect of the code (at the user's own line),
-a header missing here (and how to get it), a failure outside the user's code, or a toolchain limit.
+"""The compile check: every hipified translation unit compiled for one GPU arch, each result read.
+
+Each unit is compiled as torch's own ROCm extension build would compile it, and each result read as a defect of the
+code (at the user's own line), a header missing here (and how to get it), a failure outside the user's code, or a
+toolchain limit.
 
 .hip and .cu files go to hipcc, .cpp and .cc files to the C++ compiler beside it, each with the flags and
 include folders torch.utils.cpp_extension uses (buildkit.adapters.hipify.torch_extension), the ROCm-only torch
@@ -23,10 +25,10 @@ from pathlib import Path
 from buildkit.adapters.hipify import hipcc as toolchain
 from buildkit.adapters.hipify import torch_extension
 from buildkit.adapters.hipify.convert import torch_hipify
-from buildkit.core import porting
-from buildkit.core.hipify_report import Compiled, HipifyReport
-from buildkit.core.preprocessor import parse_define, parse_dump
-from buildkit.core.setup_py import ProjectFlags, UnitFlags
+from buildkit.core.porting import analysis
+from buildkit.core.porting.preprocessor import parse_define, parse_dump
+from buildkit.core.porting.report import Compiled, HipifyReport
+from buildkit.core.porting.setup_py import ProjectFlags, UnitFlags
 
 _COMPILE_SECONDS = 600
 _HIPCC_UNITS = (".hip", ".cu")
@@ -72,7 +74,7 @@ def compile_check(
             flags = project.for_unit(report.origins.get(name, name))
             argv = _command(hipcc, build, flags, offload_arch, hip, [out, *(out / d for d in (*include_dirs, *flags.include_dirs)), *shared])
             report.compiled.append(check.unit(name, argv, hip))
-            if report.compiled[-1].status == porting.TOOLCHAIN:
+            if report.compiled[-1].status == analysis.TOOLCHAIN:
                 break  # every other unit would fail the same way
     _settle_findings(report)
     report.compile_seconds = round(time.perf_counter() - started, 3)
@@ -113,23 +115,23 @@ class _Check:
         command = (*argv, "-c", str(Path(self.report.output) / name), "-o", str(target), "-MD", "-MF", f"{target}.d")
         ran = self.hipcc.run(command, _COMPILE_SECONDS, read_only=self.mounts, writable=[self.objects])
         if ran.returncode is None:
-            return Compiled(name, source, shown, porting.ELSEWHERE, f"did not finish within {_COMPILE_SECONDS} s", "", command=command)
+            return Compiled(name, source, shown, analysis.ELSEWHERE, f"did not finish within {_COMPILE_SECONDS} s", "", command=command)
         output = ran.output.strip()
         if hip and ran.returncode != 0 and toolchain.is_toolchain_limit(output, self.arch):
             self.report.toolchain_limit = toolchain.toolchain_limit_message(self.hipcc, self.arch, self.known)
-            return Compiled(name, source, shown, porting.TOOLCHAIN, "", output[-_OUTPUT_KEPT:], command=command)
+            return Compiled(name, source, shown, analysis.TOOLCHAIN, "", output[-_OUTPUT_KEPT:], command=command)
         if ran.returncode == 127 and not hip:
-            return Compiled(name, source, shown, porting.MISSING, f"the C++ compiler {command[0]} is not installed {self.hipcc.runner.where} "
+            return Compiled(name, source, shown, analysis.MISSING, f"the C++ compiler {command[0]} is not installed {self.hipcc.runner.where} "
                             "(Debian/Ubuntu: apt-get install g++)", output, command=command)
-        verdict = porting.judge_compile(output, ran.returncode, self.user.location, self.hipcc.name if hip else self.cxx.name(),
+        verdict = analysis.judge_compile(output, ran.returncode, self.user.location, self.hipcc.name if hip else self.cxx.name(),
                                         self.hipcc.version)
         summary = verdict.summary
-        if verdict.status == porting.MISSING and self.hipcc.runner.on_host:
+        if verdict.status == analysis.MISSING and self.hipcc.runner.on_host:
             summary += "; or check in a ROCm toolchain image that has it (--toolchain-image IMAGE)"
         out = Path(self.report.output)
-        includes = _dependencies(Path(f"{target}.d"), out) if verdict.status == porting.COMPILED else self._preprocessed(argv, target)
+        includes = _dependencies(Path(f"{target}.d"), out) if verdict.status == analysis.COMPILED else self._preprocessed(argv, target)
         return Compiled(name, source, shown, verdict.status, summary, output[-_OUTPUT_KEPT:],
-                        str(verdict.location) if verdict.status == porting.DEFECT else "", verdict.errors, command, includes)
+                        str(verdict.location) if verdict.status == analysis.DEFECT else "", verdict.errors, command, includes)
 
     def _preprocessed(self, argv: list[str], target: Path) -> tuple[str, ...] | None:
         """What a unit that did not compile includes: its preprocessor's dependency list (-M -MG: a missing header
@@ -165,7 +167,7 @@ def _settle_findings(report: HipifyReport) -> None:
     for finding in report.findings:
         produced = finding.hipified.rsplit(":", 1)[0] if finding.hipified else finding.file
         including = [unit for unit in report.compiled if unit.file == produced or produced in (unit.includes or ())]
-        if finding.blocks and including and all(unit.status == porting.COMPILED for unit in including):
+        if finding.blocks and including and all(unit.status == analysis.COMPILED for unit in including):
             finding = dataclasses.replace(finding, blocks=False, compiled_by=tuple(unit.file for unit in including))
         settled.append(finding)
     report.findings = settled
@@ -186,7 +188,7 @@ class _CompilerName:
         return self.found
 
 
-def build_macros(hipcc: toolchain.Hipcc | None, build: torch_extension.ExtensionBuild, project: ProjectFlags, arch: str) -> porting.BuildMacros:
+def build_macros(hipcc: toolchain.Hipcc | None, build: torch_extension.ExtensionBuild, project: ProjectFlags, arch: str) -> analysis.BuildMacros:
     """The macros each compilation of the ROCm build starts with: asked of the compilers (`-dM -E` with the
     build's flags) where hipcc can compile for the arch, else torch's and the project's -D flags and what
     HIP's clang defines itself."""
@@ -195,18 +197,18 @@ def build_macros(hipcc: toolchain.Hipcc | None, build: torch_extension.Extension
     cxx_defines = _defines([*build.every_file_flags, *flags.defines, *flags.cxx])
     assumed = "torch's ROCm extension flags and the project's -D flags"
     if hipcc is None or not toolchain.supports(hipcc, arch):
-        return porting.BuildMacros.assumed(hipcc_defines, cxx_defines, assumed + " (no hipcc to ask for its own)")
+        return analysis.BuildMacros.assumed(hipcc_defines, cxx_defines, assumed + " (no hipcc to ask for its own)")
     base = [flag for flag in _command(hipcc, build, flags, arch, True, []) if flag not in ("-x", "hip")]
     dumps = []
     for argv in ([*base, "-x", "hip", "--cuda-host-only", "-dM", "-E", "/dev/null"], [*base, "-x", "hip", "--cuda-device-only", "-dM", "-E", "/dev/null"],
                  [*_command(hipcc, build, flags, arch, False, []), "-x", "c++", "-dM", "-E", "/dev/null"]):
         ran = hipcc.run(argv, _COMPILE_SECONDS)
         if ran.returncode != 0:
-            return porting.BuildMacros.assumed(hipcc_defines, cxx_defines, f"{assumed} ({argv[0]} -dM -E failed: "
+            return analysis.BuildMacros.assumed(hipcc_defines, cxx_defines, f"{assumed} ({argv[0]} -dM -E failed: "
                                                f"{(ran.output.strip().splitlines() or ['no output'])[-1]})")
         dumps.append(parse_dump(ran.output))
     origin = f"{hipcc.name}'s and {hipcc.runner.cxx()}'s own macros (-dM -E) with torch's and the project's flags"
-    return porting.BuildMacros.dumped(dumps[0], dumps[1], dumps[2], origin)
+    return analysis.BuildMacros.dumped(dumps[0], dumps[1], dumps[2], origin)
 
 
 def _defines(flags: Sequence[str]) -> dict[str, str | None]:
@@ -233,17 +235,17 @@ class _UsersCode:
     def __init__(self, report: HipifyReport, out: Path):
         self.report = report
         self.out = out
-        self.maps: dict[str, porting.LineMap] = {}
+        self.maps: dict[str, analysis.LineMap] = {}
 
-    def location(self, path: str, line: int) -> porting.Location | None:
+    def location(self, path: str, line: int) -> analysis.Location | None:
         resolved = Path(os.path.normpath(path))
         if not resolved.is_absolute() or (resolved != self.out and self.out not in resolved.parents):
             return None
         name = resolved.relative_to(self.out).as_posix()
         source = self.report.origins.get(name)
         if source is None:
-            return porting.Location(name, line)
+            return analysis.Location(name, line)
         if name not in self.maps:
-            self.maps[name] = porting.LineMap((self.out / source).read_text(encoding="utf-8", errors="replace"),
+            self.maps[name] = analysis.LineMap((self.out / source).read_text(encoding="utf-8", errors="replace"),
                                               resolved.read_text(encoding="utf-8", errors="replace"))
-        return porting.Location(source, self.maps[name].original(line), f"{name}:{line}")
+        return analysis.Location(source, self.maps[name].original(line), f"{name}:{line}")

@@ -28,11 +28,11 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from buildkit.adapters.safe_files import OwnedFolder, check_output_folder, sha256_file, update_tree
-from buildkit.core.constants import Definitions
-from buildkit.core.hipify_report import HipifyReport, Skipped
-from buildkit.core.porting import BuildMacros, findings
-from buildkit.core.preprocessor import INACTIVE
+from buildkit.adapters.files.outputs import OwnedFolder, check_output_folder, sha256_file, update_tree
+from buildkit.core.porting.analysis import BuildMacros, findings
+from buildkit.core.porting.cuda_constants import Definitions
+from buildkit.core.porting.preprocessor import INACTIVE
+from buildkit.core.porting.report import HipifyReport, Skipped
 from buildkit.errors import Problem, UserError
 
 MANIFEST = ".buildkit-hipify.json"

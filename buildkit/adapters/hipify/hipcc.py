@@ -27,8 +27,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from buildkit.adapters import engine
-from buildkit.adapters.containers import run_once
+from buildkit.adapters.engine import docker_sdk
+from buildkit.adapters.engine.containers import run_once
 from buildkit.errors import Problem, UserError
 
 _VERSION_RE = re.compile(r"HIP version:\s*(\d+)\.(\d+)")
@@ -96,7 +96,7 @@ class ImageRunner:
 
     @classmethod
     def of(cls, image: str) -> ImageRunner:
-        client = engine.connect()
+        client = docker_sdk.connect()
         try:
             client.images.get(image)
         except docker.errors.ImageNotFound:

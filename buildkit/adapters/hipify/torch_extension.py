@@ -1,5 +1,6 @@
-"""What torch's own ROCm extension build passes to its compilers, read from the installed torch, and where
-the ROCm-only headers an extension includes come from.
+"""What torch's own ROCm extension build passes to its compilers, read from the installed torch.
+
+And where the ROCm-only headers an extension includes come from.
 
 torch.utils.cpp_extension's BuildExtension compiles a ROCm extension's .hip/.cu files with hipcc and its
 .cpp files with the host C++ compiler (torch 2.4-2.13, unix_wrap_single_compile):

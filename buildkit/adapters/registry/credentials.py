@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from buildkit.adapters.files.inputs import read_input
 from buildkit.adapters.registry.transport import Origin
-from buildkit.adapters.regular_files import read_input
 from buildkit.errors import Problem, UserError
 
 MAX_CREDENTIALS_BYTES = 4 * 1024 * 1024  # a docker config.json with every registry a machine logs in to is kilobytes

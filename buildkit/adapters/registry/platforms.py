@@ -1,5 +1,7 @@
-"""Platforms (linux/amd64, linux/arm64, linux/arm/v7) and picking a platform's manifest from an OCI
-image index or a Docker manifest list, as `docker pull --platform` does.
+"""Platforms, and picking a platform's manifest from an image index, as `docker pull --platform` does.
+
+Platforms are written linux/amd64, linux/arm64, linux/arm/v7; the index is an OCI image index or a Docker
+manifest list.
 
 arm64 is written without its only variant (v8), as buildx and docker write it; attestation manifests that
 buildx adds to an index (platform unknown/unknown, `vnd.docker.reference.type: attestation-manifest`) are

@@ -1,5 +1,7 @@
-"""Bounded HTTP for the registry client: every exchange ends by a deadline, no body is read past a cap,
-and an Authorization header never leaves the origin it was meant for.
+"""Bounded HTTP for the registry client.
+
+Every exchange ends by a deadline, no body is read past a cap, and an Authorization header never leaves the
+origin it was meant for.
 
 requests alone gives none of these. Its timeout is per socket read, so a server trickling a byte a second
 holds a request for ever; it reads whole bodies into memory; and after a redirect it re-sends headers we

@@ -1,5 +1,7 @@
-"""How a container gets a host's GPUs of one vendor (device nodes, groups, CDI names, the engine's runtime),
-and what keeps any container from them whatever its image.
+"""How a container gets a host's GPUs of one vendor, and what keeps any container from them.
+
+Device nodes, groups, CDI names and the engine's runtime; and what keeps a container from the GPUs whatever its
+image.
 """
 
 from __future__ import annotations

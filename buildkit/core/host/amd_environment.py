@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from buildkit.core.compat import Compat
+from buildkit.core.compat.facts import Compat
 from buildkit.core.host.facts import HostFacts
 from buildkit.core.host.fit import Finding
 

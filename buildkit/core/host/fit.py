@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from buildkit.core import grammar
-from buildkit.core.compat import Compat
+from buildkit.core.compat.facts import Compat
 from buildkit.core.host.facts import Gpu, HostFacts
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.shell import assignment, pasted

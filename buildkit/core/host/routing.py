@@ -1,7 +1,8 @@
-"""Where a host is routed, and what follows for an image on it: one set of findings decides all three
-commands, so they can never disagree. `detect` picks the newest target that no finding blocks, `doctor`
-shows the findings, and `run` refuses an image that a blocking finding keeps off the GPU (and warns for the
-others).
+"""Where a host is routed, and what follows for an image on it.
+
+One set of findings decides all three commands, so they can never disagree. `detect` picks the newest target
+that no finding blocks, `doctor` shows the findings, and `run` refuses an image that a blocking finding keeps off
+the GPU (and warns for the others).
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from buildkit.core import labels
-from buildkit.core.compat import Compat
+from buildkit.core.compat.facts import Compat
 from buildkit.core.host.access import GpuAccess, access_findings, gpu_access
 from buildkit.core.host.amd_environment import environment_findings
 from buildkit.core.host.facts import HostFacts
 from buildkit.core.host.fit import Finding, arch_covered, fit_findings
 from buildkit.core.labels import ImageIdentity
-from buildkit.core.plan import Plan, Target
+from buildkit.core.targets.plan import Plan, Target
 from buildkit.core.vendors import of_vendor
 
 # --- an image on this host ------------------------------------------------------------------------------

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from buildkit.core.compat import Compat
+from buildkit.core.compat.facts import Compat
 from buildkit.core.host.access import gpu_access, run_words
 from buildkit.core.host.facts import CdiDevice, CdiSpec, DeviceNode, EngineFacts, Gpu, HostFacts
 from buildkit.core.host.fit import Finding
 from buildkit.core.host.routing import Routing, assess, route
 from buildkit.core.labels import ImageIdentity
-from buildkit.core.plan import Plan, Target
 from buildkit.core.shell import Expansion, command_line
+from buildkit.core.targets.plan import Plan, Target
 from buildkit.core.vendors import NVIDIA, VENDORS, of_vendor
 
 RUNTIME = "runtime"  # the flavor routing picks

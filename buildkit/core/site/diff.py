@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from buildkit.core.sbom import Package
+from buildkit.core.supply_chain.sbom import Package
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""What the documents of a run say about each image: build and publish reports, `buildkit verify --json` and
-CycloneDX SBOMs (`buildkit sbom`), read from their JSON into one record per target.
+"""What the documents of a run say about each image, in one record per target.
+
+Build and publish reports, `buildkit verify --json` and CycloneDX SBOMs (`buildkit sbom`), read from their JSON.
 
 Every document names the images it is about (a report its targets' ids, a verification the target label it
 read, an SBOM the image's labels among its properties), so a folder of them needs no naming convention. A
@@ -13,8 +14,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from buildkit.core import labels
-from buildkit.core.layer_sharing import BuiltLayer
-from buildkit.core.sbom import Package
+from buildkit.core.release.layer_sharing import BuiltLayer
+from buildkit.core.supply_chain.sbom import Package
 from buildkit.errors import Problem, UserError, printable
 
 KINDS = "a build or publish report (report.json, publish.json), `buildkit verify --json` output or a CycloneDX SBOM"

@@ -1,5 +1,7 @@
-"""The nightly's site as values: the pair matrix, one page per image, the chooser and the charts, made from the
-planned targets and what the documents of tonight's run (and the previous nightly's) say about them.
+"""The nightly's site as values: the pair matrix, one page per image, the chooser and the charts.
+
+They are made from the planned targets and what the documents of tonight's run (and the previous nightly's) say
+about them.
 
 Pages are split so none grows with the matrix beyond a bound: the pair matrix is on the index up to
 MATRIX_PER_PAGE images, else on pages of at most that many images (one torch release after another); an image
@@ -14,13 +16,11 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from buildkit.core.compat import Compat
+from buildkit.core.compat.facts import Compat
 from buildkit.core.host.fit import Finding
-from buildkit.core.kube import KubeOptions, workload
-from buildkit.core.layer_sharing import BuiltLayer, node_costs
-from buildkit.core.plan import Target
-from buildkit.core.render import PlannedImage
-from buildkit.core.sbom import Package
+from buildkit.core.host.kube import KubeOptions, workload
+from buildkit.core.release.layer_sharing import BuiltLayer, node_costs
+from buildkit.core.render.planned import PlannedImage
 from buildkit.core.shell import command_line
 from buildkit.core.site.charts import BarChart, Item, bar_chart
 from buildkit.core.site.chooser import (
@@ -37,6 +37,8 @@ from buildkit.core.site.chooser import (
 )
 from buildkit.core.site.diff import PackageDiff, package_diff
 from buildkit.core.site.evidence import Evidence
+from buildkit.core.supply_chain.sbom import Package
+from buildkit.core.targets.plan import Target
 from buildkit.core.vendors import VENDORS, of_vendor
 from buildkit.errors import printable
 
@@ -89,7 +91,7 @@ class ImagePage:
     other_vendor: Finding | None  # why it runs on the CPU on the other vendor's GPUs
     docker: str
     podman: str
-    kube: Mapping  # its Job's container and placement (core/kube.py), as `buildkit kube` writes them; {} but for runtime images
+    kube: Mapping  # its Job's container and placement (core/host/kube.py), as `buildkit kube` writes them; {} but for runtime images
     layers: tuple[LayerRow, ...]
     pull: BarChart | None
     previous: Evidence | None
