@@ -21,6 +21,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from buildkit.adapters.safe_files import OwnedFolder, TreeUpdate, update_tree
 from buildkit.core.site.chooser import backend_label
 from buildkit.core.site.model import Site
+from buildkit.core.site.placements import PATH as PLACEMENTS
 from buildkit.errors import printable
 from buildkit.ui.views import human_size, plain_yaml
 
@@ -59,8 +60,13 @@ def site_files(site: Site) -> dict[str, bytes]:
     for part in site.matrix:
         if part.path:
             files[part.path] = page("matrix.html.j2", root="../", part=part)
-    for image in site.images:
-        files[image.path] = page("image.html.j2", root="../", page=image)
+    images = {image.target.id: image for image in site.images}
+    for row in site.pages:
+        files[row.path] = page("row.html.j2", root="../", row_page=row, site_images=images)
+    for base in site.bases:
+        files[base.path] = page("packages.html.j2", root="../", base=base)
+    if site.placements:
+        files[PLACEMENTS] = page("kubernetes.html.j2", root="")
     static = resources.files("buildkit.ui").joinpath("site")
     files.update({name: static.joinpath(name).read_bytes() for name in STATIC})
     return files

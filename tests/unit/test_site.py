@@ -60,6 +60,15 @@ def page_text(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def image_part(site: Path, target_id: str) -> str:
+    """An image's part of the site, as the index links to it: its section of its row's page."""
+    found = re.search(f'href="(images/[^"#]+)#{re.escape(target_id)}"', page_text(site / "index.html"))
+    assert found, f"the index does not link {target_id}"
+    page = page_text(site / found.group(1))
+    start = page.index(f'<section id="{target_id}">')
+    return page[start:page.index("</section>", start)]
+
+
 # --- the command ---------------------------------------------------------------------------------------------
 
 
@@ -70,19 +79,22 @@ def test_the_site_of_a_run(cli, tmp_path, run_documents):
     result = cli("report", "--html", out, *PAIR, "--from", today, "--previous", before)
     assert result.code == 0, result.err
     assert f"into {out}/" in result.out
-    index = page_text(out / "index.html")
-    for item in items:  # every image is listed, and has its page
-        assert f'href="images/{item.target.id}.html"' in index
-        assert (out / "images" / f"{item.target.id}.html").is_file()
+    for item in items:  # every image is listed, and has its part of its row's page
+        assert f'<h2 class="{item.target.vendor}">' in image_part(out, item.target.id)
     cuda = next(i for i in items if i.target.vendor == "nvidia" and i.target.flavor == "runtime" and i.target.pair)
-    page = page_text(out / "images" / f"{cuda.target.id}.html")
+    page = image_part(out, cuda.target.id)
     assert '<span class="b signed"' in page and "H100 SXM5 80GB (sm_90)" in page  # its signed GPU test, and where it ran
     assert "upgraded <code>numpy</code> <del>2.3.5</del> → <ins>2.4.0</ins>" in page  # since the previous nightly
     assert "removed <code>pillow</code>" in page
     assert "holding yesterday&#39;s nightly" in page and "holding its twin" in page  # what a node pulls
     assert "docker run --rm -it --gpus all --shm-size 8g " + cuda.target.tags[0] in page
-    assert "nvidia.com/gpu: 1" in page
-    broken = page_text(out / "images" / f"{failed}.html")
+    assert f"<code>torch</code>&nbsp;2.14.1+cu{cuda.target.backend_version.replace('.', '')}" in page  # its own packages
+    row = page_text(out / "images" / "2.14.1-py3.12-runtime.html")
+    kube = re.search(r'href="\.\./(kubernetes\.html#[^"]+)">CUDA', row)
+    assert kube and "nvidia.com/gpu: 1" in page_text(out / kube.group(1).partition("#")[0])  # its GPU request, once for its backend
+    base = re.search(r'of <a href="\.\./(packages/deb-[0-9]+\.html)">the list most ', row)
+    assert base and "<code>libnuma1</code> 2.0.16-1" in page_text(out / base.group(1))  # the Debian packages the images share, once
+    broken = image_part(out, failed)
     assert '<span class="b failed"' in broken and "pip could not install torch==2.14.1" in broken
     assert not list(out.rglob("*.tmp*"))
 
@@ -129,11 +141,11 @@ def test_the_folder_is_written_as_render_writes_its_tree(cli, tmp_path):
     assert cli("report", "--html", out, *PAIR).code == 0
     assert (out / "notes.txt").read_text() == "mine"
     pages = {path.name for path in (out / "images").iterdir()}
-    assert pages == {f"{item.target.id}.html" for item in planned("torch=2.14.1", "python=3.12")}
-    (out / "images" / "2.14.1-cuda13.0-py3.11-runtime.html").write_text("someone's own page")
+    assert pages == {f"2.14.1-py3.12-{item.target.flavor}.html" for item in planned("torch=2.14.1", "python=3.12")}
+    (out / "images" / "2.14.1-py3.11-runtime.html").write_text("someone's own page")
     result = cli("report", "--html", out, "--select", "torch=2.14.1")
-    assert result.code == 2 and "2.14.1-cuda13.0-py3.11-runtime.html" in result.err
-    assert (out / "images" / "2.14.1-cuda13.0-py3.11-runtime.html").read_text() == "someone's own page"
+    assert result.code == 2 and "2.14.1-py3.11-runtime.html" in result.err
+    assert (out / "images" / "2.14.1-py3.11-runtime.html").read_text() == "someone's own page"
 
 
 # --- hostile documents ---------------------------------------------------------------------------------------
@@ -188,10 +200,10 @@ def test_hostile_documents_render_escaped(cli, tmp_path):
                                     "td", "div", "ul", "li", "strong", "del", "ins", "footer", "figure", "svg", "desc", "text", "g",
                                     "rect", "figcaption", "form", "label", "select", "option", "optgroup", "noscript", "script"}, path
         assert parsed.tags.count("script") <= 2, path  # the index's data block and chooser.js, nothing else
-    first = page_text(out / "images" / f"{items[0].target.id}.html")
+    first = image_part(out, items[0].target.id)
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&#39;&#34;\\u202eevil" in first  # shown, escaped, the override written out
     assert "x" * 81 not in first and "x" * 80 + "…" in first
-    assert "&lt;script&gt;alert" in page_text(out / "images" / f"{items[1].target.id}.html")
+    assert "&lt;script&gt;alert" in image_part(out, items[1].target.id)
 
 
 def test_a_hostile_matrix_is_refused_before_any_page(cli, tmp_path, team_matrix):
@@ -221,7 +233,7 @@ def test_the_chooser_picks_what_run_print_picks_on_that_host(cli, tmp_path, tree
         if image < 0:
             assert printed.code == 2 and "run refused" in printed.err
             continue
-        chosen = found.data["images"][image]
+        chosen = found.image(image)
         assert printed.code == 0, printed.err
         words = printed.out.split()
         assert words[-1] == chosen["ref"]
@@ -240,10 +252,10 @@ def test_chooser_answers_for_old_and_unknown_gpus():
     data = found.data
     combo = data["combos"].index("2.14.1|3.12")
     image, notes = data["rows"][data["decisions"]["nvidia:sm_70"]][combo]
-    assert data["images"][image]["id"] == "2.14.1-cuda12.6-py3.12-runtime"
+    assert found.image(image)["id"] == "2.14.1-cuda12.6-py3.12-runtime"
     assert [data["texts"][note[0]] for note in notes] == ["newer images of the matrix do not fit this GPU, so an older one is picked"]
     image, _ = data["rows"][data["decisions"]["amd:gfx1103"]][combo]
-    assert data["images"][image]["id"] == "2.14.1-rocm7.14-rdna3-py3.12-runtime"  # the Radeon 780M: RDNA3's family image
+    assert found.image(image)["id"] == "2.14.1-rocm7.14-rdna3-py3.12-runtime"  # the Radeon 780M: RDNA3's family image
     image, notes = data["rows"][data["decisions"]["amd:gfx1103"]][data["combos"].index("2.13.0|3.12")]  # no 7.14 images of 2.13.0
     assert image == -1 and "no AMD image of the matrix carries gfx1103" in data["texts"][notes[0][0]]
     assert "HSA_OVERRIDE_GFX_VERSION" in " ".join(data["texts"][note[1]] for note in notes)
@@ -315,7 +327,7 @@ def test_ten_thousand_targets_split_into_pages_none_over_two_megabytes(cli, tmp_
     result = cli("report", "--html", out, "--matrix", matrix)
     assert result.code == 0, result.err
     pages = list(out.rglob("*.html"))
-    assert len(list((out / "images").iterdir())) == 10_000
+    assert sum(page_text(path).count("<section id=") for path in (out / "images").iterdir()) == 10_000  # every image has its part
     assert len(list((out / "matrix").iterdir())) >= 10_000 // 300
     largest = max(pages, key=lambda path: path.stat().st_size)
     assert largest.stat().st_size < PAGE_LIMIT, largest
