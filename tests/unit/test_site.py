@@ -21,7 +21,10 @@ from buildkit.core.site.charts import LABEL_WIDTH, WIDTH, Item, bar_chart
 from buildkit.core.site.chooser import CHOOSER_RELEASES, GpuModel, chooser, gpu_models
 from buildkit.core.site.diff import package_diff
 from buildkit.core.site.evidence import Evidence, gather
+from buildkit.core.site.holders import Sharing
 from buildkit.core.site.model import PAGE_LIMIT
+from buildkit.core.site.packages import base_lists, package_lists
+from buildkit.core.site.placements import Placements
 from testkit import hosts
 from testkit import site_documents as documents
 
@@ -279,6 +282,61 @@ def test_gpu_models_come_from_the_compat_data_each_name_once():
 # --- pure parts ----------------------------------------------------------------------------------------------
 
 
+def test_base_lists_hold_what_most_images_of_a_kind_have_each_list_once():
+    """A package (name and version) most images of a kind (backend, flavor) have is in its base list; kinds whose
+    lists come out the same share one; an image lists what it has beyond it and what of it it lacks."""
+    targets = [item.target for item in planned("torch=2.14.1", "python=3.1[12]", "flavor=runtime")]
+    cuda = [t for t in targets if t.vendor == "nvidia"]
+    rocm = [t for t in targets if t.vendor == "amd"]
+    shared = [Package("deb", "libc6", "2.36-9", ""), Package("pypi", "numpy", "2.3.5", "")]
+    cudnn = Package("pypi", "nvidia-cudnn-cu13", "9.26.0.51", "")
+    packages = {t.id: [*shared, Package("pypi", "torch", t.id, ""), *([cudnn] if t.vendor == "nvidia" else [])] for t in targets}
+    packages[cuda[0].id] = [shared[0], Package("pypi", "numpy", "2.4.0", ""), cudnn]  # one CUDA image differs
+    bases = base_lists(targets, packages, limit=1500)
+    debs, wheels = bases["deb", ("CUDA", "runtime")], bases["pypi", ("CUDA", "runtime")]
+    assert debs is bases["deb", ("ROCm", "runtime")] and debs.share == "CUDA and ROCm runtime"  # the same list: one page
+    assert wheels.packages == (shared[1], cudnn)  # torch differs per image: in none
+    assert bases["pypi", ("ROCm", "runtime")].packages == (shared[1],) and len(rocm) > 1
+    pypi, deb = package_lists(cuda[0], packages[cuda[0].id], "Debian 12", bases, limit=1500)
+    assert (deb.os, deb.count, deb.own, deb.lacks) == ("Debian 12", 1, (), ())
+    assert pypi.own == (Package("pypi", "numpy", "2.4.0", ""),) and pypi.lacks == (shared[1],)
+    (alone,) = package_lists(cuda[0], packages[cuda[0].id][:1], "", {}, limit=1500)  # no base list: the whole list
+    assert alone.base is None and alone.own == (shared[0],) and alone.left_out == 0
+    assert base_lists(targets[:1], packages, limit=1500) == {}  # one image of a kind: nothing to share
+
+
+def test_layer_holders_are_named_as_the_group_they_make():
+    targets = [item.target for item in planned("torch=2.1[45]*", "python=3.1[23]", "flavor=runtime")]
+    image = next(t for t in targets if t.id == "2.15.0-cuda13.2-py3.12-runtime")
+    twin = next(t for t in targets if t.id == "2.15.0-rocm7.14-mi300-py3.12-runtime")
+    same_backend = [t.id for t in targets if (t.vendor, t.backend_version, t.family) == ("nvidia", "13.2", "")]
+    same_python = [t.id for t in targets if t.python == "3.12"]
+    holders = {"cuda": same_backend, "os": same_python, "pair": [image.id, twin.id],
+               "some": [image.id, *[held for held in same_python if held != image.id][:4]], "own": [image.id]}
+    sharing = Sharing(targets, holders, shown=2)
+    assert sharing.of("cuda", image, []).group == f"the {len(same_backend) - 1} other CUDA 13.2 images"
+    assert sharing.of("os", image, []).group == f"the {len(same_python) - 1} other Python 3.12 images"
+    assert sharing.of("pair", image, [twin.id]).named == (twin.id,)  # few: named
+    some = sharing.of("some", image, [])
+    assert not some.group and len(some.named) == 2 and some.more == 2  # no group of the site: two named, the rest counted
+    assert sharing.of("own", image, []).none
+
+
+def test_placements_are_written_once_per_gpu_request_and_affinity():
+    site = select_targets(Choices(selectors=("torch=2.1[45]*", "flavor=runtime")))
+    placements = Placements(site.matrix.compat)
+    links = {t.id: placements.of(t) for t in site.targets}
+    by_backend: dict[str, set[str]] = {}
+    for target in site.targets:
+        by_backend.setdefault(f"{target.vendor}{target.backend_version}{target.family}", set()).add(links[target.id])
+    assert all(len(found) == 1 for found in by_backend.values())  # every image of a backend refers to one placement
+    written = placements.placements()
+    assert len(written) < len(by_backend) and len({p.anchor for p in written}) == len(written)  # backends alike share one
+    assert all(link.startswith("kubernetes.html#") for link in links.values())
+    mi300 = next(p for p in written if any(backend == "ROCm 7.14 mi300" for backend, _ in p.uses))
+    assert mi300.spec["resources"] == {"limits": {"amd.com/gpu": 1}} and "nodeAffinity" in mi300.spec["affinity"]
+
+
 def test_package_diff():
     before = [Package("pypi", "numpy", "2.3.5", ""), Package("pypi", "torch", "2.14.1", ""), Package("deb", "libc6", "2.36-9", ""),
               Package("pypi", "pillow", "12.0.0", ""), Package("pypi", "odd", "not-a-version", "")]
@@ -316,6 +374,26 @@ def test_later_documents_win_and_tags_gather():
 
 
 # --- scale ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_nightly_site_of_the_default_matrix_is_under_500_kb(cli, tmp_path):
+    """Issue 43's goal, by the bytes of its files: the default matrix's site from the night's documents as bench.site
+    makes them (a publish report, every image's verification and its SBOM of a real image's package counts)."""
+    items = planned()
+    documents.nightly(tmp_path / "documents", items)
+    out = tmp_path / "site"
+    result = cli("report", "--html", out, "--from", tmp_path / "documents")
+    assert result.code == 0, result.err
+    files = [path for path in out.rglob("*") if path.is_file()]  # every file the nightly publishes, the site's manifest too
+    assert len(items) == 132 and sum(page_text(path).count("<section id=") for path in (out / "images").iterdir()) == len(items)
+    assert "Tonight's documents name 132: 132 passed their smoke test; 132 carry a signed GPU test" in page_text(out / "index.html")
+    assert "110 Debian packages" in page_text(out / "images" / "2.15.0-py3.12-runtime.html")  # the SBOMs are on the pages
+    by_kind: dict[str, int] = {}
+    for path in files:
+        kind = path.relative_to(out).parts[0]
+        by_kind[kind] = by_kind.get(kind, 0) + path.stat().st_size
+    assert sum(by_kind.values()) < 500_000, by_kind
 
 
 @pytest.mark.slow

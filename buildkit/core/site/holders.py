@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import combinations
 
 from buildkit.core.plan import Target
@@ -41,12 +42,16 @@ class Sharing:
     """The holders of every layer, each layer's described once."""
 
     def __init__(self, targets: Sequence[Target], holders: Mapping[str, Sequence[str]], shown: int):
+        self.targets = targets
         self.by_id = {target.id: target for target in targets}
         self.holders = holders  # layer digest -> the ids of the targets whose layers hold it
         self.shown = shown
-        # every group of the site: dimensions -> their values -> the ids of the targets that have them
-        self.groups = [(dims, self._grouped(targets, dims)) for size in range(len(DIMENSIONS) + 1) for dims in combinations(DIMENSIONS, size)]
         self.described: dict[str, str] = {}
+
+    @cached_property
+    def groups(self) -> list[tuple[tuple[str, ...], dict[tuple, frozenset[str]]]]:
+        """Every group of the site, fewest dimensions first: its dimensions, and per their values the targets' ids."""
+        return [(dims, self._grouped(self.targets, dims)) for size in range(len(DIMENSIONS) + 1) for dims in combinations(DIMENSIONS, size)]
 
     @staticmethod
     def _grouped(targets: Sequence[Target], dimensions: Sequence[str]) -> dict[tuple, frozenset[str]]:
