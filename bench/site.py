@@ -4,8 +4,9 @@ all, generated in under 2 s) and for 10,000 targets (it still generates, no page
 Run: python -m bench.site [--repeat 3]
 
 Each figure is one `buildkit report --html` process (its start included, as a user waits for it), best of --repeat
-runs, writing into a folder of its own, and the bytes of the site it wrote (every file: pages, stylesheet, script),
-as files and as a static host that compresses them (GitHub Pages does) sends them (gzip level 6, file by file).
+runs, writing into a folder of its own, and the bytes of the site it wrote (every file: pages, stylesheet, script
+and the manifest `.buildkit-site.json`, as the nightly uploads the folder), as files and as a static host that
+compresses them (GitHub Pages does) sends them (gzip level 6, file by file).
 The default matrix's site is made from:
 - the matrix alone (no document);
 - the nightly's reports: a publish report of every target (digest, size, floating tags) and, per image,
@@ -51,8 +52,8 @@ def _site(out: Path, *arguments: str, repeat: int) -> dict:
         timings.append(time.perf_counter() - start)
         if result.returncode:
             sys.exit(result.stderr)
-    files = [path for path in folder.rglob("*") if path.is_file() and not path.name.startswith(".")]
-    largest = max(files, key=lambda path: path.stat().st_size)
+    files = [path for path in folder.rglob("*") if path.is_file()]  # as the nightly uploads the folder: its manifest too
+    largest = max((path for path in files if path.suffix == ".html"), key=lambda path: path.stat().st_size)
     kinds: dict[str, int] = {}
     for path in files:
         kinds[_kind(path.relative_to(folder))] = kinds.get(_kind(path.relative_to(folder)), 0) + path.stat().st_size

@@ -3,7 +3,8 @@ build and publish reports, `buildkit verify --json` and CycloneDX SBOMs, each wr
 command writes it with (ui.report.run_json, ui.report.publish_json, ui.views.verification_json,
 adapters.sbom.cyclonedx), so the site reads exactly what those commands write. Only the facts are made up:
 image sizes, layer digests and package versions follow what a real nightly's images show (twins share the OS
-layer, the CUDA libraries are layers of their own for every Python, torch is a layer per Python).
+layer, the CUDA libraries are layers of their own for every Python, torch is a layer per Python). `nightly`
+writes a whole night's folder of them, as bench.site measures the nightly's site and its size test reads it.
 """
 
 from __future__ import annotations
