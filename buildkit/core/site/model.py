@@ -180,6 +180,15 @@ class RowPage:
     packages: Said  # of PackageList
     missing: Said  # of the tuple of documents an image lacks
 
+    @property
+    def placed(self) -> tuple[tuple[str, tuple[ImageEntry, ...]], ...]:
+        """Each Kubernetes placement of the page's runtime images (its link) and the images placed so, in the page's order."""
+        found: dict[str, list[ImageEntry]] = {}
+        for image in self.images:
+            if image.placement:
+                found.setdefault(image.placement, []).append(image)
+        return tuple((link, tuple(images)) for link, images in found.items())
+
 
 @dataclass(frozen=True)
 class MatrixPage:
