@@ -93,6 +93,9 @@ def test_the_site_of_a_run(cli, tmp_path, run_documents):
     assert "docker run --rm -it --gpus all --shm-size 8g " + cuda.target.tags[0] in page
     assert f"<code>torch</code>&nbsp;2.14.1+cu{cuda.target.backend_version.replace('.', '')}" in page  # its own packages
     row = page_text(out / "images" / "2.14.1-py3.12-runtime.html")
+    # what the row's images have alike is said once: the failed image has no verification
+    assert row.count("verified with cosign.pub") == 1 and "verified with cosign.pub (every image here but ROCm 7.2)" in row
+    assert re.search(r"Not on NVIDIA GPUs</strong> \(ROCm 7\.14 mi200, [^)]*\): each is a ROCm image and this host has only NVIDIA GPUs", row)
     kube = re.search(r'href="\.\./(kubernetes\.html#[^"]+)">CUDA', row)
     assert kube and "nvidia.com/gpu: 1" in page_text(out / kube.group(1).partition("#")[0])  # its GPU request, once for its backend
     base = re.search(r'of <a href="\.\./(packages/deb-[0-9]+\.html)">the list most ', row)
