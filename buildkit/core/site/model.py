@@ -2,11 +2,11 @@
 planned targets and what the documents of tonight's run (and the previous nightly's) say about them.
 
 An image's facts are on its row's page (a torch release, a Python and a flavor: the CUDA images and their ROCm
-twins side by side), so what the images of a row share is written once: the page itself, what a node pulls
-to run each (one chart), why each would run on the CPU on the other vendor's GPUs. What images of many rows
-share is written once for the whole site and referred to: the package lists most images of a kind have
-(core/site/packages.py), the Kubernetes node affinity of a backend (core/site/placements.py), and the images
-holding a layer, named as the group they make (core/site/holders.py).
+twins side by side), so what the images of a row share is written once: the page itself, why they would run on
+the CPU on the other vendor's GPUs, the supply-chain checks, package lists and missing documents they have alike.
+What images of many rows share is written once for the whole site and referred to: the package lists most images
+of a kind have (core/site/packages.py), the Kubernetes GPU request and node affinity of a backend
+(core/site/placements.py), and the images holding a layer, named as the group they make (core/site/holders.py).
 
 Pages are split so none grows with the matrix beyond a bound: the pair matrix is on the index up to
 MATRIX_PER_PAGE images, else on pages of at most that many images (one torch release after another); a row's
@@ -127,9 +127,9 @@ class ImageEntry:
     @property
     def missing(self) -> tuple[str, ...]:
         """The documents of it the site was not given."""
-        lacking = (not self.evidence.status, "report"), (not self.packages, "SBOM"), (not self.evidence.checks, "verification"), \
-            (self.diff is None, "SBOM of the previous nightly")
-        return tuple(what for lacks, what in lacking if lacks)
+        lacking = {"report": not self.evidence.status, "SBOM": not self.packages, "verification": not self.evidence.checks,
+                   "SBOM of the previous nightly": self.diff is None}
+        return tuple(what for what, lacks in lacking.items() if lacks)
 
 
 @dataclass(frozen=True)

@@ -113,8 +113,8 @@
               copyable("Kubernetes", "image: " + chosen.ref + "\nresources:\n  limits:\n    " + lines.resource + ": 1"))
       .forEach(function (node) { answer.appendChild(node); });
     var more = el("p", "", "fine");
-    more.appendChild(document.createTextNode("Node affinity for its GPUs, layers, packages and its GPU test: "));
-    var page = el("a", "the image's page");
+    more.appendChild(document.createTextNode("Its GPU test, layers, packages and Kubernetes node affinity, beside its twins: "));
+    var page = el("a", "its row of the matrix");
     page.href = chosen.href;
     more.appendChild(page);
     answer.appendChild(more);
