@@ -95,6 +95,13 @@ def choose(driver, gpu: str, torch: str, python: str) -> str:
 
 
 def listed_images(driver) -> set[str]:
-    """The images the page lists where a reader sees them: links to image pages that are displayed."""
-    links = driver.find_elements("css selector", "a[href^='images/']")
-    return {link.get_attribute("href").rsplit("/", 1)[1].removesuffix(".html") for link in links if link.is_displayed()}
+    """The images the page lists where a reader sees them: displayed links to an image's part of its row's page
+    (images/ROW.html#IMAGE)."""
+    links = driver.find_elements("css selector", "a[href^='images/'][href*='#']")
+    return {link.get_attribute("href").rpartition("#")[2] for link in links if link.is_displayed()}
+
+
+def open_image(driver, index: Path, image: str) -> None:
+    """Open an image's part of the site the way a reader does: by its link in the pair matrix of the index."""
+    driver.get(index.as_uri())
+    driver.get(driver.find_element("css selector", f"a[href$='#{image}']").get_attribute("href"))

@@ -3,13 +3,16 @@ build and publish reports, `buildkit verify --json` and CycloneDX SBOMs, each wr
 command writes it with (ui.report.run_json, ui.report.publish_json, ui.views.verification_json,
 adapters.sbom.cyclonedx), so the site reads exactly what those commands write. Only the facts are made up:
 image sizes, layer digests and package versions follow what a real nightly's images show (twins share the OS
-layer, the CUDA libraries are layers of their own for every Python, torch is a layer per Python).
+layer, the CUDA libraries are layers of their own for every Python, torch is a layer per Python). `nightly`
+writes a whole night's folder of them, as bench.site measures the nightly's site and its size test reads it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from buildkit.adapters.supply_chain.sbom import cyclonedx
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
@@ -26,6 +29,10 @@ from buildkit.ui.report import publish_json, run_json
 from buildkit.ui.views import verification_json
 
 MB = 1_000_000
+# Package counts of a nightly's runtime image: the test pair's CUDA image (python:3.11-slim-bookworm with g++:
+# `buildkit sbom --local`) lists 110 Debian packages; a CUDA 13.0 torch install about 35 distributions.
+NIGHTLY_DEB = 110
+NIGHTLY_PYTHON = 35
 
 
 def digest(*parts: str) -> str:
@@ -112,3 +119,21 @@ def sbom(item: PlannedImage, day: str = "1", created: str = "2026-12-05T03:40:00
     target = item.target
     contents = Contents("debian", "12", "Debian GNU/Linux 12 (bookworm)", target.python, packages(target, day))
     return cyclonedx(contents, target.image_name, digest("manifest", target.id, day), {**item.labels, CREATED: created})
+
+
+def nightly(folder: Path, items: Sequence[PlannedImage], with_sboms: bool = True) -> Path:
+    """The documents the nightly's page job gathers into `folder`: a publish report of every target, and per image
+    its `verify --json` and (`with_sboms`) its SBOM, padded to a real image's package counts (NIGHTLY_DEB Debian
+    packages, NIGHTLY_PYTHON Python distributions) with packages every image has alike."""
+    folder.mkdir(parents=True)
+    (folder / "publish.json").write_text(json.dumps(publish_report([item.target for item in items])))
+    for item in items:
+        (folder / f"{item.target.id}.verify.json").write_text(json.dumps(verification(item)))
+        if with_sboms:
+            document = sbom(item)
+            padding = (*(Package("deb", f"libbench{n}", "1.2.3-4", f"pkg:deb/debian/libbench{n}@1.2.3-4?arch=amd64") for n in range(NIGHTLY_DEB - 4)),
+                       *(Package("pypi", f"bench-dist-{n}", "1.2.3", f"pkg:pypi/bench-dist-{n}@1.2.3") for n in range(NIGHTLY_PYTHON - 5)))
+            document["components"] += [{"type": "library", "name": package.name, "version": package.version, "purl": package.purl,
+                                        "bom-ref": package.purl} for package in padding]
+            (folder / f"{item.target.id}.sbom.json").write_text(json.dumps(document))
+    return folder

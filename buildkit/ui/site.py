@@ -22,7 +22,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from buildkit.adapters.files.outputs import OwnedFolder, TreeUpdate, update_tree
 from buildkit.core.site.chooser import backend_label
-from buildkit.core.site.model import Site
+from buildkit.core.site.model import ImageEntry, Site
+from buildkit.core.site.placements import PATH as PLACEMENTS
 from buildkit.errors import printable
 from buildkit.ui.views import human_size, plain_yaml
 
@@ -41,11 +42,17 @@ def short_digest(digest: str) -> str:
     return shown(f"{algorithm}:{value[:12]}" if value else digest or "—", 40)
 
 
+def link(image: ImageEntry, here: str) -> str:
+    """The link to an image's part of the site from a row's page: on that page by its anchor alone."""
+    return f"{'' if image.page == here else image.page.rpartition('/')[2]}#{image.target.id}"
+
+
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("buildkit.ui", "site"), autoescape=True, undefined=StrictUndefined, extensions=["jinja2.ext.do"],
                       trim_blocks=True, lstrip_blocks=True)
     env.filters.update(shown=shown, size=human_size, digest=short_digest, backend=backend_label, yaml=lambda value: plain_yaml(value, flow=True).rstrip())
+    env.globals["link"] = link
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}  # tojson, the chooser's data: compact
     return env
 
@@ -61,8 +68,13 @@ def site_files(site: Site) -> dict[str, bytes]:
     for part in site.matrix:
         if part.path:
             files[part.path] = page("matrix.html.j2", root="../", part=part)
-    for image in site.images:
-        files[image.path] = page("image.html.j2", root="../", page=image)
+    images = {image.target.id: image for image in site.images}
+    for row in site.pages:
+        files[row.path] = page("row.html.j2", root="../", row_page=row, site_images=images)
+    for base in site.bases:
+        files[base.path] = page("packages.html.j2", root="../", base=base)
+    if site.placements:
+        files[PLACEMENTS] = page("kubernetes.html.j2", root="")
     static = resources.files("buildkit.ui").joinpath("site")
     files.update({name: static.joinpath(name).read_bytes() for name in STATIC})
     return files

@@ -76,7 +76,7 @@ CASES = [
     _case("hipify", str(REPO / "tests/fixtures/rocm_ports/cub_alias"), "--out", "{tmp}/hip", code=1, says="CUB_WARP_THREADS"),
     _case("hipify", str(REPO / "tests/fixtures/rocm_ports/cub_alias"), "-D", "1BAD", code=2, says="expected NAME or NAME=VALUE"),
     _case("hipify", str(REPO / "tests/fixtures/rocm_ports/cub_alias"), "--keep-objects", "{tmp}/o", code=2, says="only applies to --compile-check"),
-    _case("report", "--html", "{tmp}/site", "--select", f"id={CUDA_TARGET}", code=0, says="wrote 4 files"),
+    _case("report", "--html", "{tmp}/site", "--select", f"id={CUDA_TARGET}", code=0, says="wrote 5 files"),
     _case("report", "--html", "{tmp}/site", "--from", "{tmp}/missing.json", code=2, says="no such file or folder"),
     _case("report", "--html", "{tmp}/site", "--from", "{tmp}/bad.toml", code=2, says="is not JSON"),
     _case("report", "--from", "{tmp}/report.json", code=2, says="--html"),

@@ -56,15 +56,17 @@ def test_the_chooser_names_run_prints_image_and_logs_nothing(site, cli, tmp_path
             twin = "CUDA" if "rocm" in image else "ROCm"
             assert f"Not its {twin} twin:" in answer and "run on the CPU" in answer
         browser.screenshot(driver, "site-unit-chooser.png")
-        driver.find_element("css selector", "#answer .pick a").click()  # the image's own page
-        assert driver.title.startswith(expected["H100 SXM5 80GB (sm_90)"])
+        driver.find_element("css selector", "#answer .pick a").click()  # the image's part of its row's page
+        image = expected["H100 SXM5 80GB (sm_90)"]
+        assert driver.current_url.endswith(f"#{image}") and driver.title.startswith("torch 2.14.1 · Python 3.12")
+        assert driver.find_element("css selector", "section:target h2").text.endswith(image)
         assert browser.console_problems(driver) == []
 
 
 def test_dark_mode_is_dark(site):
     out, images = site
     with browser.chromium(dark=True) as driver:
-        driver.get((out / "images" / f"{images[0]}.html").as_uri())
+        browser.open_image(driver, out / "index.html", images[0])
         background = driver.execute_script("return getComputedStyle(document.body).backgroundColor")
         assert background == "rgb(13, 17, 23)"
         browser.screenshot(driver, "site-unit-image-dark.png")

@@ -119,14 +119,27 @@ def tag_of(target: Target) -> str:
     return target.tag_names[0]
 
 
-def cpu_finding(host: HostFacts, compat: Compat, image: Target, twin: Target) -> Finding:
-    """Doctor's finding about `twin` on a host whose GPUs `image` uses: it would run on the CPU there."""
-    return assess(host, compat, tag_of(twin), ImageIdentity.of_target(twin), tag_of(image))[0]
+# Placeholders of the chooser's texts, which the page's script fills: doctor says the same of every image of a
+# vendor but for their names, so its text is in the page's data once.
+IMAGE, TWIN = "{image}", "{twin}"
+
+
+def cpu_finding(host: HostFacts, compat: Compat, twin: Target) -> Finding:
+    """Doctor's finding about `twin` on a host whose GPUs the chosen image uses: it would run on the CPU there,
+    the two images' tags as the placeholders TWIN and IMAGE."""
+    return assess(host, compat, TWIN, ImageIdentity.of_target(twin), IMAGE)[0]
 
 
 # Routing's notes the chooser shows by their fix alone, with this phrase: their own text lists every target
 # passed over, which the page's matrix shows anyway.
 PHRASES = {"newer-images-passed-over": "newer images of the matrix do not fit this GPU, so an older one is picked"}
+
+
+# An image of the page's data is a list of these, in this order (the data names them once, as "fields"): its
+# link is pages[page] + "#" + id; its reference refs[ref] + id, or refs[ref[0]] + ref[1] where its tag is no id;
+# cpu [text, fix] names why its twin (its tag) runs on the CPU with the chosen image's GPUs; smoke and gpu are
+# [state, text] verdicts and size its bytes, where the night's documents say.
+IMAGE_FIELDS = ("id", "page", "ref", "vendor", "backend", "twin", "cpu", "smoke", "gpu", "size")
 
 
 @dataclass(frozen=True)
@@ -140,9 +153,17 @@ class Chooser:
     def empty(self) -> bool:
         return not self.torches
 
+    def image(self, index: int) -> dict:
+        """An image of the data as the page's script reads it: its fields by name, its link and reference whole."""
+        image = dict(zip(self.data["fields"], self.data["images"][index]))
+        ref = image["ref"]
+        image["ref"] = self.data["refs"][ref] + image["id"] if isinstance(ref, int) else self.data["refs"][ref[0]] + ref[1]
+        image["href"] = f"{self.data['pages'][image['page']]}#{image['id']}"
+        return image
+
 
 class _Texts:
-    """Each text once in the page's data: decisions name them by index."""
+    """Each text once in the page's data: decisions and images name them by index."""
 
     def __init__(self) -> None:
         self.items: dict[str, int] = {}
@@ -156,8 +177,8 @@ class _Texts:
 
 def chooser(targets: Sequence[Target], compat: Compat, pages: Mapping[str, str], facts: Mapping[str, Mapping] | None = None) -> Chooser:
     """Every decision for the GPUs of the data, the CHOOSER_RELEASES newest torch releases with a runtime image,
-    and their Pythons. `pages` maps a target id to its page (the chosen image's link), `facts` to what the page
-    shows beside it (its smoke and GPU tests, its size)."""
+    and their Pythons. `pages` maps a target id to its link (a page and the image's anchor on it), `facts` to what
+    the page shows beside it (its smoke and GPU tests, its size)."""
     by_torch: dict[str, list[Target]] = {}
     for target in targets:
         if target.flavor == RUNTIME:
@@ -173,9 +194,9 @@ def chooser(targets: Sequence[Target], compat: Compat, pages: Mapping[str, str],
         row = [answers.answer(gpu, by_torch[torch], python) for torch, python in combos]
         decisions[gpu.key] = rows.setdefault(json.dumps(row), len(rows))
     # rows[decisions[gpu key]][i] answers combos[i]: [image index or -1, [[text index, fix index], ...]]
-    data = {"images": answers.images, "lines": answers.lines, "texts": list(answers.texts.items), "decisions": decisions,
-            "rows": [json.loads(row) for row in rows], "combos": [f"{torch}|{python}" for torch, python in combos],
-            "pythons": {torch: list(versions) for torch, versions in pythons.items()}}
+    data = {"fields": IMAGE_FIELDS, "images": answers.images, "pages": list(answers.pages.items), "refs": list(answers.refs.items), "lines": answers.lines,
+            "texts": list(answers.texts.items), "decisions": decisions, "rows": [json.loads(row) for row in rows],
+            "combos": [f"{torch}|{python}" for torch, python in combos], "pythons": {torch: list(versions) for torch, versions in pythons.items()}}
     return Chooser(models, torches, pythons, data)
 
 
@@ -183,14 +204,14 @@ class _Answers:
     """The chooser's answers, and each image, text and vendor's run lines they name once."""
 
     def __init__(self, targets: Sequence[Target], compat: Compat, pages: Mapping[str, str], facts: Mapping[str, Mapping]):
-        self.compat, self.pages, self.facts = compat, pages, facts
+        self.compat, self.links, self.facts = compat, pages, facts
         self.by_pair: dict[str, list[Target]] = {}
         for target in targets:
             if target.pair:
                 self.by_pair.setdefault(target.pair, []).append(target)
-        self.texts = _Texts()
+        self.texts, self.pages, self.refs = _Texts(), _Texts(), _Texts()
         self.indexes: dict[str, int] = {}
-        self.images: list[dict] = []
+        self.images: list[list] = []
         self.lines: dict[str, dict[str, str]] = {}
 
     def answer(self, gpu: GpuModel, targets: Sequence[Target], python: str) -> list:
@@ -203,10 +224,16 @@ class _Answers:
             return self.indexes[target.id]
         twins = [t for t in self.by_pair.get(target.pair or "", ()) if t.vendor != target.vendor]
         self.indexes[target.id] = len(self.images)
-        self.images.append({"id": target.id, "page": self.pages.get(target.id, ""), "ref": command_line(target.tags[0]),
-                            "vendor": target.vendor, "backend": backend_label(target),
-                            "cpu": self.texts.finding(cpu_finding(host, self.compat, target, twins[0])) if twins else [],
-                            **self.facts.get(target.id, {})})
+        page = self.links.get(target.id, "").partition("#")[0]  # the script adds "#" and the id
+        reference = command_line(target.tags[0])
+        repository, colon, tag = reference.rpartition(":")  # the repository is the same for most images: once
+        prefix = self.refs.index(repository + colon)
+        facts = self.facts.get(target.id, {})
+        fields = {"id": target.id, "page": self.pages.index(page), "ref": prefix if tag == target.id else [prefix, tag], "vendor": target.vendor,
+                  "backend": backend_label(target), "twin": tag_of(twins[0]) if twins else "",
+                  "cpu": self.texts.finding(cpu_finding(host, self.compat, twins[0])) if twins else 0,
+                  "smoke": facts.get("smoke"), "gpu": facts.get("gpu"), "size": facts.get("size")}
+        self.images.append([fields[name] for name in IMAGE_FIELDS])
         if target.vendor not in self.lines:
             self.lines[target.vendor] = {"docker": run_prefix("docker", target.vendor, host),
                                          "podman": run_prefix("podman", target.vendor, model_host(gpu, self.compat, PODMAN)),

@@ -52,6 +52,18 @@
     return p;
   }
 
+  function image(index) {  // an image of the data: a list of its fields (core/site/chooser.py IMAGE_FIELDS)
+    var found = {}, fields = data.images[index];
+    data.fields.forEach(function (name, at) { found[name] = fields[at]; });
+    found.ref = typeof found.ref === "number" ? data.refs[found.ref] + found.id : data.refs[found.ref[0]] + found.ref[1];
+    found.href = data.pages[found.page] + "#" + found.id;
+    return found;
+  }
+
+  function filled(text, image) {  // the data names the chosen image and its twin by placeholders
+    return text.split("{image}").join(image.id).split("{twin}").join(image.twin);
+  }
+
   function pythons() {
     var wanted = python.value, versions = data.pythons[torch.value] || [];
     while (python.firstChild) python.removeChild(python.firstChild);
@@ -78,38 +90,38 @@
       notes.forEach(function (pair) { answer.appendChild(finding(pair, "miss")); });
       return;
     }
-    var image = data.images[decision[0]], lines = data.lines[image.vendor];
-    answer.setAttribute("data-image", image.id);
+    var chosen = image(decision[0]), lines = data.lines[chosen.vendor];
+    answer.setAttribute("data-image", chosen.id);
     var pick = el("p", "", "pick");
-    var link = el("a", image.id);
-    link.href = image.page;
+    var link = el("a", chosen.id);
+    link.href = chosen.href;
     pick.appendChild(link);
-    pick.appendChild(document.createTextNode(" (" + image.backend + ")"));
+    pick.appendChild(document.createTextNode(" (" + chosen.backend + ")"));
     answer.appendChild(pick);
-    if (image.smoke) {
+    if (chosen.smoke) {
       var facts = el("p", "", "facts-line");
       facts.appendChild(document.createTextNode("smoke test "));
-      facts.appendChild(el("span", image.smoke[1], "b " + image.smoke[0]));
+      facts.appendChild(el("span", chosen.smoke[1], "b " + chosen.smoke[0]));
       facts.appendChild(document.createTextNode(" GPU test "));
-      facts.appendChild(el("span", image.gpu[1], "b " + image.gpu[0]));
-      if (image.size) facts.appendChild(document.createTextNode(" size " + size(image.size)));
+      facts.appendChild(el("span", chosen.gpu[1], "b " + chosen.gpu[0]));
+      if (chosen.size) facts.appendChild(document.createTextNode(" size " + size(chosen.size)));
       answer.appendChild(facts);
     }
     notes.forEach(function (pair) { answer.appendChild(finding(pair, "miss")); });
-    [].concat(copyable("docker", lines.docker + " " + image.ref),
-              copyable("podman", lines.podman + " " + image.ref),
-              copyable("Kubernetes", "image: " + image.ref + "\nresources:\n  limits:\n    " + lines.resource + ": 1"))
+    [].concat(copyable("docker", lines.docker + " " + chosen.ref),
+              copyable("podman", lines.podman + " " + chosen.ref),
+              copyable("Kubernetes", "image: " + chosen.ref + "\nresources:\n  limits:\n    " + lines.resource + ": 1"))
       .forEach(function (node) { answer.appendChild(node); });
     var more = el("p", "", "fine");
-    more.appendChild(document.createTextNode("Node affinity for its GPUs, layers, packages and its GPU test: "));
-    var page = el("a", "the image's page");
-    page.href = image.page;
+    more.appendChild(document.createTextNode("Its GPU test, layers, packages and Kubernetes node affinity, beside its twins: "));
+    var page = el("a", "its row of the matrix");
+    page.href = chosen.href;
     more.appendChild(page);
     answer.appendChild(more);
-    if (image.cpu.length) {
+    if (chosen.cpu) {
       var cpu = el("p", "", "cpu");
-      cpu.appendChild(el("strong", "Not its " + (image.vendor === "nvidia" ? "ROCm" : "CUDA") + " twin: "));
-      cpu.appendChild(document.createTextNode(data.texts[image.cpu[0]] + "."));
+      cpu.appendChild(el("strong", "Not its " + (chosen.vendor === "nvidia" ? "ROCm" : "CUDA") + " twin: "));
+      cpu.appendChild(document.createTextNode(filled(data.texts[chosen.cpu[0]], chosen) + "."));
       answer.appendChild(cpu);
     }
   }
