@@ -42,9 +42,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Hashable
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatchcase
 from functools import cached_property
+from typing import Any, TypedDict
 
 from buildkit.core.compat.facts import Compat
 from buildkit.core.targets.plan import Target
@@ -99,6 +101,16 @@ class Narrowing:
     add: tuple[str, ...]  # device-gfx942, …
 
 
+class FatTrim(TypedDict):
+    """A fat wheel's arch trim, as the image-side installer reads it: a file under the library folders goes when its
+    path matches `removed` and not `kept` (core/trim.py names_pattern)."""
+    removed: str
+    kept: str
+    library_dirs: list[str]
+    removed_archs: list[str]
+    kept_archs: list[str]
+
+
 @dataclass(frozen=True)
 class TorchInstall:
     index_url: str
@@ -108,7 +120,7 @@ class TorchInstall:
     backend_version: str
     max_layer_size: int
     narrowing: Narrowing | None = None
-    trim: dict | None = None  # a fat wheel's arch trim: removed/kept patterns and the library folders
+    trim: FatTrim | None = None  # a fat wheel's arch trim
     pre: bool = False  # the nightly channel: pre-releases
     installer: str = "uv"  # what installs each layer's wheels (pip always resolves and downloads them)
 
@@ -132,7 +144,7 @@ class TorchInstall:
         return tuple(LayerCopy(layer.name, layer.name) for layer in self.layers if layer.name not in below)
 
     @cached_property
-    def _plain(self) -> dict:  # kept: the plan's JSON and its digest both read it
+    def _plain(self) -> dict[str, Any]:  # kept: the plan's JSON and its digest both read it
         return asdict(self)
 
     @cached_property
@@ -151,7 +163,7 @@ def python_neutral(vendor: Vendor, packages: tuple[str, ...]) -> bool:
     return bool(packages) and all(any(fnmatchcase(name, pattern) for pattern in vendor.library_distributions) for name in packages)
 
 
-def install_inputs(target: Target) -> tuple:
+def install_inputs(target: Target) -> tuple[Hashable, ...]:
     """Everything of a target that torch_install reads (its key: the targets of one stack and backend version,
     whatever their Python and flavor, install torch alike, so a plan computes each install once)."""
     return (target.backend, target.backend_version, target.torch_requirement, target.companions, target.index_url,
@@ -179,7 +191,7 @@ def torch_install(target: Target, compat: Compat) -> TorchInstall:
         elif narrowed:
             narrowing = Narrowing(layout.extras_of, layout.all_extra, extras)
     trim = trim_for(target)
-    fat_trim = None
+    fat_trim: FatTrim | None = None
     if trim and not trim.by_packages:
         fat_trim = {"removed": trim.removed_pattern, "kept": trim.kept_pattern, "library_dirs": list(LIBRARY_DIRS),
                     "removed_archs": list(trim.removed), "kept_archs": list(trim.kept)}

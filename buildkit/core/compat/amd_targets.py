@@ -42,7 +42,8 @@ class Bundle:
 
     def device_name(self, prefix: str) -> str:
         """AMD's name of this bundle's device package with `prefix` (amd-torch-device -> amd-torch-device-gfx9-4)."""
-        return naming.device_dist_name(prefix, self.source)
+        name: str = naming.device_dist_name(prefix, self.source)  # rocm_bootstrap has no py.typed: mypy sees its annotated API as Any
+        return name
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from buildkit.core.compat.facts import AMD64, Compat
 from buildkit.core.render.guard import GUARD_ENV
@@ -42,6 +43,9 @@ PAIR_LABEL, TARGET_LABEL = "buildkit.dev/pair", "buildkit.dev/target"
 DEFAULT_COMMAND = ("python", "-c", "import torch; assert torch.cuda.is_available(), 'no GPU'; print(torch.cuda.get_device_name(0))")
 _LABEL_VALUE_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 MAX_NAME = 63  # a Job's name becomes its pods' job-name label value
+KubeObject = dict[str, Any]  # a Kubernetes object (or a part of one) as its JSON document: nested maps and lists of any shape
+Expression = dict[str, str | list[str]]  # a node selector requirement: key, operator and, for most operators, values
+Term = list[Expression]  # a node selector term: its expressions ANDed
 
 
 @dataclass(frozen=True)
@@ -54,18 +58,18 @@ class KubeOptions:
 
 @dataclass(frozen=True)
 class Manifests:
-    objects: tuple[dict, ...]
+    objects: tuple[KubeObject, ...]
     notes: tuple[str, ...]
 
 
-def _expression(key: str, operator: str, *values: object) -> dict:
-    expression: dict = {"key": key, "operator": operator}
+def _expression(key: str, operator: str, *values: object) -> Expression:
+    expression: Expression = {"key": key, "operator": operator}
     if values:
         expression["values"] = [str(value) for value in values]
     return expression
 
 
-def nvidia_terms(archs: tuple[str, ...], cuda_major: int) -> list[list[dict]]:
+def nvidia_terms(archs: tuple[str, ...], cuda_major: int) -> list[Term]:
     """Node selector terms (each a list of expressions, ANDed; the terms ORed) for GPUs the archs run on."""
     driver = _expression(NVIDIA_CUDA_MAJOR, "Gt", cuda_major - 1)
     lowest: dict[int, int] = {}
@@ -87,7 +91,7 @@ def nvidia_terms(archs: tuple[str, ...], cuda_major: int) -> list[list[dict]]:
     return terms
 
 
-def amd_terms(archs: tuple[str, ...], compat: Compat) -> tuple[list[list[dict]], list[str]]:
+def amd_terms(archs: tuple[str, ...], compat: Compat) -> tuple[list[Term], list[str]]:
     """Node selector terms for AMD GPUs of these gfx targets, and the targets no label can select."""
     members: dict[str, set[str]] = {}
     for name, target in compat.gfx_targets.items():
@@ -126,9 +130,9 @@ def _labels(target: Target, name: str) -> dict[str, str]:
     return labels
 
 
-def _affinity(target: Target, compat: Compat) -> tuple[dict | None, list[str]]:
+def _affinity(target: Target, compat: Compat) -> tuple[KubeObject | None, list[str]]:
     notes: list[str] = []
-    terms: list[list[dict]] = []
+    terms: list[Term] = []
     for platform in target.platforms:
         archs = target.archs if platform == AMD64 else (target.arm64_archs or target.archs)
         if target.vendor_record.k8s_affinity == "gfd":
@@ -147,19 +151,19 @@ def _affinity(target: Target, compat: Compat) -> tuple[dict | None, list[str]]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}, notes
 
 
-def workload(target: Target, image: str, options: KubeOptions, compat: Compat) -> tuple[list[dict], list[str]]:
+def workload(target: Target, image: str, options: KubeOptions, compat: Compat) -> tuple[list[KubeObject], list[str]]:
     """The Job for one image (and its ResourceClaimTemplate with DRA), and what to say about them."""
     vendor = of_vendor(target.vendor)
     name = object_name(options.name, target)
     labels = _labels(target, name)
-    container: dict = {
+    container: KubeObject = {
         "name": "pytorch",
         "image": image,
         "command": list(options.command or DEFAULT_COMMAND),
         "env": [{"name": GUARD_ENV, "value": "strict"}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
-    pod: dict = {"restartPolicy": "Never", "containers": [container],
+    pod: KubeObject = {"restartPolicy": "Never", "containers": [container],
                  "tolerations": [{"key": vendor.k8s_resource, "operator": "Exists", "effect": "NoSchedule"}]}
     notes: list[str] = []
     if target.user is not None:
@@ -167,7 +171,7 @@ def workload(target: Target, image: str, options: KubeOptions, compat: Compat) -
         pod["securityContext"] = {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid}
     else:
         notes.append("the image runs as root (run_as_root = true in the matrix): no runAsNonRoot")
-    objects: list[dict] = []
+    objects: list[KubeObject] = []
     if options.dra:
         claim = f"{name[:MAX_NAME - 4].rstrip('-')}-gpu"
         objects.append({
@@ -192,7 +196,7 @@ def workload(target: Target, image: str, options: KubeOptions, compat: Compat) -
 def manifests(targets: tuple[Target, ...], images: dict[str, str], options: KubeOptions, compat: Compat) -> Manifests:
     """Every twin's workload, NVIDIA first; `images` maps each target id to the reference the pod pulls. A note
     that holds for several workloads (family images all running as root) is said once, naming them."""
-    objects: list[dict] = []
+    objects: list[KubeObject] = []
     about: dict[str, list[str]] = {}  # note -> the targets it is about
     ordered = sorted(targets, key=lambda t: (-t.vendor_record.routing_rank, t.id))
     for target in ordered:

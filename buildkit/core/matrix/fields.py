@@ -222,7 +222,7 @@ class Text(Kind):
 
     grammar: Callable[[str], str | None]
 
-    def read(self, check, value, where, key):
+    def read(self, check: Checker, value: Any, where: str, key: str) -> Any:
         if not isinstance(value, str):
             check.fail(where, key, f"expected a string, got {describe(value)}")
             return INVALID
@@ -241,7 +241,7 @@ class Texts(Kind):
     allow_empty: bool = True
     most: int = MAX_ENTRIES  # past this many entries the list is refused unread
 
-    def read(self, check, value, where, key):
+    def read(self, check: Checker, value: Any, where: str, key: str) -> Any:
         if not isinstance(value, list):
             check.fail(where, key, f"expected a list of strings, got {describe(value)}")
             return INVALID
@@ -264,7 +264,7 @@ class Texts(Kind):
 
 @dataclass(frozen=True)
 class Flag(Kind):
-    def read(self, check, value, where, key):
+    def read(self, check: Checker, value: Any, where: str, key: str) -> Any:
         if not isinstance(value, bool):
             check.fail(where, key, f"expected true or false, got {describe(value)}")
             return INVALID
@@ -279,7 +279,7 @@ class Whole(Kind):
     high: int
     expected: str
 
-    def read(self, check, value, where, key):
+    def read(self, check: Checker, value: Any, where: str, key: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
             check.fail(where, key, f"expected {self.expected}, got {describe(value)}")
             return INVALID
@@ -296,7 +296,7 @@ class Table(Kind):
     example: str = ""
     most: int = MAX_ENTRIES  # keys of an open table (names/each) past which it is refused unread
 
-    def read(self, check, value, where, key):
+    def read(self, check: Checker, value: Any, where: str, key: str) -> Any:
         if not isinstance(value, Mapping):
             shown = f" such as {self.example}" if self.example else ""
             check.fail(where, key, f"expected a table{shown}, got {describe(value)}")
@@ -324,7 +324,7 @@ class Table(Kind):
 class Rules(Kind):
     most: int = MAX_RULES
 
-    def read(self, check, value, where, key):
+    def read(self, check: Checker, value: Any, where: str, key: str) -> Any:
         if not isinstance(value, list):
             check.fail(where, key, f'expected a list of tables such as {{ python = "3.10", backend = "rocm" }}, got {describe(value)}')
             return INVALID

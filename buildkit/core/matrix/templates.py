@@ -40,7 +40,7 @@ class TemplateSet(jinja2.BaseLoader):
     def __init__(self, files: Iterable[TemplateFile]):
         self.files: Mapping[str, TemplateFile] = {file.name: file for file in files}
 
-    def get_source(self, environment: jinja2.Environment, template: str):
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
         found = self.files.get(template)
         if found is None:
             raise jinja2.TemplateNotFound(template)

@@ -297,6 +297,17 @@ def integer(literal: str) -> int | None:
         return None
 
 
+@dataclass(slots=True)
+class _Frame:
+    """One token list of _Expression._expand's stack (its docstring says what each field is for). Not frozen: `index`
+    moves on as the list is read."""
+
+    tokens: list[str]
+    index: int
+    expanding: frozenset[str]
+    began: int
+
+
 class _Expression:
     """A #if expression with its macros replaced, evaluated with None for what is not known. `expansions` and
     `deepest` count what it took (macros expanded, the nesting reached), for the bounds above."""
@@ -330,10 +341,10 @@ class _Expression:
         lists being read, each with where it is, the macros being expanded there, and (for a macro's own list)
         how long the output was when it began (a macro that expands to nothing stands for an unknown value)."""
         out: list[str] = []
-        frames: list[list] = [[tokens, 0, frozenset(), -1]]
+        frames = [_Frame(tokens, 0, frozenset(), -1)]
         while frames:
             frame = frames[-1]
-            tokens, index, expanding, began = frame
+            tokens, index, expanding, began = frame.tokens, frame.index, frame.expanding, frame.began
             if index >= len(tokens):
                 frames.pop()
                 if began >= 0 and len(out) == began:
@@ -342,22 +353,22 @@ class _Expression:
             if len(out) > MAX_EXPANDED_TOKENS:
                 raise _Unreadable
             token = tokens[index]
-            frame[1] = index + 1
+            frame.index = index + 1
             if token == "defined":
-                name, frame[1] = self._defined_operand(tokens, index + 1)
+                name, frame.index = self._defined_operand(tokens, index + 1)
                 out.append("1" if name in defined else "0" if name in undefined else _UNKNOWN)
             elif re.match(r"[A-Za-z_]", token):
                 called = index + 1 < len(tokens) and tokens[index + 1] == "("
                 if _HAS_RE.match(token) or (token in defined and defined[token] is None) or (called and token not in defined):
                     out.append(_UNKNOWN)
-                    frame[1] = self._skip_call(tokens, index + 1) if called else index + 1
+                    frame.index = self._skip_call(tokens, index + 1) if called else index + 1
                 elif token in ("true", "false"):
                     out.append("1" if token == "true" else "0")
                 elif token in defined and token not in expanding:
                     self.expansions += 1
                     if len(frames) > MAX_EXPANSION_DEPTH:
                         raise _Unreadable
-                    frames.append([self._tokens(defined[token] or ""), 0, expanding | {token}, len(out)])
+                    frames.append(_Frame(self._tokens(defined[token] or ""), 0, expanding | {token}, len(out)))
                 elif token in undefined:
                     out.append("0")
                 else:

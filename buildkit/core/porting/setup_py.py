@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _EXTENSION_CALLS = frozenset({"CUDAExtension", "CppExtension"})
@@ -240,7 +241,7 @@ class ProjectFlags:
         does not list, or whose sources are not literal), then the command line's."""
         own = [e for e in self.extensions if source in {_normal(s) for s in e.sources}] or list(self.extensions)
 
-        def joined(pick) -> tuple[str, ...]:
+        def joined(pick: Callable[[ExtensionFlags], tuple[str, ...]]) -> tuple[str, ...]:
             return tuple(dict.fromkeys(flag for extension in own for flag in pick(extension)))
 
         return UnitFlags((*joined(lambda e: e.defines), *self.defines), (*joined(lambda e: e.nvcc_flags), *self.hipcc_flags),

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from buildkit.core.install_plan import DEVICE_PREFIX, TORCH, LayerCopy, TorchInstall, layer_name
 from buildkit.core.render.planned import PlannedImage, assembled_on_base
@@ -39,7 +40,7 @@ class PlannedLayer:
     python_neutral: bool = False
 
 
-def _key(parts: tuple) -> str:
+def _key(parts: tuple[object, ...]) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:KEY_LENGTH]
 
 
@@ -50,10 +51,10 @@ class LayerKeys:
     for its distinct layers, not for every layer of every target."""
 
     def __init__(self) -> None:
-        self._keys: dict[tuple, str] = {}
-        self._installs: dict[tuple, tuple[TorchInstall, tuple[tuple[PlannedLayer, ...], tuple[PlannedLayer, ...]]]] = {}
+        self._keys: dict[tuple[Hashable, ...], str] = {}
+        self._installs: dict[tuple[Hashable, ...], tuple[TorchInstall, tuple[tuple[PlannedLayer, ...], tuple[PlannedLayer, ...]]]] = {}
 
-    def _key(self, parts: tuple) -> str:
+    def _key(self, parts: tuple[Hashable, ...]) -> str:
         found = self._keys.get(parts)
         if found is None:
             found = self._keys[parts] = _key(parts)
@@ -109,7 +110,7 @@ def planned_layers(item: PlannedImage) -> tuple[PlannedLayer, ...]:
     return LayerKeys().of(item)
 
 
-def holders(images: Iterable[tuple[PlannedLayer, ...]]) -> Counter:
+def holders(images: Iterable[tuple[PlannedLayer, ...]]) -> Counter[str]:
     """How many of the images hold each layer key."""
     return Counter(layer.key for layers in images for layer in layers)
 
@@ -121,7 +122,7 @@ class BuiltLayer:
     name: str  # what it holds (torch, nvidia-cudnn-cu13, a build step)
 
 
-def pushed_layers(manifest: Mapping, config: Mapping) -> tuple[BuiltLayer, ...]:
+def pushed_layers(manifest: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[BuiltLayer, ...]:
     """An image's layers as a registry stores them (compressed blobs: what a node fetches) from the bottom, each
     named by the build step that made it (its config's history); () where the two do not line up."""
     layers = manifest.get("layers")

@@ -46,7 +46,8 @@ def _repr_function() -> Callable[[Target, Callable[[Any], str]], str]:
              else f"{name}={{shared(target.{name})}}" for index, name in enumerate(_TARGET_FIELDS)]
     namespace: dict[str, Any] = {}
     exec(f'def target_repr(target, shared):\n    return f"Target({", ".join(parts)})"\n', namespace)
-    return namespace["target_repr"]
+    target_repr: Callable[[Target, Callable[[Any], str]], str] = namespace["target_repr"]
+    return target_repr
 
 
 target_repr = _repr_function()

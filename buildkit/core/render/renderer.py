@@ -29,7 +29,7 @@ import collections
 import functools
 import hashlib
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import jinja2
@@ -51,7 +51,7 @@ from buildkit.core.render.planned import (
     template_variables,
 )
 from buildkit.core.render.sandbox import SHADOWING_HINT, TEXT_FILTERS, Sandbox, make_environment, template_problem
-from buildkit.core.render.shapes import NotParametric, Recorder, ShapeBook, ShapeData, Unsupported
+from buildkit.core.render.shapes import NotParametric, Path, Recorder, ShapeBook, ShapeData, Unsupported
 from buildkit.core.targets.plan import Target
 from buildkit.core.targets.source import SOURCE_FLAVOR
 from buildkit.errors import Problem, UserError
@@ -155,10 +155,10 @@ class Renderer:
         self._parents: dict[str, tuple[str, str, int] | None] = {}  # name -> (the template it extends, its file, line)
         self._shapes: dict[str, ShapeBook] = {}  # template -> the shapes its renders had so far
         self._one_by_one: set[str] = set()  # templates that have no shape: each target is rendered on its own
-        self._installs: dict[tuple, TorchInstall] = {}  # install_inputs -> the plan
+        self._installs: dict[tuple[Hashable, ...], TorchInstall] = {}  # install_inputs -> the plan
         self._bounded: dict[str, bool] = {}  # template -> whether its renders go to the bounded runner
         self._reprs: dict[int, tuple[Any, str]] = {}  # id(a value targets share) -> (the value, its repr)
-        self._real_so_far: frozenset = frozenset()  # the patterns shape renders have made real
+        self._real_so_far: frozenset[Path] = frozenset()  # the patterns shape renders have made real
         self._supports: dict[int, tuple[TorchInstall, Mapping[str, bytes]]] = {}  # id(install) -> its support files
 
     def _source(self, name: str, target: Target, referrer: str = "") -> tuple[str, str | None]:
@@ -400,7 +400,7 @@ class Renderer:
         real = self._real_so_far
         while True:
             recorder = Recorder(real, self.marker, TEXT_FILTERS)  # its filters: the names that derive a hole
-            self.environment.recording = recorder  # type: ignore[attr-defined]
+            self.environment.recording = recorder
             try:
                 text = self._generate(template, {name: recorder.view(value, (name,), VARIABLE_TYPES.get(name)) for name, value in variables.items()},
                                       planned, limit)
@@ -414,7 +414,7 @@ class Renderer:
             except Exception:
                 return None
             finally:
-                self.environment.recording = None  # type: ignore[attr-defined]
+                self.environment.recording = None
             self._real_so_far = real
             return recorder.shape(text)
 

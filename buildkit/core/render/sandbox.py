@@ -14,14 +14,17 @@ import dataclasses
 import functools
 import re
 import shlex
+from collections.abc import Callable, Iterable
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jinja2
+import jinja2.nodes
 import jinja2.sandbox
-from jinja2.compiler import CodeGenerator, optimizeconst
+from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.environment import TemplateModule
-from jinja2.runtime import Macro
+from jinja2.exceptions import SecurityError
+from jinja2.runtime import Context, Macro
 
 from buildkit.core.install_plan import InstallLayer, LayerCopy, Narrowing, TorchInstall
 from buildkit.core.matrix.resolve import User
@@ -65,14 +68,14 @@ class _CodeGenerator(CodeGenerator):
     """Jinja's code, with `{{ }}` output and `~` going through the environment's print and join hooks, so a shape
     render (buildkit.core.render.shapes) can print a hole without it ever becoming a string the template can read."""
 
-    def _output_child_pre(self, node, frame, finalize):
+    def _output_child_pre(self, node: jinja2.nodes.Expr, frame: Frame, finalize: CodeGenerator._FinalizeInfo) -> None:
         self.write("environment.print_value(")
 
-    def _output_child_post(self, node, frame, finalize):
+    def _output_child_post(self, node: jinja2.nodes.Expr, frame: Frame, finalize: CodeGenerator._FinalizeInfo) -> None:
         self.write(")")
 
     @optimizeconst
-    def visit_Concat(self, node, frame):
+    def visit_Concat(self, node: jinja2.nodes.Concat, frame: Frame) -> None:
         self.write("environment.join_values((")
         for argument in node.nodes:
             self.visit(argument, frame)
@@ -95,34 +98,36 @@ class Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     code_generator_class = _CodeGenerator
     recording: Recorder | None = None
 
-    def print_value(self, value):
+    def print_value(self, value: Any) -> str:
         if self.recording is not None and type(value) in (Hole, Fragment):
             return self.recording.print(value)
         return str(value)  # any other stand-in refuses
 
-    def join_values(self, values):
+    def join_values(self, values: Iterable[Any]) -> str | Fragment:
         text = "".join(map(self.print_value, values))
         return text if self.recording is None else self.recording.captured(text)
 
-    def concat(self, pieces):  # Jinja's own joins of captured output: macro results, set blocks, super()
+    # Jinja's own joins of captured output: macro results, set blocks, super(). Jinja declares them str; in a shape render
+    # one that holds holes is a Fragment, opaque output Jinja only passes on (buildkit.core.render.shapes)
+    def concat(self, pieces: Iterable[str]) -> str | Fragment:  # type: ignore[override]
         text = "".join(pieces)
         return text if self.recording is None else self.recording.captured(text)
 
-    def getattr(self, obj, attribute):
+    def getattr(self, obj: Any, attribute: str) -> Any:
         if self.recording is not None and isinstance(obj, Symbolic):
             return obj.attribute(self, attribute)
         if attribute in self.TRUSTED.get(type(obj), ()) or (type(obj) is TemplateModule and not attribute.startswith("_")):
             return getattr(obj, attribute)  # a record's data, or a macro an imported template exports
         return super().getattr(obj, attribute)
 
-    def getitem(self, obj, argument):
+    def getitem(self, obj: Any, argument: Any) -> Any:
         if self.recording is not None:
             self.recording.refuse_symbolic([argument])
             if isinstance(obj, Symbolic):
                 return obj.item(self, argument)
         return super().getitem(obj, argument)
 
-    def call(__self, __context, __obj, *args, **kwargs):
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         recording = __self.recording
         if recording is not None:
             # Jinja's own arguments for a context-aware callee: the loop's and block's variables, not the call's
@@ -139,24 +144,24 @@ class Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         result = __context.call(__obj, *args, **kwargs) if type(__obj) is Macro else super().call(__context, __obj, *args, **kwargs)
         return result if recording is None else recording.checked(result)
 
-    def call_binop(self, context, operator, left, right):
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         if self.recording is not None:
             self.recording.refuse_symbolic((left, right))
         if operator == "**" and isinstance(right, int) and not isinstance(left, float) and abs(right) > MAX_EXPONENT:
-            raise jinja2.sandbox.SecurityError(f"exponent {right} is larger than {MAX_EXPONENT}")
+            raise SecurityError(f"exponent {right} is larger than {MAX_EXPONENT}")
         if operator == "*":
             for sequence, count in ((left, right), (right, left)):
                 if isinstance(sequence, (str, list, tuple)) and isinstance(count, int) and len(sequence) * count > MAX_PRODUCT_ITEMS:
-                    raise jinja2.sandbox.SecurityError(f"the product would hold more than {MAX_PRODUCT_ITEMS:,} items")
+                    raise SecurityError(f"the product would hold more than {MAX_PRODUCT_ITEMS:,} items")
         return super().call_binop(context, operator, left, right)
 
 
-def _hooked(environment: Sandbox, name: str, function, test: bool):
+def _hooked(environment: Sandbox, name: str, function: Callable[..., Any], test: bool) -> Callable[..., Any]:
     """A filter or test that, during a shape render, goes through the recorder (which decides what it may do with
     holes); otherwise it is the function itself, one attribute check later."""
 
     @functools.wraps(function)  # keeps Jinja's pass_context marks
-    def hooked(*args, **kwargs):
+    def hooked(*args: Any, **kwargs: Any) -> Any:
         recording = environment.recording
         if recording is None:
             return function(*args, **kwargs)
@@ -165,7 +170,7 @@ def _hooked(environment: Sandbox, name: str, function, test: bool):
     return hooked
 
 
-def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
+def make_environment(loader: jinja2.BaseLoader) -> Sandbox:
     environment = Sandbox(
         loader=loader,
         undefined=jinja2.StrictUndefined,
@@ -176,8 +181,10 @@ def make_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     environment.filters.update({"shell_quote": shlex.quote, "dockerfile_string": dockerfile_string})
+    # jinja2 leaves Environment.tests unannotated: mypy infers dict[str, builtins.function], a type it cannot call
+    tests: dict[str, Any] = environment.tests
     environment.filters = {name: _hooked(environment, name, function, False) for name, function in environment.filters.items()}
-    environment.tests = {name: _hooked(environment, name, function, True) for name, function in environment.tests.items()}
+    environment.tests = {name: _hooked(environment, name, function, True) for name, function in tests.items()}
     return environment
 
 
@@ -194,7 +201,7 @@ def template_problem(name: str, error: BaseException, target: Target) -> Problem
         frame = frame.tb_next
     if isinstance(error, jinja2.UndefinedError):
         message = f"template uses an undefined value: {error.message}"
-    elif isinstance(error, jinja2.sandbox.SecurityError):
+    elif isinstance(error, SecurityError):
         message = f"template tried something the sandbox forbids: {error}"
     elif isinstance(error, RecursionError):
         # most often a team file named like a built-in template that extends that name: it extends itself

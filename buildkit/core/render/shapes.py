@@ -145,16 +145,16 @@ class Sequence(Symbolic):
 
     __slots__ = ()
 
-    def _elements(self) -> list[Any]:
+    def _elements(self) -> list[object]:
         self._recorder.guard(self._path, LENGTH)
         self._recorder.iterated[self._path] = self._real
         return [self._recorder.view(element, (*self._path, (ITEM, index)), _element(self._declared, index))
                 for index, element in enumerate(self._real)]
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[object]:
         return iter(self._elements())
 
-    def __reversed__(self) -> Iterator[Any]:
+    def __reversed__(self) -> Iterator[object]:
         return reversed(self._elements())
 
     def __len__(self) -> int:
@@ -466,7 +466,7 @@ class ShapeData:
     slots: tuple[int, ...]  # for each printed hole, in order, its value's number
     real: frozenset[Path]  # the patterns the render read as real values
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, list[Any]]:
         return {"guards": [[_path_json(path), kind] for path, kind in self.guards],
                 "values": [[_path_json(path), list(transforms)] for path, transforms in self.values],
                 "literals": list(self.literals), "slots": list(self.slots), "real": [_path_json(path) for path in self.real]}
@@ -478,11 +478,11 @@ class ShapeData:
                    tuple(map(str, data["literals"])), tuple(map(int, data["slots"])), frozenset(map(_path_of, data["real"])))
 
 
-def _path_json(path: Path) -> list:
+def _path_json(path: Path) -> list[Any]:
     return [path[0], *([kind, list(argument) if kind == CALL else argument] for kind, argument in path[1:])] if path else []
 
 
-def _path_of(data: list) -> Path:
+def _path_of(data: list[Any]) -> Path:
     """A path from JSON, each step checked: a worker's answer is data, never trusted to be well formed."""
     if not data:
         return ()
@@ -531,7 +531,7 @@ TEXT = "text"  # a PathTree request for the value itself
 _READ_ERRORS = (LookupError, TypeError, AttributeError, Unsupported)
 
 
-def _call(function: Any, arguments: tuple) -> Any:
+def _call(function: Any, arguments: tuple[Any, ...]) -> Any:
     if type(function) is not FunctionType:
         raise Unsupported("only the variables' own functions are called")
     return function(*arguments)
@@ -641,7 +641,8 @@ def _variable_reader(getattr_: Callable[[Any, str], Any], body: str, typed_const
                  "ga": read_attribute, "call": _call, "ERRORS": _READ_ERRORS, "length": _length, "keys": _keys,
                  "frozen": frozen, "PLAIN": _PLAIN}
     exec(compile(_READER.format(body=body or "        pass"), "<buildkit path tree>", "exec"), namespace)
-    return namespace["read"]
+    read: Callable[[Any], list[Any]] = namespace["read"]
+    return read
 
 
 _PLAIN = frozenset({str, int, bool, float, type(None)})  # a value that is its own frozen form
@@ -727,7 +728,8 @@ class Shape:
         return texts
 
     def _size(self, texts: Iterable[str], weights: Iterable[int], constant: int = 0) -> int:
-        return self._literal_size + constant + sum(map(operator.mul, weights, map(len, texts)))
+        weighted: int = sum(map(operator.mul, weights, map(len, texts)))  # (operator.mul is typed to answer Any)
+        return self._literal_size + constant + weighted
 
     def fits(self, answers: list[Any], limit: int) -> bool:
         """Whether the target's text has at most `limit` characters: a bound from its values' lengths first,
@@ -761,8 +763,8 @@ class _Page:
 
     def __init__(self, guards: tuple[tuple[Path, str], ...]):
         self.guards = guards
-        self.shapes: dict[tuple, Shape] = {}  # facts -> shape
-        self.facts: Callable[[list[Any]], tuple] = tuple  # a target's facts among the book's tree's answers
+        self.shapes: dict[tuple[Any, ...], Shape] = {}  # facts -> shape
+        self.facts: Callable[[list[Any]], tuple[Any, ...]] = tuple  # a target's facts among the book's tree's answers
 
     def bind(self, position: Mapping[tuple[Path, str], int]) -> None:
         self.facts = _picker([position[guard] for guard in self.guards])

@@ -73,7 +73,7 @@ def read_arch_table(text: str) -> ArchTable | None:
     return None if value is ABSENT else _table(value)
 
 
-def _capabilities(value, where: str) -> tuple[int, ...]:
+def _capabilities(value: object, where: str) -> tuple[int, ...]:
     if not isinstance(value, (set, frozenset, list, tuple)) or len(value) > MAX_ARCHS:
         raise ArchTableError(f"{TABLE_NAME}[{where}] is not a set of at most {MAX_ARCHS} compute capabilities")
     if not all(isinstance(cc, int) and not isinstance(cc, bool) and 10 <= cc <= 999 for cc in value):
@@ -81,7 +81,7 @@ def _capabilities(value, where: str) -> tuple[int, ...]:
     return tuple(sorted(set(value)))
 
 
-def _table(value) -> ArchTable:
+def _table(value: object) -> ArchTable:
     if not isinstance(value, dict) or not value or len(value) > MAX_BUILDS:
         raise ArchTableError(f"{TABLE_NAME} is not a table of 1 to {MAX_BUILDS} CUDA versions")
     bad = [key for key in value if not isinstance(key, str) or not _CUDA_VERSION.fullmatch(key)]

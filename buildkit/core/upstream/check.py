@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import tomlkit
 from packaging.version import Version
 
-from buildkit.core.compat.facts import AMD64, ARM64, BACKENDS, Compat
+from buildkit.core.compat.facts import AMD64, ARM64, Compat, Published
 from buildkit.core.upstream.arch_check import (
     ARCH_TABLE_SOURCE,
     CODE_SOURCE,
@@ -32,10 +33,12 @@ from buildkit.core.upstream.arch_check import (
     table_readings,
 )
 from buildkit.core.upstream.pypi import PYPI_SOURCE, PYPI_SOURCE_TEXT, PypiFacts, changed_fields, minor_of, published_table
-from buildkit.core.upstream.releases import linux_platform, parse_wheel, variant_of
-from buildkit.core.vendors import VENDORS
+from buildkit.core.upstream.releases import Pairing, linux_platform, parse_wheel, variant_of
+from buildkit.core.vendors import BACKENDS, VENDORS
 
 PROJECT = "torch"
+VariantPins = Mapping[tuple[str, str], tuple[str, ...]]  # (release, "rocm 7.14") -> the pins read from that variant's wheel
+TomlTable = MutableMapping[str, Any]  # a table of a TOML file edited in place (tomlkit's keep comments and layout), any TOML inside
 WHEEL_INDEX_SOURCE = "wheel-index"
 WHEEL_INDEX_SOURCE_TEXT = "PyTorch's wheel index, per-variant simple pages <index>/<cu130|rocm7.2>/torch/, read by `buildkit compat check`"
 AHEAD = 4  # minor versions probed past the newest one the data knows, per major
@@ -133,7 +136,7 @@ class CheckFacts:
 
     index: IndexFacts | None = None
     pypi: PypiFacts | None = None
-    variant_pins: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)  # (release, "rocm 7.14") -> pins
+    variant_pins: VariantPins = field(default_factory=dict)
     code: tuple[CodeFinding, ...] = ()
     flags: tuple[ArchReading, ...] = ()  # the arch flags of the builds whose libtorch_python.so was read
 
@@ -301,7 +304,7 @@ def _compare_index(compat: Compat, facts: IndexFacts) -> list[Difference]:
     return differences
 
 
-def _compare_pypi(compat: Compat, pypi: PypiFacts, variant_pins: Mapping[tuple[str, str], tuple[str, ...]]) -> list[Difference]:
+def _compare_pypi(compat: Compat, pypi: PypiFacts, variant_pins: VariantPins) -> list[Difference]:
     """What PyPI's artifacts add: releases and Pythons the data lacks, and each release's published facts."""
     differences: list[Difference] = []
     pairings = pypi.pairings()
@@ -326,7 +329,7 @@ def _pypi_minors(compat: Compat, pypi: PypiFacts) -> dict[str, list[str]]:
     return found
 
 
-def _published(pypi: PypiFacts, version: str, pairings, variant_pins: Mapping[tuple[str, str], tuple[str, ...]]):
+def _published(pypi: PypiFacts, version: str, pairings: Mapping[str, Pairing], variant_pins: VariantPins) -> Published:
     """One release's published facts: PyPI's, with the pins read from each variant's wheel on PyTorch's index."""
     published = pypi.published(version, pairings)
     extra = {variant: pins for (release, variant), pins in variant_pins.items() if release == version}
@@ -450,12 +453,12 @@ def spaced(text: str) -> str:
     return "\n".join(lines)
 
 
-def _cite(document, key: str, text: str) -> None:
+def _cite(document: TomlTable, key: str, text: str) -> None:
     if key not in document.setdefault("sources", tomlkit.table()):
         document["sources"][key] = text
 
 
-def _propose_index(document, torch_tables, compat: Compat, facts: IndexFacts) -> None:
+def _propose_index(document: TomlTable, torch_tables: TomlTable, compat: Compat, facts: IndexFacts) -> None:
     """The lists of each torch minor the index has wheels for follow the index; a variant the index shows
     is confirmed for that minor."""
     described = {(b, v) for b, v in compat.backends}
@@ -490,7 +493,7 @@ def _propose_index(document, torch_tables, compat: Compat, facts: IndexFacts) ->
     _cite(document, WHEEL_INDEX_SOURCE, WHEEL_INDEX_SOURCE_TEXT)
 
 
-def _propose_pypi(document, torch_tables, compat: Compat, pypi: PypiFacts, variant_pins) -> None:
+def _propose_pypi(document: TomlTable, torch_tables: TomlTable, compat: Compat, pypi: PypiFacts, variant_pins: VariantPins) -> None:
     """Releases and Pythons PyPI adds (never removes: PyPI serves one build of each release), and a published
     table per release; a new minor starts with the build PyPI serves, its other backends unconfirmed until
     PyTorch's index is read."""
@@ -520,7 +523,7 @@ def _propose_pypi(document, torch_tables, compat: Compat, pypi: PypiFacts, varia
     _cite(document, PYPI_SOURCE, PYPI_SOURCE_TEXT)
 
 
-def _propose_table_builds(document, torch_tables, builds: Sequence[TableBuild]) -> None:
+def _propose_table_builds(document: TomlTable, torch_tables: TomlTable, builds: Sequence[TableBuild]) -> None:
     """A described build a release's own table names joins its minor's list, unconfirmed until PyTorch's index
     serves it."""
     for build in builds:
@@ -533,7 +536,7 @@ def _propose_table_builds(document, torch_tables, builds: Sequence[TableBuild]) 
         _cite(document, ARCH_TABLE_SOURCE, SOURCE_TEXTS[ARCH_TABLE_SOURCE])
 
 
-def _propose_archs(document, torch_tables, updates: Sequence[ArchUpdate]) -> None:
+def _propose_archs(document: TomlTable, torch_tables: TomlTable, updates: Sequence[ArchUpdate]) -> None:
     """Each build's arch lists as its release's artifacts state them, with the release and the sources read."""
     for update in updates:
         entry = torch_tables[update.minor]
@@ -553,17 +556,19 @@ def _propose_archs(document, torch_tables, updates: Sequence[ArchUpdate]) -> Non
             _cite(document, source, SOURCE_TEXTS[source])
 
 
-def _served(entry, builds: Iterable[str]) -> None:
+def _served(entry: TomlTable, builds: Iterable[str]) -> None:
     """Builds the index serves leave the release's `not_built` table: the index outweighs the source that said so."""
     table = entry.get("not_built")
-    for build in [b for b in builds if table is not None and b in table]:
+    if table is None:
+        return
+    for build in [b for b in builds if b in table]:
         del table[build]
         _note(entry, [build])
-    if table is not None and not table:
+    if not table:
         del entry["not_built"]
 
 
-def _confirm(table, facts: Iterable[str]) -> None:
+def _confirm(table: TomlTable, facts: Iterable[str]) -> None:
     """Facts an index now shows leave the table's `unconfirmed` list."""
     current = [str(v) for v in table.get("unconfirmed", [])]
     kept = [v for v in current if v not in set(facts)]
@@ -575,7 +580,7 @@ def _confirm(table, facts: Iterable[str]) -> None:
         del table["unconfirmed"]
 
 
-def _set_list(entry, key: str, wanted: Iterable[str], label: str) -> None:
+def _set_list(entry: TomlTable, key: str, wanted: Iterable[str], label: str) -> None:
     """entry[key] = wanted (version order), noting the facts that changed under from_index."""
     wanted = sorted(set(wanted), key=Version)
     current = [str(v) for v in entry.get(key, [])]
@@ -584,7 +589,7 @@ def _set_list(entry, key: str, wanted: Iterable[str], label: str) -> None:
         _note(entry, [f"{label} {v}" for v in wanted if v not in current] + [f"no {label} {v}" for v in current if v not in wanted])
 
 
-def _set_platforms(document, torch_tables, backend: str, version: str, by_minor: Mapping[str, frozenset[str]]) -> None:
+def _set_platforms(document: TomlTable, torch_tables: TomlTable, backend: str, version: str, by_minor: Mapping[str, frozenset[str]]) -> None:
     """A backend version is arm64 where any release on the index has arm64 wheels for it; the releases
     that lack them list it in amd64_only."""
     arm64 = {minor for minor, platforms in by_minor.items() if ARM64 in platforms}
@@ -609,7 +614,7 @@ def _set_platforms(document, torch_tables, backend: str, version: str, by_minor:
         _note(entry, [f"{'no ' if lacks_arm64 else ''}{name} on {ARM64}"])
 
 
-def _note(table, facts: list[str], source: str = WHEEL_INDEX_SOURCE) -> None:
+def _note(table: TomlTable, facts: list[str], source: str = WHEEL_INDEX_SOURCE) -> None:
     """Name each fact the index now states in the table's from_index (replacing the fact it contradicts)
     and cite the index among the table's sources."""
     noted = [str(v) for v in table.get("from_index", [])]

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import tomlkit
+import tomlkit.items
 from packaging.version import Version
 
 from buildkit.core.compat.facts import Compat, TorchRelease
-from buildkit.core.upstream.check import spaced
+from buildkit.core.upstream.check import TomlTable, spaced
 from buildkit.core.vendors import BACKENDS
 
 
@@ -49,7 +50,7 @@ def propose_matrix(text: str, compat: Compat, default_python: Sequence[str], def
     return spaced(tomlkit.dumps(document))
 
 
-def _unblock_companions(entry, release: TorchRelease, version: str, default_companions: Sequence[str]) -> None:
+def _unblock_companions(entry: TomlTable, release: TorchRelease, version: str, default_companions: Sequence[str]) -> None:
     """`companions = []` was written while the companions of this release were unknown: once the data knows
     them, the entry takes the default companions again."""
     if "companions" in entry and list(entry["companions"]) == [] and all(
@@ -82,7 +83,7 @@ def _on_pytorch_index(compat: Compat, backend: str, version: str) -> bool:
 
 
 def new_entry(compat: Compat, release: TorchRelease, default_python: Sequence[str], default_companions: Sequence[str],
-              families: Sequence[str] = ()):
+              families: Sequence[str] = ()) -> tomlkit.items.Table:
     version = release.newest_release or ""
     entry = tomlkit.table()
     entry["version"] = version

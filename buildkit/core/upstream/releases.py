@@ -19,7 +19,8 @@ from email.parser import HeaderParser
 from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from buildkit.core.compat.facts import AMD64, ARM64
@@ -183,7 +184,7 @@ class Release:
 def releases(project: str, files: Iterable[PublishedFile], local: str | None = None) -> dict[str, Release]:
     """Final releases of `project` from an index's file list, by version (oldest first). `local`: keep only
     wheels of that local version (a variant folder's page lists other variants' files too); None: any."""
-    grouped: dict[str, list[tuple[PublishedFile, str, frozenset]]] = {}
+    grouped: dict[str, list[tuple[PublishedFile, str, frozenset[Tag]]]] = {}
     for published in files:
         parsed = parse_wheel(published.filename)
         if parsed is None:
@@ -194,8 +195,8 @@ def releases(project: str, files: Iterable[PublishedFile], local: str | None = N
         if local is not None and (version.local or "") != local:
             continue
         grouped.setdefault(version.public, []).append((published, version.local or "", tags))
-    found = {}
-    for version, entries in grouped.items():
+    found: dict[str, Release] = {}
+    for public, entries in grouped.items():
         pythons, platforms, linux = set(), set(), []
         for published, _local, tags in entries:
             for tag in tags:
@@ -213,8 +214,8 @@ def releases(project: str, files: Iterable[PublishedFile], local: str | None = N
         arm64 = next((published.filename for published, _local, tags in entries
                       if chosen.filename.rsplit("-", 1)[0] == published.filename.rsplit("-", 1)[0]
                       and any(linux_platform(tag.platform) == ARM64 for tag in tags)), "")
-        found[version] = Release(
-            project=canonicalize_name(project), version=version, local=entries[0][1], uploaded=dates[0] if dates else "",
+        found[public] = Release(
+            project=canonicalize_name(project), version=public, local=entries[0][1], uploaded=dates[0] if dates else "",
             pythons=tuple(sorted(pythons, key=Version)), platforms=tuple(sorted(platforms)),
             requires_python=chosen.requires_python, wheel=chosen.filename, arm64_wheel=arm64,
         )
@@ -227,7 +228,7 @@ def python_order(interpreter: str) -> tuple[int, int]:
     return (int(found.group(1)), int(found.group(2))) if found else (3, 0)
 
 
-def parse_wheel(filename: str):
+def parse_wheel(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag]] | None:
     """(canonical name, Version, tags) of a wheel file name; None for anything else, including names whose
     version is too long to be a real release's."""
     if not filename.endswith(".whl") or len(filename.split("-")[1] if "-" in filename else "") > MAX_VERSION_LENGTH:
