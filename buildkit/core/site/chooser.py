@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from packaging.version import Version
 
@@ -147,13 +148,13 @@ class Chooser:
     gpus: tuple[GpuModel, ...]
     torches: tuple[str, ...]  # newest first
     pythons: dict[str, tuple[str, ...]]  # per torch, newest first
-    data: dict  # for the page's script (JSON): images, decisions, texts
+    data: dict[str, Any]  # for the page's script (JSON): images, decisions, texts
 
     @property
     def empty(self) -> bool:
         return not self.torches
 
-    def image(self, index: int) -> dict:
+    def image(self, index: int) -> dict[str, Any]:
         """An image of the data as the page's script reads it: its fields by name, its link and reference whole."""
         image = dict(zip(self.data["fields"], self.data["images"][index]))
         ref = image["ref"]
@@ -175,7 +176,7 @@ class _Texts:
         return [self.index(PHRASES.get(finding.code, finding.title)), self.index(finding.fix)]
 
 
-def chooser(targets: Sequence[Target], compat: Compat, pages: Mapping[str, str], facts: Mapping[str, Mapping] | None = None) -> Chooser:
+def chooser(targets: Sequence[Target], compat: Compat, pages: Mapping[str, str], facts: Mapping[str, Mapping[str, object]] | None = None) -> Chooser:
     """Every decision for the GPUs of the data, the CHOOSER_RELEASES newest torch releases with a runtime image,
     and their Pythons. `pages` maps a target id to its link (a page and the image's anchor on it), `facts` to what
     the page shows beside it (its smoke and GPU tests, its size)."""
@@ -203,7 +204,7 @@ def chooser(targets: Sequence[Target], compat: Compat, pages: Mapping[str, str],
 class _Answers:
     """The chooser's answers, and each image, text and vendor's run lines they name once."""
 
-    def __init__(self, targets: Sequence[Target], compat: Compat, pages: Mapping[str, str], facts: Mapping[str, Mapping]):
+    def __init__(self, targets: Sequence[Target], compat: Compat, pages: Mapping[str, str], facts: Mapping[str, Mapping[str, object]]):
         self.compat, self.links, self.facts = compat, pages, facts
         self.by_pair: dict[str, list[Target]] = {}
         for target in targets:
@@ -211,10 +212,10 @@ class _Answers:
                 self.by_pair.setdefault(target.pair, []).append(target)
         self.texts, self.pages, self.refs = _Texts(), _Texts(), _Texts()
         self.indexes: dict[str, int] = {}
-        self.images: list[list] = []
+        self.images: list[list[object]] = []  # each image's IMAGE_FIELDS
         self.lines: dict[str, dict[str, str]] = {}
 
-    def answer(self, gpu: GpuModel, targets: Sequence[Target], python: str) -> list:
+    def answer(self, gpu: GpuModel, targets: Sequence[Target], python: str) -> list[object]:
         decision, host = decide(gpu, targets, self.compat, python)
         notes = [self.texts.finding(finding) for finding in decision.findings]
         return [-1 if decision.target is None else self._image(decision.target, gpu, host), notes]

@@ -97,17 +97,19 @@ class _Reader:
             raise self.fail(f"{path}{key}", expected, value)
         return value
 
+    # value() checks the JSON value's type at run time; the helpers below name the type it checked
     def text(self, document: Mapping[str, Any], key: str, path: str = "") -> str:
-        return self.value(document, key, path, str, "text", "")
+        text: str = self.value(document, key, path, str, "text", "")
+        return text
 
     def count(self, document: Mapping[str, Any], key: str, path: str = "") -> int | None:
-        value = self.value(document, key, path, int, "a whole number of bytes")
+        value: int | None = self.value(document, key, path, int, "a whole number of bytes")
         if value is not None and value < 0:
             raise self.fail(f"{path}{key}", "a whole number of bytes", value)
         return value
 
     def objects(self, document: Mapping[str, Any], key: str, path: str = "") -> list[Mapping[str, Any]]:
-        items = self.value(document, key, path, list, "a list", [])
+        items: list[Mapping[str, Any]] = self.value(document, key, path, list, "a list", [])
         for index, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise self.fail(f"{path}{key}[{index}]", "an object", item)

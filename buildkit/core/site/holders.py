@@ -27,6 +27,9 @@ class Holders:
         return not (self.group or self.named)
 
 
+GroupKey = tuple[tuple[str, ...], ...]  # a group's values, one per dimension (_value's)
+
+
 def _value(target: Target, dimension: str) -> tuple[str, ...]:
     if dimension == "backend":
         return target.vendor, target.backend_version, target.family
@@ -49,13 +52,13 @@ class Sharing:
         self.described: dict[str, str] = {}
 
     @cached_property
-    def groups(self) -> list[tuple[tuple[str, ...], dict[tuple, frozenset[str]]]]:
+    def groups(self) -> list[tuple[tuple[str, ...], dict[GroupKey, frozenset[str]]]]:
         """Every group of the site, fewest dimensions first: its dimensions, and per their values the targets' ids."""
         return [(dims, self._grouped(self.targets, dims)) for size in range(len(DIMENSIONS) + 1) for dims in combinations(DIMENSIONS, size)]
 
     @staticmethod
-    def _grouped(targets: Sequence[Target], dimensions: Sequence[str]) -> dict[tuple, frozenset[str]]:
-        found: dict[tuple, set[str]] = {}
+    def _grouped(targets: Sequence[Target], dimensions: Sequence[str]) -> dict[GroupKey, frozenset[str]]:
+        found: dict[GroupKey, set[str]] = {}
         for target in targets:
             found.setdefault(tuple(_value(target, d) for d in dimensions), set()).add(target.id)
         return {key: frozenset(ids) for key, ids in found.items()}

@@ -275,7 +275,8 @@ def _version(text: str) -> float:
         release = Version(text).release
     except ValueError:
         return -1.0
-    return sum(part / 100 ** index for index, part in enumerate(release[:4]))
+    number: float = sum(part / 100 ** index for index, part in enumerate(release[:4]))  # (int ** int is typed Any: a power may be a float)
+    return number
 
 
 def _rows(targets: Sequence[Target]) -> list[tuple[tuple[str, str, str], list[Target]]]:

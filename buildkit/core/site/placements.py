@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from buildkit.core.compat.facts import Compat
 from buildkit.core.host.kube import KubeOptions, workload
@@ -25,7 +26,7 @@ PATH = "kubernetes.html"
 class Placement:
     anchor: str  # its id on the Kubernetes page
     uses: tuple[tuple[str, tuple[str, ...]], ...]  # (backend, the torch releases whose images of it are placed so)
-    spec: Mapping  # the container's resources and the pod's affinity
+    spec: Mapping[str, Any]  # the container's resources and the pod's affinity
 
     @property
     def title(self) -> str:
@@ -37,7 +38,7 @@ class Placements:
 
     def __init__(self, compat: Compat):
         self.compat = compat
-        self.found: dict[str, tuple[str, Mapping, dict[str, list[str]]]] = {}  # spec as JSON -> anchor, spec, uses
+        self.found: dict[str, tuple[str, Mapping[str, Any], dict[str, list[str]]]] = {}  # spec as JSON -> anchor, spec, uses
 
     def of(self, target: Target) -> str:
         """The link to the image's placement on the site's Kubernetes page."""
