@@ -5,10 +5,14 @@ JSON."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from packaging.version import Version
 
 from buildkit.app.compat_check import CheckOutcome
 from buildkit.core.compat.facts import COMPANION_PACKAGES
+from buildkit.core.upstream.check import Difference
 from buildkit.ui.views import escaped_lines
 
 
@@ -62,11 +66,11 @@ def _markdown(outcome: CheckOutcome) -> str:
     return "\n".join([*lines, ""])
 
 
-def _cell(differences) -> str:
+def _cell(differences: Iterable[Difference]) -> str:
     return ", ".join(d.subject + (f" ({d.note})" if d.note and d.writable else "") for d in differences) or "-"
 
 
-def _releases(outcome: CheckOutcome) -> list[dict]:
+def _releases(outcome: CheckOutcome) -> list[dict[str, Any]]:
     """Each torch release read on PyPI, with what its artifacts say."""
     pypi = outcome.facts.pypi
     if pypi is None:
@@ -82,7 +86,7 @@ def _releases(outcome: CheckOutcome) -> list[dict]:
     return rows
 
 
-def compat_json(outcome: CheckOutcome) -> dict:
+def compat_json(outcome: CheckOutcome) -> dict[str, Any]:
     facts = outcome.facts
     index = facts.index
     return {

@@ -5,6 +5,7 @@ So a new command or option completes without anyone writing completion code."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from pathlib import Path
 
 SHELLS = ("bash", "zsh", "fish")
@@ -16,11 +17,11 @@ def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
 
     for action in _actions(parser):
         if action.type is Path:
-            action.complete = shtab.FILE  # shtab reads this attribute
+            action.complete = shtab.FILE  # type: ignore[attr-defined]  # shtab's documented hook: an attribute it reads off the Action
     return shtab.complete(parser, shell=shell)
 
 
-def _actions(parser: argparse.ArgumentParser):
+def _actions(parser: argparse.ArgumentParser) -> Iterator[argparse.Action]:
     for action in parser._actions:
         yield action
         if isinstance(action, argparse._SubParsersAction):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from types import TracebackType
 
 from rich.console import Console
 from rich.live import Live
@@ -35,7 +36,7 @@ class PlainDisplay(Display):
     def __enter__(self) -> PlainDisplay:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None) -> None:
         pass
 
     def begin(self, engine_description: str, count: int, jobs: int) -> None:
@@ -72,8 +73,8 @@ class LiveDisplay(Display):
         self.live.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.live.__exit__(*exc)
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None) -> None:
+        self.live.__exit__(kind, error, traceback)
 
     def begin(self, engine_description: str, count: int, jobs: int) -> None:
         say(self.live.console, f"building {count} targets with {engine_description}, {jobs} at a time")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from buildkit.adapters.files.outputs import write_atomic
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
@@ -16,7 +17,7 @@ from buildkit.errors import redact_urls
 from buildkit.ui.views import human_size
 
 
-def target_json(result: TargetResult, shares: Sequence[NodeCost] = ()) -> dict:
+def target_json(result: TargetResult, shares: Sequence[NodeCost] = ()) -> dict[str, Any]:
     return {
         "id": result.id,
         "vendor": result.vendor,
@@ -49,7 +50,7 @@ def largest_layers(result: TargetResult, count: int = 5) -> list[tuple[str, int]
     return sorted(result.layer_sizes, key=lambda layer: layer[1], reverse=True)[:count]
 
 
-def verdict_json(verdict: Verdict) -> dict:
+def verdict_json(verdict: Verdict) -> dict[str, Any]:
     return {
         "image": verdict.image,
         "passed": verdict.passed,
@@ -61,12 +62,12 @@ def verdict_json(verdict: Verdict) -> dict:
     }
 
 
-def verdicts_json(verdicts: list[Verdict]) -> list[dict]:
+def verdicts_json(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
     """`buildkit test --json`: every image's verdict with its probe report."""
     return [verdict_json(verdict) for verdict in verdicts]
 
 
-def run_json(run: BuildRun, engine_description: str) -> dict:
+def run_json(run: BuildRun, engine_description: str) -> dict[str, Any]:
     return {
         "engine": engine_description,
         "interrupted": run.interrupted,
@@ -122,7 +123,7 @@ def write_reports(run: BuildRun, engine_description: str, json_path: Path) -> Pa
     return _write_pair(json_path, run_json(run, engine_description), run_markdown(run))
 
 
-def _write_pair(json_path: Path, document: dict, markdown_text: str) -> Path:
+def _write_pair(json_path: Path, document: Mapping[str, Any], markdown_text: str) -> Path:
     """The JSON report and its Markdown twin, each written whole and never through a link, URLs redacted."""
     json_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(json_path, (redact_urls(json.dumps(document, indent=2)) + "\n").encode("utf-8"), "--report")
@@ -131,7 +132,7 @@ def _write_pair(json_path: Path, document: dict, markdown_text: str) -> Path:
     return markdown
 
 
-def publish_json(run: PublishRun) -> dict:
+def publish_json(run: PublishRun) -> dict[str, Any]:
     return {
         "totals": {status.value: sum(1 for t in run.targets if t.status is status) for status in Outcome},
         "targets": [

@@ -26,6 +26,8 @@ from buildkit.core.vendors import VENDOR_NAMES
 from buildkit.errors import Problem, printable, redact_urls
 
 if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need not import them to print
+    import tomlkit.items  # (and tomlkit, which only `matrix show --format toml` loads)
+
     from buildkit.app.build import PlannedBuild
     from buildkit.app.matrix_show import ResolvedMatrix
     from buildkit.app.routing import Detection, DoctorReport
@@ -103,14 +105,14 @@ def write_json(path: Path, document: Any, option: str) -> None:
     write_atomic(path, (redact_urls(json.dumps(document, indent=2)) + "\n").encode("utf-8"), option)
 
 
-def write_json_array(stream: TextIO, items: Iterable[Mapping]) -> None:
+def write_json_array(stream: TextIO, items: Iterable[Mapping[str, Any]]) -> None:
     """A JSON array written as it is produced, one object per line: as valid as indented JSON and as easy to
     diff, and encoded by json's C encoder (asking for indentation falls back to its pure-Python encoder, which
     made three fifths of `plan --format json`'s time on large plans)."""
     write_json_lines(stream, map(json_line, items))
 
 
-def json_line(item: Mapping) -> str:
+def json_line(item: Mapping[str, Any]) -> str:
     """One object of write_json_array's, as its line of text."""
     return redact_urls(json.dumps(item))
 
@@ -200,7 +202,7 @@ def matrix_toml(resolved: ResolvedMatrix) -> str:
     return tomlkit.dumps(document)
 
 
-def _inline(value: Any):
+def _inline(value: object) -> tomlkit.items.Item:
     """A value as TOML writes it on one line: tables inline, lists of tables as lists of inline tables."""
     import tomlkit
 
@@ -228,7 +230,7 @@ def planned_build_table(builds: Sequence[PlannedBuild]) -> Table:
     return table
 
 
-def planned_build_json(build: PlannedBuild) -> dict:
+def planned_build_json(build: PlannedBuild) -> dict[str, Any]:
     """The plan contract's target, plus what the build itself would do with it."""
     target = build.item.target
     return {
@@ -262,11 +264,11 @@ def parity_lines(result: ParityResult) -> list[str]:
     return one_line_each([f"parity: {len(differences)} difference(s) between {first} and {second}:", *(f"  - {d}" for d in differences)])
 
 
-def parity_json(result: ParityResult) -> dict:
+def parity_json(result: ParityResult) -> dict[str, Any]:
     return {"images": list(result.images), "passed": result.parity.passed, "differences": list(result.parity.differences)}
 
 
-def gpu_json(host: HostFacts) -> dict:
+def gpu_json(host: HostFacts) -> dict[str, Any]:
     nodes = [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None]
     engine = host.engine
     return {
@@ -290,7 +292,7 @@ def host_notes(console: Console, host: HostFacts) -> None:
         say(console, f"note: {note}")
 
 
-def findings_json(findings: Iterable[Finding]) -> list[dict]:
+def findings_json(findings: Iterable[Finding]) -> list[dict[str, Any]]:
     return [{"blocking": f.blocking, "code": f.code, "finding": f.title, "fix": f.fix} for f in findings]
 
 
@@ -299,11 +301,11 @@ def findings_table(title: str, findings: Iterable[Finding]) -> Table:
                  (("BLOCKS" if finding.blocking else "note", finding.title, finding.fix) for finding in findings))
 
 
-def _target_json(target: Target | None) -> dict:
+def _target_json(target: Target | None) -> dict[str, Any]:
     return {"id": target.id if target else None, "tag": target.tags[0] if target else None}
 
 
-def detection_json(detection: Detection) -> dict:
+def detection_json(detection: Detection) -> dict[str, Any]:
     routing = detection.routing
     return {
         **gpu_json(detection.host),
@@ -351,7 +353,7 @@ def show_detection(console: Console, detection: Detection) -> None:
         console.print(findings_table("what doctor says", routing.findings))
 
 
-def doctor_json(report: DoctorReport) -> dict:
+def doctor_json(report: DoctorReport) -> dict[str, Any]:
     return {**gpu_json(report.host), "image": report.image, "ok": not report.blocking, "findings": findings_json(report.findings)}
 
 
@@ -385,7 +387,7 @@ def plain_yaml(value: object, flow: bool = False) -> str:
     def leaf(item: object) -> bool:
         return not isinstance(item, (dict, list)) or (isinstance(item, list) and all(not isinstance(x, (dict, list)) for x in item))
 
-    def mapping(dumper: yaml.SafeDumper, data: dict) -> yaml.Node:
+    def mapping(dumper: yaml.SafeDumper, data: dict[Any, Any]) -> yaml.Node:
         return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=all(leaf(item) for item in data.values()))
 
     if flow:
@@ -413,7 +415,7 @@ def verification_lines(verification: Verification) -> list[str]:
     return one_line_each(lines)
 
 
-def verification_json(verification: Verification) -> dict:
+def verification_json(verification: Verification) -> dict[str, Any]:
     identity = verification.identity
     return {
         "image": verification.image,
