@@ -523,6 +523,7 @@ def _most_targets(stack: Stack) -> int:
 def _default_twin(compat: Compat, backend: str, versions: tuple[str, ...]) -> str:
     """The newest version whose facts are confirmed, else the newest: the one the floating tags follow."""
     ordered = sorted(versions, key=Version)
+    # called once _backends found each version in the compatibility data (a stack with problems stops before)
     confirmed = [v for v in ordered if not compat.backend(backend, v).unconfirmed]  # type: ignore[union-attr]
     return (confirmed or ordered)[-1]
 

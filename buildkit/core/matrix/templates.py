@@ -115,8 +115,9 @@ class TemplateSet(jinja2.BaseLoader):
                 continue
             stack.pop()
             answers = [known.get(parent) for parent in parents or ()]
-            known[name] = None if tree is None or parents is None or None in answers else \
-                {block.name for block in tree.find_all(jinja2.nodes.Block)}.union(*answers)  # type: ignore[arg-type]
+            read = [answer for answer in answers if answer is not None]
+            known[name] = None if tree is None or parents is None or len(read) < len(answers) else \
+                {block.name for block in tree.find_all(jinja2.nodes.Block)}.union(*read)
         found: set[str] = set()
         for name in names:
             answer = known.get(name)
@@ -142,9 +143,10 @@ def _parse(environment: jinja2.Environment, file: TemplateFile) -> jinja2.nodes.
 def _extended(tree: jinja2.nodes.Template) -> list[str] | None:
     """The templates a template extends (none: it extends nothing), or None where a name is computed."""
     names = [node.template for node in tree.find_all(jinja2.nodes.Extends)]
-    if not all(isinstance(name, jinja2.nodes.Const) and isinstance(name.value, str) for name in names):
+    values = [name.value for name in names if isinstance(name, jinja2.nodes.Const) and isinstance(name.value, str)]
+    if len(values) < len(names):
         return None
-    return list(dict.fromkeys(name.value for name in names))  # type: ignore[attr-defined]
+    return list(dict.fromkeys(values))
 
 
 def _outer_blocks(node: jinja2.nodes.Node) -> Iterator[jinja2.nodes.Block]:

@@ -246,6 +246,7 @@ class Renderer:
         key = install_inputs(target)
         found = self._installs.get(key)
         if found is None:
+            # only a renderer given compat plans (the template worker's, without, renders images already planned)
             found = self._installs[key] = torch_install(target, self.compat)  # type: ignore[arg-type]
         return found
 
@@ -283,6 +284,7 @@ class Renderer:
                 texts[index] = text
         bounded = [index for index, item in enumerate(items) if index not in texts and self._is_bounded(item)]
         if bounded:
+            # (_is_bounded holds only where there is a bounded runner)
             texts.update(zip(bounded, self.bounded.render_all(self.loader, self.source,  # type: ignore[union-attr]
                                                               [items[index] for index in bounded])))
         # Rendered's fields are PlannedImage's, in order, then its own
@@ -332,8 +334,9 @@ class Renderer:
                             _DRAFT, install)
 
     def _render_alone(self, batch: list[PlannedImage]) -> None:
-        if self._is_bounded(batch[0]):
-            self.bounded.render_all(self.loader, self.source, batch)  # type: ignore[union-attr]
+        runner = self.bounded if self._is_bounded(batch[0]) else None
+        if runner is not None:
+            runner.render_all(self.loader, self.source, batch)
         else:
             for planned in batch:
                 self.text(planned)
@@ -358,12 +361,12 @@ class Renderer:
         if book is None:
             book = self._shapes[name] = ShapeBook(self.environment.getattr, TEXT_FILTERS, Sandbox.TRUSTED)
         found = book.find(variables)
-        bounded = self._is_bounded(planned)
+        runner = self.bounded if self._is_bounded(planned) else None
         if found is None:
             if plan is not None:
                 planned = plan()
                 variables = template_variables(planned)
-            data = self.bounded.shape(self.loader, self.source, planned, meanwhile) if bounded else self.shape_data(planned)  # type: ignore[union-attr]
+            data = runner.shape(self.loader, self.source, planned, meanwhile) if runner is not None else self.shape_data(planned)
             try:
                 found = book.add(data, variables) if data is not None else None
             except Unsupported:
@@ -372,7 +375,7 @@ class Renderer:
                 self._one_by_one.add(name)
                 return None
         shape, answers = found
-        limit = self.bounded.output_budget if bounded else None  # type: ignore[union-attr]
+        limit = runner.output_budget if runner is not None else None
         try:
             if not write:
                 if limit is not None and not shape.fits(answers, limit):
@@ -380,6 +383,7 @@ class Renderer:
                 return "ok"
             return shape.fill(answers, limit)
         except OverflowError:
+            # (fits and fill overflow only against a limit: never None here)
             raise UserError(self._over_output(planned, limit)) from None  # type: ignore[arg-type]
         except Exception:
             return None

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from buildkit.core import grammar
 from buildkit.core.bases import base_environment
@@ -22,6 +22,9 @@ from buildkit.core.matrix.resolve import Matrix, Stack, User, first_problems
 from buildkit.core.targets.source import SOURCE_FLAVOR
 from buildkit.core.vendors import BACKENDS, VENDORS, Vendor, of_backend
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance  # what mypy knows a dataclass by: it lives in typeshed's stubs only
 
 ALL_VENDORS = "all"  # --vendor all: no vendor criterion
 # Flavors whose base is the vendor's devel image; every other flavor starts from the slim runtime base.
@@ -42,7 +45,7 @@ class Twin:
     bundle_family: str = ""
 
 
-Record = TypeVar("Record")
+Record = TypeVar("Record", bound="DataclassInstance")
 
 
 def _fields_at_once(record: type[Record]) -> type[Record]:
@@ -51,7 +54,7 @@ def _fields_at_once(record: type[Record]) -> type[Record]:
     A frozen dataclass's own __init__ sets each field with object.__setattr__: for a Target's 45 fields, most of the
     time of expanding 100,000 targets. mypy checks every call against the dataclass's signature, which this keeps
     (tests/unit/test_matrix_scale.py compares the two); the record has no __post_init__ and no default factory."""
-    fields = dataclasses.fields(record)  # type: ignore[arg-type]
+    fields = dataclasses.fields(record)
     assert not hasattr(record, "__post_init__") and all(f.init and f.default_factory is dataclasses.MISSING for f in fields)
     defaults = {f"_default_{f.name}": f.default for f in fields if f.default is not dataclasses.MISSING}
     arguments = ", ".join(f"{f.name}=_default_{f.name}" if f"_default_{f.name}" in defaults else f.name for f in fields)
@@ -244,6 +247,7 @@ def pair_key(prefix: str, torch: str, python: str, flavor: str) -> str:
 
 def _base_image(matrix: Matrix, flavor: str, backend: str, version: str, python: str) -> str:
     if flavor in DEVEL_BASED_FLAVORS:
+        # a Matrix is validated: each stack's backend versions are in its compatibility data
         return matrix.compat.backend(backend, version).devel_base  # type: ignore[union-attr]
     if flavor == SOURCE_FLAVOR:
         return matrix.source_runtime_base.replace("{python}", python)
