@@ -6,13 +6,12 @@ JSON."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from packaging.version import Version
 
 from buildkit.app.compat_check import CheckOutcome
 from buildkit.core.compat.facts import COMPANION_PACKAGES
-from buildkit.core.upstream.check import Difference
 from buildkit.ui.views import escaped_lines
 
 
@@ -66,7 +65,18 @@ def _markdown(outcome: CheckOutcome) -> str:
     return "\n".join([*lines, ""])
 
 
-def _cell(differences: Iterable[Difference]) -> str:
+class _Shown(Protocol):
+    """What a table cell shows of a difference (core/upstream/check.py's Difference: that room is its use case's alone)."""
+
+    @property
+    def subject(self) -> str: ...
+    @property
+    def note(self) -> str: ...
+    @property
+    def writable(self) -> bool: ...
+
+
+def _cell(differences: Iterable[_Shown]) -> str:
     return ", ".join(d.subject + (f" ({d.note})" if d.note and d.writable else "") for d in differences) or "-"
 
 
