@@ -246,7 +246,7 @@ class Renderer:
         key = install_inputs(target)
         found = self._installs.get(key)
         if found is None:
-            # only a renderer given compat plans (the template worker's, without, renders images already planned)
+            # a renderer plans only when given compat (the template worker's has none: it renders images already planned)
             found = self._installs[key] = torch_install(target, self.compat)  # type: ignore[arg-type]
         return found
 
@@ -284,7 +284,7 @@ class Renderer:
                 texts[index] = text
         bounded = [index for index, item in enumerate(items) if index not in texts and self._is_bounded(item)]
         if bounded:
-            # (_is_bounded holds only where there is a bounded runner)
+            # _is_bounded holds only where there is a bounded runner
             texts.update(zip(bounded, self.bounded.render_all(self.loader, self.source,  # type: ignore[union-attr]
                                                               [items[index] for index in bounded])))
         # Rendered's fields are PlannedImage's, in order, then its own
@@ -383,7 +383,7 @@ class Renderer:
                 return "ok"
             return shape.fill(answers, limit)
         except OverflowError:
-            # (fits and fill overflow only against a limit: never None here)
+            # fits and fill overflow only against a limit: it is not None here
             raise UserError(self._over_output(planned, limit)) from None  # type: ignore[arg-type]
         except Exception:
             return None

@@ -98,6 +98,7 @@ class Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     code_generator_class = _CodeGenerator
     recording: Recorder | None = None
 
+    # the hooks take a template's values, whatever it computes: Any, as in Jinja's own signatures of them
     def print_value(self, value: Any) -> str:
         if self.recording is not None and type(value) in (Hole, Fragment):
             return self.recording.print(value)

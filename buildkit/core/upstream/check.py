@@ -38,7 +38,7 @@ from buildkit.core.vendors import BACKENDS, VENDORS
 
 PROJECT = "torch"
 VariantPins = Mapping[tuple[str, str], tuple[str, ...]]  # (release, "rocm 7.14") -> the pins read from that variant's wheel
-TomlTable = MutableMapping[str, Any]  # a table of a TOML file edited in place (tomlkit's keep comments and layout), any TOML inside
+TomlTable = MutableMapping[str, Any]  # a TOML table edited in place (tomlkit's, which keeps comments and layout), any TOML inside
 WHEEL_INDEX_SOURCE = "wheel-index"
 WHEEL_INDEX_SOURCE_TEXT = "PyTorch's wheel index, per-variant simple pages <index>/<cu130|rocm7.2>/torch/, read by `buildkit compat check`"
 AHEAD = 4  # minor versions probed past the newest one the data knows, per major

@@ -79,9 +79,12 @@ def changed_fields(ours: Published | None, theirs: Published) -> list[str]:
     return changed
 
 
-def published_table(published: Published, wheel: str) -> dict[str, str | list[str] | dict[str, list[str]]]:
+PublishedTable = dict[str, str | list[str] | dict[str, list[str]]]  # a release's published table: texts, lists of text, pins by variant
+
+
+def published_table(published: Published, wheel: str) -> PublishedTable:
     """The TOML table of one release's published facts, citing the wheel whose contents were read."""
-    table: dict[str, str | list[str] | dict[str, list[str]]] = {"date": published.date}
+    table: PublishedTable = {"date": published.date}
     if published.requires_python:
         table["requires_python"] = published.requires_python
     if published.pypi:
