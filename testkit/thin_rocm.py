@@ -138,6 +138,13 @@ def thin_rocm_index(folder: Path, layout: str, torch_archs: tuple[str, ...], dev
     return ThinIndex(layout, wheels, torch_archs, device_archs)
 
 
+def _runtime(rocm: str) -> str:
+    """The HIP version (major.minor) the data says ROCm `rocm`'s torch reports."""
+    facts = shipped_compat().backend("rocm", rocm)
+    assert facts is not None, f"the compatibility data names no ROCm {rocm}"
+    return facts.runtime_version
+
+
 def amd_layout_index(folder: Path, layout: RocmLayout, amd: AmdTargets, rocm: str, torch: str, torch_archs: tuple[str, ...],
                      device_archs: tuple[str, ...], scale: float = SCALE) -> ThinIndex:
     """The wheels of one of AMD's thin indexes whose extras are torch's (and its companions'), as `layout` describes
@@ -180,9 +187,8 @@ def amd_layout_index(folder: Path, layout: RocmLayout, amd: AmdTargets, rocm: st
     }, requires=[f"torch=={version}", *extra_lines("torchvision")], provides_extras=list(owned["torchvision"])))
     files = {
         "torch/__init__.py": TORCH_DOUBLE.format(local=local, version=version),
-        # HIP as the image's backend check expects it (its major.minor the ROCm version). Not as the real one is: ROCm
-        # 10.0's torch reports HIP 7.15.26333 (hipengine-rocm10), which that check refuses today (a known gap)
-        "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=None, hip=f"{rocm}.26500"),
+        # HIP as the real one reports it: its own numbering, not ROCm's (ROCm 10.0's torch: HIP 7.15.26333)
+        "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=None, hip=f"{_runtime(rocm)}.26500"),
         "torch/cuda/__init__.py": ROCM_CUDA_DOUBLE.format(archs=list(torch_archs)),
         "torch/lib/libtorch_hip.so": _blob(TORCH_MB["amd-multi-arch"] * MB * scale, f"torch {version} {layout.name}"),
     }

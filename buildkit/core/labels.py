@@ -23,6 +23,8 @@ TORCH = f"{PREFIX}torch"
 VENDOR = f"{PREFIX}vendor"
 BACKEND = f"{PREFIX}backend"
 BACKEND_VERSION = f"{PREFIX}backend-version"
+# the CUDA or HIP version (major.minor) torch reports, where it is not the backend version's (ROCm 10.0: HIP 7.15)
+BACKEND_RUNTIME = f"{PREFIX}backend-runtime"
 PYTHON = f"{PREFIX}python"
 FLAVOR = f"{PREFIX}flavor"
 GPU_ARCHS = f"{PREFIX}gpu-archs"
@@ -74,6 +76,8 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
         COMPRESSION: target.compression,
         INSTALLER: target.installer,
     }
+    if target.backend_runtime:
+        labels[BACKEND_RUNTIME] = target.backend_runtime
     if target.family:
         labels[ROCM_FAMILY] = target.family
     if target.bundle:
@@ -137,17 +141,24 @@ class ImageIdentity:
     device_packages: tuple[str, ...] = ()  # thin ROCm wheels: the device-code distributions it must carry
     companion_device_code: tuple[str, ...] = ()  # the companions whose device code it carries (their ops must load)
     bundle: str = ""  # a ROCm family image's bundle of AMD's hierarchy
+    backend_runtime: str = ""  # the version torch reports, where it is not backend_version (ROCm 10.0: HIP 7.15)
 
     @property
     def backend(self) -> str:
         return self.vendor.backend
+
+    @property
+    def reported_backend_version(self) -> str:
+        """The CUDA or HIP version (major.minor) torch must report in the image."""
+        return self.backend_runtime or self.backend_version
 
     @classmethod
     def of_target(cls, target: Target) -> ImageIdentity:
         """What the image of `target` will say it is (its labels for linux/amd64), without writing them."""
         return cls(vendor=BY_BACKEND[target.backend], backend_version=target.backend_version, archs=target.archs,
                    target=target.id, torch=target.torch, python=target.python, flavor=target.flavor,
-                   pair=target.pair or "", base_image=target.base_image, compile=target.compile)
+                   pair=target.pair or "", base_image=target.base_image, compile=target.compile,
+                   backend_runtime=target.backend_runtime)
 
     @classmethod
     def read(cls, labels: Mapping[str, str] | None, platform: str = AMD64) -> ImageIdentity | None:
@@ -174,4 +185,5 @@ class ImageIdentity:
             device_packages=tuple(name for name in labels.get(DEVICE_PACKAGES, "").split(",") if name),
             companion_device_code=tuple(name for name in labels.get(COMPANION_DEVICE_CODE, "").split(",") if name),
             bundle=labels.get(ROCM_BUNDLE, ""),
+            backend_runtime=labels.get(BACKEND_RUNTIME, ""),
         )

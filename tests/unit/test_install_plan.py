@@ -183,3 +183,25 @@ def test_family_and_budget_mistakes_are_refused_with_where_and_what(cli, team_ma
 ])
 def test_the_installer_swaps_device_all_for_the_images_own_extras(requirement, expected):
     assert with_extras(requirement, "rocm", "device-all", ("device-gfx942",)) == expected
+
+
+def test_a_rocm_10_image_checks_the_hip_version_its_torch_reports(team_matrix, pair):
+    """ROCm 10.1's torch reports HIP 7.16 (compat `runtime`): its install step checks that, and its label says so for
+    the smoke test; a ROCm 7.14 image checks its own version and carries no such label."""
+    path = team_matrix('''
+        extends = "default"
+        include = [{ torch = "2.14.0", python = "3.11", flavor = "runtime" }]
+        [compat.torch."2.14"]
+        rocm = ["7.2", "7.14", "10.1"]
+        [[torch]]
+        version = "2.14.0"
+        cuda = []
+        rocm = ["10.1"]
+        rocm_families = ["gfx9_4"]
+    ''')
+    (item,) = select_targets(Choices(matrix=path)).render()
+    assert item.target.backend_version == "10.1" and item.target.reported_backend_version == "7.16"
+    assert "install.py check-backend rocm 7.16\n" in item.dockerfile
+    assert item.labels["dev.buildkit.backend-runtime"] == "7.16"
+    mi300 = pair["2.14.1-rocm7.14-mi300-py3.12-runtime"]
+    assert "install.py check-backend rocm 7.14\n" in mi300.dockerfile and "dev.buildkit.backend-runtime" not in mi300.labels

@@ -83,6 +83,20 @@ def test_wrong_backend_builds_fail(labels, probe, expected):
     assert not verdict.passed and any(expected in f for f in verdict.failures), verdict.failures
 
 
+ROCM_10_LABELS = {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "10.0", "dev.buildkit.backend-runtime": "7.15",
+                  "dev.buildkit.gpu-archs": "gfx942"}
+
+
+def test_a_rocm_10_image_is_held_to_the_hip_version_its_torch_reports():
+    """ROCm 10.0's torch reports HIP 7.15.26333 (TheRock's HIP kept its own numbering): the image's label says so, and
+    a torch that reports 10.0 (or 7.14) is not that build."""
+    probe = report(hip="7.15.26333", local="rocm10.0.0", archs=["gfx942"])
+    assert judge("img", ImageIdentity.read(ROCM_10_LABELS), probe, "auto", host_has_gpu=False).passed
+    for wrong in ("10.0.26333", "7.14.26500"):
+        verdict = judge("img", ImageIdentity.read(ROCM_10_LABELS), report(hip=wrong, local="rocm10.0.0", archs=["gfx942"]), "auto", False)
+        assert f"backend: torch.version.hip is {wrong}, the image is labelled ROCm 10.0 (whose torch reports hip 7.15)" in verdict.failures
+
+
 def test_companion_of_another_backend_fails():
     probe = copy.deepcopy(ROCM_OK)
     probe["companions"]["torchvision"] = {"version": "0.29.1", "local": ""}  # PyPI's CUDA torchvision

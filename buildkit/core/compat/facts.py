@@ -44,6 +44,14 @@ class BackendRelease:
     arm64_archs: tuple[str, ...] = ()  # the linux/arm64 wheels' arch list, where it differs from archs
     layers: tuple[str, ...] = ()  # torch's large dependencies, each installed in a layer of its own
     layout: str = ""  # thin wheels: the [rocm_layouts] entry its index follows
+    # the major.minor torch.version.hip/cuda reports for this build, where it is not the release's own: ROCm 10.0's
+    # torch reports HIP 7.15 (TheRock's HIP kept its own numbering when ROCm's went to 10)
+    runtime: str = ""
+
+    @property
+    def runtime_version(self) -> str:
+        """What torch reports as its CUDA or HIP version (major.minor) for this build."""
+        return self.runtime or self.version
 
     @property
     def index_tag(self) -> str:
@@ -328,6 +336,7 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
             arm64_archs=tuple(entry.get("arm64_archs", ())),
             layers=tuple(entry.get("layers", ())),
             layout=entry.get("layout", ""),
+            runtime=entry.get("runtime", ""),
         )
         for backend in BACKENDS
         for version, entry in data.get(backend, {}).items()

@@ -457,6 +457,7 @@ _BACKEND_FACTS: dict[str, Kind] = {
     "devel_base": Text(grammar.image_reference),
     "driver_min": Text(grammar.driver_version),
     "driver_toolkit": Text(grammar.driver_version),
+    "runtime": Text(grammar.release_version),  # what torch.version.hip/cuda reports, where it is not the version's own
     "thin_wheels": Flag(),
     "layers": Texts(grammar.name),
     "platforms": Texts(grammar.platform, allow_empty=False),

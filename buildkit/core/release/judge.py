@@ -61,9 +61,10 @@ def _backend_checks(expect: ImageIdentity, torch: Mapping[str, Any]) -> list[Che
             return [Check("backend", False, f"torch is a {other.backend_display} build ({other.torch_version_field} {version}) in a "
                           f"{vendor.backend_display} image: it cannot use an {vendor.display} GPU and would run on the CPU")]
     built = builds[vendor]
-    if _minor(built) != _minor(expect.backend_version):
+    if _minor(built) != _minor(expect.reported_backend_version):
+        reports = f" (whose torch reports {vendor.torch_version_field} {expect.backend_runtime})" if expect.backend_runtime else ""
         return [Check("backend", False, f"torch.version.{vendor.torch_version_field} is {built}, the image is labelled "
-                      f"{vendor.backend_label(expect.backend_version)}")]
+                      f"{vendor.backend_label(expect.backend_version)}{reports}")]
     others = ", ".join(other.torch_version_field.upper() for other in VENDORS if other is not vendor)
     return [Check("backend", True, f"{vendor.backend_display} ({vendor.torch_version_field} {built}), no {others}")]
 

@@ -118,6 +118,13 @@ class Target:
     device_code: tuple[DeviceCode, ...] = ()
     # thin ROCm wheels: the `gfx_arch` values AMD's WheelNext variant plugin reports for the image's archs
     gfx_arch_variant: tuple[str, ...] = ()
+    # the major.minor torch.version.hip/cuda reports, where it is not backend_version (ROCm 10.0's torch: HIP 7.15)
+    backend_runtime: str = ""
+
+    @property
+    def reported_backend_version(self) -> str:
+        """The CUDA or HIP version (major.minor) torch reports in this image: what its install step checks."""
+        return self.backend_runtime or self.backend_version
 
     @cached_property  # kept: templates and labels read it for every render
     def device_packages(self) -> tuple[str, ...]:
@@ -383,7 +390,7 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[_Ima
                 compile=stack.compile, locked_packages=locked_packages, wheel_archs=built.archs,
                 installer=stack.installer, uv=compat.uv if stack.installer == "uv" else "", compression=matrix.compression,
                 layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
-                local_version=local,
+                local_version=local, backend_runtime=facts.runtime,
             )
             shared = _Version(prototype, {"vendor_record": vendor, "backend_label": vendor.backend_label(version),
                                           "container_environment": vendor.environment(version)})
@@ -534,7 +541,7 @@ def _target(image: _Image) -> Target:
         channel_date=shared.channel_date, builder_image=image.builder_image, source_checkout=shared.source_checkout,
         max_jobs=shared.max_jobs, wheel_archs=shared.wheel_archs, twins=image.twins, family=image.family, bundle=image.bundle,
         layout=shared.layout, layers=shared.layers, max_layer_size=shared.max_layer_size, local_version=shared.local_version,
-        device_code=image.device_code, gfx_arch_variant=image.gfx_arch_variant,
+        device_code=image.device_code, gfx_arch_variant=image.gfx_arch_variant, backend_runtime=shared.backend_runtime,
     )
     cached = vars(target)
     cached.update(image.version.cached)
