@@ -127,7 +127,9 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
     _answer(answers, ready=True)
     while (command := _receive_frame(commands)) is not None:
         kind, payload = cast(tuple[str, object], command)
-        for planned in (payload,) if kind == "shape" else payload:  # type: ignore[attr-defined]
+        # what TemplateWorker sends: ("shape", a planned image) or ("render", a list of them)
+        batch = (cast(PlannedImage, payload),) if kind == "shape" else cast(list[PlannedImage], payload)
+        for planned in batch:
             # the budget is per command: a shape render, its retries and the render of the target on its own
             # that tells why it has no shape share one. The profiling timer stops the worker (SIGPROF's default
             # action) once the command has used the budget's CPU time, to the millisecond, even inside one long C

@@ -43,6 +43,11 @@ from buildkit.core.targets.plan import Note
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11
 
+__all__ = [
+    "LOG_TAIL_LINES", "BuildOptions", "BuildPreview", "BuildRun", "BuildRunner", "BuildStatus", "Display", "IndexSettings", "PairResult",
+    "PlannedBuild", "TargetResult", "build_selection", "build_targets", "pair_results", "preview_build",
+]
+
 LOG_TAIL_LINES = 25
 
 

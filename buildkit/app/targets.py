@@ -31,6 +31,11 @@ from buildkit.core.render.renderer import Renderer
 from buildkit.core.targets.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
 from buildkit.errors import Problem, UserError
 
+__all__ = [
+    "LOCAL_MATRIX", "MATRIX_ENV", "MOST_PARTS", "PARALLEL_FROM", "Choices", "MatrixFile", "PlannedImage", "Selection", "SourceOptions",
+    "find_matrix", "github_matrix", "plan_json", "records_that_last", "select_targets", "target_json", "validate_selection",
+]
+
 MATRIX_ENV = "BUILDKIT_MATRIX"
 LOCAL_MATRIX = "matrix.toml"
 
