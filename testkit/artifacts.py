@@ -172,7 +172,7 @@ class PypiDouble:
         double = self
 
         class Handler(QuietHandler):
-            def do_GET(self):
+            def do_GET(self) -> None:
                 double.requests.append(self.path)
                 if self.headers.get("Range"):
                     double.ranges.append(self.headers["Range"])

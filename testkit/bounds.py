@@ -54,18 +54,19 @@ def count_calls(work: Callable[[], T]) -> tuple[T, int]:
 def hang_guard(work: Callable[[], T], what: str, seconds: float = HANG_GUARD) -> T:
     """work(), in a thread: an exception it raises is raised here, and a call still running after `seconds`
     fails the test as hung instead of hanging the suite (a guard against hangs, never a measure of speed)."""
-    box: dict[str, object] = {}
+    results: list[T] = []
+    errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            box["result"] = work()
+            results.append(work())
         except BaseException as error:  # handed to the test's thread, pytest.raises and failures included
-            box["error"] = error
+            errors.append(error)
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     worker.join(seconds)
     assert not worker.is_alive(), f"{what} hung (still running after {seconds:g} s, a guard against hangs)"
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box["result"]  # type: ignore[return-value]
+    if errors:
+        raise errors[0]
+    return results[0]

@@ -15,8 +15,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from selenium.webdriver import Chrome
+    from selenium.webdriver.remote.webelement import WebElement
 
 REPO = Path(__file__).resolve().parent.parent
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -42,7 +47,7 @@ def _binaries() -> tuple[str, str]:
 
 
 @contextmanager
-def chromium(javascript: bool = True, width: int = 1280, height: int = 1000, dark: bool = False) -> Iterator:
+def chromium(javascript: bool = True, width: int = 1280, height: int = 1000, dark: bool = False) -> Iterator[Chrome]:
     """A Selenium WebDriver on a fresh headless Chromium; `javascript` False turns scripts off for every page,
     `dark` makes pages see prefers-color-scheme: dark."""
     binary, driver_path = _binaries()
@@ -68,12 +73,12 @@ def chromium(javascript: bool = True, width: int = 1280, height: int = 1000, dar
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def console_problems(driver) -> list[str]:
+def console_problems(driver: Chrome) -> list[str]:
     """What the page logged as errors or warnings (a script error, a CSP violation, a resource that failed)."""
     return [entry["message"] for entry in driver.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
 
 
-def screenshot(driver, name: str) -> Path:
+def screenshot(driver: Chrome, name: str) -> Path:
     """The whole page as a PNG in artifacts()."""
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.set_window_size(driver.get_window_size()["width"], min(max(height, 600), 6000))
@@ -82,7 +87,7 @@ def screenshot(driver, name: str) -> Path:
     return path
 
 
-def choose(driver, gpu: str, torch: str, python: str) -> str:
+def choose(driver: Chrome, gpu: str, torch: str, python: str) -> str:
     """Pick a GPU (its label), a torch release and a Python in the page's chooser; the id of the image it names
     ("" when none fits)."""
     from selenium.webdriver.support.ui import Select
@@ -94,14 +99,21 @@ def choose(driver, gpu: str, torch: str, python: str) -> str:
     return driver.find_element("id", "answer").get_attribute("data-image") or ""
 
 
-def listed_images(driver) -> set[str]:
+def listed_images(driver: Chrome) -> set[str]:
     """The images the page lists where a reader sees them: displayed links to an image's part of its row's page
     (images/ROW.html#IMAGE)."""
     links = driver.find_elements("css selector", "a[href^='images/'][href*='#']")
-    return {link.get_attribute("href").rpartition("#")[2] for link in links if link.is_displayed()}
+    return {_href(link).rpartition("#")[2] for link in links if link.is_displayed()}
 
 
-def open_image(driver, index: Path, image: str) -> None:
+def open_image(driver: Chrome, index: Path, image: str) -> None:
     """Open an image's part of the site the way a reader does: by its link in the pair matrix of the index."""
     driver.get(index.as_uri())
-    driver.get(driver.find_element("css selector", f"a[href$='#{image}']").get_attribute("href"))
+    driver.get(_href(driver.find_element("css selector", f"a[href$='#{image}']")))
+
+
+def _href(link: WebElement) -> str:
+    """A link's address, resolved (the selectors above match only links that have one)."""
+    href = link.get_attribute("href")
+    assert href is not None, link.get_attribute("outerHTML")
+    return href

@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,10 +23,10 @@ from testkit.wheels import companion_double, torch_double
 # What torch doubles report as compiled: the official lists, as the real wheels would (release cu130 wheels
 # carry no PTX, so no compute_120: see compat.toml's cuda-release-ptx source)
 _COMPAT = compat_from_data(compat_data())
-CUDA_13_ARCHS = list(NVIDIA.compiled_arch_names(_COMPAT.backend("cuda", "13.0").archs))
+CUDA_13_ARCHS = list(NVIDIA.compiled_arch_names(_COMPAT.backends[("cuda", "13.0")].archs))
 # the aarch64 (sbsa) wheels are built for other GPUs (Grace Hopper and Blackwell, Thor's sm_110)
-CUDA_13_ARCHS_PER_MACHINE = {"x86_64": CUDA_13_ARCHS, "aarch64": list(NVIDIA.compiled_arch_names(_COMPAT.backend("cuda", "13.0").arm64_archs))}
-ROCM_7_2_ARCHS = list(_COMPAT.backend("rocm", "7.2").archs)
+CUDA_13_ARCHS_PER_MACHINE = {"x86_64": CUDA_13_ARCHS, "aarch64": list(NVIDIA.compiled_arch_names(_COMPAT.backends[("cuda", "13.0")].arm64_archs))}
+ROCM_7_2_ARCHS = list(_COMPAT.backends[("rocm", "7.2")].archs)
 
 
 def pair_doubles(folder: Path, cuda_releases: dict[str, str], rocm_releases: dict[str, str] | None = None) -> dict[str, list[Path]]:
@@ -45,17 +47,17 @@ def pair_doubles(folder: Path, cuda_releases: dict[str, str], rocm_releases: dic
 class Build:
     """One `buildkit build` run: its process result, its JSON report and its output folder."""
 
-    result: subprocess.CompletedProcess
-    report: dict
+    result: subprocess.CompletedProcess[str]
+    report: dict[str, Any]  # report.json
     out: Path
     matrix: Path
 
     @property
-    def targets(self) -> dict[str, dict]:
+    def targets(self) -> dict[str, dict[str, Any]]:
         return {t["id"]: t for t in self.report["targets"]}
 
 
-def build(matrix: Path, pip_conf: Path, out: Path, env: dict, *extra) -> Build:
+def build(matrix: Path, pip_conf: Path, out: Path, env: Mapping[str, str] | None, *extra: object) -> Build:
     result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--out", out, *extra, env=env)
     report_path = out / "report.json"
     if not report_path.exists():

@@ -25,7 +25,7 @@ class SpareEngine:
     root: Path | None = None  # set by start(): the engine's own folder, which stop() removes
     bridge: str = ""
     context: str = ""
-    daemon: subprocess.Popen | None = None
+    daemon: subprocess.Popen[bytes] | None = None
     classic: bool = False  # the classic image store (graph drivers), not containerd's
 
     @property

@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -45,7 +49,7 @@ class Seen:
 class Journal:
     """Every request every fake origin received, in order."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
 
@@ -139,7 +143,7 @@ class FakeOrigin:
 
     def __init__(self, journal: Journal | None = None, tls: SelfSignedCert | None = None):
         self.journal = journal or Journal()
-        self.routes: list[tuple[str, re.Pattern, Answer | Handler]] = []
+        self.routes: list[tuple[str, re.Pattern[str], Answer | Handler]] = []
         self.stopping = threading.Event()
         self.sent_bytes = 0  # body bytes written, all answers together
         origin = self
@@ -147,16 +151,16 @@ class FakeOrigin:
         class RequestHandler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args):
+            def log_message(self, *args: object) -> None:
                 pass
 
-            def handle_one_request(self):
+            def handle_one_request(self) -> None:
                 try:
                     super().handle_one_request()
                 except (ConnectionError, ssl.SSLError, OSError):
                     self.close_connection = True
 
-            def _handle(self):
+            def _handle(self) -> None:
                 origin._answer(self)
 
             do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _handle
@@ -184,10 +188,10 @@ class FakeOrigin:
         self.server.shutdown()
         self.server.server_close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _answer(self, handler: BaseHTTPRequestHandler) -> None:
@@ -340,7 +344,9 @@ class FakeRegistry(FakeOrigin):
     # --- API ---
 
     def _match(self, request: Request, pattern: str) -> dict[str, str]:
-        return re.fullmatch(pattern, request.route).groupdict()
+        found = re.fullmatch(pattern, request.route)
+        assert found is not None, f"{request.route} is routed here by {pattern}"
+        return found.groupdict()
 
     def _manifest(self, request: Request) -> Answer:
         found = self._match(request, r"/v2/(?P<name>.+)/manifests/(?P<reference>[^/]+)")
@@ -406,7 +412,7 @@ class FakeGitHubApi(FakeOrigin):
     def __init__(self, token: str, journal: Journal | None = None, tls: SelfSignedCert | None = None):
         super().__init__(journal, tls)
         self.token = token
-        self.versions: dict[tuple[str, str, str], list[dict]] = {}  # (orgs|users, owner, package) -> versions
+        self.versions: dict[tuple[str, str, str], list[dict[str, object]]] = {}  # (orgs|users, owner, package) -> versions
         self.deleted: list[int] = []
         self.on("GET", r"/(?P<kind>orgs|users)/(?P<owner>[^/]+)/packages/container/(?P<package>[^/]+)/versions", self._list)
         self.on("DELETE", r"/(?P<kind>orgs|users)/(?P<owner>[^/]+)/packages/container/(?P<package>[^/]+)/versions/(?P<id>\d+)",
@@ -421,7 +427,9 @@ class FakeGitHubApi(FakeOrigin):
     def _key(self, request: Request, pattern: str) -> tuple[tuple[str, str, str], dict[str, str]]:
         from urllib.parse import unquote
 
-        found = re.fullmatch(pattern, request.route).groupdict()
+        matched = re.fullmatch(pattern, request.route)
+        assert matched is not None, f"{request.route} is routed here by {pattern}"
+        found = matched.groupdict()
         return (found["kind"], found["owner"], unquote(found["package"])), found
 
     def _authorized(self, request: Request) -> bool:
@@ -438,7 +446,7 @@ class FakeGitHubApi(FakeOrigin):
         headers = {}
         if page * per_page < len(versions):
             headers["Link"] = f'<{self.url}{request.route}?per_page={per_page}&page={page + 1}>; rel="next"'
-        return json_answer(versions[(page - 1) * per_page: page * per_page], **headers)
+        return json_answer(versions[(page - 1) * per_page: page * per_page], 200, **headers)
 
     def _delete(self, request: Request) -> Answer:
         if not self._authorized(request):

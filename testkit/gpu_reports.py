@@ -8,6 +8,7 @@ judged by the real buildkit.core.release.judge; what is invented is only the har
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from buildkit.image.probe import PROBE_VERSION, THRESHOLDS
 from testkit.builds import CUDA_13_ARCHS, ROCM_7_2_ARCHS
@@ -24,11 +25,11 @@ _ERRORS = {"matmul_fp32": 3.1e-7, "matmul_bf16": 2.6e-3, "elementwise_fp32": 4.2
 _LIBRARIES = {"amd": (("MIOpen", "3.5.0"), ("RCCL", "2.26.6")), "nvidia": (("cuDNN", "9.10.2"), ("NCCL", "2.27.3"))}
 
 
-def _passed(name: str, detail: str, seconds: float, **extra) -> dict:
+def _passed(name: str, detail: str, seconds: float, **extra: object) -> dict[str, object]:
     return {"name": name, "passed": True, "seconds": seconds, "detail": detail, **extra}
 
 
-def kernels(failing: str = "") -> list[dict]:
+def kernels(failing: str = "") -> list[dict[str, object]]:
     """The four kernel checks as the probe reports them; `failing` names one whose result is wrong."""
     found = []
     for name, error in _ERRORS.items():
@@ -50,14 +51,14 @@ DEVICE_CHECKS = [
 ]
 
 
-def library_checks(vendor: str) -> list[dict]:
+def library_checks(vendor: str) -> list[dict[str, object]]:
     (dnn, dnn_version), (collective, collective_version) = _LIBRARIES[vendor]
     return [_passed("DNN library", f"{dnn} {dnn_version}: loaded, a conv2d ran through it", 0.9, library=dnn, version=dnn_version),
             _passed("collective library", f"{collective} {collective_version}: loaded, an all-reduce ran on cuda:0", 1.2,
                     library=collective, version=collective_version)]
 
 
-def gpu_report_double(vendor: str, devices: int = 1, failing_kernel: str = "") -> dict:
+def gpu_report_double(vendor: str, devices: int = 1, failing_kernel: str = "") -> dict[str, Any]:
     """TEST DOUBLE: a probe report claiming kernels ran on `devices` GPUs of the vendor (MI300X / H100)."""
     torch, name, arch, compiled = _CLAIMS[vendor]
     return {

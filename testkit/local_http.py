@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class QuietHandler(BaseHTTPRequestHandler):
-    def log_message(self, *args):  # tests read what their servers record, not stderr
+    def log_message(self, *args: object) -> None:  # tests read what their servers record, not stderr
         pass
 
 

@@ -13,11 +13,15 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from packaging.version import Version
 
 from buildkit.adapters.index.wheel_index import default_package_index
+
+if TYPE_CHECKING:
+    from testkit.wheel_index import WheelIndex
 
 _HREF_RE = re.compile(r'href="([^"#]+)')
 
@@ -102,7 +106,7 @@ PER_PYTHON = ("torch", "torchvision", "triton", "numpy", "pillow", "markupsafe")
 RELEASES = {"torch": "2.14.1", "torchvision": "0.29.1"}
 
 
-def cuda_index(host: str = "127.0.0.1", pythons: tuple[str, ...] = ("3.11",), git_version: str = ""):
+def cuda_index(host: str = "127.0.0.1", pythons: tuple[str, ...] = ("3.11",), git_version: str = "") -> WheelIndex | None:
     """This machine's own wheels on a local index, named as PyTorch's index names them (not started):
     /cu130/ holds torch 2.14.1 and torchvision 0.29.1 renamed +cu130 with everything else this machine has, and
     mirrors the projects it lacks from the machine's default index, as download.pytorch.org mirrors torch's

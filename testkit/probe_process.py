@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 from buildkit.image import probe
 
 
-def run_probe(env: dict[str, str] | None = None, *arguments: str) -> dict:
+def run_probe(env: dict[str, str] | None = None, *arguments: str) -> dict[str, Any]:
     result = subprocess.run([sys.executable, probe.__file__, *arguments], check=False, capture_output=True,
                             text=True, timeout=400, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])  # the probe's JSON line
+    return report

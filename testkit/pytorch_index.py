@@ -40,7 +40,7 @@ def wheels_from_compat(compat: Compat) -> dict[str, list[str]]:
     for minor, release in compat.torch.items():
         for backend in BACKENDS:
             for version in release.backends[backend]:
-                facts = compat.backend(backend, version)
+                facts = compat.backends[(backend, version)]
                 for patch in release.releases:
                     for python in release.python:
                         for platform in compat.platforms(minor, backend, version):
@@ -60,7 +60,7 @@ class PyTorchIndex:
         index = self
 
         class Handler(QuietHandler):
-            def do_GET(self):
+            def do_GET(self) -> None:
                 index.requests.append(self.path)
                 path = unquote(self.path.split("?")[0])
                 if path.endswith(".whl"):  # a real wheel, or a double whose METADATA pins what its variant pins

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import datetime
 import http.client
+import io
 import json
 import shutil
 import socket
@@ -14,9 +15,11 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import requests
@@ -27,7 +30,8 @@ from testkit.local_http import QuietHandler, serve, stop_serving
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]  # an AF_INET socket's name: (host, port)
+        return port
 
 
 class TokenServer:
@@ -53,13 +57,13 @@ class TokenServer:
         server = self
 
         class Handler(QuietHandler):
-            def do_GET(self):
+            def do_GET(self) -> None:
                 """The distribution spec's token request: Basic credentials, scopes in the query."""
                 expected = "Basic " + base64.b64encode(f"{server.user}:{server.password}".encode()).decode()
                 server._answer(self, self.headers.get("Authorization") == expected,
                                parse_qs(urlsplit(self.path).query).get("scope", []))
 
-            def do_POST(self):
+            def do_POST(self) -> None:
                 """The OAuth2 password grant that containerd (the engine's pusher) tries first: a form with
                 username, password and space-separated scopes."""
                 length = int(self.headers.get("Content-Length") or 0)
@@ -176,17 +180,17 @@ class FaultProxy:
         class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
 
-            def handle_one_request(self):
+            def handle_one_request(self) -> None:
                 # The engine tries TLS first and falls back to plain HTTP only when the answer starts with
                 # "HTTP/" (containerd's HTTPFallback); http.server answers a ClientHello as HTTP/0.9, with no
                 # status line, so the push failed. Answer as Go's server (docker-registry) does.
-                if self.rfile.peek(1)[:1] == b"\x16":
+                if cast(io.BufferedReader, self.rfile).peek(1)[:1] == b"\x16":  # rfile: the socket's buffered reader
                     self.wfile.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request")
                     self.close_connection = True
                     return
                 super().handle_one_request()
 
-            def _handle(self):
+            def _handle(self) -> None:
                 proxy._forward(self)
 
             do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _handle
@@ -237,7 +241,7 @@ class FaultProxy:
     @staticmethod
     def _body(handler: BaseHTTPRequestHandler) -> bytes | None:
         if handler.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size = int(handler.rfile.readline().strip().split(b";")[0], 16)
                 if size == 0:
@@ -253,10 +257,11 @@ MANIFEST_TYPES = ("application/vnd.oci.image.index.v1+json, application/vnd.oci.
                   "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
 
 
-def _manifest(address: str, repository: str, reference: str) -> dict:
+def _manifest(address: str, repository: str, reference: str) -> dict[str, Any]:
     response = requests.get(f"http://{address}/v2/{repository}/manifests/{reference}", headers={"Accept": MANIFEST_TYPES}, timeout=30)
     response.raise_for_status()
-    return response.json()
+    document: dict[str, Any] = response.json()
+    return document
 
 
 def layer_media_types(address: str, repository: str, reference: str) -> set[str]:
@@ -305,7 +310,7 @@ class Seeder:
         requests.put(location, params={"digest": digest}, data=data, auth=self.auth, timeout=30).raise_for_status()
         return digest
 
-    def manifest(self, repository: str, reference: str, media_type: str, document: dict) -> str:
+    def manifest(self, repository: str, reference: str, media_type: str, document: Mapping[str, object]) -> str:
         body = json.dumps(document).encode()
         response = requests.put(f"{self.base}/v2/{repository}/manifests/{reference}", data=body, auth=self.auth,
                                 headers={"Content-Type": media_type}, timeout=30)

@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from buildkit.adapters.supply_chain.sbom import cyclonedx
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
@@ -57,7 +58,7 @@ def _smoke(target: Target, passed: bool, kernels: str) -> Verdict:
                    kernels, f"{target.torch}+{target.backend}")
 
 
-def build_report(targets: Iterable[Target], failed: Sequence[str] = (), day: str = "1") -> dict:
+def build_report(targets: Iterable[Target], failed: Sequence[str] = (), day: str = "1") -> dict[str, Any]:
     """`buildkit build`'s report.json for the targets (those in `failed` failed their build), each built image
     with its layers and a smoke test without kernels (no GPU on the build host)."""
     results = []
@@ -78,7 +79,7 @@ def build_report(targets: Iterable[Target], failed: Sequence[str] = (), day: str
     return run_json(BuildRun(results, []), "docker (test double)")
 
 
-def publish_report(targets: Iterable[Target], failed: Sequence[str] = (), day: str = "1") -> dict:
+def publish_report(targets: Iterable[Target], failed: Sequence[str] = (), day: str = "1") -> dict[str, Any]:
     """`buildkit publish`'s publish.json: every target published (or failed), its floating tags moved."""
     outcomes = [TargetOutcome(target.id, target.pair, Outcome.FAILED if target.id in failed else Outcome.PUBLISHED,
                               digest="" if target.id in failed else digest("manifest", target.id, day),
@@ -88,7 +89,7 @@ def publish_report(targets: Iterable[Target], failed: Sequence[str] = (), day: s
     return publish_json(PublishRun(outcomes, {}))
 
 
-def verification(item: PlannedImage, signed: bool = True, day: str = "1", created: str = "2026-12-05T03:40:00Z") -> dict:
+def verification(item: PlannedImage, signed: bool = True, day: str = "1", created: str = "2026-12-05T03:40:00Z") -> dict[str, Any]:
     """`buildkit verify IMAGE --json` of a published image with a signed, passing GPU test of its vendor."""
     target = item.target
     identity = ImageIdentity.read(item.labels)
@@ -114,7 +115,7 @@ def packages(target: Target, day: str = "1") -> tuple[Package, ...]:
     return (*debs, *(Package("pypi", name, version, f"pkg:pypi/{name}@{version}") for name, version in python))
 
 
-def sbom(item: PlannedImage, day: str = "1", created: str = "2026-12-05T03:40:00Z") -> dict:
+def sbom(item: PlannedImage, day: str = "1", created: str = "2026-12-05T03:40:00Z") -> dict[str, Any]:
     """`buildkit sbom IMAGE` of the image: its packages, its labels (the target's among them) as properties."""
     target = item.target
     contents = Contents("debian", "12", "Debian GNU/Linux 12 (bookworm)", target.python, packages(target, day))

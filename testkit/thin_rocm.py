@@ -27,6 +27,7 @@ pseudo-random (incompressible), so layer sizes are honest.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,11 +72,11 @@ def _blob(size: float, seed: str) -> bytes:
     return random.Random(seed).randbytes(max(1, int(size)))
 
 
-def _package(folder: Path, name: str, version: str, megabytes: float, requires: list[str] = (),
+def _package(folder: Path, name: str, version: str, megabytes: float, requires: Sequence[str] = (),
              extras: dict[str, list[str]] | None = None, module: str = "", scale: float = SCALE) -> Path:
     """A distribution whose payload is `megabytes` (scaled) of incompressible data under its own module."""
     module = module or "_" + name.replace("-", "_")
-    files = {f"{module}/__init__.py": f'"""TEST DOUBLE of {name} {version}."""\n',
+    files: dict[str, str | bytes] = {f"{module}/__init__.py": f'"""TEST DOUBLE of {name} {version}."""\n',
              f"{module}/payload.bin": _blob(megabytes * MB * scale, f"{name} {version}")}
     requirements = list(requires)
     for extra, wanted in (extras or {}).items():
@@ -127,7 +128,7 @@ def thin_rocm_index(folder: Path, layout: str, torch_archs: tuple[str, ...], dev
         extras = {**{f"device-{gfx}": [requirement] for gfx, requirement in devices.items()}, "device-all": list(devices.values())}
         wheels += [_package(folder, f"amd-torch-device-{gfx}", version, AMD_TORCH_DEVICE_MB, [rocm_devices[gfx]], scale=scale)
                    for gfx in device_archs]
-    files = {
+    files: dict[str, str | bytes] = {
         "torch/__init__.py": TORCH_DOUBLE.format(local=local, version=version),
         "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=None, hip=HIP),
         "torch/cuda/__init__.py": ROCM_CUDA_DOUBLE.format(archs=list(torch_archs)),
@@ -180,12 +181,15 @@ def amd_layout_index(folder: Path, layout: RocmLayout, amd: AmdTargets, rocm: st
         _package(folder, "rocm-sdk-libraries", sdk, HOST_MB["rocm-sdk-libraries"], [f"rocm-sdk-core=={sdk}"], scale=scale),
         *(_package(folder, name, found, megabytes, [f"rocm-sdk-libraries=={sdk}"], scale=scale) for name, (found, megabytes) in packages.items()),
     ]
-    extra_lines = lambda owner: [f'{requirement}; extra == "{extra}"' for extra, wanted in owned[owner].items() for requirement in wanted]  # noqa: E731
+
+    def extra_lines(owner: str) -> list[str]:
+        return [f'{requirement}; extra == "{extra}"' for extra, wanted in owned[owner].items() for requirement in wanted]
+
     wheels.append(build_wheel(folder, "torchvision", vision_version, {
         "torchvision/__init__.py": f'"""TEST DOUBLE of torchvision."""\n__version__ = "{vision_version}"\n',
         "torchvision/extension.py": VISION_EXTENSION_DOUBLE,
     }, requires=[f"torch=={version}", *extra_lines("torchvision")], provides_extras=list(owned["torchvision"])))
-    files = {
+    files: dict[str, str | bytes] = {
         "torch/__init__.py": TORCH_DOUBLE.format(local=local, version=version),
         # HIP as the real one reports it: its own numbering, not ROCm's (ROCm 10.0's torch: HIP 7.15.26333)
         "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=None, hip=f"{_runtime(rocm)}.26500"),

@@ -7,17 +7,27 @@ import hashlib
 import os
 import stat
 from pathlib import Path
+from typing import Protocol
 
 
-def snapshot(*roots: Path) -> dict[str, tuple]:
+class CliResult(Protocol):
+    """What the tests' `cli` fixture returns (tests/conftest.py's Result)."""
+
+    code: int
+    out: str
+    err: str
+
+
+def snapshot(*roots: Path) -> dict[str, tuple[str | int, ...]]:
     """Every path below the roots (the roots included): its kind, content hash or link target, mode and
     inode. Never follows a symlink, so a planted link is recorded as a link, not as where it leads."""
-    found = {}
+    found: dict[str, tuple[str | int, ...]] = {}
     for root in roots:
         for folder, folders, files in os.walk(root, followlinks=False):
             for name in [".", *folders, *files]:
                 path = Path(folder) / name if name != "." else Path(folder)
                 info = path.lstat()
+                entry: tuple[str | int, ...]
                 if stat.S_ISLNK(info.st_mode):
                     entry = ("link", os.readlink(path))
                 elif stat.S_ISREG(info.st_mode):
@@ -38,7 +48,7 @@ def unprivileged(command: list[str]) -> list[str]:
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *command]
 
 
-def assert_refused(result, *fragments: str, code: int = 2) -> None:
+def assert_refused(result: CliResult, *fragments: str, code: int = 2) -> None:
     """A refusal as the user must see it: the exit code, exactly one error line holding every fragment, and
     no traceback. `result` is the tests' CLI result (code, out, err)."""
     assert result.code == code, result.out + result.err

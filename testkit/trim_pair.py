@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import docker
 
@@ -68,11 +70,12 @@ class TrimPair:
     wheel_bytes: int
     read: dict[str, ImageRead]  # "untrimmed" / "trimmed", for each image that was built
 
-    def target(self, which: Build) -> dict:
+    def target(self, which: Build) -> dict[str, Any]:
         return which.targets[TARGET]
 
     def filesystem(self, which: Build) -> int:
-        return self.target(which)["filesystem_bytes"]
+        size: int = self.target(which)["filesystem_bytes"]
+        return size
 
     def above_base(self, which: Build) -> int:
         return self.filesystem(which) - self.base_bytes
@@ -110,7 +113,7 @@ def read_image(client: docker.DockerClient, image_id: str) -> ImageRead:
     return ImageRead(client.images.get(image_id).labels, **found)
 
 
-def build_trim_pair(folder: Path, repository: str, env: dict | None, client: docker.DockerClient,
+def build_trim_pair(folder: Path, repository: str, env: Mapping[str, str] | None, client: docker.DockerClient,
                     unit: int = 4 << 20, shared: int = 9 << 20) -> TrimPair:
     """Builds both images (one after the other: the engine is shared) with efficiency measured."""
     wheels = folder / "wheels"
@@ -136,6 +139,7 @@ def build_trim_pair(folder: Path, repository: str, env: dict | None, client: doc
     finally:
         index.stop()
     dockerfile = (built["untrimmed"].out / "contexts" / TARGET / "Dockerfile").read_text()
-    base_image = re.search(r"^FROM (\S+) AS tools$", dockerfile, re.MULTILINE).group(1)
+    # a rendered Dockerfile always has its tools stage (not narrowed by an assert: no engine here to run this with)
+    base_image = re.search(r"^FROM (\S+) AS tools$", dockerfile, re.MULTILINE).group(1)  # type: ignore[union-attr]
     base_bytes = image_bytes(client, client.images.get(base_image).id).filesystem
     return TrimPair(built["untrimmed"], built["trimmed"], base_bytes, torch.stat().st_size, read)

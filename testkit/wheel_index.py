@@ -54,7 +54,7 @@ class WheelIndex:
         index = self
 
         class Handler(QuietHandler):
-            def do_GET(self):
+            def do_GET(self) -> None:
                 if not self.path.startswith(index.prefix + "/"):
                     self.send_response(404)
                     self.end_headers()

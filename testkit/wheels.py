@@ -11,6 +11,7 @@ import base64
 import hashlib
 import random
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from testkit.artifacts import torch_version_module
@@ -44,8 +45,8 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def build_wheel(folder: Path, name: str, version: str, files: dict[str, str | bytes], requires: list[str] = (),
-                provides_extras: list[str] = (), tag: str = "py3-none-any", requires_python: str = "") -> Path:
+def build_wheel(folder: Path, name: str, version: str, files: Mapping[str, str | bytes], requires: Sequence[str] = (),
+                provides_extras: Sequence[str] = (), tag: str = "py3-none-any", requires_python: str = "") -> Path:
     """A valid wheel with the given files (large ones stored: deflating random bytes gains nothing), py3-none-any
     unless `tag` names another (cp311-cp311-linux_x86_64: one built for one Python)."""
     distribution = name.replace("-", "_")
@@ -69,7 +70,7 @@ def build_wheel(folder: Path, name: str, version: str, files: dict[str, str | by
 
 
 def torch_double(folder: Path, torch: str, local: str, cuda: str | None, hip: str | None,
-                 archs: list[str] | dict[str, list[str]], requires: list[str] = ()) -> Path:
+                 archs: list[str] | dict[str, list[str]], requires: Sequence[str] = ()) -> Path:
     """`archs`: the compiled arch list, or one per machine (platform.machine(): x86_64, aarch64); `requires`:
     the double's own dependencies."""
     version = f"{torch}+{local}" if local else torch

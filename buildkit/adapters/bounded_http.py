@@ -113,7 +113,7 @@ class Watchdog:
         self.timer.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.timer.cancel()
         _current.watchdog = None
 
@@ -143,16 +143,16 @@ class _Watched:
     (new connections connect lazily, inside request) and when a pooled one is reused."""
 
     def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
+        super().connect()  # type: ignore[misc]  # a mixin: the urllib3 connection class beside it in the subclass has it
         watchdog = getattr(_current, "watchdog", None)
         if watchdog is not None:
             watchdog.attach(self)
 
-    def request(self, *args, **kwargs):
+    def request(self, *args: object, **kwargs: object) -> None:  # HTTPConnection.request's arguments, passed on
         watchdog = getattr(_current, "watchdog", None)
         if watchdog is not None:
             watchdog.attach(self)
-        return super().request(*args, **kwargs)  # type: ignore[misc]
+        super().request(*args, **kwargs)  # type: ignore[misc]  # as connect
 
 
 class _WatchedHTTPConnection(_Watched, urllib3.connection.HTTPConnection):
@@ -177,12 +177,12 @@ _POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
 class WatchedAdapter(HTTPAdapter):
     """requests' adapter with connections the Watchdog can shut down, direct or through an HTTP proxy."""
 
-    def init_poolmanager(self, *args, **kwargs) -> None:
-        super().init_poolmanager(*args, **kwargs)
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: object) -> None:
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
         self.poolmanager.pool_classes_by_scheme = _POOLS
 
-    def proxy_manager_for(self, proxy, **proxy_kwargs):
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: object) -> urllib3.poolmanager.PoolManager:
+        manager: urllib3.poolmanager.PoolManager = super().proxy_manager_for(proxy, **proxy_kwargs)
         if manager.pool_classes_by_scheme is urllib3.poolmanager.pool_classes_by_scheme:  # not SOCKS: its own pools
             manager.pool_classes_by_scheme = _POOLS
         return manager

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import yaml
 
@@ -37,7 +38,7 @@ class NotASpec(ValueError):
     """Why a file in a CDI directory is not a spec buildkit can read."""
 
 
-def _mapping(value: object, what: str) -> dict:
+def _mapping(value: object, what: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):

@@ -75,7 +75,8 @@ class Forked(Generic[Item, Answer]):
         _, status = os.waitpid(self.pid, 0)
         if status == 0:
             try:
-                return pickle.loads(data)
+                answer: Answer = pickle.loads(data)  # what the child pickled: its work's Answer
+                return answer
             except Exception:  # a truncated or unreadable answer: the parent does the part
                 pass
         return self.work(self.part)

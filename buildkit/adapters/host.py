@@ -270,7 +270,10 @@ def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None 
         amdgpu_driver = ""
     environment = _environment(tree, root == Path("/"))
     dev = root / "dev"
-    node = lambda path: _node(tree, path, identity, groups)  # noqa: E731
+
+    def node(path: Path) -> DeviceNode | None:
+        return _node(tree, path, identity, groups)
+
     return HostFacts(
         gpus=tuple(gpus),
         nvidia_driver=nvidia_version.group(1) if nvidia_version else "",

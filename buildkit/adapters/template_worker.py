@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import IO, cast
+from typing import IO, Any, cast
 
 import jinja2
 
@@ -75,7 +75,8 @@ def _receive_frame(stream: IO[bytes]) -> object | None:
     head = stream.read(_FRAME.size)
     if len(head) < _FRAME.size:
         return None  # the CLI is done
-    return pickle.loads(stream.read(_FRAME.unpack(head)[0]))
+    frame: object = pickle.loads(stream.read(_FRAME.unpack(head)[0]))
+    return frame
 
 
 def _answer(stream: IO[bytes], text: str | None = None, **reply: object) -> None:
@@ -126,7 +127,9 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
     _answer(answers, ready=True)
     while (command := _receive_frame(commands)) is not None:
         kind, payload = cast(tuple[str, object], command)
-        for planned in (payload,) if kind == "shape" else payload:  # type: ignore[attr-defined]
+        # what TemplateWorker sends: ("shape", a planned image) or ("render", a list of them)
+        batch = (cast(PlannedImage, payload),) if kind == "shape" else cast(list[PlannedImage], payload)
+        for planned in batch:
             # the budget is per command: a shape render, its retries and the render of the target on its own
             # that tells why it has no shape share one. The profiling timer stops the worker (SIGPROF's default
             # action) once the command has used the budget's CPU time, to the millisecond, even inside one long C
@@ -159,7 +162,7 @@ class TemplateWorker:
 
     def __init__(self, time_budget: float = TIME_BUDGET, memory_budget: int = MEMORY_BUDGET, output_budget: int = OUTPUT_BUDGET):
         self.time_budget, self.memory_budget, self.output_budget = time_budget, memory_budget, output_budget
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.serving: tuple[jinja2.BaseLoader, str] | None = None
         self.buffer = b""
         self.ready = False  # whether the worker has said it is ready
@@ -200,7 +203,7 @@ class TemplateWorker:
             reply = None
         raise self._failure(loader, planned, reply)
 
-    def _send_batches(self, process: subprocess.Popen, planned: Sequence[PlannedImage]) -> None:
+    def _send_batches(self, process: subprocess.Popen[bytes], planned: Sequence[PlannedImage]) -> None:
         assert process.stdin is not None
         try:
             for start in range(0, len(planned), BATCH):
@@ -208,7 +211,7 @@ class TemplateWorker:
         except (BrokenPipeError, OSError, ValueError):
             pass  # the worker is gone (over budget, or closed after an error): the reader says why
 
-    def _answer_bytes(self, reply: dict, deadline: float) -> bytes | None:
+    def _answer_bytes(self, reply: dict[str, Any], deadline: float) -> bytes | None:
         """The bytes that follow an answer line: a text of at most the output budget (4 bytes a character in
         UTF-8), or a shape's JSON (its text, escaped, and the paths of its holes and guards)."""
         size = reply.get("bytes")
@@ -226,7 +229,7 @@ class TemplateWorker:
             reply = None
         raise self._failure(loader, planned, reply)
 
-    def _failure(self, loader: jinja2.BaseLoader, planned: PlannedImage, reply: dict | None) -> UserError:
+    def _failure(self, loader: jinja2.BaseLoader, planned: PlannedImage, reply: dict[str, Any] | None) -> UserError:
         """Why an answer is not a text or a shape: the template's problems, or the budget it went over."""
         if reply is not None and "problems" in reply:
             return UserError([Problem(str(where), str(message), key=str(key), line=line) for where, message, key, line in reply["problems"]])
@@ -258,7 +261,7 @@ class TemplateWorker:
             with contextlib.suppress(BrokenPipeError, OSError):  # it did not start: _worker says so
                 _send(self.process.stdin, (loader, source))
 
-    def _worker(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage, meanwhile: Meanwhile | None = None) -> subprocess.Popen:
+    def _worker(self, loader: jinja2.BaseLoader, source: str, planned: PlannedImage, meanwhile: Meanwhile | None = None) -> subprocess.Popen[bytes]:
         self.start(loader, source)
         assert self.process is not None
         if not self.ready:
@@ -270,7 +273,7 @@ class TemplateWorker:
             self.ready = True
         return self.process
 
-    def _reply(self, deadline: float, meanwhile: Meanwhile | None = None) -> dict | None:
+    def _reply(self, deadline: float, meanwhile: Meanwhile | None = None) -> dict[str, Any] | None:
         """The worker's next answer line, or None when it does not come by the deadline or the worker ends."""
         while b"\n" not in self.buffer:
             if len(self.buffer) > 65536 or not self._fill(deadline, meanwhile):

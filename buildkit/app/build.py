@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 import docker
 
@@ -38,6 +39,14 @@ from buildkit.core.release.layer_sharing import OS, BuiltLayer, LayerKeys, NodeC
 from buildkit.core.release.parity import Parity, compare
 from buildkit.core.render.planned import SHARED_STAGE, SUPPORT_CONTEXT, SUPPORT_DIR, Rendered
 from buildkit.core.targets.plan import Note
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
+__all__ = [
+    "LOG_TAIL_LINES", "BuildOptions", "BuildPreview", "BuildRun", "BuildRunner", "BuildStatus", "Display", "IndexSettings", "PairResult",
+    "PlannedBuild", "TargetResult", "build_selection", "build_targets", "pair_results", "preview_build",
+]
 
 LOG_TAIL_LINES = 25
 
@@ -196,6 +205,15 @@ def pair_results(results: list[TargetResult], vendor_packages: tuple[str, ...] =
     return pairs
 
 
+class _RequestChanges(TypedDict, total=False):
+    """What a build of the shared stage, or a push by digest, changes in a target's BuildRequest."""
+
+    stage: str
+    cache: CacheRefs
+    provenance: bool
+    push_to: str
+
+
 class BuildRunner:
     """Builds the selected targets on one buildx builder: each pair's shared prefix first (so twins share
     its layers even on an empty cache and in parallel), then the targets, -j at a time."""
@@ -240,7 +258,7 @@ class BuildRunner:
             write_below(self.options.out, f"{folder}/{SUPPORT_DIR}/{name}", data, "--out")
         return self.options.out / folder / "Dockerfile"
 
-    def _request(self, item: Rendered, **changes) -> buildx.BuildRequest:
+    def _request(self, item: Rendered, **changes: Unpack[_RequestChanges]) -> buildx.BuildRequest:
         target = item.target
         dockerfile = self._dockerfile(item)
         request = buildx.BuildRequest(
@@ -382,7 +400,7 @@ class BuildRunner:
         results: dict[str, TargetResult] = {}
         interrupted = False
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="build")
-        futures: dict[Future, Rendered] = {pool.submit(function, item): item for item in items}
+        futures: dict[Future[TargetResult | None], Rendered] = {pool.submit(function, item): item for item in items}
         try:
             pending = set(futures)
             while pending:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
@@ -34,6 +35,7 @@ from buildkit.core.upstream.check import (
     CheckFacts,
     CodeFinding,
     Difference,
+    IndexFacts,
     Pending,
     candidate_tags,
     compare,
@@ -46,7 +48,7 @@ from buildkit.core.upstream.check import (
 from buildkit.core.upstream.code_objects import CodeObjectError, cuda_code, elf_sections, rocm_code
 from buildkit.core.upstream.matrix_proposal import propose_matrix
 from buildkit.core.upstream.pypi import PypiFacts, minor_of
-from buildkit.core.upstream.releases import PublishedFile, Release, backend_pins, read_metadata, read_version_module, releases, variant_of
+from buildkit.core.upstream.releases import PublishedFile, Release, WheelMetadata, backend_pins, read_metadata, read_version_module, releases, variant_of
 from buildkit.core.vendors import AMD, BACKENDS, Vendor, of_backend
 from buildkit.errors import Problem, UserError, printable, redact_urls
 
@@ -96,7 +98,7 @@ class CheckOutcome:
         return (not self.differences or (self.written and not self.unwritable)) and not self.amd
 
 
-def _shape_problem(data: dict) -> str:
+def _shape_problem(data: Mapping[str, Any]) -> str:
     """Why a parsed TOML document is not compatibility data ("" when its tables are where they belong)."""
     if isinstance(data.get("torch"), list):
         return "it has [[torch]] entries, so it is a matrix file"
@@ -182,7 +184,7 @@ def _layouts_to_read(compat: Compat, requested: Mapping[str, str]) -> dict[str, 
     return chosen
 
 
-def _read_wheel_indexes(compat: Compat, pytorch: WheelIndex | None, layouts: Mapping[str, str]):
+def _read_wheel_indexes(compat: Compat, pytorch: WheelIndex | None, layouts: Mapping[str, str]) -> tuple[IndexFacts, dict[str, list[IndexFile]]]:
     """PyTorch's variant pages and each layout index's torch page, as facts, with the files of each variant."""
     files: dict[str, list[IndexFile]] = {}
     folders: tuple[str, ...] = ()
@@ -247,7 +249,7 @@ def _variant_pins(compat: Compat, pytorch: WheelIndex, files: Mapping[str, list[
                 wanted.append(((version, backend_version), wheel))
     wanted = sorted(wanted, key=lambda item: Version(item[0][0]), reverse=True)[:MAX_WHEELS_READ]
 
-    def pins_of(item):
+    def pins_of(item: tuple[tuple[str, str], IndexFile]) -> tuple[tuple[str, str], tuple[str, ...]]:
         metadata = _metadata(pytorch, item[1].url)
         return item[0], backend_pins(metadata.requires_dist) if metadata else ()
 
@@ -261,7 +263,7 @@ def of_backend_variant(folder: str) -> str:
     return f"{variant[0]} {variant[1]}" if variant else folder
 
 
-def _metadata(reader: WheelIndex, url: str):
+def _metadata(reader: WheelIndex, url: str) -> WheelMetadata | None:
     members = read_members(reader, url, lambda name: name.endswith(".dist-info/METADATA") and name.count("/") == 1)
     return read_metadata(next(iter(members.values())).decode("utf-8", "replace")) if members else None
 

@@ -14,18 +14,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import docker
+
 from buildkit.adapters.build_stamp import created_now, matrix_revision, today_utc
 from buildkit.adapters.engine import docker_sdk
 from buildkit.adapters.registry.client import Credentials, Registry, annotated, load_credentials
 from buildkit.adapters.registry.deletion import Deletion, deletion_for
 from buildkit.adapters.secrets import IndexSettings
 from buildkit.adapters.supply_chain.cosign import Cosign, Signer, Trust
-from buildkit.app.build import BuildOptions, BuildStatus, Display, build_targets
+from buildkit.app.build import BuildOptions, BuildStatus, Display, TargetResult, build_targets
 from buildkit.app.lock import lock_matrix
 from buildkit.app.targets import Choices, select_targets
 from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, sign, supply_chain_client
 from buildkit.core import grammar, labels
 from buildkit.core.compat.facts import Compat
+from buildkit.core.host.facts import HostFacts
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.release import decisions
 from buildkit.core.release.decisions import Outcome, Published, TagMove
@@ -105,7 +108,7 @@ def _prune(registry: Registry, deletion: Deletion, item: Rendered, keep: int) ->
     return deleted
 
 
-def _push(client, reference: str, credentials: Credentials | None) -> str:
+def _push(client: docker.DockerClient, reference: str, credentials: Credentials | None) -> str:
     """Push the immutable tag; '' on success, else the error."""
     try:
         docker_sdk.push_image(client, reference, credentials.username if credentials else None,
@@ -213,7 +216,7 @@ def publish(
                       time.monotonic() - started, held=dict(plan.held), gpu_gate=options.gpu_gate)
 
 
-def _publish_built(registry: Registry, client, item: Rendered, result, credentials: Credentials | None) -> str:
+def _publish_built(registry: Registry, client: docker.DockerClient, item: Rendered, result: TargetResult, credentials: Credentials | None) -> str:
     """The immutable tag onto an image that passed: a registry PUT where the builder pushed it by digest,
     otherwise a push from the engine that holds it. '' on success, else the error."""
     target = item.target
@@ -223,14 +226,17 @@ def _publish_built(registry: Registry, client, item: Rendered, result, credentia
     return _push(client, target.tags[0], credentials)
 
 
-def _sign_and_attest(cosign: Cosign, signer: Signer, client, item: Rendered, result, digest: str, host, gpu_mode: str) -> str:
+def _sign_and_attest(cosign: Cosign, signer: Signer, client: docker.DockerClient, item: Rendered, result: TargetResult, digest: str,
+                     host: HostFacts | None, gpu_mode: str) -> str:
     """Signature, SBOM and the smoke test's record on the pushed digest; '' on success, else the error."""
     pushed = f"{item.target.image_name}@{digest}"
     identity = ImageIdentity.read(item.labels)
     try:
         sign(cosign, pushed, signer)
+        assert result.image_id is not None  # a built image is in the engine
         attach_sbom(cosign, client, result.image_id, pushed, signer)
         if result.smoke is not None and identity is not None:
+            assert host is not None  # a smoke test ran: the build read the host it ran on
             attest_gpu(cosign, pushed, result.smoke, identity, host, gpu_mode, signer)
     except UserError as error:
         return f"signing or attesting {pushed} failed: {error}"

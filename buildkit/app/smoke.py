@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import docker
 import docker.errors
@@ -56,7 +57,7 @@ def smoke_test(
     return judge(image, identity, run.report, mode, host_has_gpu, stderr_tail=run.stderr, probe_failure=run.failure)
 
 
-def probe_report(client: docker.DockerClient, image: str, timeout: int = DEFAULT_TIMEOUT) -> dict:
+def probe_report(client: docker.DockerClient, image: str, timeout: int = DEFAULT_TIMEOUT) -> dict[str, Any]:
     """The probe's report without kernels or GPU access (what parity compares), or a UserError saying why not."""
     _require_image(client, image)
     run = run_probe(client, image, NO_GPU_ACCESS, False, timeout)

@@ -31,6 +31,11 @@ from buildkit.core.render.renderer import Renderer
 from buildkit.core.targets.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
 from buildkit.errors import Problem, UserError
 
+__all__ = [
+    "LOCAL_MATRIX", "MATRIX_ENV", "MOST_PARTS", "PARALLEL_FROM", "Choices", "MatrixFile", "PlannedImage", "Selection", "SourceOptions",
+    "find_matrix", "github_matrix", "plan_json", "records_that_last", "select_targets", "target_json", "validate_selection",
+]
+
 MATRIX_ENV = "BUILDKIT_MATRIX"
 LOCAL_MATRIX = "matrix.toml"
 
@@ -284,7 +289,7 @@ def _emptied(matrix: Matrix, described: Plan, choices: Choices) -> Problem:
     return Problem("--select", f"{key}={pattern} leaves no target {among}; see `buildkit plan` for the targets and their facts")
 
 
-def target_json(item: PlannedImage) -> dict:
+def target_json(item: PlannedImage) -> dict[str, object]:
     """The plan contract: what `plan --format json` prints for each target."""
     target = item.target
     return {
@@ -317,7 +322,7 @@ def target_json(item: PlannedImage) -> dict:
     }
 
 
-def plan_json(planned: Iterable[PlannedImage]) -> Iterator[dict]:
+def plan_json(planned: Iterable[PlannedImage]) -> Iterator[dict[str, object]]:
     """`plan --format json --layers`: each target's contract object with its layers from the bottom, each keyed by what
     determines its files (core/release/layer_sharing.py): images whose layers have the same key share that blob, and
     `shared_by` counts the other selected images that hold it (the build report adds the bytes a node pays)."""
@@ -330,7 +335,7 @@ def plan_json(planned: Iterable[PlannedImage]) -> Iterator[dict]:
                                                 "shared_by": held[layer.key] - 1} for layer in own]}
 
 
-def github_matrix(planned: tuple[PlannedImage, ...]) -> dict:
+def github_matrix(planned: tuple[PlannedImage, ...]) -> dict[str, object]:
     """`{"include": [...]}` for `strategy.matrix: ${{ fromJSON(...) }}`: one job per target."""
     return {
         "include": [

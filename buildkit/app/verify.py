@@ -140,7 +140,7 @@ def sign(cosign: Cosign, pushed: str, signer: Signer) -> None:
     cosign.sign(pushed, signer)
 
 
-def attach_sbom(cosign: Cosign, client: docker.DockerClient, local_image: str, pushed: str, signer: Signer) -> dict:
+def attach_sbom(cosign: Cosign, client: docker.DockerClient, local_image: str, pushed: str, signer: Signer) -> dict[str, Any]:
     """Generate the SBOM from the built image in the engine and attach it, signed, to the pushed digest."""
     document = local_sbom(client, local_image, version=pushed.partition("@")[2])
     cosign.attest(pushed, CYCLONEDX_TYPE, document, signer)
@@ -160,7 +160,7 @@ def smoke_run(host: HostFacts, vendor: str, gpu_mode: str) -> SmokeRun:
 
 
 def attest_gpu(cosign: Cosign, pushed: str, verdict: Verdict, identity: ImageIdentity, host: HostFacts, gpu_mode: str,
-               signer: Signer) -> dict:
+               signer: Signer) -> dict[str, Any]:
     """Attach the smoke test's verdict to the pushed digest as a signed GPU test attestation. A failing or
     CPU-only verdict is attached as it is: the record is honest, and gpu_attestation will not accept it."""
     predicate = gpu_predicate(verdict, identity, smoke_run(host, identity.vendor.name, gpu_mode))

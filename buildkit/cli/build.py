@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from buildkit.cli.options import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     MATRIX_HELP,
+    Commands,
     Invocation,
     add_build_options,
     add_matrix,
@@ -29,7 +29,7 @@ from buildkit.errors import Problem, UserError
 from buildkit.ui import views
 
 
-def add_build(commands: argparse._SubParsersAction) -> None:
+def add_build(commands: Commands) -> None:
     build = command(commands, "build", run_build, help="build, smoke-test, tag and report the selected targets on BuildKit")
     add_selection(build, source=True)
     add_build_options(build)
@@ -41,7 +41,7 @@ def add_build(commands: argparse._SubParsersAction) -> None:
     build.add_argument("--format", choices=views.DRY_RUN_FORMATS, help="with --dry-run: table (default) or json")
 
 
-def add_lock(commands: argparse._SubParsersAction) -> None:
+def add_lock(commands: Commands) -> None:
     lock = command(commands, "lock", run_lock, help="pin the matrix's base images (digests) and package ranges (versions) in matrix.lock")
     add_matrix(lock, help=f"{MATRIX_HELP}; matrix.lock goes beside it")
     lock.add_argument("--package-index", metavar="URL",
@@ -49,7 +49,7 @@ def add_lock(commands: argparse._SubParsersAction) -> None:
     lock.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the base images' registries")
 
 
-def add_publish(commands: argparse._SubParsersAction) -> None:
+def add_publish(commands: Commands) -> None:
     publish = command(commands, "publish", run_publish, help="nightly publishing: skip unchanged, build, test, push, move tags")
     add_selection(publish)
     add_build_options(publish)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from buildkit.cli.options import EXIT_DIFFERS, EXIT_FAILED, EXIT_OK, Invocation, command
+from buildkit.cli.options import EXIT_DIFFERS, EXIT_FAILED, EXIT_OK, Commands, Invocation, command
 from buildkit.errors import Problem, UserError
 from buildkit.ui import views
 
 
-def add_compat(commands: argparse._SubParsersAction) -> None:
+def add_compat(commands: Commands) -> None:
     compat = command(commands, "compat", None, help="work with the compatibility data")
     compat_commands = compat.add_subparsers(dest="compat_command", required=True, metavar="SUBCOMMAND")
     check = command(

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from buildkit.cli.options import EXIT_OK, Invocation, command
+from buildkit.cli.options import EXIT_OK, Commands, Invocation, command
 from buildkit.ui.completion import SHELLS
 
 
-def add_completion(commands: argparse._SubParsersAction) -> None:
+def add_completion(commands: Commands) -> None:
     completion = command(commands, "completion", run_completion,
                          help="print a shell completion script: eval or source it from your shell's start-up file")
     completion.add_argument("shell", choices=SHELLS, help=", ".join(SHELLS))

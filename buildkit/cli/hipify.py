@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from buildkit.cli.options import EXIT_FAILED, EXIT_OK, Invocation, command, split_flags
+from buildkit.cli.options import EXIT_FAILED, EXIT_OK, Commands, Invocation, command, split_flags
 from buildkit.ui import views
 from buildkit.ui.hipify import hipify_lines
 
 
-def add_hipify(commands: argparse._SubParsersAction) -> None:
+def add_hipify(commands: Commands) -> None:
     hipify = command(commands, "hipify", run_hipify, help="preflight a CUDA tree for ROCm: hipify it out of place, report what does not map")
     hipify.add_argument("path", type=Path, help="a CUDA source tree (a PyTorch checkout or your extension)")
     hipify.add_argument("--out", type=Path, help="output folder (default: PATH-hip next to PATH)")

@@ -3,13 +3,13 @@ flags, why GPU acceleration would or would not work, Kubernetes manifests for bo
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 
 from buildkit.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
+    Commands,
     Invocation,
     add_host_options,
     add_matrix,
@@ -23,13 +23,13 @@ from buildkit.cli.options import (
 from buildkit.ui import views
 
 
-def add_detect(commands: argparse._SubParsersAction) -> None:
+def add_detect(commands: Commands) -> None:
     detect = command(commands, "detect", run_detect, help="this host's GPUs, what they need, and the image that fits")
     add_host_options(detect)
     detect.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def add_run(commands: argparse._SubParsersAction) -> None:
+def add_run(commands: Commands) -> None:
     run = command(commands, "run", run_run, help="run the image that fits this host's GPU, with the right flags",
                   usage="buildkit run [IMAGE] [options] [-- CMD...]")
     run.add_argument("image", nargs="?", help="image to run (default: the matrix target that fits this host)")
@@ -37,14 +37,14 @@ def add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--print", action="store_true", help="show the docker run command instead of running it")
 
 
-def add_doctor(commands: argparse._SubParsersAction) -> None:
+def add_doctor(commands: Commands) -> None:
     doctor = command(commands, "doctor", run_doctor, help="explain why GPU acceleration would or would not work here")
     doctor.add_argument("image", nargs="?", help="image to check against this host (labels from the engine or the matrix)")
     add_host_options(doctor)
     doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def add_kube(commands: argparse._SubParsersAction) -> None:
+def add_kube(commands: Commands) -> None:
     kube = command(commands, "kube", run_kube, help="Kubernetes manifests for both twins of a pair: GPU resource, node affinity, non-root user",
                    usage="buildkit kube PAIR [options] [-- CMD...]")
     kube.add_argument("pair", metavar="PAIR", help="a pair key (see `buildkit plan`) or a tag of one of its images")

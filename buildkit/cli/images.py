@@ -3,7 +3,6 @@ chain, print its SBOM."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from buildkit.app import GPU_MODES
@@ -12,6 +11,7 @@ from buildkit.cli.options import (
     EXIT_FAILED,
     EXIT_OK,
     GPU_HELP,
+    Commands,
     Invocation,
     Renamed,
     add_matrix,
@@ -25,7 +25,7 @@ from buildkit.cli.options import (
 from buildkit.ui import views
 
 
-def add_test(commands: argparse._SubParsersAction) -> None:
+def add_test(commands: Commands) -> None:
     test = command(commands, "test", run_test, help="smoke-test images: backend build check and, with a GPU, real kernels")
     test.add_argument("images", nargs="*", metavar="IMAGE", help="image references (default: the selected targets' images)")
     add_selection(test)
@@ -34,14 +34,14 @@ def add_test(commands: argparse._SubParsersAction) -> None:
     test.add_argument("--timeout", type=positive, default=600, help="seconds the probe may run per image (default 600)")
 
 
-def add_parity(commands: argparse._SubParsersAction) -> None:
+def add_parity(commands: Commands) -> None:
     parity = command(commands, "parity", run_parity, help="compare a pair's CUDA and ROCm twins: OS, Python, packages")
     parity.add_argument("subjects", nargs="+", metavar="PAIR | IMAGE IMAGE", help="a pair key from the matrix, or two images")
     add_matrix(parity)
     parity.add_argument("--json", type=Path, help="write the differences as JSON")
 
 
-def add_verify(commands: argparse._SubParsersAction) -> None:
+def add_verify(commands: Commands) -> None:
     verify = command(commands, "verify", run_verify, help="check a published image: signature, provenance, SBOM and a signed passing GPU test")
     verify.add_argument("image", help="REGISTRY/REPOSITORY:TAG or @sha256:DIGEST")
     add_supply_chain_options(verify)
@@ -51,7 +51,7 @@ def add_verify(commands: argparse._SubParsersAction) -> None:
     verify.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
 
-def add_sbom(commands: argparse._SubParsersAction) -> None:
+def add_sbom(commands: Commands) -> None:
     sbom = command(commands, "sbom", run_sbom, help="print an image's CycloneDX SBOM: its registry attestation, or generated from a local image")
     sbom.add_argument("image", help="a registry reference (reads its attestation) or an image in the engine")
     add_supply_chain_options(sbom)

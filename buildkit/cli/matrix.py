@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from buildkit.app.targets import Choices, validate_selection
-from buildkit.cli.options import EXIT_OK, Invocation, add_matrix, command, matrix_path
+from buildkit.cli.options import EXIT_OK, Commands, Invocation, add_matrix, command, matrix_path
 from buildkit.errors import UserError
 from buildkit.ui import views
 
 
-def add_matrix_commands(commands: argparse._SubParsersAction) -> None:
+def add_matrix_commands(commands: Commands) -> None:
     matrix = command(commands, "matrix", None, help="work with matrix files")
     matrix_commands = matrix.add_subparsers(dest="matrix_command", required=True, metavar="SUBCOMMAND")
     validate = command(matrix_commands, "validate", run_validate,

@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from rich.console import Console
 
@@ -23,6 +23,7 @@ from buildkit.ui import views
 if TYPE_CHECKING:
     from buildkit.app.build import BuildOptions, IndexSettings
     from buildkit.app.routing import HostChoice
+    from buildkit.ui.console import LiveDisplay, PlainDisplay
 
 # Exit codes (the README's table): scripts and CI tell these apart.
 EXIT_OK = 0
@@ -50,6 +51,7 @@ class Invocation:
 
 
 Handler = Callable[[Invocation], int]
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what add_subparsers returns, each add_* fills
 
 # --debug belongs to every command, so it is accepted before or after the subcommand; SUPPRESS keeps a
 # subcommand's absent flag from overwriting one given before it.
@@ -61,7 +63,7 @@ class Renamed(argparse.Action):
     """An option's old spelling: one usage error (exit 2) naming the new one, and hidden from --help."""
 
     def __init__(self, option_strings: list[str], dest: str, renamed_to: str, why: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]  # add_argument's other keywords, passed on as given
         self.renamed_to, self.why = renamed_to, why
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
@@ -69,7 +71,7 @@ class Renamed(argparse.Action):
         parser.error(f"{option_string} is now {self.renamed_to} ({self.why}); write {self.renamed_to} {values or 'ARCH'}")
 
 
-def command(commands: argparse._SubParsersAction, name: str, run: Handler | None, *, help: str, usage: str | None = None) -> argparse.ArgumentParser:
+def command(commands: Commands, name: str, run: Handler | None, *, help: str, usage: str | None = None) -> argparse.ArgumentParser:
     """A (sub)command's parser; `run` is its handler (None for a group of subcommands)."""
     parser: argparse.ArgumentParser = commands.add_parser(name, parents=[COMMON], help=help, usage=usage)
     if run is not None:
@@ -179,7 +181,7 @@ def build_settings(call: Invocation, source_context: Path | None = None) -> tupl
     return options, IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
 
 
-def display(err: Console):  # LiveDisplay or PlainDisplay, imported when a build runs
+def display(err: Console) -> LiveDisplay | PlainDisplay:  # imported when a build runs
     from buildkit.ui.console import LiveDisplay, PlainDisplay
 
     return LiveDisplay(err) if err.is_terminal else PlainDisplay(err)

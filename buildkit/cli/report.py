@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from buildkit.cli.options import EXIT_OK, Invocation, add_selection, command, selection
+from buildkit.cli.options import EXIT_OK, Commands, Invocation, add_selection, command, selection
 from buildkit.ui import views
 
 
-def add_report(commands: argparse._SubParsersAction) -> None:
+def add_report(commands: Commands) -> None:
     report = command(commands, "report", run_report, help="the nightly's static site: which image fits a GPU, the pair matrix, a page per row of it")
     add_selection(report)
     report.add_argument("--html", type=Path, required=True, metavar="OUT", help="the site's folder (index.html, a page per torch release, Python and flavor)")

@@ -3,18 +3,17 @@ docker-bake.json."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from buildkit.app.render_tree import write_tree
 from buildkit.app.targets import PlannedImage, github_matrix, plan_json, select_targets, target_json
-from buildkit.cli.options import EXIT_OK, Invocation, add_selection, command, selection
+from buildkit.cli.options import EXIT_OK, Commands, Invocation, add_selection, command, selection
 from buildkit.errors import Problem, UserError
 from buildkit.ui import views
 
 
-def add_plan(commands: argparse._SubParsersAction) -> None:
+def add_plan(commands: Commands) -> None:
     plan = command(commands, "plan", run_plan, help="list the targets a matrix expands to")
     add_selection(plan, source=True)
     plan.add_argument("--format", choices=views.PLAN_FORMATS, default=views.PLAN_FORMATS[0],
@@ -24,13 +23,13 @@ def add_plan(commands: argparse._SubParsersAction) -> None:
                            "other selected targets hold each (every target is planned before the first is printed)")
 
 
-def add_render(commands: argparse._SubParsersAction) -> None:
+def add_render(commands: Commands) -> None:
     render = command(commands, "render", run_render, help="write one Dockerfile per target into a folder tree")
     add_selection(render, source=True)
     render.add_argument("--out", type=Path, default=Path("dist"), help="output folder (default: dist)")
 
 
-def add_bake(commands: argparse._SubParsersAction) -> None:
+def add_bake(commands: Commands) -> None:
     bake = command(commands, "bake", run_bake, help="export the selection as a docker-bake.json for `docker buildx bake` on any builder")
     add_selection(bake, source=True)
     bake.add_argument("--out", type=Path, default=Path("bake"), help="output folder: docker-bake.json and the build contexts (default: bake)")

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from buildkit.adapters.files.inputs import NotReadable, read_regular
 from buildkit.adapters.files.outputs import open_below
@@ -72,7 +73,7 @@ class Builder:
         return f"docker buildx ({where}, {self.driver} driver, {', '.join(self.platforms) or 'platforms unknown'})"
 
 
-def _run(argv: list[str], timeout: int = 60) -> subprocess.CompletedProcess | None:
+def _run(argv: list[str], timeout: int = 60) -> subprocess.CompletedProcess[str] | None:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
@@ -293,7 +294,7 @@ def failure_summary(lines: list[str]) -> str:
     return errors[-1][:300] if errors else ""
 
 
-def _stop_on_cancel(process: subprocess.Popen, cancel: threading.Event) -> None:
+def _stop_on_cancel(process: subprocess.Popen[str], cancel: threading.Event) -> None:
     while process.poll() is None:
         if cancel.wait(0.2):
             with suppress(ProcessLookupError):
@@ -313,7 +314,7 @@ def registry_login(registry: str, credentials: Credentials | None) -> Iterator[d
     folder = Path(tempfile.mkdtemp(prefix="buildkit-docker-config-"))
     try:
         os.chmod(folder, 0o700)
-        config: dict = {}
+        config: dict[str, Any] = {}  # the user's docker config.json, JSON
         with suppress(NotReadable, ValueError, RecursionError):  # no usable config of the user's: the credentials alone
             config = json.loads(read_regular(home / "config.json", MAX_CREDENTIALS_BYTES))
         config = {key: value for key, value in config.items() if key in ("currentContext", "auths")}

@@ -12,6 +12,7 @@ import os
 import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING
 
 import docker
 import docker.errors
@@ -22,6 +23,9 @@ from buildkit.core.host.access import GpuAccess
 from buildkit.core.host.facts import EngineFacts
 from buildkit.core.labels import STAMP_LABELS
 from buildkit.errors import Problem, UserError, printable
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 # Reaching the engine is quick or it is not happening: a socket that is missing or refuses answers at
 # once, and an address that swallows packets (a stopped VM, a wrong DOCKER_HOST) must not hold a command
@@ -142,7 +146,8 @@ def loaded_image(client: docker.DockerClient, *candidates: str) -> str:
         if not candidate:
             continue
         try:
-            return client.images.get(candidate).id
+            image_id: str = client.images.get(candidate).id
+            return image_id
         except docker.errors.ImageNotFound:
             continue
     raise UserError(Problem("docker engine", f"the built image ({', '.join(c for c in candidates if c)}) is not in the "
@@ -191,7 +196,11 @@ class _ChunkStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, target) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        with memoryview(buffer) as target:  # io hands a bytearray or a memoryview of bytes; released before io resizes it
+            return self._fill(target)
+
+    def _fill(self, target: memoryview) -> int:
         while not self._buffer:
             try:
                 self._buffer = next(self._chunks)
@@ -223,11 +232,12 @@ def _normalised(name: str) -> str:
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def _layer_entries(stream) -> list[tuple[str, int]]:
+def _layer_entries(stream: IO[bytes]) -> list[tuple[str, int]]:
     """(path, bytes) of every entry of one layer tar (plain, gzip or zstd: the containerd store saves layers as
     they were pushed), whiteouts as (path, -1) and opaque dirs as (dir/, -2)."""
     entries = []
-    buffered = io.BufferedReader(stream, buffer_size=1 << 20) if not hasattr(stream, "peek") else stream
+    # IO[bytes] promises no readinto, which BufferedReader needs of a stream it wraps (tarfile's member files have peek)
+    buffered = io.BufferedReader(stream, buffer_size=1 << 20) if not hasattr(stream, "peek") else stream  # type: ignore[type-var]
     if buffered.peek(4)[:4] == _ZSTD_MAGIC:
         import zstandard  # tarfile reads gzip itself; zstd layers need the library
 
@@ -289,7 +299,8 @@ def pull_image(client: docker.DockerClient, reference: str, username: str | None
     """Pull an image (by digest, after a push-by-digest build) into the engine; returns its image id."""
     auth = {"username": username, "password": password} if username else None
     try:
-        return client.images.pull(reference, auth_config=auth).id
+        image_id: str = client.images.pull(reference, auth_config=auth).id
+        return image_id
     except (docker.errors.APIError, requests.exceptions.RequestException) as error:
         raise UserError(Problem(reference, f"pull failed: {_first_line(error)}")) from None
 
@@ -310,9 +321,9 @@ def push_image(client: docker.DockerClient, reference: str, username: str | None
     return digest
 
 
-def sdk_gpu_options(access: GpuAccess) -> dict:
+def sdk_gpu_options(access: GpuAccess) -> dict[str, object]:
     """The docker SDK's container arguments for the same access `docker run` gets from GpuAccess.docker_flags()."""
-    options: dict = {"shm_size": access.shm_size}
+    options: dict[str, object] = {"shm_size": access.shm_size}
     device_requests = []
     if access.gpu_request:
         device_requests.append(docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import docker
 import docker.errors
@@ -22,7 +23,7 @@ DEFAULT_TIMEOUT = 600  # seconds: an `import torch` can hang on a wedged driver,
 
 @dataclass(frozen=True)
 class ProbeRun:
-    report: dict | None  # the probe's JSON, or None when it printed none
+    report: dict[str, Any] | None  # the probe's JSON, or None when it printed none
     stderr: str  # its tail
     failure: str = ""  # why there is no report
 
@@ -31,7 +32,7 @@ def probe_source() -> str:
     return resources.files("buildkit.image").joinpath("probe.py").read_text(encoding="utf-8")
 
 
-def _parse(stdout: str) -> dict | None:
+def _parse(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.strip().splitlines()):
         try:
             value = json.loads(line)

@@ -18,6 +18,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from buildkit.adapters.files.inputs import NotReadable, read_regular
 from buildkit.core.host.facts import HostFacts
@@ -49,14 +50,14 @@ class ProvenImages:
     def bytes_key(content_id: str) -> str:
         return "bytes-" + hashlib.sha256(content_id.encode()).hexdigest()
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str) -> dict[str, Any] | None:
         try:
             value = json.loads(read_regular(self.folder / f"{key}.json", MAX_RECORD_BYTES))
         except (NotReadable, ValueError, RecursionError):
             return None  # never recorded, or a record we cannot read (a FIFO, garbage): prove the image again
         return value if isinstance(value, dict) else None
 
-    def put(self, key: str, value: dict) -> None:
+    def put(self, key: str, value: dict[str, Any]) -> None:
         """Written to a temporary file and renamed: parallel builds never read half a record."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,8 @@ def builtin_templates_dir() -> Path:
 @lru_cache(maxsize=1)
 def compat_data() -> dict[str, Any]:
     with open(COMPAT_DATA, "rb") as handle:
-        return tomllib.load(handle)
+        data: dict[str, Any] = tomllib.load(handle)  # typed here: mypy checks as Python 3.10, where tomli may be absent
+        return data
 
 
 @lru_cache(maxsize=1)

@@ -214,7 +214,7 @@ def update_tree(folder: OwnedFolder, files: Mapping[str, bytes | Path]) -> TreeU
         folders = earlier.folders | created
         # First a list that covers both states, so a run stopped half-way leaves nothing unaccounted for.
         _write_manifest(root, folder, _Manifest(
-            {**earlier.files, **hashes}, folders, {path: on_disk[path] for path in changing if on_disk.get(path)},
+            {**earlier.files, **hashes}, folders, {path: current for path in changing if (current := on_disk.get(path))},
         ))
         for path in stale:
             _remove_file(root, path)
@@ -334,7 +334,7 @@ def _write_manifest(root: int, folder: OwnedFolder, manifest: _Manifest) -> None
 # --- inspecting before touching anything ---------------------------------------------------------------------
 
 
-def _inspect(root: int, folder: OwnedFolder, earlier: _Manifest, hashes: dict[str, str]):
+def _inspect(root: int, folder: OwnedFolder, earlier: _Manifest, hashes: dict[str, str]) -> tuple[dict[str, str | None], set[str], list[Problem]]:
     """What is on disk now for every path involved (sha256, or None when absent), the folders that will be
     created, and every problem in the way."""
     on_disk: dict[str, str | None] = {}

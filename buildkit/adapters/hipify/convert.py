@@ -27,6 +27,8 @@ import unittest.mock
 import warnings
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from buildkit.adapters.files.outputs import OwnedFolder, check_output_folder, sha256_file, update_tree
 from buildkit.core.porting.analysis import BuildMacros, findings
@@ -34,6 +36,9 @@ from buildkit.core.porting.cuda_constants import Definitions
 from buildkit.core.porting.preprocessor import INACTIVE
 from buildkit.core.porting.report import HipifyReport, Skipped
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from torch.utils.hipify.hipify_python import HipifyResult
 
 MANIFEST = ".buildkit-hipify.json"
 TOOL = "buildkit hipify"
@@ -50,7 +55,8 @@ MAX_DEPTH = 400
 MAX_INCLUDE_DEPTH = 200
 
 
-def torch_hipify():
+def torch_hipify() -> ModuleType:
+    """torch.utils.hipify.hipify_python (torch is an optional dependency: its module, seen untyped)."""
     try:
         with warnings.catch_warnings():  # torch's import warns about optional modules (numpy) hipify never uses
             warnings.simplefilter("ignore")
@@ -129,7 +135,7 @@ def copy_tree(source: Path, staging: Path) -> tuple[dict[str, str], list[Skipped
     originals: dict[str, str] = {}
     skipped: list[Skipped] = []
 
-    def listing(folder: Path, relative: PurePosixPath) -> Iterator[os.DirEntry]:
+    def listing(folder: Path, relative: PurePosixPath) -> Iterator[os.DirEntry[str]]:
         try:
             return iter(sorted(os.scandir(folder), key=lambda entry: entry.name))
         except OSError as error:
@@ -203,7 +209,7 @@ def _copy_file(path: Path, target: Path, shown: Path) -> str:
     return digest.hexdigest()
 
 
-def _check_tree(hipify_python, staging: Path, source: Path) -> None:
+def _check_tree(hipify_python: ModuleType, staging: Path, source: Path) -> None:
     """What torch's hipify would die on with a traceback, named first, with torch's own matching and include rules:
     a file it reads that is not UTF-8 (a binary file it never reads is no problem), and a chain of headers deeper
     than MAX_INCLUDE_DEPTH (it follows each include by recursion: a chain of 600 overflowed Python's stack)."""
@@ -230,7 +236,7 @@ def _check_tree(hipify_python, staging: Path, source: Path) -> None:
                                                            "and than torch's hipify follows; break the chain"))
 
 
-def _deepest_includes(hipify_python, texts: dict[str, str], staging: Path) -> list[str]:
+def _deepest_includes(hipify_python: ModuleType, texts: dict[str, str], staging: Path) -> list[str]:
     """The deepest chain of files torch's hipify would open one inside another: it reads its files in this order,
     and within each follows every quoted include (and THC_GENERIC_FILE) that names a file of the tree, in order,
     into files it has not read yet. Walked with a stack of its own, each file's includes listed once."""
@@ -283,7 +289,7 @@ class _TreeOnlyPath:
         real = os.path.realpath(path)
         return (real == self._tree or real.startswith(self._tree + os.sep)) and os.path.exists(real)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:  # the rest of os.path, whatever torch's hipify calls
         return getattr(os.path, name)
 
 
@@ -293,11 +299,11 @@ class _TreeOnlyOs:
     def __init__(self, staging: Path):
         self.path = _TreeOnlyPath(staging)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:  # the rest of os
         return getattr(os, name)
 
 
-def _hipify_in_place(hipify_python, staging: Path) -> dict:
+def _hipify_in_place(hipify_python: ModuleType, staging: Path) -> dict[str, HipifyResult]:
     # torch's hipify keeps its results in a module-level dict that grows with every call: start it empty,
     # so this run's results are exactly this tree's.
     hipify_python.HIPIFY_FINAL_RESULT.clear()

@@ -30,7 +30,7 @@ import sysconfig
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 from buildkit.errors import Problem, UserError
 
@@ -63,7 +63,8 @@ class ExtensionBuild:
         return self.include_dirs[0]
 
 
-def _cpp_extension():
+def _cpp_extension() -> tuple[ModuleType, ModuleType]:
+    """torch and torch.utils.cpp_extension (torch is an optional dependency: its modules, seen untyped)."""
     try:
         # torch's import warns about optional modules, and cpp_extension logs where it looked for CUDA and ROCm
         with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
@@ -109,7 +110,7 @@ class RocmHeaders:
     origin: str  # which way they were had, for the report
 
 
-def rocm_headers(build: ExtensionBuild, hipify_python, scratch: Path) -> RocmHeaders:
+def rocm_headers(build: ExtensionBuild, hipify_python: ModuleType, scratch: Path) -> RocmHeaders:
     """ATen/hip and c10/hip: the ROCm torch's own, or made from this torch's CUDA headers in `scratch`."""
     if build.hip:
         return RocmHeaders((), f"torch {build.torch}'s own ATen/hip and c10/hip (a ROCm build, HIP {build.hip})")

@@ -15,12 +15,16 @@ import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from buildkit.adapters.index import wheel_zip
 from buildkit.adapters.index.wheel_index import WheelIndex, WheelIndexError
 from buildkit.adapters.index.wheel_zip import Directory, Member, ZipError
 from buildkit.errors import Problem, printable
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 SMALL_BUDGET = 8 << 20  # METADATA and version.py of any real wheel, with the central directory, fit many times over
@@ -88,8 +92,12 @@ class RangeFile(io.RawIOBase):
     def _cached(self, offset: int, length: int) -> bool:
         return self._cache_start <= offset and offset + length <= self._cache_start + len(self._cache)
 
-    def readinto(self, buffer) -> int:
-        wanted = min(len(buffer), self.size - self.position)
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        with memoryview(buffer) as view:  # io hands a bytearray or a memoryview of bytes; released before io resizes it
+            return self._fill(view)
+
+    def _fill(self, view: memoryview) -> int:
+        wanted = min(len(view), self.size - self.position)
         if wanted <= 0:
             return 0
         cached = self.position - self._cache_start
@@ -103,7 +111,7 @@ class RangeFile(io.RawIOBase):
                                                                  f"answered another range (from {start})"))
             self._cache_start, self._cache, cached = start, data, 0
         chunk = self._cache[cached:cached + wanted]
-        buffer[:len(chunk)] = chunk
+        view[:len(chunk)] = chunk
         self.position += len(chunk)
         return len(chunk)
 

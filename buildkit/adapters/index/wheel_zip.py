@@ -180,7 +180,7 @@ def data_offset(local_header: bytes, member: Member, directory: Directory) -> in
     if len(local_header) < _LOCAL.size or local_header[:4] != _LOCAL_SIGNATURE:
         raise ZipError(f"{_shown(member.name)}: no local header at offset {member.local_offset:,}, where its directory record points")
     name_length, extra_length = _LOCAL.unpack_from(local_header)[9:11]
-    start = member.local_offset + _LOCAL.size + name_length + extra_length
+    start: int = member.local_offset + _LOCAL.size + name_length + extra_length
     if start + member.compressed > directory.offset:
         raise ZipError(f"{_shown(member.name)}: its data runs into the central directory")
     return start

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 from buildkit.adapters.registry.credentials import Credentials, load_credentials, may_receive_credentials
@@ -89,8 +90,8 @@ class RegistryImage:
     multi-platform image), `manifest` the platform's image manifest and `config` its checked config."""
 
     digest: str
-    manifest: dict
-    config: dict
+    manifest: dict[str, Any]
+    config: dict[str, Any]
 
     @property
     def labels(self) -> dict[str, str]:
@@ -190,7 +191,8 @@ class Registry:
             self._fail(call, reply)
         return reply
 
-    def _send(self, method, url, limit, headers, data, authorization, call) -> Reply:
+    def _send(self, method: str, url: str, limit: int, headers: dict[str, str] | None, data: bytes | None, authorization: str | None,
+              call: str) -> Reply:
         return self.transport.send(method, url, limit=limit, headers=headers, data=data,
                                    authorization=authorization, bound_to=self.origin, call=call)
 
@@ -398,7 +400,7 @@ class Registry:
             raise RegistryError(Problem(self.registry, f"{printable(reference, 160)!r} is neither a tag nor a digest"))
         return f"/v2/{self._repository(repository)}/manifests/{reference}"
 
-    def _images(self, repository: str, manifest: Manifest) -> list[tuple[Platform, dict]]:
+    def _images(self, repository: str, manifest: Manifest) -> list[tuple[Platform, dict[str, Any]]]:
         """An index's image entries (attestations left out), at most MAX_INDEX_IMAGES: an index of thousands
         of platforms is no image buildkit built, and reading each would cost two requests."""
         entries = image_entries(json.loads(manifest.body)["manifests"])
@@ -415,7 +417,7 @@ class Registry:
             raise self.error(f"GET {self._manifest_path(repository, digest)}", "an index inside an index; expected an image manifest")
         return child
 
-    def _config(self, repository: str, manifest: Manifest) -> dict:
+    def _config(self, repository: str, manifest: Manifest) -> dict[str, Any]:
         """An image's config, checked: its bytes hash to the digest the manifest names, and its labels
         (`config.Labels`, either may be null) are a map of strings."""
         digest = json.loads(manifest.body)["config"]["digest"]
@@ -430,14 +432,14 @@ class Registry:
             raise self.error(f"GET {path}", 'the image config\'s "config.Labels" is not a map of strings')
         return config
 
-    def _config_platform(self, repository: str, manifest: Manifest, config: dict) -> Platform:
+    def _config_platform(self, repository: str, manifest: Manifest, config: dict[str, Any]) -> Platform:
         platform = platform_of(config)
         if platform is None:
             raise self.error(f"GET /v2/{repository}/blobs/{json.loads(manifest.body)['config']['digest']}",
                              'the image config names no platform ("os" and "architecture" are required)')
         return platform
 
-    def _image_for(self, repository: str, manifest: Manifest, wanted: Platform) -> tuple[Manifest, dict] | None:
+    def _image_for(self, repository: str, manifest: Manifest, wanted: Platform) -> tuple[Manifest, dict[str, Any]] | None:
         """(image manifest, config) serving `wanted`, or None."""
         if manifest.is_index:
             entry = pick([entry for _, entry in self._images(repository, manifest)], wanted)
@@ -454,7 +456,7 @@ class Registry:
         return [str(self._config_platform(repository, manifest, self._config(repository, manifest)))]
 
 
-def _json(registry: Registry, call: str, reply: Reply, what: str) -> dict:
+def _json(registry: Registry, call: str, reply: Reply, what: str) -> dict[str, Any]:
     """The body as a JSON object, or one RegistryError saying what came instead."""
     try:
         document = json.loads(reply.body.decode("utf-8"))
@@ -469,7 +471,7 @@ def _json(registry: Registry, call: str, reply: Reply, what: str) -> dict:
     return document
 
 
-def _check_shape(registry: Registry, call: str, media_type: str, document: dict) -> None:
+def _check_shape(registry: Registry, call: str, media_type: str, document: dict[str, Any]) -> None:
     """An image manifest has a `config` descriptor; an index has `manifests`, a list of descriptors;
     every descriptor's digest is a digest (it becomes part of a URL)."""
     if media_type in INDEX_TYPES:
@@ -488,7 +490,7 @@ def _check_shape(registry: Registry, call: str, media_type: str, document: dict)
             raise registry.error(call, f"a descriptor's digest {printable(str(digest), 80)!r} is not a sha256/sha512 digest")
 
 
-def _labels(config: dict) -> dict[str, str]:
+def _labels(config: dict[str, Any]) -> dict[str, str]:
     """Labels of a config that Registry._config checked."""
     return dict((config.get("config") or {}).get("Labels") or {})
 

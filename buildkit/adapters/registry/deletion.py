@@ -20,6 +20,7 @@ sent as a Bearer token to the API's origin only, under credentials.py's rules.
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import quote
 
 from buildkit.adapters.registry.client import DeletionUnsupported, Registry
@@ -109,7 +110,7 @@ class GitHubPackages:
         raise self._error(call, why)
 
 
-def _versions(packages: GitHubPackages, call: str, reply: Reply) -> list[dict]:
+def _versions(packages: GitHubPackages, call: str, reply: Reply) -> list[dict[str, Any]]:
     """One page of package versions, checked: a list of objects with an integer `id` and a string `name`."""
     try:
         document = json.loads(reply.body.decode("utf-8"))

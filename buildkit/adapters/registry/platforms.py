@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from buildkit.errors import Problem, UserError
 
@@ -60,7 +61,7 @@ def platform_of(described: object) -> Platform | None:
     return Platform.of(os, architecture, variant or "")
 
 
-def image_entries(manifests: list[dict]) -> list[tuple[Platform, dict]]:
+def image_entries(manifests: list[dict[str, Any]]) -> list[tuple[Platform, dict[str, Any]]]:
     """The entries of an index that are images for a platform: attestations and entries without a
     platform left out, in the index's order."""
     found = []
@@ -73,7 +74,7 @@ def image_entries(manifests: list[dict]) -> list[tuple[Platform, dict]]:
     return found
 
 
-def pick(manifests: list[dict], wanted: Platform) -> dict | None:
+def pick(manifests: list[dict[str, Any]], wanted: Platform) -> dict[str, Any] | None:
     """The index entry for `wanted`: an exact variant match first, else the first that accepts it."""
     candidates = [(platform, entry) for platform, entry in image_entries(manifests) if wanted.accepts(platform)]
     exact = [entry for platform, entry in candidates if platform == wanted]

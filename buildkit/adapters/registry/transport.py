@@ -211,7 +211,9 @@ class _Grant:
 
 
 class _GrantingAdapter(WatchedAdapter):
-    def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: float | tuple[float, float] | tuple[float, None] | None = None,
+             verify: bool | str = True, cert: bytes | str | tuple[bytes | str, bytes | str] | None = None,
+             proxies: Mapping[str, str] | None = None) -> requests.Response:
         """The exchange's Authorization is attached here, the last step before urllib3 takes a connection, and
         only when the scheme, host and port that requests hands urllib3 for this very request are the origin
         it is bound to (the same values serve a direct connection, a tunnel through a proxy and a proxy that
@@ -221,7 +223,8 @@ class _GrantingAdapter(WatchedAdapter):
         grant: _Grant | None = getattr(_current, "grant", None)
         if grant is not None:
             try:
-                destination, _ = self.build_connection_pool_key_attributes(request, verify, cert)
+                # types-requests lets send() take a bytes cert that this method's stub leaves out; requests hands it on as it is
+                destination, _ = self.build_connection_pool_key_attributes(request, verify, cert)  # type: ignore[arg-type]
             except ValueError:  # requests refuses the URL below, without anything to attach
                 destination = None
             if destination and Origin.of(destination["scheme"], destination["host"] or "", destination["port"]) == grant.origin:
@@ -234,7 +237,7 @@ class _Session(requests.Session):
     with allow_redirects=False it parses Location for Response.next, and a Location that is not UTF-8
     raises UnicodeDecodeError there)."""
 
-    def get_redirect_target(self, response):
+    def get_redirect_target(self, response: requests.Response) -> None:
         return None
 
 
@@ -242,7 +245,7 @@ class _NoNetrc(AuthBase):
     """Set as the session's auth so that requests never adds ~/.netrc credentials for whatever host a
     registry names: credentials are decided here, per origin, and nowhere else."""
 
-    def __call__(self, request):
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         return request
 
 

@@ -187,7 +187,7 @@ class Cosign:
             raise CosignError(Problem(key, f"{what}; give the cosign {kind} key file (cosign generate-key-pair writes "
                                            f"cosign.key and cosign.pub) or a KMS URI"))
 
-    def _run(self, arguments: list[str], image: str, signer: Signer | None = None, accept_unsigned: bool = False) -> subprocess.CompletedProcess:
+    def _run(self, arguments: list[str], image: str, signer: Signer | None = None, accept_unsigned: bool = False) -> subprocess.CompletedProcess[str]:
         if signer is not None and signer.key and not is_key_uri(signer.key):
             self._check_key(signer.key, "private")
             if PASSWORD_ENV not in self.environ:
@@ -231,7 +231,7 @@ def _error_line(text: str) -> str:
     return (errors or lines or ["no output"])[-1][:400]
 
 
-def _statements(stdout: str) -> list[dict]:
+def _statements(stdout: str) -> list[dict[str, Any]]:
     """The in-toto statements inside cosign's DSSE envelopes (one JSON envelope per line)."""
     found = []
     for line in stdout.splitlines():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from buildkit.adapters.registry.client import INDEX_TYPES, Registry
 
@@ -28,7 +29,7 @@ PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
 STATEMENT_LIMIT = 80 * 1024 * 1024
 
 
-def buildkit_statements(registry: Registry, repository: str, digest: str, predicate_types: tuple[str, ...]) -> list[dict]:
+def buildkit_statements(registry: Registry, repository: str, digest: str, predicate_types: tuple[str, ...]) -> list[dict[str, Any]]:
     """The statements of the given predicate types attached by BuildKit to an image index; [] for a plain
     manifest (built without attestations, or pushed by an engine that dropped them)."""
     index = registry.find_manifest(repository, digest)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from importlib import resources
+from typing import Any
 
 import docker
 import docker.errors
@@ -34,7 +35,7 @@ def inventory_source() -> str:
     return resources.files("buildkit.image").joinpath("inventory.py").read_text(encoding="utf-8")
 
 
-def image_inventory(client: docker.DockerClient, image: str, timeout: int = INVENTORY_TIMEOUT) -> dict:
+def image_inventory(client: docker.DockerClient, image: str, timeout: int = INVENTORY_TIMEOUT) -> dict[str, Any]:
     """The inventory JSON of a local image, or a UserError saying why it could not be read."""
     try:
         ran = run_once(client, image, timeout, entrypoint=["python3", "-c", inventory_source()], command=[], network_disabled=True,
@@ -46,13 +47,14 @@ def image_inventory(client: docker.DockerClient, image: str, timeout: int = INVE
     if ran.timed_out:
         raise UserError(Problem(image, f"reading its packages took longer than {timeout} s"))
     try:
-        return json.loads(ran.stdout.strip().splitlines()[-1])
+        inventory: dict[str, Any] = json.loads(ran.stdout.strip().splitlines()[-1])  # buildkit/image/inventory.py's one object
     except (ValueError, IndexError):
         raise UserError(Problem(image, f"its package inventory failed (exit {ran.status}): "
                                        f"{ran.stderr.strip()[-300:] or 'no output'}; the image needs python3 on its PATH")) from None
+    return inventory
 
 
-def cyclonedx(contents: Contents, name: str, version: str, image_labels: Mapping[str, str]) -> dict:
+def cyclonedx(contents: Contents, name: str, version: str, image_labels: Mapping[str, str]) -> dict[str, Any]:
     """The CycloneDX 1.5 document: the image as the described component (its buildkit labels as
     properties), the OS, then every deb and Python package with its purl."""
     # imported here, not at the top: the library takes about 0.35 s to import, which every buildkit command
@@ -82,10 +84,11 @@ def cyclonedx(contents: Contents, name: str, version: str, image_labels: Mapping
     for component in components:
         bom.components.add(component)
     bom.register_dependency(root, components)
-    return json.loads(JsonV1Dot5(bom).output_as_string())
+    document: dict[str, Any] = json.loads(JsonV1Dot5(bom).output_as_string())
+    return document
 
 
-def local_sbom(client: docker.DockerClient, image: str, version: str = "") -> dict:
+def local_sbom(client: docker.DockerClient, image: str, version: str = "") -> dict[str, Any]:
     """The SBOM of an image in the engine; version names it in the document (a digest, else its tag or id)."""
     try:
         found = client.images.get(image)
