@@ -250,7 +250,7 @@ def _vector_isa(device):
         try:
             from torch._inductor.cpu_vec_isa import pick_vec_isa
         except ImportError:  # torch < 2.5
-            from torch._inductor.codecache import pick_vec_isa
+            from torch._inductor.codecache import pick_vec_isa  # type: ignore[attr-defined]  # where it lived before torch 2.5
         isa = pick_vec_isa()
     except Exception as error:
         return f", vector ISA unknown ({type(error).__name__})"

@@ -19,7 +19,7 @@ from buildkit.core.host.fit import Finding
 from buildkit.core.host.kube import Manifests
 from buildkit.core.release.judge import Verdict
 from buildkit.core.render.planned import PlannedImage
-from buildkit.core.shell import command_line
+from buildkit.core.shell import command_line as command_line  # the CLI prints commands through views (cli may not import core)
 from buildkit.core.supply_chain.attestation import gpu_test_summary
 from buildkit.core.targets.plan import Note, Target
 from buildkit.core.vendors import VENDOR_NAMES
