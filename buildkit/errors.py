@@ -56,7 +56,7 @@ class UserError(Exception):
 
     exit_code = 2
 
-    def __init__(self, problems: list[Problem] | Problem | str):
+    def __init__(self, problems: list[Problem] | Problem | str) -> None:
         if isinstance(problems, str):
             problems = [Problem("buildkit", problems)]
         elif isinstance(problems, Problem):

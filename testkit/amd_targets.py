@@ -5,9 +5,12 @@ changed with pytest's monkeypatch, so the real one is back after the test."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-import pytest
 from rocm_bootstrap import targets
+
+if TYPE_CHECKING:
+    import pytest
 
 NEW_TARGET = "gfx1252"
 

@@ -18,10 +18,13 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from functools import lru_cache
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from testkit.local_http import QuietHandler, serve, stop_serving
+
+if TYPE_CHECKING:
+    from http.server import BaseHTTPRequestHandler
 
 # torch-2.15.0's Requires-Dist on Linux (PyPI), the backend libraries first
 TORCH_2_15_CUDA_PINS = (

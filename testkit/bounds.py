@@ -14,8 +14,10 @@ from __future__ import annotations
 import cProfile
 import pstats
 import threading
-from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 T = TypeVar("T")
 
@@ -27,7 +29,7 @@ HANG_GUARD = 300.0
 class FakeClock:
     """A monotonic clock that moves only when told (thread-safe: a server thread may advance it)."""
 
-    def __init__(self, start: float = 1000.0):
+    def __init__(self, start: float = 1000.0) -> None:
         self.now = start
         self.lock = threading.Lock()
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import textwrap
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,8 +15,13 @@ from buildkit.adapters.files.bundled import compat_data
 from buildkit.core.compat.facts import compat_from_data
 from buildkit.core.vendors import NVIDIA
 from testkit.runner import run_buildkit
-from testkit.wheel_index import WheelIndex
 from testkit.wheels import companion_double, torch_double
+
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Mapping
+
+    from testkit.wheel_index import WheelIndex
 
 # What torch doubles report as compiled: the official lists, as the real wheels would (release cu130 wheels
 # carry no PTX, so no compute_120: see compat.toml's cuda-release-ptx source)

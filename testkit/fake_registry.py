@@ -22,11 +22,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from typing_extensions import Self  # typing.Self from Python 3.11
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -109,7 +110,7 @@ Handler = Callable[[Request], Answer]
 class SelfSignedCert:
     """A self-signed certificate for 127.0.0.1, for origins served over TLS."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path) -> None:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
@@ -141,7 +142,7 @@ class FakeOrigin:
     """One origin on 127.0.0.1 answering from routes (method, path regex -> Answer or handler); the
     latest matching route wins, so a test overrides a default behaviour by adding a route."""
 
-    def __init__(self, journal: Journal | None = None, tls: SelfSignedCert | None = None):
+    def __init__(self, journal: Journal | None = None, tls: SelfSignedCert | None = None) -> None:
         self.journal = journal or Journal()
         self.routes: list[tuple[str, re.Pattern[str], Answer | Handler]] = []
         self.stopping = threading.Event()
@@ -275,7 +276,7 @@ class FakeRegistry(FakeOrigin):
     """A distribution-API registry that serves the images and indexes a test adds, behind no auth, basic
     auth or bearer tokens from a FakeTokenService, with a deletable switch."""
 
-    def __init__(self, journal: Journal | None = None, tls: SelfSignedCert | None = None):
+    def __init__(self, journal: Journal | None = None, tls: SelfSignedCert | None = None) -> None:
         super().__init__(journal, tls)
         self.blobs: dict[str, bytes] = {}
         self.manifests: dict[tuple[str, str], tuple[str, bytes]] = {}  # (repository, tag or digest) -> (type, body)
@@ -283,7 +284,7 @@ class FakeRegistry(FakeOrigin):
         self.bearer: tuple[str, str] | None = None  # (realm, service)
         self.tokens: set[str] = set()
         self.deletable = True
-        self.on("GET", r"/v2/", self.guarded(lambda request: json_answer({})))
+        self.on("GET", r"/v2/", self.guarded(lambda _request: json_answer({})))
         self.on("*", r"/v2/(?P<name>.+)/manifests/(?P<reference>[^/]+)", self.guarded(self._manifest))
         self.on("GET", r"/v2/(?P<name>.+)/blobs/(?P<digest>[^/]+)", self.guarded(self._blob))
         self.on("GET", r"/v2/(?P<name>.+)/tags/list", self.guarded(self._tags))
@@ -387,7 +388,7 @@ class FakeTokenService(FakeOrigin):
     """Issues opaque tokens that `registry` accepts, to callers presenting `expected` (an Authorization
     value) or to anyone when it is None."""
 
-    def __init__(self, registry: FakeRegistry, expected: str | None, journal: Journal | None = None, tls: SelfSignedCert | None = None):
+    def __init__(self, registry: FakeRegistry, expected: str | None, journal: Journal | None = None, tls: SelfSignedCert | None = None) -> None:
         super().__init__(journal or registry.journal, tls)
         self.registry, self.expected, self.issued = registry, expected, 0
         self.on("GET", r"/token", self._issue)
@@ -409,7 +410,7 @@ class FakeGitHubApi(FakeOrigin):
     """The GitHub Packages endpoints that retention uses: list the versions of a container package owned
     by an organization or a user (paginated, Link rel="next"), delete one; only with the right Bearer token."""
 
-    def __init__(self, token: str, journal: Journal | None = None, tls: SelfSignedCert | None = None):
+    def __init__(self, token: str, journal: Journal | None = None, tls: SelfSignedCert | None = None) -> None:
         super().__init__(journal, tls)
         self.token = token
         self.versions: dict[tuple[str, str, str], list[dict[str, object]]] = {}  # (orgs|users, owner, package) -> versions

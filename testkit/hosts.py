@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 RENDER_GID, VIDEO_GID = 109, 44
 

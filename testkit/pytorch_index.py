@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
-from buildkit.core.compat.facts import Compat
 from buildkit.core.vendors import BACKENDS
 from testkit.artifacts import send_ranged, torch_wheel
 from testkit.local_http import QuietHandler, serve, stop_serving
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from buildkit.core.compat.facts import Compat
 
 PREFIX = "whl"
 PLATFORM_TAGS = {"linux/amd64": "manylinux_2_28_x86_64", "linux/arm64": "manylinux_2_28_aarch64"}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import datetime
 import http.client
-import io
 import json
 import shutil
 import socket
@@ -15,16 +14,19 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
-from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import requests
 
 from testkit.local_http import QuietHandler, serve, stop_serving
+
+if TYPE_CHECKING:
+    import io
+    from collections.abc import Mapping
+    from http.server import BaseHTTPRequestHandler
+    from pathlib import Path
 
 
 def free_port() -> int:
@@ -37,7 +39,7 @@ def free_port() -> int:
 class TokenServer:
     """Issues registry JWTs (RS256, x5c) to the right user: what a registry's token service does."""
 
-    def __init__(self, folder: Path, user: str, password: str, service: str = "buildkit-test"):
+    def __init__(self, folder: Path, user: str, password: str, service: str = "buildkit-test") -> None:
         import jwt  # noqa: F401  (test extra)
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
@@ -168,7 +170,7 @@ class FaultProxy:
     (refusing connections) when a request matches, as a registry that goes away mid-publish does.
     The engine's pushes pass through untouched: the faults are for buildkit's retry logic."""
 
-    def __init__(self, upstream: str, port: int | None = None):
+    def __init__(self, upstream: str, port: int | None = None) -> None:
         self.upstream = upstream
         self.port = port or free_port()
         self.faults: list[int] = []  # statuses to answer, one per matching request, in order
@@ -184,7 +186,7 @@ class FaultProxy:
                 # The engine tries TLS first and falls back to plain HTTP only when the answer starts with
                 # "HTTP/" (containerd's HTTPFallback); http.server answers a ClientHello as HTTP/0.9, with no
                 # status line, so the push failed. Answer as Go's server (docker-registry) does.
-                if cast(io.BufferedReader, self.rfile).peek(1)[:1] == b"\x16":  # rfile: the socket's buffered reader
+                if cast("io.BufferedReader", self.rfile).peek(1)[:1] == b"\x16":  # rfile: the socket's buffered reader
                     self.wfile.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request")
                     self.close_connection = True
                     return
@@ -296,7 +298,7 @@ class Seeder:
     OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
     OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
-    def __init__(self, address: str, auth: tuple[str, str] | None = None):
+    def __init__(self, address: str, auth: tuple[str, str] | None = None) -> None:
         self.base, self.auth = f"http://{address}", auth
 
     def blob(self, repository: str, data: bytes) -> str:

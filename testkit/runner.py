@@ -7,8 +7,11 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 INDEX_USER = "ci-robot"
 INDEX_PASSWORD = "pw-" + uuid.uuid4().hex  # given to builds only as a secret; must appear nowhere else

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.adapters.supply_chain.sbom import cyclonedx
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
@@ -23,11 +21,16 @@ from buildkit.core.labels import CREATED, ImageIdentity
 from buildkit.core.release.decisions import Outcome
 from buildkit.core.release.judge import Check, Verdict
 from buildkit.core.release.layer_sharing import BuiltLayer
-from buildkit.core.render.planned import PlannedImage
 from buildkit.core.supply_chain.sbom import Contents, Package
-from buildkit.core.targets.plan import Target
 from buildkit.ui.report import publish_json, run_json
 from buildkit.ui.views import verification_json
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from pathlib import Path
+
+    from buildkit.core.render.planned import PlannedImage
+    from buildkit.core.targets.plan import Target
 
 MB = 1_000_000
 # Package counts of a nightly's runtime image: the test pair's CUDA image (python:3.11-slim-bookworm with g++:

@@ -27,14 +27,18 @@ pseudo-random (incompressible), so layer sizes are honest.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildkit.adapters.files.bundled import shipped_compat
-from buildkit.core.compat.amd_targets import AmdTargets
-from buildkit.core.compat.facts import RocmLayout
 from testkit.wheels import TORCH_DOUBLE, VERSION_DOUBLE, build_wheel, companion_double
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from buildkit.core.compat.amd_targets import AmdTargets
+    from buildkit.core.compat.facts import RocmLayout
 
 ROCM = "7.14"
 ROCM_RELEASE = "7.14.0"

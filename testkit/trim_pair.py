@@ -16,10 +16,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import docker
 
@@ -28,6 +27,9 @@ from buildkit.core.trim import names_pattern
 from testkit.builds import ROCM_7_2_ARCHS, Build, build, index_pip_conf, team_matrix
 from testkit.wheel_index import WheelIndex
 from testkit.wheels import companion_double, rocm_torch_double
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 TARGET = "2.14.1-rocm7.2-py3.11-runtime"
 DECLARED = "gfx942"

@@ -15,11 +15,14 @@ import re
 import secrets
 import zipfile
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
-from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from testkit.local_http import QuietHandler, serve, stop_serving
+
+if TYPE_CHECKING:
+    from http.server import BaseHTTPRequestHandler
+    from pathlib import Path
 
 _NAME_RE = re.compile(r"^(.+?)-\d")
 

@@ -11,11 +11,14 @@ import base64
 import hashlib
 import random
 import zipfile
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from testkit.artifacts import torch_version_module
 from testkit.elf import arch_flags_library
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
 TORCH_DOUBLE = '''"""TEST DOUBLE of torch ({local}); not PyTorch."""
 from . import version, cuda  # noqa: F401

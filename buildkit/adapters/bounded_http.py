@@ -33,10 +33,10 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timezone
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
 
 import requests
 import urllib3.connection
@@ -46,6 +46,9 @@ from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from buildkit.errors import Problem, UserError, printable, redact_urls
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 MAX_RETRY_AFTER = 60.0  # seconds: a Retry-After beyond this is not honoured as given
 MAX_REDIRECTS = 5
@@ -101,7 +104,7 @@ class Watchdog:
     It holds the sockets, not the connections: for an answer that ends with the connection, http.client
     hands the socket over to the response and the connection forgets it."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float) -> None:
         self.fired = False
         self.sockets: list[socket.socket] = []
         self.lock = threading.Lock()
@@ -263,7 +266,7 @@ class RetryWaits:
     NOTICE_AFTER seconds or more is announced, with what is retried and how much of the budget it takes."""
 
     def __init__(self, budget: float | None = None, sleep: Callable[[float], None] | None = None,
-                 notify: Callable[[str], None] | None = None):
+                 notify: Callable[[str], None] | None = None) -> None:
         self.budget = retry_wait_budget() if budget is None else budget
         self.sleep, self.notify = sleep or wait, notify or on_stderr
         self.waited = 0.0  # seconds waited so far
@@ -332,7 +335,7 @@ class BoundedSession:
         failure: type[RemoteFailure] = RemoteFailure,
         clock: Callable[[], float] = time.monotonic,
         retry_wait: float | None = None,
-    ):
+    ) -> None:
         self.name = redact_urls(name)
         self.failure_type = failure  # the client's own error class (WheelIndexError...)
         # The module's defaults are read here, not frozen into the signature: one place says what they are.

@@ -19,8 +19,10 @@ import pickle
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
-from typing import Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
@@ -48,7 +50,7 @@ def contiguous_parts(items: Sequence[Item], count: int) -> list[Sequence[Item]]:
 class Forked(Generic[Item, Answer]):
     """`work(part)` in a forked child, started at once; `answer()` waits for it, `stop()` ends it unanswered."""
 
-    def __init__(self, work: Callable[[Sequence[Item]], Answer], part: Sequence[Item], in_child: Callable[[], None] = lambda: None):
+    def __init__(self, work: Callable[[Sequence[Item]], Answer], part: Sequence[Item], in_child: Callable[[], None] = lambda: None) -> None:
         self.work, self.part = work, part
         self.pid, self.reader = 0, -1  # no child: the system would not make one (no memory, no process or file left)
         try:

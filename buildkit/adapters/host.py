@@ -21,16 +21,19 @@ import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildkit.adapters import cdi
 from buildkit.adapters.files.inputs import NotReadable, read_regular
-from buildkit.core.compat.amd_targets import Bundle
-from buildkit.core.compat.facts import Compat
 from buildkit.core.host.amd_environment import VARIABLES
 from buildkit.core.host.facts import CdiSpec, DeviceNode, EngineFacts, Gpu, HostFacts
 from buildkit.core.vendors import BY_CDI_KIND, BY_PCI_ID
 from buildkit.errors import Problem, UserError, printable
 from buildkit.image.gpu_guard import gfx_name  # one definition for the host and the guard inside images
+
+if TYPE_CHECKING:
+    from buildkit.core.compat.amd_targets import Bundle
+    from buildkit.core.compat.facts import Compat
 
 GPU_CLASS_PREFIXES = ("0x03", "0x12")  # display controllers, processing accelerators
 _NVIDIA_VERSION_RE = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9]+(?:\.[0-9]+)+)")
@@ -57,7 +60,7 @@ class Identity:
 class _Tree:
     """Reads files below the host root; what cannot be read or parsed becomes a note, never an exception."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path) -> None:
         self.root = root
         self.notes: list[str] = []
 

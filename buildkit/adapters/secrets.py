@@ -12,14 +12,17 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from buildkit.adapters.files.inputs import read_input
 from buildkit.errors import REDACTED, Problem, UserError, redact_urls
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 # The user-info ends at the LAST "@" before the path, as URL parsers (and pip) read it: a password with an
 # unencoded "@" ("https://user:p@ss@host/") is all of "user:p@ss", not "user:p".
@@ -33,7 +36,7 @@ class Redactor:
     """Replaces secret values (passwords, tokens) in any text before it is logged or reported, and the
     user-info of every URL in it (errors.redact_urls), whether or not it is a known secret."""
 
-    def __init__(self, secrets: Iterable[str]):
+    def __init__(self, secrets: Iterable[str]) -> None:
         self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:

@@ -10,8 +10,9 @@ once, so a render that reaches a team template runs in a worker process:
 - memory: its address space is capped at what it holds once started plus MEMORY_BUDGET (RLIMIT_AS): an
   allocation past it fails at once (MemoryError) instead of swapping the machine;
 - time: each command may use TIME_BUDGET seconds of CPU (a profiling timer, set before each command: the kernel
-  stops the worker past it, even inside one long C operation; RLIMIT_CPU behind it) and the CLI waits at most
-  that long, plus a margin, for the answer;
+  stops the worker past it, even inside one long C operation; RLIMIT_CPU behind it); the CLI waits for an answer
+  as long as a hung worker deserves (ANSWER_SECONDS of wall time, which a busy machine's renders need), never as
+  the budget;
 - output: the Dockerfile is counted as the template writes it and stopped past OUTPUT_BUDGET characters (a text
   written from a shape in the CLI is measured before it is written).
 
@@ -44,22 +45,28 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import IO, Any, cast
-
-import jinja2
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from buildkit.core.matrix.templates import TemplateSet
-from buildkit.core.render.planned import PlannedImage
 from buildkit.core.render.renderer import Meanwhile, Renderer
 from buildkit.core.render.shapes import ShapeData
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import jinja2
+
+    from buildkit.core.render.planned import PlannedImage
 
 TIME_BUDGET = 2.0  # seconds of CPU per render; a Dockerfile renders in milliseconds
 MEMORY_BUDGET = 512 * 1024 * 1024  # bytes beyond what the worker holds when it is ready
 OUTPUT_BUDGET = 4 * 1024 * 1024  # characters of Dockerfile; real ones are kilobytes
 START_SECONDS = 60.0  # for the worker to start, on a loaded machine
-_MARGIN = 1.0  # seconds the CLI waits beyond TIME_BUDGET: the worker's own CPU limit comes first
+# Seconds of wall time the CLI waits for one answer: a guard against a worker that hangs, not the time budget. The
+# worker's CPU limits stop a render at TIME_BUDGET seconds of CPU, and on a busy machine a render's wall time is
+# several times its CPU time (a wait of TIME_BUDGET plus a second refused renders that were within their budget).
+ANSWER_SECONDS = 60.0
 _FRAME = struct.Struct(">Q")
 BATCH = 256  # planned images per frame: a few hundred KB
 
@@ -115,7 +122,7 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
     setup = _receive_frame(commands)
     if setup is None:
         return
-    loader, source = cast(tuple[jinja2.BaseLoader, str], setup)
+    loader, source = cast("tuple[jinja2.BaseLoader, str]", setup)
     # renders planned images only (their install plans come with them); the marker is drawn here, so the CLI's
     # side never sees it and no template can know it
     renderer = Renderer(loader, source, {}, None, marker="\ue000" + secrets.token_hex(16))
@@ -126,9 +133,9 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
         _lower(resource.RLIMIT_AS, _address_space() + memory_budget)
     _answer(answers, ready=True)
     while (command := _receive_frame(commands)) is not None:
-        kind, payload = cast(tuple[str, object], command)
+        kind, payload = cast("tuple[str, object]", command)
         # what TemplateWorker sends: ("shape", a planned image) or ("render", a list of them)
-        batch = (cast(PlannedImage, payload),) if kind == "shape" else cast(list[PlannedImage], payload)
+        batch = (cast("PlannedImage", payload),) if kind == "shape" else cast("list[PlannedImage]", payload)
         for planned in batch:
             # the budget is per command: a shape render, its retries and the render of the target on its own
             # that tells why it has no shape share one. The profiling timer stops the worker (SIGPROF's default
@@ -160,7 +167,7 @@ def serve(time_budget: float, memory_budget: int, output_budget: int) -> None:
 class TemplateWorker:
     """The bounded runner buildkit.core.render.renderer hands team renders to (see the module docstring)."""
 
-    def __init__(self, time_budget: float = TIME_BUDGET, memory_budget: int = MEMORY_BUDGET, output_budget: int = OUTPUT_BUDGET):
+    def __init__(self, time_budget: float = TIME_BUDGET, memory_budget: int = MEMORY_BUDGET, output_budget: int = OUTPUT_BUDGET) -> None:
         self.time_budget, self.memory_budget, self.output_budget = time_budget, memory_budget, output_budget
         self.process: subprocess.Popen[bytes] | None = None
         self.serving: tuple[jinja2.BaseLoader, str] | None = None
@@ -189,7 +196,7 @@ class TemplateWorker:
         assert process.stdin is not None
         with contextlib.suppress(BrokenPipeError, OSError):  # the worker is gone: the reader says why
             _send(process.stdin, ("shape", planned))
-        deadline = time.monotonic() + self.time_budget + _MARGIN
+        deadline = time.monotonic() + max(ANSWER_SECONDS, self.time_budget)
         reply = self._reply(deadline, meanwhile)
         if reply is not None and reply.get("per_target") is True:
             return None
@@ -220,7 +227,7 @@ class TemplateWorker:
         return None
 
     def _text(self, loader: jinja2.BaseLoader, planned: PlannedImage) -> str:
-        deadline = time.monotonic() + self.time_budget + _MARGIN
+        deadline = time.monotonic() + max(ANSWER_SECONDS, self.time_budget)
         reply = self._reply(deadline)
         if reply is not None and "bytes" in reply:
             data = self._answer_bytes(reply, deadline)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.adapters.files.outputs import OwnedFolder, update_tree
@@ -19,6 +19,9 @@ from buildkit.core.labels import build_stamp_labels
 from buildkit.core.release.bake import bake_document, bake_name, context_folder
 from buildkit.core.render.planned import SUPPORT_DIR
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MANIFEST = ".buildkit-bake.json"
 

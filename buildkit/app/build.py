@@ -8,40 +8,41 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
-
-import docker
 
 from buildkit.adapters.build_stamp import created_now, matrix_revision
 from buildkit.adapters.engine import buildx, docker_sdk
 from buildkit.adapters.engine.proven import ProvenImages
 from buildkit.adapters.files.outputs import write_below
 from buildkit.adapters.host import read_host
-from buildkit.adapters.registry.credentials import Credentials
 from buildkit.adapters.secrets import IndexSettings, Redactor, build_secrets
 from buildkit.app.smoke import DEFAULT_TIMEOUT, smoke_test
 from buildkit.app.targets import Choices, select_targets
-from buildkit.core.compat.facts import Compat
-from buildkit.core.host.facts import HostFacts
 from buildkit.core.install_plan import layer_name
 from buildkit.core.labels import build_stamp_labels
 from buildkit.core.release import decisions
 from buildkit.core.release.build_cache import CacheRefs, prefix_cache, target_cache
 from buildkit.core.release.decisions import Outcome
-from buildkit.core.release.judge import Verdict
 from buildkit.core.release.layer_sharing import OS, BuiltLayer, LayerKeys, NodeCost, node_costs
 from buildkit.core.release.parity import Parity, compare
 from buildkit.core.render.planned import SHARED_STAGE, SUPPORT_CONTEXT, SUPPORT_DIR, Rendered
-from buildkit.core.targets.plan import Note
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    import docker
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
+    from buildkit.adapters.registry.credentials import Credentials
+    from buildkit.core.compat.facts import Compat
+    from buildkit.core.host.facts import HostFacts
+    from buildkit.core.release.judge import Verdict
+    from buildkit.core.targets.plan import Note
 
 __all__ = [
     "LOG_TAIL_LINES", "BuildOptions", "BuildPreview", "BuildRun", "BuildRunner", "BuildStatus", "Display", "IndexSettings", "PairResult",
@@ -230,7 +231,7 @@ class BuildRunner:
         vendor_packages: tuple[str, ...] = (),
         environment: dict[str, str] | None = None,
         credentials: Credentials | None = None,
-    ):
+    ) -> None:
         self.client = client
         self.builder = builder
         self.options = options

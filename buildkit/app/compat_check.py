@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
@@ -51,6 +50,9 @@ from buildkit.core.upstream.pypi import PypiFacts, minor_of
 from buildkit.core.upstream.releases import PublishedFile, Release, WheelMetadata, backend_pins, read_metadata, read_version_module, releases, variant_of
 from buildkit.core.vendors import AMD, BACKENDS, Vendor, of_backend
 from buildkit.errors import Problem, UserError, printable, redact_urls
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 SHIPPED_LABEL = "buildkit/data/compat.toml"  # how the diff names the shipped file, wherever it is installed
 MATRIX_LABEL = "matrix.toml"
@@ -369,7 +371,7 @@ def _fatbin_archs(data: bytes, vendor: Vendor) -> tuple[tuple[str, ...], tuple[s
     return archs, tuple(vendor.label_arch(a) for a in code.partial_sass_archs())
 
 
-def _offload_bundle_archs(data: bytes, vendor: Vendor) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _offload_bundle_archs(data: bytes, _vendor: Vendor) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(every gfx target a bundle carries code for, no partial list: only fat binaries are counted per kernel)."""
     return rocm_code(data).archs(), ()
 

@@ -7,6 +7,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from buildkit.adapters.files.bundled import shipped_compat
 from buildkit.adapters.files.inputs import NotReadable, read_regular
@@ -16,10 +17,12 @@ from buildkit.adapters.hipify.convert import check_folders, run_hipify
 from buildkit.adapters.hipify.hipcc import HOST, ImageRunner, default_offload_arch, find_hipcc
 from buildkit.adapters.hipify.torch_extension import hipify_nvcc_flags, read_extension_build
 from buildkit.core import grammar
-from buildkit.core.porting.report import HipifyReport
 from buildkit.core.porting.setup_py import MAX_SETUP_BYTES, ExtensionFlags, ProjectFlags, SetupFlags, read_setup_py
 from buildkit.core.vendors import AMD
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from buildkit.core.porting.report import HipifyReport
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildkit.adapters.registry.client import Registry
 from buildkit.adapters.registry.credentials import load_credentials
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.host.kube import KubeOptions, Manifests, manifests
 from buildkit.core.reference import ImageReference
-from buildkit.core.targets.plan import Target
 from buildkit.errors import Problem, UserError, printable
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from buildkit.core.targets.plan import Target
 
 __all__ = ["KubeOptions", "KubeResult", "Lookup", "kube", "pair_targets"]
 

@@ -6,7 +6,7 @@ buildkit.core.matrix.lock for what is locked and why."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 
@@ -19,6 +19,9 @@ from buildkit.core.matrix.lock import Lock, is_range, lock_text, newest_matching
 from buildkit.core.reference import ImageReference
 from buildkit.core.targets.plan import expand
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DOCKER_HUB = "registry-1.docker.io"  # where docker sends names without a registry
 

@@ -7,14 +7,16 @@ reading the chain by hand.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.adapters.files.bundled import compat_data
 from buildkit.adapters.files.matrix import read_sources
 from buildkit.core.matrix.resolve import merge_layers, resolve_matrix
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
 
 
 @dataclass(frozen=True)

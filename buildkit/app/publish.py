@@ -12,30 +12,34 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-
-import docker
+from typing import TYPE_CHECKING
 
 from buildkit.adapters.build_stamp import created_now, matrix_revision, today_utc
 from buildkit.adapters.engine import docker_sdk
 from buildkit.adapters.registry.client import Credentials, Registry, annotated, load_credentials
 from buildkit.adapters.registry.deletion import Deletion, deletion_for
-from buildkit.adapters.secrets import IndexSettings
-from buildkit.adapters.supply_chain.cosign import Cosign, Signer, Trust
 from buildkit.app.build import BuildOptions, BuildStatus, Display, TargetResult, build_targets
 from buildkit.app.lock import lock_matrix
 from buildkit.app.targets import Choices, select_targets
 from buildkit.app.verify import attach_sbom, attest_gpu, gpu_attestation, sign, supply_chain_client
 from buildkit.core import grammar, labels
-from buildkit.core.compat.facts import Compat
-from buildkit.core.host.facts import HostFacts
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.release import decisions
 from buildkit.core.release.decisions import Outcome, Published, TagMove
-from buildkit.core.release.judge import Verdict
-from buildkit.core.render.planned import Rendered
 from buildkit.core.supply_chain.attestation import SmokeRun, gpu_predicate, passing_gpu_test
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import docker
+
+    from buildkit.adapters.secrets import IndexSettings
+    from buildkit.adapters.supply_chain.cosign import Cosign, Signer, Trust
+    from buildkit.core.compat.facts import Compat
+    from buildkit.core.host.facts import HostFacts
+    from buildkit.core.release.judge import Verdict
+    from buildkit.core.render.planned import Rendered
 
 NIGHTLY_DATE_RE = re.compile(r"^[0-9]{8}$")
 

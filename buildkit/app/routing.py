@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import docker
+from typing import TYPE_CHECKING
 
 from buildkit.adapters.engine import buildx, docker_sdk
 from buildkit.adapters.host import read_host
@@ -25,6 +24,9 @@ from buildkit.core.host.routing import Routing, assess, route, run_verdict
 from buildkit.core.labels import ImageIdentity, image_labels
 from buildkit.core.targets.plan import Plan, Target
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    import docker
 
 LIVE_ROOT = Path("/")
 

@@ -7,14 +7,17 @@ and buildkit.ui.site writes its pages.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildkit.adapters.build_stamp import created_now
 from buildkit.adapters.files.documents import read_documents
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.site.evidence import Evidence, gather, read_document
 from buildkit.core.site.model import Site, build_site
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
 
 
 def evidence_of(paths: Sequence[Path], option: str) -> dict[str, Evidence]:

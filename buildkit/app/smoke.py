@@ -4,9 +4,8 @@ The probe's report is judged against what the image's labels say it is."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import docker
 import docker.errors
@@ -18,11 +17,15 @@ from buildkit.adapters.engine.proven import ProvenImages
 from buildkit.adapters.host import read_host
 from buildkit.app.targets import Choices, select_targets
 from buildkit.core.host.access import NO_GPU_ACCESS, gpu_access
-from buildkit.core.host.facts import HostFacts
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.release.judge import GPU_MODES, Verdict, judge
 from buildkit.core.release.parity import Parity, compare, pair_images
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from buildkit.core.host.facts import HostFacts
 
 __all__ = ["DEFAULT_TIMEOUT", "GPU_MODES", "parity", "probe_report", "smoke_test", "test_images"]
 

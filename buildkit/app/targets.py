@@ -11,11 +11,10 @@ import gc
 import os
 import secrets
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from buildkit.adapters.files.bundled import default_matrix_path, image_support_files
 from buildkit.adapters.files.inputs import describe_path
@@ -30,6 +29,9 @@ from buildkit.core.render.planned import PlannedImage, Rendered, template_name
 from buildkit.core.render.renderer import Renderer
 from buildkit.core.targets.plan import ALL_VENDORS, Note, Plan, Target, choose_platforms, expand, narrow_for_source, select
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
 __all__ = [
     "LOCAL_MATRIX", "MATRIX_ENV", "MOST_PARTS", "PARALLEL_FROM", "Choices", "MatrixFile", "PlannedImage", "Selection", "SourceOptions",

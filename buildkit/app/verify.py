@@ -19,10 +19,7 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
-import docker
+from typing import TYPE_CHECKING, Any
 
 from buildkit.adapters.build_stamp import created_now
 from buildkit.adapters.engine import docker_sdk
@@ -30,14 +27,20 @@ from buildkit.adapters.registry.client import Credentials, Registry, load_creden
 from buildkit.adapters.supply_chain.cosign import Attestations, Checked, Cosign, Signer, Trust
 from buildkit.adapters.supply_chain.provenance import buildkit_statements
 from buildkit.adapters.supply_chain.sbom import CYCLONEDX_TYPE, local_sbom
-from buildkit.core.host.facts import HostFacts
 from buildkit.core.labels import CREATED, ImageIdentity
 from buildkit.core.reference import ImageReference
-from buildkit.core.release.judge import Verdict
 from buildkit.core.release.layer_sharing import BuiltLayer, pushed_layers
 from buildkit.core.supply_chain.attestation import GPU_TEST_TYPE, SmokeRun, gpu_predicate, host_driver, passing_gpu_test
 from buildkit.core.supply_chain.provenance import SLSA_TYPES, Provenance, read_provenance
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import docker
+
+    from buildkit.core.host.facts import HostFacts
+    from buildkit.core.release.judge import Verdict
 
 __all__ = [
     "RegistryAccess", "Signer", "Trust", "Verification", "attach_sbom", "attest_gpu", "gpu_attestation", "image_sbom",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildkit.app import CHANNELS
-from buildkit.app.targets import Choices
 from buildkit.cli.options import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -27,6 +27,9 @@ from buildkit.cli.options import (
 )
 from buildkit.errors import Problem, UserError
 from buildkit.ui import views
+
+if TYPE_CHECKING:
+    from buildkit.app.targets import Choices
 
 
 def add_build(commands: Commands) -> None:

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
-from rich.console import Console
-
 from buildkit.app import ALL_VENDORS, COMPRESSIONS, GPU_MODES, SELECTOR_KEYS, VENDOR_CHOICES
 from buildkit.app.targets import Choices, SourceOptions, find_matrix
 from buildkit.errors import Problem, UserError
@@ -21,6 +19,8 @@ from buildkit.ui import views
 # Commands that reach an engine, a registry or cosign import their use cases when they run: `plan` and
 # `matrix validate`, which CI calls on every push, start without loading the docker SDK and requests.
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from buildkit.app.build import BuildOptions, IndexSettings
     from buildkit.app.routing import HostChoice
     from buildkit.ui.console import LiveDisplay, PlainDisplay

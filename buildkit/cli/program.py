@@ -53,7 +53,7 @@ class Terminated(KeyboardInterrupt):
     way out and running builds are stopped, instead of the process vanishing mid-write."""
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
+def _raise_terminated(_signum: int, _frame: object) -> None:
     raise Terminated
 
 

@@ -42,17 +42,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Hashable
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatchcase
 from functools import cached_property
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from buildkit.core.compat.facts import Compat
-from buildkit.core.targets.plan import Target
 from buildkit.core.targets.source import SOURCE_FLAVOR
 from buildkit.core.trim import LIBRARY_DIRS, trim_for
-from buildkit.core.vendors import Vendor
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable
+
+    from buildkit.core.compat.facts import Compat
+    from buildkit.core.targets.plan import Target
+    from buildkit.core.vendors import Vendor
 
 DEPENDENCIES = "dependencies"
 TORCH = "torch"

@@ -6,14 +6,18 @@ is from its labels, never from what torch reports at run time. This module alone
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from buildkit.core.compat.facts import AMD64, ARM64
-from buildkit.core.targets.plan import Target
 from buildkit.core.targets.source import SOURCE_FLAVOR
 from buildkit.core.trim import trim_for
 from buildkit.core.vendors import BY_BACKEND, Vendor
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from buildkit.core.targets.plan import Target
 
 PREFIX = "dev.buildkit."
 OCI = "org.opencontainers.image."

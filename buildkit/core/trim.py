@@ -34,9 +34,12 @@ no known gfx target is a prefix of another (tests/unit/test_trim.py checks it fo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from buildkit.core.targets.plan import Target
 from buildkit.core.targets.source import SOURCE_FLAVOR
+
+if TYPE_CHECKING:
+    from buildkit.core.targets.plan import Target
 
 # Folders under the torch package that hold per-arch files of torch's bundled ROCm libraries
 LIBRARY_DIRS = ("lib/rocblas/library", "lib/hipblaslt/library", "lib/hipsparselt/library", "share/miopen/db")

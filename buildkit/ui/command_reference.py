@@ -9,7 +9,10 @@ The page keeps its prose around the generated part, which lies between BEGIN and
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 BEGIN = "<!-- generated from the parser by `python -m buildkit.cli.reference --write docs/commands.md`: edit the options' help, not this text -->"
 END = "<!-- end of the generated reference -->"

@@ -5,14 +5,17 @@ JSON."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from packaging.version import Version
 
-from buildkit.app.compat_check import CheckOutcome
 from buildkit.core.compat.facts import COMPANION_PACKAGES
 from buildkit.ui.views import escaped_lines
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from buildkit.app.compat_check import CheckOutcome
 
 
 def compat_markdown(outcome: CheckOutcome) -> str:

@@ -5,8 +5,11 @@ So a new command or option completes without anyone writing completion code."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 SHELLS = ("bash", "zsh", "fish")
 

@@ -5,15 +5,19 @@ from __future__ import annotations
 import re
 import threading
 import time
-from types import TracebackType
+from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 from buildkit.app.build import BuildStatus, Display, TargetResult
 from buildkit.ui.views import say, terminal
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from rich.console import Console
 
 # BuildKit's plain progress: "#8 [stage-0 5/7] RUN pip install ..." starts a step.
 _STEP_RE = re.compile(r"^#\d+ \[[^\]]+\] ")
@@ -29,7 +33,7 @@ def _outcome(result: TargetResult) -> str:
 class PlainDisplay(Display):
     """Step headers and outcomes as plain lines, safe for logs and CI."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console) -> None:
         self.console = console
         self.lock = threading.Lock()
 
@@ -63,7 +67,7 @@ class PlainDisplay(Display):
 class LiveDisplay(Display):
     """A live table: one line per running target with its current step; outcomes scroll above it."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console) -> None:
         self.console = console
         self.lock = threading.Lock()
         self.running: dict[str, tuple[float, str]] = {}

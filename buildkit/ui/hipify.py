@@ -5,10 +5,14 @@ translation unit, and why the tree did not pass."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from buildkit.core.porting import analysis
 from buildkit.core.porting.preprocessor import OPEN
-from buildkit.core.porting.report import HipifyReport
 from buildkit.ui.views import one_line_each
+
+if TYPE_CHECKING:
+    from buildkit.core.porting.report import HipifyReport
 
 
 def hipify_lines(report: HipifyReport) -> list[str]:

@@ -8,11 +8,13 @@ the fields. Pure.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.core.matrix import fields
 from buildkit.core.matrix.fields import REQUIRED, Field, Flag, Kind, Rules, Table, Text, Texts, Whole
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 SCHEMA_ID = "https://github.com/buildkit-images/buildkit/blob/main/docs/matrix.schema.json"
 _PROBE = "\x00"  # no grammar accepts it: what a grammar says it expected instead describes it

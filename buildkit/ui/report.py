@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.adapters.files.outputs import write_atomic
 from buildkit.app.build import BuildRun, BuildStatus, TargetResult
-from buildkit.app.publish import PublishRun
 from buildkit.core.release.decisions import Outcome
-from buildkit.core.release.judge import Verdict
-from buildkit.core.release.layer_sharing import NodeCost
 from buildkit.errors import redact_urls
 from buildkit.ui.views import human_size
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+
+    from buildkit.app.publish import PublishRun
+    from buildkit.core.release.judge import Verdict
+    from buildkit.core.release.layer_sharing import NodeCost
 
 
 def target_json(result: TargetResult, shares: Sequence[NodeCost] = ()) -> dict[str, Any]:

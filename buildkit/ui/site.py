@@ -15,17 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from buildkit.adapters.files.outputs import OwnedFolder, TreeUpdate, update_tree
 from buildkit.core.site.chooser import backend_label
-from buildkit.core.site.model import ImageEntry, Site
 from buildkit.core.site.placements import PATH as PLACEMENTS
 from buildkit.errors import printable
 from buildkit.ui.views import human_size, plain_yaml
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from buildkit.core.site.model import ImageEntry, Site
 
 MANIFEST = ".buildkit-site.json"
 STATIC = ("site.css", "chooser.js")

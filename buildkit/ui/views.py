@@ -4,35 +4,36 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from buildkit.adapters.files.outputs import write_atomic
 from buildkit.app.targets import target_json
-from buildkit.core.host.facts import HostFacts
-from buildkit.core.host.fit import Finding
-from buildkit.core.host.kube import Manifests
-from buildkit.core.release.judge import Verdict
-from buildkit.core.render.planned import PlannedImage
 from buildkit.core.shell import command_line as command_line  # the CLI prints commands through views (cli may not import core)
 from buildkit.core.supply_chain.attestation import gpu_test_summary
-from buildkit.core.targets.plan import Note, Target
 from buildkit.core.vendors import VENDOR_NAMES
 from buildkit.errors import Problem, printable, redact_urls
 
 if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need not import them to print
+    from collections.abc import Iterable, Mapping, Sequence
+
     import tomlkit.items  # (and tomlkit, which only `matrix show --format toml` loads)
+    from rich.console import Console
 
     from buildkit.app.build import PlannedBuild
     from buildkit.app.matrix_show import ResolvedMatrix
     from buildkit.app.routing import Detection, DoctorReport
     from buildkit.app.smoke import ParityResult
     from buildkit.app.verify import Verification
+    from buildkit.core.host.facts import HostFacts
+    from buildkit.core.host.fit import Finding
+    from buildkit.core.host.kube import Manifests
+    from buildkit.core.release.judge import Verdict
+    from buildkit.core.render.planned import PlannedImage
+    from buildkit.core.targets.plan import Note, Target
 
 def human_size(value: int | None) -> str:
     """Bytes for people: 512 B, 3.4 MiB, 5.9 GiB; - for unknown."""

@@ -138,7 +138,7 @@ def test_a_label_value_reads_back_exactly(value):
 
 
 def test_a_line_break_never_reaches_a_dockerfile_string():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a control character in a Dockerfile string"):
         dockerfile_string("x\nRUN curl evil")
 
 

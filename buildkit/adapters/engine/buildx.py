@@ -22,20 +22,23 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.adapters.files.inputs import NotReadable, read_regular
 from buildkit.adapters.files.outputs import open_below
 from buildkit.adapters.registry.credentials import MAX_CREDENTIALS_BYTES, Credentials
-from buildkit.adapters.secrets import Redactor
 from buildkit.core.release.build_cache import CacheRefs, cache_export
 from buildkit.core.release.compression import exporter_options
 from buildkit.core.shell import command_line
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from buildkit.adapters.secrets import Redactor
 
 DOCKER_ENV = "BUILDKIT_DOCKER"
 _FIELD_RE = re.compile(r"^\s*(Name|Driver|Platforms|Endpoint|Status):\s*(.*)$")

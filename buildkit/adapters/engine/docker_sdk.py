@@ -10,7 +10,6 @@ import io
 import json
 import os
 import tarfile
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
@@ -19,13 +18,16 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
-from buildkit.core.host.access import GpuAccess
 from buildkit.core.host.facts import EngineFacts
 from buildkit.core.labels import STAMP_LABELS
 from buildkit.errors import Problem, UserError, printable
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from _typeshed import WriteableBuffer
+
+    from buildkit.core.host.access import GpuAccess
 
 # Reaching the engine is quick or it is not happening: a socket that is missing or refuses answers at
 # once, and an address that swallows packets (a stopped VM, a wrong DOCKER_HOST) must not hold a command
@@ -189,7 +191,7 @@ def tag_image(client: docker.DockerClient, image_id: str, reference: str) -> Non
 class _ChunkStream(io.RawIOBase):
     """A file object over the SDK's chunk iterator, so tarfile can read an export as a stream."""
 
-    def __init__(self, chunks: Iterable[bytes]):
+    def __init__(self, chunks: Iterable[bytes]) -> None:
         self._chunks = iter(chunks)
         self._buffer = b""
 

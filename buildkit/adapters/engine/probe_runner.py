@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import docker
 import docker.errors
@@ -16,7 +16,9 @@ import docker.errors
 from buildkit.adapters.engine.containers import run_once
 from buildkit.adapters.engine.docker_sdk import sdk_gpu_options
 from buildkit.core import labels
-from buildkit.core.host.access import GpuAccess
+
+if TYPE_CHECKING:
+    from buildkit.core.host.access import GpuAccess
 
 DEFAULT_TIMEOUT = 600  # seconds: an `import torch` can hang on a wedged driver, and a first torch.compile takes a minute
 

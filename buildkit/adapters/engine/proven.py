@@ -18,10 +18,12 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.adapters.files.inputs import NotReadable, read_regular
-from buildkit.core.host.facts import HostFacts
+
+if TYPE_CHECKING:
+    from buildkit.core.host.facts import HostFacts
 
 CACHE_ENV = "BUILDKIT_CACHE_DIR"
 MAX_RECORD_BYTES = 16 * 1024 * 1024  # a probe report is kilobytes
@@ -35,7 +37,7 @@ def cache_dir() -> Path:
 
 
 class ProvenImages:
-    def __init__(self, folder: Path | None = None):
+    def __init__(self, folder: Path | None = None) -> None:
         self.folder = (folder or cache_dir()) / "proven"
 
     @staticmethod

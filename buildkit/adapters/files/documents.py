@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.adapters.files.inputs import NotReadable, read_regular
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
 
 DOCUMENT_LIMIT = 64 * 1024 * 1024  # an SBOM of a large image is a few MB; a report of 10,000 targets about 40 MB
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer; regular files ignore it.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
@@ -28,7 +31,7 @@ _CHUNK = 64 * 1024
 class NotReadable(Exception):
     """Why a path cannot be read as a file; `reason` follows "PATH: " ("is a FIFO ...", "no such file")."""
 
-    def __init__(self, reason: str, missing: bool = False):
+    def __init__(self, reason: str, missing: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.missing = missing

@@ -19,13 +19,15 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
 
 MANIFEST_FORMAT = 1
 MANIFEST_MAX_BYTES = 64 * 1024 * 1024  # a PyTorch checkout's list is a few MB
@@ -63,7 +65,7 @@ class _Manifest:
 class _Blocked(Exception):
     """A path below the root that buildkit must not write through or over."""
 
-    def __init__(self, relative: str, reason: str):
+    def __init__(self, relative: str, reason: str) -> None:
         super().__init__(relative, reason)
         self.relative, self.reason = relative, reason
 

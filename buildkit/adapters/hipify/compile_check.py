@@ -18,9 +18,9 @@ import re
 import shlex
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildkit.adapters.hipify import hipcc as toolchain
 from buildkit.adapters.hipify import torch_extension
@@ -29,6 +29,9 @@ from buildkit.core.porting import analysis
 from buildkit.core.porting.preprocessor import parse_define, parse_dump
 from buildkit.core.porting.report import Compiled, HipifyReport
 from buildkit.core.porting.setup_py import ProjectFlags, UnitFlags
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 _COMPILE_SECONDS = 600
 _HIPCC_UNITS = (".hip", ".cu")
@@ -176,7 +179,7 @@ def _settle_findings(report: HipifyReport) -> None:
 class _CompilerName:
     """The C++ compiler as a report names it (its --version line), asked once."""
 
-    def __init__(self, hipcc: toolchain.Hipcc):
+    def __init__(self, hipcc: toolchain.Hipcc) -> None:
         self.hipcc = hipcc
         self.found: str | None = None
 
@@ -232,7 +235,7 @@ def _rocm_include(hipcc: toolchain.Hipcc) -> list[Path]:
 class _UsersCode:
     """Which diagnostics point into the user's tree, at the user's own file and line."""
 
-    def __init__(self, report: HipifyReport, out: Path):
+    def __init__(self, report: HipifyReport, out: Path) -> None:
         self.report = report
         self.out = out
         self.maps: dict[str, analysis.LineMap] = {}

@@ -25,9 +25,7 @@ import tempfile
 import time
 import unittest.mock
 import warnings
-from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from buildkit.adapters.files.outputs import OwnedFolder, check_output_folder, sha256_file, update_tree
@@ -38,6 +36,9 @@ from buildkit.core.porting.report import HipifyReport, Skipped
 from buildkit.errors import Problem, UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from types import ModuleType
+
     from torch.utils.hipify.hipify_python import HipifyResult
 
 MANIFEST = ".buildkit-hipify.json"
@@ -227,7 +228,7 @@ def _check_tree(hipify_python: ModuleType, staging: Path, source: Path) -> None:
             ))
     if problems:
         raise UserError(problems[:_SHOWN_PROBLEMS])
-    chain = _deepest_includes(hipify_python, texts, staging)
+    chain = _deepest_includes(hipify_python, texts)
     if len(chain) > MAX_INCLUDE_DEPTH:
         relative = [Path(os.path.relpath(name, os.path.realpath(staging))).as_posix() for name in chain]
         listed = " -> ".join([*relative[:3], "...", *relative[-2:]])
@@ -236,7 +237,7 @@ def _check_tree(hipify_python: ModuleType, staging: Path, source: Path) -> None:
                                                            "and than torch's hipify follows; break the chain"))
 
 
-def _deepest_includes(hipify_python: ModuleType, texts: dict[str, str], staging: Path) -> list[str]:
+def _deepest_includes(hipify_python: ModuleType, texts: dict[str, str]) -> list[str]:
     """The deepest chain of files torch's hipify would open one inside another: it reads its files in this order,
     and within each follows every quoted include (and THC_GENERIC_FILE) that names a file of the tree, in order,
     into files it has not read yet. Walked with a stack of its own, each file's includes listed once."""
@@ -282,7 +283,7 @@ class _TreeOnlyPath:
     ../ out of the tree), records it among its results and rewrites the include to a path relative to the scratch
     copy, which leads nowhere (or elsewhere) from --out. Seen as missing, the include is left as written."""
 
-    def __init__(self, staging: Path):
+    def __init__(self, staging: Path) -> None:
         self._tree = os.path.realpath(staging)
 
     def exists(self, path: str) -> bool:
@@ -296,7 +297,7 @@ class _TreeOnlyPath:
 class _TreeOnlyOs:
     """The os module for torch's hipify, with _TreeOnlyPath as its path."""
 
-    def __init__(self, staging: Path):
+    def __init__(self, staging: Path) -> None:
         self.path = _TreeOnlyPath(staging)
 
     def __getattr__(self, name: str) -> Any:  # the rest of os

@@ -20,9 +20,9 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import docker
 import docker.errors
@@ -30,6 +30,9 @@ import docker.errors
 from buildkit.adapters.engine import docker_sdk
 from buildkit.adapters.engine.containers import run_once
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 _VERSION_RE = re.compile(r"HIP version:\s*(\d+)\.(\d+)")
 _COMMAND_RE = re.compile(r"^hipcc-cmd:\s*(\S+)", re.MULTILINE)  # HIPCC_VERBOSE=1: the clang command hipcc runs

@@ -77,7 +77,7 @@ def parse_project_page(page_url: str, content_type: str, body: str) -> list[Inde
 class PackageIndex:
     """One simple index (https://host/simple): each project's files."""
 
-    def __init__(self, url: str, reader: WheelIndex | None = None):
+    def __init__(self, url: str, reader: WheelIndex | None = None) -> None:
         self.url = url.rstrip("/")
         self.reader = reader or WheelIndex(self.url)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import re
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -24,6 +23,8 @@ from buildkit.adapters.index.wheel_zip import Directory, Member, ZipError
 from buildkit.errors import Problem, printable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from _typeshed import WriteableBuffer
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
@@ -39,7 +40,7 @@ class RangeFile(io.RawIOBase):
     """A remote file as a seekable, read-only file object; each read asks for the bytes it lacks, within the budget
     (a read is refused before anything is allocated for it)."""
 
-    def __init__(self, reader: WheelIndex, url: str, budget: int, name: str = ""):
+    def __init__(self, reader: WheelIndex, url: str, budget: int, name: str = "") -> None:
         super().__init__()
         self.reader, self.url, self.budget = reader, url, budget
         self.name = name or unquote(urlsplit(url).path.rsplit("/", 1)[-1])

@@ -60,7 +60,7 @@ def file_name(href: str) -> str:
 
 class WheelIndex:
     def __init__(self, url: str, timeout: float | None = None, max_bytes: int = MAX_PAGE_BYTES, workers: int = 8,
-                 retries: int = 3, deadline: float | None = None, option: str = "--index URL"):
+                 retries: int = 3, deadline: float | None = None, option: str = "--index URL") -> None:
         """`timeout`, `deadline`: bounded_http's DEFAULT_TIMEOUT and DEFAULT_DEADLINE unless given; `option`: how
         the command names this index, for the hint in its errors."""
         self.url = url.rstrip("/")

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 _EOCD = struct.Struct("<4sHHHHIIH")  # signature, disk, directory's disk, entries here, entries, size, offset, comment length
 _ZIP64_LOCATOR = struct.Struct("<4sIQI")  # signature, disk, offset of the zip64 end record, disks
@@ -193,7 +196,7 @@ class Inflater:
 
     PIECE = 16 << 20
 
-    def __init__(self, member: Member):
+    def __init__(self, member: Member) -> None:
         self.member = member
         self.written = 0
         self._crc = 0

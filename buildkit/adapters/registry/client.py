@@ -19,16 +19,18 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from buildkit.adapters.registry.credentials import Credentials, load_credentials, may_receive_credentials
 from buildkit.adapters.registry.platforms import Platform, image_entries, pick, platform_of
 from buildkit.adapters.registry.transport import RegistryError, Reply, Transport, UnsafeUrl, parse_url
 from buildkit.errors import Problem, printable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
 
 __all__ = [
     "Credentials", "DeletionUnsupported", "Manifest", "Registry", "RegistryError", "Resolved", "annotated", "load_credentials",
@@ -130,7 +132,7 @@ class Registry:
         ca_bundle: Path | None = None,
         notify: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
-    ):
+    ) -> None:
         """`timeout`: seconds for one request, redirects and body included; `budget`: seconds of request
         time for the whole run, measured on `clock`; `insecure`: plain http (the default for a registry on this
         machine); `notify`: where a long wait to retry is announced (stderr by default)."""

@@ -15,13 +15,17 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildkit.adapters.files.inputs import read_input
-from buildkit.adapters.registry.transport import Origin
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from buildkit.adapters.registry.transport import Origin
 
 MAX_CREDENTIALS_BYTES = 4 * 1024 * 1024  # a docker config.json with every registry a machine logs in to is kilobytes
 

@@ -41,7 +41,7 @@ class RetentionUnsupported(RegistryError):
 class GitHubPackages:
     """Deletes container package versions through the GitHub REST API (see the module docstring)."""
 
-    def __init__(self, registry: Registry, api: str = GITHUB_API):
+    def __init__(self, registry: Registry, api: str = GITHUB_API) -> None:
         try:
             origin = parse_url(api).origin
         except UnsafeUrl as unsafe:
@@ -127,7 +127,7 @@ class Deletion:
     """Deletes manifests by digest: the distribution API's DELETE, and behind it the GitHub Packages API
     where there is one. Once the registry has refused a DELETE, the fallback is used straight away."""
 
-    def __init__(self, registry: Registry, github: GitHubPackages | None = None):
+    def __init__(self, registry: Registry, github: GitHubPackages | None = None) -> None:
         self.registry, self.github = registry, github
         self.refusal: str | None = None  # the registry's answer to a DELETE, once it refused one
 

@@ -17,8 +17,8 @@ import ipaddress
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 import requests
@@ -41,6 +41,9 @@ from buildkit.adapters.bounded_http import (
     read_body,
 )
 from buildkit.errors import Problem, UserError, printable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
 
 __all__ = ["MAX_PAGES", "MAX_RETRY_AFTER", "Origin", "RegistryError", "RegistryUnreachable", "Reply", "Transport", "UnsafeUrl",
            "Url", "is_loopback", "parse_url", "registry_is_loopback", "resolve"]
@@ -114,7 +117,7 @@ def registry_is_loopback(registry: str) -> bool:
 class UnsafeUrl(Exception):
     """A URL the client will not follow; `reason` says why, as in "the URL ... {reason}"."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
 
@@ -276,7 +279,7 @@ class Transport:
         notify: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         retry_wait: float | None = None,
-    ):
+    ) -> None:
         self.name = name
         self.timeout, self.budget, self.retries, self.backoff, self.clock = timeout, budget, retries, backoff, clock
         self.waits = RetryWaits(retry_wait, sleep, notify)

@@ -21,16 +21,19 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.adapters.files.inputs import describe_path
-from buildkit.adapters.registry.client import Credentials
 from buildkit.adapters.registry.transport import registry_is_loopback
 from buildkit.adapters.secrets import Redactor
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from buildkit.adapters.registry.client import Credentials
 
 COSIGN_ENV = "BUILDKIT_COSIGN"  # a cosign binary other than the first on PATH
 PASSWORD_ENV = "COSIGN_PASSWORD"

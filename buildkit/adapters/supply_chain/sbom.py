@@ -13,9 +13,8 @@ reading files only: nothing of the image's own entrypoint runs, nothing is writt
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import docker
 import docker.errors
@@ -26,6 +25,9 @@ from buildkit.core import labels as label_keys
 from buildkit.core.reference import ImageReference
 from buildkit.core.supply_chain.sbom import Contents, image_contents
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 CYCLONEDX_TYPE = "https://cyclonedx.org/bom"  # the predicate type cosign gives `--type cyclonedx`
 INVENTORY_TIMEOUT = 120  # seconds: it reads a few files, but a cold image store can be slow to start a container

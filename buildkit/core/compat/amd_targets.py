@@ -13,12 +13,15 @@ Pure: the package is data and naming rules; nothing here detects anything (adapt
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rocm_bootstrap import naming
 from rocm_bootstrap import targets as amd
 from rocm_bootstrap.package_metadata import group_package_targets
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 # rocm_bootstrap.PackagingLevel's values, finest first: how buildkit's data names a level (a layout's device
 # packages are cut at one of them)

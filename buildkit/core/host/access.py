@@ -7,13 +7,17 @@ image.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from buildkit.core.host.facts import HostFacts
 from buildkit.core.host.fit import Finding
 from buildkit.core.shell import USER, pasted
 from buildkit.core.vendors import SHM_SIZE, Vendor
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from buildkit.core.host.facts import HostFacts
 
 _GROUP_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")  # POSIX portable user and group names
 

@@ -14,10 +14,13 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from buildkit.core.compat.facts import Compat
-from buildkit.core.host.facts import HostFacts
 from buildkit.core.host.fit import Finding
+
+if TYPE_CHECKING:
+    from buildkit.core.compat.facts import Compat
+    from buildkit.core.host.facts import HostFacts
 
 FORCE = "ROCM_BOOTSTRAP_FORCE_GFX_ARCH"
 DISABLE = "ROCM_BOOTSTRAP_DISABLE_DETECTION"

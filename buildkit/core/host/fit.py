@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from buildkit.core import grammar
-from buildkit.core.compat.facts import Compat
-from buildkit.core.host.facts import Gpu, HostFacts
-from buildkit.core.labels import ImageIdentity
 from buildkit.core.shell import assignment, pasted
-from buildkit.core.vendors import Vendor
+
+if TYPE_CHECKING:
+    from buildkit.core.compat.facts import Compat
+    from buildkit.core.host.facts import Gpu, HostFacts
+    from buildkit.core.labels import ImageIdentity
+    from buildkit.core.vendors import Vendor
 
 # --- arch coverage ---------------------------------------------------------------------------------------
 

@@ -27,12 +27,14 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.core.compat.facts import AMD64, Compat
 from buildkit.core.render.guard import GUARD_ENV
-from buildkit.core.targets.plan import Target
 from buildkit.core.vendors import AMD, of_vendor
+
+if TYPE_CHECKING:
+    from buildkit.core.targets.plan import Target
 
 DRA_API = "resource.k8s.io/v1"  # DRA's stable API (Kubernetes 1.34)
 NVIDIA_MAJOR, NVIDIA_MINOR = "nvidia.com/gpu.compute.major", "nvidia.com/gpu.compute.minor"

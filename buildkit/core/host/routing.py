@@ -8,18 +8,21 @@ the GPU (and warns for the others).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
 from buildkit.core import labels
-from buildkit.core.compat.facts import Compat
 from buildkit.core.host.access import GpuAccess, access_findings, gpu_access
 from buildkit.core.host.amd_environment import environment_findings
-from buildkit.core.host.facts import HostFacts
 from buildkit.core.host.fit import Finding, arch_covered, fit_findings
 from buildkit.core.labels import ImageIdentity
-from buildkit.core.targets.plan import Plan, Target
 from buildkit.core.vendors import of_vendor
+
+if TYPE_CHECKING:
+    from buildkit.core.compat.facts import Compat
+    from buildkit.core.host.facts import HostFacts
+    from buildkit.core.targets.plan import Plan, Target
 
 # --- an image on this host ------------------------------------------------------------------------------
 

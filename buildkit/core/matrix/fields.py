@@ -398,8 +398,8 @@ SCHEMA_VERSION = 1  # of matrix files
 TOP: dict[str, Field] = {
     "schema": Field(Whole(SCHEMA_VERSION, SCHEMA_VERSION, f"{SCHEMA_VERSION} (the schema this buildkit reads)"), SCHEMA_VERSION,
                     doc="matrix schema version"),
-    "extends": Field(Text(lambda v: None), None, doc='"default" (the shipped matrix) or a path to another matrix'),
-    "template_dir": Field(Text(lambda v: None), None, doc="a folder of team templates, searched before the built-in ones"),
+    "extends": Field(Text(lambda _: None), None, doc='"default" (the shipped matrix) or a path to another matrix'),
+    "template_dir": Field(Text(lambda _: None), None, doc="a folder of team templates, searched before the built-in ones"),
     "registry": Field(Text(grammar.registry), doc="image registry host"),
     "repository": Field(Text(grammar.repository), doc="repository path in that registry"),
     "tag_prefix": Field(Text(grammar.tag_prefix), "", doc="prepended to every tag and pair key"),

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import Requirement
-from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from buildkit.core import grammar
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
 
 LOCK_NAME = "matrix.lock"
 SCHEMA = 1

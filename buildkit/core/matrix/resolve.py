@@ -200,7 +200,7 @@ class _StackReader:
     file that set it; then checks it against the compatibility data."""
 
     def __init__(self, check: Checker, merged: Merged, index: int, entry: Mapping[str, Any], top: Mapping[str, Any], compat: Compat,
-                 facts_changed_by: str | None = None, flavors: frozenset[str] | None = None, layers: tuple[Layer, ...] = ()):
+                 facts_changed_by: str | None = None, flavors: frozenset[str] | None = None, layers: tuple[Layer, ...] = ()) -> None:
         self.check, self.merged, self.index, self.entry, self.top, self.compat = check, merged, index, entry, top, compat
         self.facts_changed_by = facts_changed_by  # the file whose [compat] overrides changed the shipped facts
         self.flavors = flavors  # the flavors that have a template (None: not known here)

@@ -10,14 +10,17 @@ with the problem it has: using it is that error, and it never lets the next fold
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import jinja2
 import jinja2.nodes
 
 from buildkit.core.matrix.fields import did_you_mean
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
 FLAVOR_SUFFIX = ".Dockerfile.j2"  # a flavor's template: runtime.Dockerfile.j2 (buildkit.core.render.planned.template_name)
 # The folder a team reaches for when it writes templates: read only when template_dir names it (there is no
@@ -37,7 +40,7 @@ class TemplateFile:
 class TemplateSet(jinja2.BaseLoader):
     """A Jinja loader over templates already read."""
 
-    def __init__(self, files: Iterable[TemplateFile]):
+    def __init__(self, files: Iterable[TemplateFile]) -> None:
         self.files: Mapping[str, TemplateFile] = {file.name: file for file in files}
 
     def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,7 +54,7 @@ class LineIndex:
     """Key path -> line, built in one pass over a TOML text (tomllib keeps no positions), so locating
     any number of problems costs one scan of the file."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str) -> None:
         self.lines: dict[str, int] = {}
         counts: dict[str, int] = {}
         prefix = ""

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from buildkit.core.porting.cuda_constants import Definitions, block_threads, resolve
 from buildkit.core.porting.preprocessor import ACTIVE, INACTIVE, Activity, Macros, code_lines, integer, physical_lines
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 # --- the static report -----------------------------------------------------------------------------------------
 
@@ -290,7 +293,7 @@ class LineMap:
 
     WINDOW = 32
 
-    def __init__(self, original: str, hipified: str):
+    def __init__(self, original: str, hipified: str) -> None:
         self._to_original: dict[int, int] = {}
         self.comparisons = 0
         before, after = physical_lines(original), physical_lines(hipified)

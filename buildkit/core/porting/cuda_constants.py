@@ -8,10 +8,13 @@ meanings, or not at all, is not guessed: the answer is None and the finding says
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from buildkit.core.porting.preprocessor import code_lines, integer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
 
 # Integer types by width on Linux (LP64: long is 64 bits). HIP's __activemask() and __ballot() return
 # unsigned long long (hip/amd_detail/amd_warp_functions.h, HIP 6.4).

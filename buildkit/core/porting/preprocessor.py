@@ -15,8 +15,11 @@ expand whole translation units and have no notion of a branch that is neither ta
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
 ACTIVE, INACTIVE, OPEN = "active", "inactive", "open"  # compiled, never compiled, not decidable here
 
@@ -120,7 +123,7 @@ class Activity:
     """Each line's state in a file, under one or more compilations (a line is compiled if any compiles it), and
     the conditionals that do not balance (the same under every compilation: they do not depend on macros)."""
 
-    def __init__(self, text: str, contexts: Sequence[Macros]):
+    def __init__(self, text: str, contexts: Sequence[Macros]) -> None:
         evaluated = [_evaluate(text, macros) for macros in contexts]
         per_context = [states for states, _ in evaluated]
         self.unbalanced: tuple[Unbalanced, ...] = evaluated[0][1] if evaluated else ()
@@ -312,7 +315,7 @@ class _Expression:
     """A #if expression with its macros replaced, evaluated with None for what is not known. `expansions` and
     `deepest` count what it took (macros expanded, the nesting reached), for the bounds above."""
 
-    def __init__(self, expression: str, defined: Mapping[str, str | None], undefined: set[str]):
+    def __init__(self, expression: str, defined: Mapping[str, str | None], undefined: set[str]) -> None:
         self.expansions = 0
         self.deepest = 0
         self._depth = 0

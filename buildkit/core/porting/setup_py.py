@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import ast
 import posixpath
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _EXTENSION_CALLS = frozenset({"CUDAExtension", "CppExtension"})
 _READ = ("sources", "define_macros", "include_dirs", "extra_compile_args")

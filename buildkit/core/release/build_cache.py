@@ -9,9 +9,12 @@ layers and its twin's prefix instead of building cold.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from buildkit.core.release.compression import exporter_options
-from buildkit.core.targets.plan import Target
+
+if TYPE_CHECKING:
+    from buildkit.core.targets.plan import Target
 
 # The cache lives beside the images, in REPOSITORY/buildcache, so the image repository's tags stay images.
 CACHE_REPOSITORY = "buildcache"

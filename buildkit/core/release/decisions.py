@@ -12,11 +12,14 @@ they are table-tested for every combination of outcomes:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from buildkit.core.targets.plan import Target
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from buildkit.core.targets.plan import Target
 
 NIGHTLY_DATE_RE = re.compile(r"^(?P<base>.+)-nightly-(?P<date>[0-9]{8})$")
 

@@ -7,13 +7,16 @@ answers True there, and a CUDA torch on an AMD host answers False and runs on th
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.core import labels
-from buildkit.core.labels import ImageIdentity
 from buildkit.core.vendors import VENDORS, Vendor
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from buildkit.core.labels import ImageIdentity
 
 GPU_MODES = ("auto", "require", "skip")
 CPU_BUILD = "torch is a CPU build: this image would run on the CPU"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from buildkit.core.targets.plan import Target
 from buildkit.errors import UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from buildkit.core.targets.plan import Target
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.core.targets.plan import Target
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 FINGERPRINT_SCHEMA = 5
 

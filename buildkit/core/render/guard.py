@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import TYPE_CHECKING
 
-from buildkit.core.targets.plan import Target, Twin
+if TYPE_CHECKING:
+    from buildkit.core.targets.plan import Target, Twin
 
 GUARD_ENV = "BUILDKIT_GPU_GUARD"  # what gpu_guard.ENV reads: warn (default), strict, off
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from buildkit.core.install_plan import TorchInstall
 from buildkit.core.render.guard import guard_config
 from buildkit.core.targets.plan import Target
 from buildkit.core.targets.source import GB_PER_JOB, SOURCE_FLAVOR
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # The stage that ends where a pair's twins diverge (everything below the torch install).
 SHARED_STAGE = "shared"

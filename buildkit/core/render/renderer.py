@@ -30,13 +30,12 @@ import functools
 import hashlib
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import jinja2
 import jinja2.meta
 
 from buildkit.core import labels
-from buildkit.core.compat.facts import Compat
 from buildkit.core.install_plan import TorchInstall, install_inputs, torch_install
 from buildkit.core.matrix.templates import TemplateSet
 from buildkit.core.render.fingerprint import fingerprint, target_repr
@@ -52,9 +51,12 @@ from buildkit.core.render.planned import (
 )
 from buildkit.core.render.sandbox import SHADOWING_HINT, TEXT_FILTERS, Sandbox, make_environment, template_problem
 from buildkit.core.render.shapes import NotParametric, Path, Recorder, ShapeBook, ShapeData, Unsupported
-from buildkit.core.targets.plan import Target
 from buildkit.core.targets.source import SOURCE_FLAVOR
 from buildkit.errors import Problem, UserError
+
+if TYPE_CHECKING:
+    from buildkit.core.compat.facts import Compat
+    from buildkit.core.targets.plan import Target
 
 CHECK_BATCH = 1024  # plans a validation sends to be rendered on their own at a time (memory stays bounded)
 _DRAFT = "0" * 64  # a draft plan's fingerprint: as long as a sha256 in hex
@@ -67,7 +69,7 @@ class _Upcoming:
 
     STEP = 32  # images planned per step: a millisecond or so, a fraction of a shape's round trip
 
-    def __init__(self, planned: Iterable[PlannedImage]):
+    def __init__(self, planned: Iterable[PlannedImage]) -> None:
         self._source = iter(planned)
         self._ahead: collections.deque[PlannedImage | BaseException] = collections.deque()
         self._done = False
@@ -133,7 +135,7 @@ class BoundedRunner(Protocol):
 
 class Renderer:
     def __init__(self, loader: jinja2.BaseLoader, source: str, support: Mapping[str, bytes], compat: Compat | None,
-                 bounded: BoundedRunner | None = None, marker: str = ""):
+                 bounded: BoundedRunner | None = None, marker: str = "") -> None:
         """`support`: the image-side scripts every build context carries (SUPPORT_FILES, by name); `compat`: the
         facts install plans come from (None: a renderer of images already planned, the template worker); `bounded`:
         where renders of templates that are not buildkit's own go; None renders every template here (for

@@ -14,9 +14,8 @@ import dataclasses
 import functools
 import re
 import shlex
-from collections.abc import Callable, Iterable
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import jinja2
 import jinja2.nodes
@@ -32,6 +31,9 @@ from buildkit.core.render.shapes import Fragment, Function, Hole, NotParametric,
 from buildkit.core.targets.plan import Target, Twin
 from buildkit.core.vendors import Vendor
 from buildkit.errors import Problem, printable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 _CONTROL = re.compile("[\x00-\x1f]")
 

@@ -26,7 +26,6 @@ import operator
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import FunctionType
 from typing import Any
@@ -34,6 +33,9 @@ from typing import Any
 from jinja2.environment import TemplateModule
 from jinja2.runtime import Undefined
 from jinja2.utils import Namespace
+
+if typing.TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
 # A path names a value from the template's variables: the variable, then steps, each (ATTRIBUTE, name),
 # (ITEM, key) or (CALL, arguments).
@@ -61,7 +63,7 @@ class NotParametric(BaseException):
     """The render looked into holes: the values at these patterns must be real. A BaseException, so no `except
     Exception` in Jinja or a template's callees swallows it."""
 
-    def __init__(self, patterns: Iterable[Path]):
+    def __init__(self, patterns: Iterable[Path]) -> None:
         super().__init__()
         self.patterns = frozenset(patterns)
 
@@ -78,7 +80,7 @@ def pattern(path: Path) -> Path:
 ANY_INDEX_STEP = (ITEM, ANY_INDEX)
 
 
-def _refuse(self: Symbolic, *args: object, **kwargs: object) -> Any:
+def _refuse(self: Symbolic, *_args: object, **_kwargs: object) -> Any:
     raise NotParametric(self._patterns())
 
 
@@ -88,7 +90,7 @@ class Symbolic:
 
     __slots__ = ("_declared", "_path", "_real", "_recorder")
 
-    def __init__(self, recorder: Recorder, path: Path, real: Any, declared: Any = None):
+    def __init__(self, recorder: Recorder, path: Path, real: Any, declared: Any = None) -> None:
         # `declared`: the value's type annotation where one is known (a record's field, a declared variable)
         self._recorder, self._path, self._real, self._declared = recorder, path, real, declared
 
@@ -117,7 +119,7 @@ class Hole(Symbolic):
 
     __slots__ = ("transforms",)
 
-    def __init__(self, recorder: Recorder, path: Path, real: Any, declared: Any = None, transforms: tuple[str, ...] = ()):
+    def __init__(self, recorder: Recorder, path: Path, real: Any, declared: Any = None, transforms: tuple[str, ...] = ()) -> None:
         super().__init__(recorder, path, real, declared)
         self.transforms = transforms
 
@@ -127,7 +129,7 @@ class Fragment(Symbolic):
 
     __slots__ = ("text",)
 
-    def __init__(self, recorder: Recorder, text: str):
+    def __init__(self, recorder: Recorder, text: str) -> None:
         super().__init__(recorder, (), None)
         self.text = text
 
@@ -304,7 +306,7 @@ class Recorder:
     """One shape render: turns values into holes (except those at `real` patterns), numbers the holes it prints,
     and keeps the guards it observes."""
 
-    def __init__(self, real: Iterable[Path], marker: str, transforms: Iterable[str]):
+    def __init__(self, real: Iterable[Path], marker: str, transforms: Iterable[str]) -> None:
         self.real = set(real)
         self.marker = marker
         self.transforms = frozenset(transforms)  # the text filters that make a hole of a hole
@@ -520,7 +522,7 @@ class _Node:
 
     __slots__ = ("children", "kinds", "step")
 
-    def __init__(self, step: Any):
+    def __init__(self, step: Any) -> None:
         self.step = step
         self.kinds: list[str] = []
         self.children: dict[Any, _Node] = {}
@@ -550,7 +552,7 @@ class PathTree:
     asked only for itself (a stage's name) is read inline."""
 
     def __init__(self, getattr_: Callable[[Any, str], Any], requests: Iterable[tuple[Path, str]],
-                 trusted: Mapping[type, Iterable[str]] = {}, sample: Mapping[str, Any] | None = None):
+                 trusted: Mapping[type, Iterable[str]] = {}, sample: Mapping[str, Any] | None = None) -> None:
         """`trusted`: per record type, the attributes getattr_ reads with Python's getattr; `sample`: a target's
         variables, whose records' types the code checks first for those (a type check, not a table look-up)."""
         self._getattr, self._trusted = getattr_, trusted
@@ -675,7 +677,7 @@ class Shape:
     """A shape ready to fill: how a target's text is written from the answers of its book's tree (the guards it
     must meet, and the value of each slot)."""
 
-    def __init__(self, data: ShapeData, filters: Mapping[str, TextFilter]):
+    def __init__(self, data: ShapeData, filters: Mapping[str, TextFilter]) -> None:
         self.data = data
         # a joined sequence's slot: its separator (the last name), the filters before it apply to each element
         joins = [names[-1][len(JOIN):] if names and names[-1].startswith(JOIN) else None for _, names in data.values]
@@ -754,14 +756,14 @@ def _picker(positions: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
         position = positions[0]
         return lambda answers: (answers[position],)
     if not positions:
-        return lambda answers: ()
+        return lambda _answers: ()
     return operator.itemgetter(*positions)
 
 
 class _Page:
     """The shapes that observed the same guards, by the facts of those guards."""
 
-    def __init__(self, guards: tuple[tuple[Path, str], ...]):
+    def __init__(self, guards: tuple[tuple[Path, str], ...]) -> None:
         self.guards = guards
         self.shapes: dict[tuple[Any, ...], Shape] = {}  # facts -> shape
         self.facts: Callable[[list[Any]], tuple[Any, ...]] = tuple  # a target's facts among the book's tree's answers
@@ -777,7 +779,7 @@ class ShapeBook:
     what every page's guards ask and every shape prints; the page (guard list) that answered last is asked
     first (targets come in runs)."""
 
-    def __init__(self, getattr_: Callable[[Any, str], Any], filters: Mapping[str, TextFilter], trusted: Mapping[type, Iterable[str]] = {}):
+    def __init__(self, getattr_: Callable[[Any, str], Any], filters: Mapping[str, TextFilter], trusted: Mapping[type, Iterable[str]] = {}) -> None:
         self._getattr = getattr_
         self._filters = filters
         self._trusted = trusted

@@ -7,8 +7,11 @@ carries its value as text, so no fact is told by colour or length alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 WIDTH = 640
 LABEL_WIDTH = 232  # room for "ROCm 7.14 strix-halo" or "holding yesterday's nightly" at the page's font size

@@ -10,21 +10,24 @@ Every (GPU arch, torch, Python) is decided here once, so the page's script only 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
-from buildkit.core.compat.facts import Compat
 from buildkit.core.host.access import gpu_access, run_words
 from buildkit.core.host.facts import CdiDevice, CdiSpec, DeviceNode, EngineFacts, Gpu, HostFacts
-from buildkit.core.host.fit import Finding
 from buildkit.core.host.routing import Routing, assess, route
 from buildkit.core.labels import ImageIdentity
 from buildkit.core.shell import Expansion, command_line
 from buildkit.core.targets.plan import Plan, Target
 from buildkit.core.vendors import NVIDIA, VENDORS, of_vendor
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from buildkit.core.compat.facts import Compat
+    from buildkit.core.host.fit import Finding
 
 RUNTIME = "runtime"  # the flavor routing picks
 # The torch releases the chooser offers, newest first: its answers grow with releases times Pythons times GPU archs, and
@@ -204,7 +207,7 @@ def chooser(targets: Sequence[Target], compat: Compat, pages: Mapping[str, str],
 class _Answers:
     """The chooser's answers, and each image, text and vendor's run lines they name once."""
 
-    def __init__(self, targets: Sequence[Target], compat: Compat, pages: Mapping[str, str], facts: Mapping[str, Mapping[str, object]]):
+    def __init__(self, targets: Sequence[Target], compat: Compat, pages: Mapping[str, str], facts: Mapping[str, Mapping[str, object]]) -> None:
         self.compat, self.links, self.facts = compat, pages, facts
         self.by_pair: dict[str, list[Target]] = {}
         for target in targets:

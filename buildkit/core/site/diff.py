@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from buildkit.core.supply_chain.sbom import Package
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from buildkit.core.supply_chain.sbom import Package
 
 
 @dataclass(frozen=True)

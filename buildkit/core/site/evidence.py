@@ -82,7 +82,7 @@ def gather(evidence: Iterable[Evidence]) -> dict[str, Evidence]:
 class _Reader:
     """Typed access to one document, each wrong type one UserError naming the file and the key path."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str) -> None:
         self.name = name
 
     def fail(self, key: str, expected: str, value: Any = None) -> UserError:

@@ -5,13 +5,17 @@ group of the site, else named (the twin first) up to a few, the rest counted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 from buildkit.core.site.chooser import backend_label
-from buildkit.core.targets.plan import Target
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from buildkit.core.targets.plan import Target
 
 DIMENSIONS = ("torch", "backend", "python", "flavor")  # in the order a group's name says them
 
@@ -44,7 +48,7 @@ def _name(target: Target, dimensions: Sequence[str], others: int) -> str:
 class Sharing:
     """The holders of every layer, each layer's described once."""
 
-    def __init__(self, targets: Sequence[Target], holders: Mapping[str, Sequence[str]], shown: int):
+    def __init__(self, targets: Sequence[Target], holders: Mapping[str, Sequence[str]], shown: int) -> None:
         self.targets = targets
         self.by_id = {target.id: target for target in targets}
         self.holders = holders  # layer digest -> the ids of the targets whose layers hold it

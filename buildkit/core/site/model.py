@@ -17,15 +17,12 @@ escaping every one of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
-from buildkit.core.compat.facts import Compat
 from buildkit.core.release.layer_sharing import BuiltLayer, node_costs
-from buildkit.core.render.planned import PlannedImage
 from buildkit.core.shell import command_line
 from buildkit.core.site.charts import BarChart, Item, bar_chart
 from buildkit.core.site.chooser import (
@@ -46,9 +43,15 @@ from buildkit.core.site.evidence import Evidence
 from buildkit.core.site.holders import Holders, Sharing
 from buildkit.core.site.packages import BaseList, Kind, PackageList, base_lists, package_lists
 from buildkit.core.site.placements import Placement, Placements
-from buildkit.core.targets.plan import Target
 from buildkit.core.vendors import VENDORS, of_vendor
 from buildkit.errors import printable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Mapping, Sequence
+
+    from buildkit.core.compat.facts import Compat
+    from buildkit.core.render.planned import PlannedImage
+    from buildkit.core.targets.plan import Target
 
 MATRIX_PER_PAGE = 300  # images in one page of the pair matrix (the default matrix's 132 fit on the index)
 ROW_PAGE_IMAGES = 12  # images on one row's page (the default matrix's rows have up to 10: CUDA 12.6 to 13.0, ROCm 7.2 and 7.14's families)

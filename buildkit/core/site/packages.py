@@ -9,12 +9,16 @@ libraries, a version the base has another of) and what of the base it lacks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from buildkit.core.supply_chain.sbom import Package
-from buildkit.core.targets.plan import Target
 from buildkit.core.vendors import of_vendor
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from buildkit.core.supply_chain.sbom import Package
+    from buildkit.core.targets.plan import Target
 
 Kind = tuple[str, str]  # what base lists are per: a backend (CUDA, ROCm) and a flavor
 ECOSYSTEMS = {"pypi": "Python distributions", "deb": "Debian packages"}  # in the order the pages list them

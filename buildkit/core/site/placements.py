@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from buildkit.core.compat.facts import Compat
 from buildkit.core.host.kube import KubeOptions, workload
 from buildkit.core.site.chooser import backend_label
-from buildkit.core.targets.plan import Target
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from buildkit.core.compat.facts import Compat
+    from buildkit.core.targets.plan import Target
 
 PATH = "kubernetes.html"
 
@@ -36,7 +39,7 @@ class Placement:
 class Placements:
     """Each distinct affinity once, in the order images first use it."""
 
-    def __init__(self, compat: Compat):
+    def __init__(self, compat: Compat) -> None:
         self.compat = compat
         self.found: dict[str, tuple[str, Mapping[str, Any], dict[str, list[str]]]] = {}  # spec as JSON -> anchor, spec, uses
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from buildkit.core.host.facts import HostFacts
-from buildkit.core.labels import ImageIdentity
-from buildkit.core.release.judge import Verdict
 from buildkit.core.vendors import BY_NAME, VENDORS, of_vendor
+
+if TYPE_CHECKING:
+    from buildkit.core.host.facts import HostFacts
+    from buildkit.core.labels import ImageIdentity
+    from buildkit.core.release.judge import Verdict
 
 # A URI of our own label namespace (dev.buildkit. labels): stable, versioned in its path. A change that
 # older readers would misjudge gets /v2; fields may be added to v1.

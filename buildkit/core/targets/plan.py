@@ -8,7 +8,6 @@ newest confirmed of each); they share a `pair` key and the floating tags move fo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,6 +23,8 @@ from buildkit.core.vendors import BACKENDS, VENDORS, Vendor, of_backend
 from buildkit.errors import Problem, UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from _typeshed import DataclassInstance  # what mypy knows a dataclass by: it lives in typeshed's stubs only
 
 ALL_VENDORS = "all"  # --vendor all: no vendor criterion

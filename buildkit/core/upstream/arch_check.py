@@ -14,13 +14,16 @@ Pure: readings and the data in, records out (core/upstream/check.py turns them i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
 from buildkit.core.compat.facts import AMD64, ARM64, ArchList, Compat
 from buildkit.core.upstream.pypi import PypiFacts, minor_of
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 ARCH_TABLE_SOURCE = "wheel-arch-table"
 ARCH_TABLE_SOURCE_TEXT = ("The table PYTORCH_RELEASES_CODE_CC in a torch wheel's torch/cuda/__init__.py: the release's own CUDA builds "

@@ -19,11 +19,14 @@ its shape, its size and every number are checked here. Pure: text and bytes in, 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from buildkit.core.compat.facts import AMD64, ARM64
 from buildkit.core.upstream.literals import ABSENT, LiteralError, assigned_literal
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 TABLE_NAME = "PYTORCH_RELEASES_CODE_CC"
 MAX_MODULE_CHARS = 1 << 20  # torch/cuda/__init__.py is about 80 KB

@@ -23,10 +23,13 @@ import re
 import struct
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import zstandard
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 FATBIN_MAGIC = 0xBA55ED50
 _FATBIN_HEADER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries that follow

@@ -13,15 +13,19 @@ Pure: matrix text and compatibility data in, matrix text out (tomlkit keeps comm
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import tomlkit
 import tomlkit.items
 from packaging.version import Version
 
-from buildkit.core.compat.facts import Compat, TorchRelease
 from buildkit.core.upstream.check import TomlTable, spaced
 from buildkit.core.vendors import BACKENDS
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from buildkit.core.compat.facts import Compat, TorchRelease
 
 
 def propose_matrix(text: str, compat: Compat, default_python: Sequence[str], default_companions: Sequence[str]) -> str:

@@ -8,14 +8,17 @@ carry upload dates, its wheels METADATA (Requires-Python, the pinned CUDA librar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from buildkit.core.compat.facts import COMPANION_PACKAGES, Compat, Published
 from buildkit.core.upstream.releases import Pairing, Release, backend_pins, build_of, pair_companion
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 PYPI_SOURCE = "pypi"
 PYPI_SOURCE_TEXT = ("The package index pip installs from (PEP 691 JSON pages: files, upload times, Requires-Python) and its "

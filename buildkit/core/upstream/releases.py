@@ -12,21 +12,26 @@ and torchaudio release pairs with it. Pure: text and file lists in, facts out.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from email.parser import HeaderParser
+from typing import TYPE_CHECKING
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from buildkit.core.compat.facts import AMD64, ARM64
-from buildkit.core.upstream.arch_lists import ArchTable
 from buildkit.core.upstream.literals import LiteralError, module_constants
 from buildkit.core.vendors import VENDORS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from packaging.tags import Tag
+
+    from buildkit.core.upstream.arch_lists import ArchTable
 
 TORCH = "torch"
 _PLATFORM = {"x86_64": AMD64, "aarch64": ARM64}
