@@ -81,9 +81,11 @@ def main(need_gb: float) -> int:
         print(f"make_room: build cache pruned to {keep / GB:.1f} GB to free {short / GB:.1f} GB")
     free = min(free_bytes(root), free_bytes(tempfile.gettempdir()))
     if free < need:
-        print(f"make_room: only {free / GB:.1f} GB free on {root} and {tempfile.gettempdir()}, with the build cache "
-              f"pruned; the suite needs about {need_gb:g} GB at its peak. Free some disk (docker system prune "
-              f"--all removes this machine's other images too) and run again; going on, tests may fail for room.")
+        print(
+            f"make_room: only {free / GB:.1f} GB free on {root} and {tempfile.gettempdir()}, with the build cache "
+            f"pruned; the suite needs about {need_gb:g} GB at its peak. Free some disk (docker system prune "
+            f"--all removes this machine's other images too) and run again; going on, tests may fail for room."
+        )
     else:
         print(f"make_room: {free / GB:.1f} GB free; the suite needs about {need_gb:g} GB")
     return 0

@@ -52,15 +52,20 @@ def main() -> None:
         changed, report = build(matrix([EXTRA_PACKAGE]), pip_conf, folder / "changed")
         rebuilt = {t["id"]: [text for text, again in step_report(Path(t["log"])) if again] for t in report["targets"]}
         index.stop()
-        print(json.dumps({
-            "benchmark": "pair build (2 targets, -j 2, torch test doubles)",
-            "cold_s": round(cold, 2),
-            "warm_s": round(warm, 2),
-            "warm_over_cold": round(warm / cold, 3),
-            "package_change_s": round(changed, 2),
-            "rebuilt_steps_after_package_change": rebuilt,
-            "shared": report["pairs"],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "benchmark": "pair build (2 targets, -j 2, torch test doubles)",
+                    "cold_s": round(cold, 2),
+                    "warm_s": round(warm, 2),
+                    "warm_over_cold": round(warm / cold, 3),
+                    "package_change_s": round(changed, 2),
+                    "rebuilt_steps_after_package_change": rebuilt,
+                    "shared": report["pairs"],
+                },
+                indent=2,
+            )
+        )
         remove_images(repository)
 
 

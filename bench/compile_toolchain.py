@@ -28,18 +28,30 @@ def main() -> None:
         for compile_ in (False, True):
             name = "with" if compile_ else "without"
             (folder / name).mkdir()
-            matrix = team_matrix(folder / name, index.url, f"bench-toolchain/{name}", f'[{{ id = "{TARGET}" }}]',
-                                 '[[torch]]\nversion = "2.14.1"\ncompanions = []\n', compile=compile_)
+            matrix = team_matrix(
+                folder / name,
+                index.url,
+                f"bench-toolchain/{name}",
+                f'[{{ id = "{TARGET}" }}]',
+                '[[torch]]\nversion = "2.14.1"\ncompanions = []\n',
+                compile=compile_,
+            )
             _, report = timed_build(matrix, index_pip_conf(folder / name, index.url), folder / name / "out")
             sizes[name] = report["targets"][0]["filesystem_bytes"]
         index.stop()
     for name in sizes:
         remove_images(f"bench-toolchain/{name}")
-    print(json.dumps({
-        "benchmark": "torch.compile toolchain in the runtime image",
-        "filesystem_bytes_without": sizes["without"], "filesystem_bytes_with": sizes["with"],
-        "added_mb": round((sizes["with"] - sizes["without"]) / 1e6, 1),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "torch.compile toolchain in the runtime image",
+                "filesystem_bytes_without": sizes["without"],
+                "filesystem_bytes_with": sizes["with"],
+                "added_mb": round((sizes["with"] - sizes["without"]) / 1e6, 1),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -64,12 +64,15 @@ def judge_report(report: dict | None, failure: str, stderr: str, out: Path) -> i
     try:
         from buildkit.core.release.judge import judge
     except ImportError as error:
-        print(f"verdict skipped: the judge cannot be imported here ({error}); judge {out / 'probe.json'} "
-              "elsewhere with `python3 -m bench.gpu_probe --judge FILE`")
+        print(
+            f"verdict skipped: the judge cannot be imported here ({error}); judge {out / 'probe.json'} elsewhere with `python3 -m bench.gpu_probe --judge FILE`"
+        )
         return 0 if report is not None else 2
     verdict = judge("host python3", identity_for(report), report, "require", host_has_gpu=True, stderr_tail=stderr, probe_failure=failure)
     summary = {
-        "passed": verdict.passed, "torch": verdict.torch, "kernels": verdict.kernels,
+        "passed": verdict.passed,
+        "torch": verdict.torch,
+        "kernels": verdict.kernels,
         "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in verdict.checks],
     }
     (out / "verdict.json").write_text(json.dumps(summary, indent=2) + "\n")

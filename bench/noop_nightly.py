@@ -32,12 +32,14 @@ def seed(address: str, registry_override: str) -> int:
         pass
     for item in planned:
         target = item.target
-        config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Labels": dict(item.labels)},
-                             "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        config = json.dumps(
+            {"architecture": "amd64", "os": "linux", "config": {"Labels": dict(item.labels)}, "rootfs": {"type": "layers", "diff_ids": []}}
+        ).encode()
         config_digest = seeder.blob(target.repository, config)
         layer_digest = seeder.blob(target.repository, layer.getvalue())
         manifest = {
-            "schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
+            "schemaVersion": 2,
+            "mediaType": DOCKER_MANIFEST,
             "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config), "digest": config_digest},
             "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": len(layer.getvalue()), "digest": layer_digest}],
         }
@@ -61,8 +63,12 @@ def main() -> None:
                 report = json.loads((Path(tmp) / name / "publish.json").read_text())
                 if result.returncode != 0:
                     sys.exit(result.stderr[-2000:])
-                runs[name] = {"wall_s": round(elapsed, 2), "in_publish_s": report["seconds"],
-                              "registry_requests": report["registry_requests"], "totals": report["totals"]}
+                runs[name] = {
+                    "wall_s": round(elapsed, 2),
+                    "in_publish_s": report["seconds"],
+                    "registry_requests": report["registry_requests"],
+                    "totals": report["totals"],
+                }
         finally:
             registry.stop()
     print(json.dumps({"benchmark": "no-op nightly, default matrix", "targets": targets, **runs}, indent=2))

@@ -53,15 +53,28 @@ def write_matrix(folder: Path, targets: int, bad_pythons: int = 0) -> Path:
             '{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}\nENV VARIANT=' + flavor + "\n{% endblock %}\n"
         )
     lines = [
-        'extends = "default"', 'template_dir = "templates"', 'include = [{ torch = "9.*" }]', "rocm_families = []",
-        f"flavors = {json.dumps(flavors)}", f"python = {json.dumps(PYTHONS + ['x' * (i + 1) for i in range(bad_pythons)])}", "",
+        'extends = "default"',
+        'template_dir = "templates"',
+        'include = [{ torch = "9.*" }]',
+        "rocm_families = []",
+        f"flavors = {json.dumps(flavors)}",
+        f"python = {json.dumps(PYTHONS + ['x' * (i + 1) for i in range(bad_pythons)])}",
+        "",
     ]
     for index in range(-(-targets // PER_RELEASE)):
         minor = f"9.{index}"
         lines += [
-            f'[compat.torch."{minor}"]', f"python = {json.dumps(PYTHONS)}",
-            'cuda = ["13.0", "13.2"]', 'rocm = ["7.2", "7.14"]', 'torchvision = "1.0"', "",
-            "[[torch]]", f'version = "{minor}.0"', 'cuda = ["13.0", "13.2"]', 'rocm = ["7.2", "7.14"]', "",
+            f'[compat.torch."{minor}"]',
+            f"python = {json.dumps(PYTHONS)}",
+            'cuda = ["13.0", "13.2"]',
+            'rocm = ["7.2", "7.14"]',
+            'torchvision = "1.0"',
+            "",
+            "[[torch]]",
+            f'version = "{minor}.0"',
+            'cuda = ["13.0", "13.2"]',
+            'rocm = ["7.2", "7.14"]',
+            "",
         ]
     path = folder / "matrix.toml"
     path.write_text("\n".join(lines))
@@ -103,8 +116,7 @@ def measured(output: Path, *arguments: str, one_core: bool = False) -> dict:
     start, used = time.perf_counter(), _children_cpu()
     pinned = (lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})) if one_core else None
     with open(output, "w") as sink:
-        result = subprocess.run([sys.executable, "-c", _MEASURED, *arguments], stdout=sink, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=pinned)
+        result = subprocess.run([sys.executable, "-c", _MEASURED, *arguments], stdout=sink, stderr=subprocess.PIPE, text=True, preexec_fn=pinned)
     seconds, cpu = time.perf_counter() - start, _children_cpu() - used
     line = next(line for line in result.stderr.splitlines() if line.startswith("measured="))
     count, peak = line.removeprefix("measured=").split()
@@ -134,18 +146,25 @@ def in_process(path: Path, repeat: int) -> dict:
         rendered = select_targets(Choices(matrix=path)).render()
         timings.append((time.perf_counter() - start, time.process_time() - cpu))
     best, best_cpu = min(timings)
-    return {"targets": len(rendered), "best_s": round(best, 3), "cpu_s": round(best_cpu, 3),
-            "runs_s": [round(wall, 3) for wall, _ in timings], "per_target_us": round(best / len(rendered) * 1e6, 1)}
+    return {
+        "targets": len(rendered),
+        "best_s": round(best, 3),
+        "cpu_s": round(best_cpu, 3),
+        "runs_s": [round(wall, 3) for wall, _ in timings],
+        "per_target_us": round(best / len(rendered) * 1e6, 1),
+    }
 
 
 def reference_loop() -> float:
     """Seconds of a fixed pure-Python loop (dict stores of new strings), best of three: how fast this host runs
     the interpreter now, so figures from hosts of other speeds, or a busy moment, can be told apart."""
+
     def once() -> float:
         start, table = time.perf_counter(), {}
         for number in range(2_000_000):
             table[number % 1000] = str(number)
         return time.perf_counter() - start
+
     return round(min(once() for _ in range(3)), 3)
 
 
@@ -190,8 +209,12 @@ def main() -> None:
         }
         after = steal_seconds()
         results["steal s (during the run, all CPUs)"] = None if stolen is None or after is None else round(after - stolen, 1)
-    print(json.dumps({"benchmark": "planning at scale", **results, "cpus": os.cpu_count(), "load_average": os.getloadavg(),
-                      "python": platform.python_version()}, indent=2))
+    print(
+        json.dumps(
+            {"benchmark": "planning at scale", **results, "cpus": os.cpu_count(), "load_average": os.getloadavg(), "python": platform.python_version()},
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,7 @@ from testkit.registry import RegistryProcess
 
 def build(matrix: Path, pip_conf: Path, out: Path, engine: SpareEngine, extra: list[str]) -> float:
     env = {**engine.env, "BUILDKIT_CACHE_DIR": str(out.parent / f"buildkit-cache-{engine.context}")}
-    seconds, _ = timed_build(matrix, pip_conf, out, "--registry-cache", "-j", "2", "--builder", engine.context, *extra,
-                             env=env, timeout=3600)
+    seconds, _ = timed_build(matrix, pip_conf, out, "--registry-cache", "-j", "2", "--builder", engine.context, *extra, env=env, timeout=3600)
     return seconds
 
 
@@ -46,17 +45,20 @@ def main() -> None:
         if real:
             index = cuda_index() or sys.exit("this machine's pip configuration names no torch 2.14.1 cp311 wheels")
             index.start()
-            matrix = team_matrix(folder, index.url, "bench/buildkit", f'[{{ id = "{REAL_TARGET}" }}]', compile=True,
-                                 installer="uv", registry=registry.address)
+            matrix = team_matrix(folder, index.url, "bench/buildkit", f'[{{ id = "{REAL_TARGET}" }}]', compile=True, installer="uv", registry=registry.address)
             pip_conf = machine_pip_conf(folder, index)
             ca = machine_ca_bundle()
             extra = ["--ca-bundle", str(ca)] if ca else []
         else:
             index = pair_index(folder / "wheels")
-            matrix = team_matrix(folder, index.url, "bench/pytorch", '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
-                                 f'packages = ["{EXTRA_PACKAGE}"]\n'
-                                 '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
-                                 registry=registry.address)
+            matrix = team_matrix(
+                folder,
+                index.url,
+                "bench/pytorch",
+                '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
+                f'packages = ["{EXTRA_PACKAGE}"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
+                registry=registry.address,
+            )
             pip_conf = index_pip_conf(folder, index.url)
         timings = {}
         first = SpareEngine(docker, folder / "first.log").start(BASE, context=True)
@@ -72,12 +74,17 @@ def main() -> None:
             second.stop()
         registry.stop()
         index.stop()
-    print(json.dumps({
-        "benchmark": f"{'real image ' + REAL_TARGET if real else 'test pair'} on fresh engines, registry cache",
-        **{f"{name}_s": round(seconds, 1) for name, seconds in timings.items()},
-        "warm_registry_cache_over_cold": round(timings["warm_registry_cache"] / timings["cold"], 3),
-        "warm_local_over_cold": round(timings["warm_local"] / timings["cold"], 3),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": f"{'real image ' + REAL_TARGET if real else 'test pair'} on fresh engines, registry cache",
+                **{f"{name}_s": round(seconds, 1) for name, seconds in timings.items()},
+                "warm_registry_cache_over_cold": round(timings["warm_registry_cache"] / timings["cold"], 3),
+                "warm_local_over_cold": round(timings["warm_local"] / timings["cold"], 3),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         wheels = thin_rocm_index(folder / "2.14", "pytorch", torch_archs, device_archs).wheels
-        wheels += [wheel for wheel in thin_rocm_index(folder / "2.15", "pytorch", torch_archs, device_archs, "2.15.0").wheels
-                   if wheel.name.startswith(("torch-", "torchvision-"))]
+        wheels += [
+            wheel
+            for wheel in thin_rocm_index(folder / "2.15", "pytorch", torch_archs, device_archs, "2.15.0").wheels
+            if wheel.name.startswith(("torch-", "torchvision-"))
+        ]
         index = WheelIndex({"rocm7.14": wheels, "simple": []}).start()
         try:
             index_pip_conf(folder, index.url)
@@ -68,8 +71,11 @@ def main() -> None:
                     sys.exit(f"{target['id']} failed: {target['error']}")
                 layers = installed_layers(folder / "out", target)
                 largest = max(layers.items(), key=lambda item: item[1])
-                images[target["id"]] = {"installed_bytes": sum(layers.values()), "device_layers": sum(1 for n in layers if n.startswith("device-")),
-                                        "largest_layer": {"name": largest[0], "bytes": largest[1]}}
+                images[target["id"]] = {
+                    "installed_bytes": sum(layers.values()),
+                    "device_layers": sum(1 for n in layers if n.startswith("device-")),
+                    "largest_layer": {"name": largest[0], "bytes": largest[1]},
+                }
         finally:
             index.stop()
             # by repository, not by the report: a failed build ends the benchmark before there is one
@@ -80,9 +86,20 @@ def main() -> None:
     for figures in images.values():
         figures["real_estimate_gb"] = round(figures["installed_bytes"] / SCALE / 1e9, 2)
         figures["of_device_all"] = round(figures["installed_bytes"] / images[device_all]["installed_bytes"], 3)
-    print(json.dumps({"benchmark": "thin ROCm 7.14 family images against device-all (test doubles, 1/100 scale)",
-                      "date": time.strftime("%Y-%m-%d"), "max_layer_size_mb": BUDGET_MB, "build_seconds": round(seconds, 1),
-                      "total_seconds": round(time.perf_counter() - started, 1), "device_all": device_all, "images": images}, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "thin ROCm 7.14 family images against device-all (test doubles, 1/100 scale)",
+                "date": time.strftime("%Y-%m-%d"),
+                "max_layer_size_mb": BUDGET_MB,
+                "build_seconds": round(seconds, 1),
+                "total_seconds": round(time.perf_counter() - started, 1),
+                "device_all": device_all,
+                "images": images,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -125,9 +125,25 @@ class Bench:
         (folder / "Dockerfile").write_text(HAND_WRITTEN.format(base=base, python=python))
         pip_conf = machine_pip_conf(folder, index)
         secrets = ["--secret", f"id=pip_conf,src={pip_conf}", *(["--secret", f"id=ca_bundle,src={self.ca}"] if self.ca else [])]
-        return run([self.engine.docker, "buildx", "build", "--network", "host", "--provenance=false", "--load", "-t",
-                    self.reference(f"hand:{name}"), "--build-arg", f"INDEX={index.url}/cu130/", *secrets, folder], self.engine.env,
-                   f"the hand-written build {name}")
+        return run(
+            [
+                self.engine.docker,
+                "buildx",
+                "build",
+                "--network",
+                "host",
+                "--provenance=false",
+                "--load",
+                "-t",
+                self.reference(f"hand:{name}"),
+                "--build-arg",
+                f"INDEX={index.url}/cu130/",
+                *secrets,
+                folder,
+            ],
+            self.engine.env,
+            f"the hand-written build {name}",
+        )
 
     def buildkit_build(self, name: str, matrix: Path, pip_conf: Path, *extra: str) -> tuple[float, dict]:
         env = {**self.engine.env, "BUILDKIT_CACHE_DIR": str(self.folder / "buildkit-cache")}
@@ -139,15 +155,23 @@ class Bench:
         """Tags each built target (by id) as bench/buildkit:<name>."""
         for target in report["targets"]:
             if target["id"] in names:
-                run([self.engine.docker, "tag", target["image_id"], self.reference(f"buildkit:{names[target['id']]}")],
-                    self.engine.env, "tagging buildkit's image")
+                run(
+                    [self.engine.docker, "tag", target["image_id"], self.reference(f"buildkit:{names[target['id']]}")],
+                    self.engine.env,
+                    "tagging buildkit's image",
+                )
 
     def push(self, reference: str) -> float:
         """Seconds to push the image; then it leaves the build engine (its build cache stays): the disk holds
         the registry's copy, the build cache and at most one image at a time."""
         seconds = run([self.engine.docker, "push", "--quiet", self.reference(reference)], self.engine.env, f"pushing {reference}")
-        image = subprocess.run([self.engine.docker, "image", "inspect", "--format", "{{.Id}}", self.reference(reference)],
-                               env=self.engine.env, capture_output=True, text=True, check=True).stdout.strip()
+        image = subprocess.run(
+            [self.engine.docker, "image", "inspect", "--format", "{{.Id}}", self.reference(reference)],
+            env=self.engine.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         run([self.engine.docker, "image", "rm", "--force", image], self.engine.env, f"removing {reference}")
         return seconds
 
@@ -158,16 +182,24 @@ class Bench:
         drops the older ones first. `image`: the stage is also pushed as that image."""
         secrets = ["--secret", f"id=pip_conf,src={pip_conf}", *(["--secret", f"id=ca_bundle,src={self.ca}"] if self.ca else [])]
         tagged = ["--load", "-t", self.reference(image)] if image else []
-        run([self.engine.docker, "buildx", "build", "--network", "host", "--provenance=false", "--target", stage, *tagged, *secrets,
-             context], self.engine.env, f"building the {stage} stage again")
+        run(
+            [self.engine.docker, "buildx", "build", "--network", "host", "--provenance=false", "--target", stage, *tagged, *secrets, context],
+            self.engine.env,
+            f"building the {stage} stage again",
+        )
         if image:
             self.push(image)
         run([self.engine.docker, "builder", "prune", "--force", "--keep-storage", "3gb"], self.engine.env, "pruning the build cache")
 
     def diff_ids(self, reference: str) -> list[str]:
         """The image's layers in the build engine, by the digests of their files."""
-        inspected = subprocess.run([self.engine.docker, "image", "inspect", "--format", "{{json .RootFS.Layers}}", self.reference(reference)],
-                                   env=self.engine.env, capture_output=True, text=True, check=True)
+        inspected = subprocess.run(
+            [self.engine.docker, "image", "inspect", "--format", "{{json .RootFS.Layers}}", self.reference(reference)],
+            env=self.engine.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return json.loads(inspected.stdout)
 
     def fetched(self, reference: str, holding: str) -> int:
@@ -196,8 +228,12 @@ class Bench:
             puller.stop()
         held = {digest for digest, _ in self.layers(holding)} if holding else set()
         layers = self.layers(reference)
-        return {"seconds": round(seconds, 1), "bytes": self.fetched(reference, holding) if holding else sum(size for _, size in layers),
-                "layers": sum(1 for digest, _ in layers if digest not in held), "of_layers": len(layers)}
+        return {
+            "seconds": round(seconds, 1),
+            "bytes": self.fetched(reference, holding) if holding else sum(size for _, size in layers),
+            "layers": sum(1 for digest, _ in layers if digest not in held),
+            "of_layers": len(layers),
+        }
 
 
 def main() -> None:
@@ -214,13 +250,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         compat = shipped_compat()
-        rocm = thin_rocm_index(folder / "rocm", "pytorch", compat.backend("rocm", "7.14").archs, compat.device_archs("7.14"),
-                               scale=ROCM_SCALE)
+        rocm = thin_rocm_index(folder / "rocm", "pytorch", compat.backend("rocm", "7.14").archs, compat.device_archs("7.14"), scale=ROCM_SCALE)
         rocm_index = WheelIndex({"rocm7.14": rocm.wheels, "simple": []}).start()
         engine = SpareEngine(docker, folder / "dockerd.log").start(BASE)
         try:
-            run(["bash", Path(__file__).resolve().parent.parent / ".ci" / "base-image.sh", OTHER_BASE],
-                {**engine.env, "DOCKER": docker, "BASE_SUITE": "trixie", "BASE_PLATFORMS": "linux/amd64"}, "building the 3.13 base image")
+            run(
+                ["bash", Path(__file__).resolve().parent.parent / ".ci" / "base-image.sh", OTHER_BASE],
+                {**engine.env, "DOCKER": docker, "BASE_SUITE": "trixie", "BASE_PLATFORMS": "linux/amd64"},
+                "building the 3.13 base image",
+            )
             figures = measure(Bench(folder, engine), today, tomorrow, rocm_index)
         finally:
             engine.stop()
@@ -293,25 +331,32 @@ def measure(bench: Bench, today: WheelIndex, tomorrow: WheelIndex, rocm_index: W
         bench.push("buildkit:n1-fresh")
         prune(engine)
         other = TARGET.replace("py3.11", f"py{OTHER_PYTHON}")
-        matrix_other = team_matrix(folder / "other", today.url, "bench/buildkit", f'[{{ id = "{other}" }}]',
-                                   f'runtime_base = "{OTHER_BASE.replace(OTHER_PYTHON, "{python}")}"\n', compile=True, installer="uv")
+        matrix_other = team_matrix(
+            folder / "other",
+            today.url,
+            "bench/buildkit",
+            f'[{{ id = "{other}" }}]',
+            f'runtime_base = "{OTHER_BASE.replace(OTHER_PYTHON, "{python}")}"\n',
+            compile=True,
+            installer="uv",
+        )
         other_build, other_report = bench.buildkit_build("py313", matrix_other, pip_today)
         bench.tag(other_report, {other: "py313"})
         bench.push("buildkit:py313")
         prune(engine)
         full = {name: bench.pull(name) for name in ("buildkit:n", "buildkit:n1")}
-        ours = {"a_nightly": bench.pull("buildkit:n1", holding="buildkit:n"),
-                "b_python": bench.pull("buildkit:n", holding="buildkit:py313"),
-                "a_nightly_fresh_runner": bench.pull("buildkit:n1-fresh", holding="buildkit:n")}
+        ours = {
+            "a_nightly": bench.pull("buildkit:n1", holding="buildkit:n"),
+            "b_python": bench.pull("buildkit:n", holding="buildkit:py313"),
+            "a_nightly_fresh_runner": bench.pull("buildkit:n1-fresh", holding="buildkit:n"),
+        }
         # the dependency layers of nightly N+1 built twice, the second time from nothing, and of nightly N
-        rebuilt = (install_layer_digests(bench, "n1", nightly, "buildkit:n1"),
-                   install_layer_digests(bench, "n1-fresh", fresh, "buildkit:n1-fresh"))
+        rebuilt = (install_layer_digests(bench, "n1", nightly, "buildkit:n1"), install_layer_digests(bench, "n1-fresh", fresh, "buildkit:n1-fresh"))
         yesterday = install_layer_digests(bench, "cold", report, "buildkit:n")
 
     with bench.phase("rocm"):  # the family images, TEST DOUBLES at a tenth of the real sizes
         families = {f"2.14.1-rocm7.14-{family}-py3.11-runtime": family for family in FAMILIES}
-        matrix_rocm = team_matrix(folder / "rocm", rocm_index.url, "bench/buildkit",
-                                  "[" + ", ".join(f'{{ id = "{t}" }}' for t in families) + "]", ROCM_STACK)
+        matrix_rocm = team_matrix(folder / "rocm", rocm_index.url, "bench/buildkit", "[" + ", ".join(f'{{ id = "{t}" }}' for t in families) + "]", ROCM_STACK)
         rocm_build, rocm_report = bench.buildkit_build("rocm", matrix_rocm, index_pip_conf(folder / "rocm", rocm_index.url), "-j", "2")
         bench.tag(rocm_report, families)
         for family in FAMILIES:
@@ -325,29 +370,46 @@ def measure(bench: Bench, today: WheelIndex, tomorrow: WheelIndex, rocm_index: W
         "a_nightly": {"hand": hand_nightly, "buildkit": ours["a_nightly"]},
         # by hand, the 3.11 image shares no layer with the 3.13 one (another base, another pip layer: their digests
         # say so), so a node holding that one pulls this one whole: its full pull
-        "b_python": {"hand": {**full["hand:n1"], "layers_shared": hand_shared_across_pythons, "timed": "the full pull"},
-                     "buildkit": ours["b_python"]},
+        "b_python": {"hand": {**full["hand:n1"], "layers_shared": hand_shared_across_pythons, "timed": "the full pull"}, "buildkit": ours["b_python"]},
         "c_family": {"buildkit": ours["c_family"]},
         "a_nightly_fresh_runner": {"buildkit": ours["a_nightly_fresh_runner"]},
     }
-    whole = {"a_nightly": ("hand:n1", "buildkit:n1"), "b_python": ("hand:n1", "buildkit:n"), "c_family": ("", "buildkit:mi350"),
-             "a_nightly_fresh_runner": ("", "buildkit:n1")}
-    ratios = {scenario: {who: ratio(figures, full[whole[scenario][0 if who == "hand" else 1]]) for who, figures in pulls.items()}
-              for scenario, pulls in delta.items()}
+    whole = {
+        "a_nightly": ("hand:n1", "buildkit:n1"),
+        "b_python": ("hand:n1", "buildkit:n"),
+        "c_family": ("", "buildkit:mi350"),
+        "a_nightly_fresh_runner": ("", "buildkit:n1"),
+    }
+    ratios = {
+        scenario: {who: ratio(figures, full[whole[scenario][0 if who == "hand" else 1]]) for who, figures in pulls.items()} for scenario, pulls in delta.items()
+    }
     return {
         "benchmark": f"real CUDA image {TARGET}: buildkit against the same content by hand, one engine",
-        "hand_written": {"build_s": round(hand_build, 1), "push_s": round(hand_push, 1), "pull_s": full["hand:n1"]["seconds"],
-                         "pull_bytes": full["hand:n1"]["bytes"], "next_nightly_build_s": round(hand_nightly_build, 1),
-                         "py313_build_s": round(hand_other_build, 1)},
+        "hand_written": {
+            "build_s": round(hand_build, 1),
+            "push_s": round(hand_push, 1),
+            "pull_s": full["hand:n1"]["seconds"],
+            "pull_bytes": full["hand:n1"]["bytes"],
+            "next_nightly_build_s": round(hand_nightly_build, 1),
+            "py313_build_s": round(hand_other_build, 1),
+        },
         "buildkit": {
-            "build_s": round(cold, 1), "smoke_test_passed": target["smoke"]["passed"],
-            "torch_compile_check": compile_check["detail"], "compression": target["compression"],
+            "build_s": round(cold, 1),
+            "smoke_test_passed": target["smoke"]["passed"],
+            "torch_compile_check": compile_check["detail"],
+            "compression": target["compression"],
             "largest_layers": target["largest_layers"][:5],
-            "warm_rebuild_s": round(warm, 1), "warm_reused_its_verdict": warm_report["targets"][0]["smoke"]["reused"],
-            "push_s": round(ours_push, 1), "pull_s": full["buildkit:n"]["seconds"], "pull_bytes": full["buildkit:n"]["bytes"],
-            "efficiency": measured["targets"][0]["efficiency"], "efficiency_run_s": round(efficiency_run, 1),
-            "next_nightly_build_s": round(nightly_build, 1), "py313_build_s": round(other_build, 1),
-            "rocm_families_build_s": round(rocm_build, 1), "next_nightly_fresh_build_s": round(fresh_build, 1),
+            "warm_rebuild_s": round(warm, 1),
+            "warm_reused_its_verdict": warm_report["targets"][0]["smoke"]["reused"],
+            "push_s": round(ours_push, 1),
+            "pull_s": full["buildkit:n"]["seconds"],
+            "pull_bytes": full["buildkit:n"]["bytes"],
+            "efficiency": measured["targets"][0]["efficiency"],
+            "efficiency_run_s": round(efficiency_run, 1),
+            "next_nightly_build_s": round(nightly_build, 1),
+            "py313_build_s": round(other_build, 1),
+            "rocm_families_build_s": round(rocm_build, 1),
+            "next_nightly_fresh_build_s": round(fresh_build, 1),
             "smoke_tests_passed": all(t["smoke"]["passed"] for r in (nightly, other_report, rocm_report, fresh) for t in r["targets"]),
         },
         "full_pulls": full,
@@ -357,8 +419,12 @@ def measure(bench: Bench, today: WheelIndex, tomorrow: WheelIndex, rocm_index: W
             "next_nightly_rebuilt_from_nothing_same_blobs": {name: rebuilt[0][name] == rebuilt[1].get(name) for name in rebuilt[0]},
             "same_blobs_as_nightly_n": {name: yesterday[name] == rebuilt[0].get(name) for name in yesterday},
         },
-        "ratios": {"build": round(cold / hand_build, 3), "push": round(ours_push / hand_push, 3),
-                   "pull": round(full["buildkit:n"]["seconds"] / full["hand:n1"]["seconds"], 3), "warm_over_cold": round(warm / cold, 4)},
+        "ratios": {
+            "build": round(cold / hand_build, 3),
+            "push": round(ours_push / hand_push, 3),
+            "pull": round(full["buildkit:n"]["seconds"] / full["hand:n1"]["seconds"], 3),
+            "warm_over_cold": round(warm / cold, 4),
+        },
     }
 
 

@@ -57,10 +57,16 @@ def _site(out: Path, *arguments: str, repeat: int) -> dict:
     kinds: dict[str, int] = {}
     for path in files:
         kinds[_kind(path.relative_to(folder))] = kinds.get(_kind(path.relative_to(folder)), 0) + path.stat().st_size
-    return {"best_s": round(min(timings), 2), "runs_s": [round(t, 2) for t in timings], "files": len(files),
-            "bytes": sum(path.stat().st_size for path in files),
-            "gzip_bytes": sum(len(gzip.compress(path.read_bytes(), 6)) for path in files), "largest_page": str(largest.relative_to(folder)),
-            "largest_bytes": largest.stat().st_size, "bytes_by_kind": dict(sorted(kinds.items(), key=lambda kind: -kind[1]))}
+    return {
+        "best_s": round(min(timings), 2),
+        "runs_s": [round(t, 2) for t in timings],
+        "files": len(files),
+        "bytes": sum(path.stat().st_size for path in files),
+        "gzip_bytes": sum(len(gzip.compress(path.read_bytes(), 6)) for path in files),
+        "largest_page": str(largest.relative_to(folder)),
+        "largest_bytes": largest.stat().st_size,
+        "bytes_by_kind": dict(sorted(kinds.items(), key=lambda kind: -kind[1])),
+    }
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ FAULTS = {
     "sandbox violation": '{% extends "_image.Dockerfile.j2" %}{% block base %}\nFROM {{ target.__class__.__init__.__globals__ }}\n{% endblock %}',
     "self-extending": '{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}RUN true{% endblock %}',
     "resource bomb": '{% extends "_image.Dockerfile.j2" %}{% block base %}\n'
-                     '{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n{% endblock %}',
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n{% endblock %}",
 }
 
 
@@ -61,8 +61,19 @@ def main() -> None:
                     subprocess.run(["rm", "-rf", str(folder / "dist")], check=True)
                     runs.append(round(seconds, 2))
                 results[f"{name}: {command}"] = {"best_s": min(runs), "runs_s": runs, "exit": code, "says": said[:160]}
-    print(json.dumps({"benchmark": "team template faults", "cpu_budget_s": TIME_BUDGET, **results, "cpus": os.cpu_count(),
-                      "load_average": os.getloadavg(), "python": platform.python_version()}, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "team template faults",
+                "cpu_budget_s": TIME_BUDGET,
+                **results,
+                "cpus": os.cpu_count(),
+                "load_average": os.getloadavg(),
+                "python": platform.python_version(),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ def main(levels: list[int]) -> None:
         print(f"layer: {size / 1e9:.2f} GB uncompressed ({', '.join(WHEELS)})")
         print("| compressor | seconds | compressed | ratio | MB/s |\n|---|---|---|---|---|")
         for name, command in [("gzip -6 (Docker's default)", ["gzip", "-6", "-c"])] + [
-                (f"zstd -{level}", ["zstd", f"-{level}", "-T1", "-c", "-q"]) for level in levels]:
+            (f"zstd -{level}", ["zstd", f"-{level}", "-T1", "-c", "-q"]) for level in levels
+        ]:
             seconds, compressed = measure(command, source)
             print(f"| {name} | {seconds:.1f} | {compressed / 1e9:.3f} GB | {compressed / size:.3f} | {size / 1e6 / seconds:.0f} |")
         for name, command in (("gunzip", ["gzip", "-dc"]), ("unzstd (-3)", ["zstd", "-dc", "-q"])):

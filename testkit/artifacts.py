@@ -36,13 +36,21 @@ TORCH_2_15_CUDA_PINS = (
     'nvidia-nvshmem-cu13==3.7.2; platform_system == "Linux"',
     'triton~=3.9.0; platform_system == "Linux" and python_version < "3.16"',
 )
-TORCH_COMMON = ("filelock", "typing-extensions>=4.13.0", "setuptools>=77.0.3", "sympy>=1.13.3", "networkx>=2.5.1", "jinja2", "fsspec>=0.8.5",
-                'optree>=0.13.0; extra == "optree"')
+TORCH_COMMON = (
+    "filelock",
+    "typing-extensions>=4.13.0",
+    "setuptools>=77.0.3",
+    "sympy>=1.13.3",
+    "networkx>=2.5.1",
+    "jinja2",
+    "fsspec>=0.8.5",
+    'optree>=0.13.0; extra == "optree"',
+)
 ROCM_THIN_PINS = ("rocm[device-all,libraries]=={version}.*",)  # torch +rocm7.14 on PyTorch's index (pytorch/pytorch #193979)
 # Copies of the tables in PyPI's wheels (torch/cuda/__init__.py, read by byte ranges on 2026-12-06), with the
 # lines around them: torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl and torch-2.11.0-cp312-... (the same in
 # their aarch64 wheels).
-TABLE_2_13 = '''
+TABLE_2_13 = """
 # TORCH_CUDA_ARCH_LIST for PyTorch releases
 PYTORCH_RELEASES_CODE_CC: dict[str, dict[str, set[int]]] = {
     "12.6": {
@@ -66,15 +74,15 @@ PYTORCH_RELEASES_CODE_CC: dict[str, dict[str, set[int]]] = {
 
 def _host_arch_key() -> str:
     machine = platform.machine().lower()
-'''
-TABLE_2_11 = '''
+"""
+TABLE_2_11 = """
 # TORCH_CUDA_ARCH_LIST for PyTorch releases
 PYTORCH_RELEASES_CODE_CC: dict[str, set[int]] = {
     "12.6": {50, 60, 70, 80, 86, 90},
     "12.8": {70, 80, 86, 90, 100, 120},
     "13.0": {75, 80, 86, 90, 100, 110, 120},
 }
-'''
+"""
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
@@ -92,17 +100,22 @@ def wheel_bytes(filename: str, metadata: str, files: dict[str, str] | None = Non
 
 
 def metadata_text(name: str, version: str, requires_python: str, requires: tuple[str, ...]) -> str:
-    return (f"Metadata-Version: 2.4\nName: {name}\nVersion: {version}\nRequires-Python: {requires_python}\n"
-            + "".join(f"Requires-Dist: {line}\n" for line in requires) + "\nThe description, which compat check never reads.\n")
+    return (
+        f"Metadata-Version: 2.4\nName: {name}\nVersion: {version}\nRequires-Python: {requires_python}\n"
+        + "".join(f"Requires-Dist: {line}\n" for line in requires)
+        + "\nThe description, which compat check never reads.\n"
+    )
 
 
 def torch_version_module(version: str, local: str) -> str:
     """torch/version.py as torch's wheels write it (2.15.0's on PyPI: __version__ = '2.15.0+cu132', cuda = '13.2')."""
     cuda = f"'{int(local[2:-1])}.{local[-1]}'" if local.startswith("cu") else "None"
     hip = f"'{local[4:]}.0'" if local.startswith("rocm") else "None"
-    return ("from typing import Optional\n\n__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'rocm', 'xpu']\n"
-            f"__version__ = '{version}+{local}'\ndebug = False\ncuda: Optional[str] = {cuda}\ngit_version = 'test-double'\n"
-            f"hip: Optional[str] = {hip}\nrocm: Optional[str] = None\nxpu: Optional[str] = None\n")
+    return (
+        "from typing import Optional\n\n__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'rocm', 'xpu']\n"
+        f"__version__ = '{version}+{local}'\ndebug = False\ncuda: Optional[str] = {cuda}\ngit_version = 'test-double'\n"
+        f"hip: Optional[str] = {hip}\nrocm: Optional[str] = None\nxpu: Optional[str] = None\n"
+    )
 
 
 @lru_cache(maxsize=512)
@@ -112,9 +125,13 @@ def torch_wheel(filename: str, requires_python: str = ">=3.11", build: str = "cu
     version = filename.split("-")[1]
     release, _, local = version.partition("+")
     local = local or build
-    pins = (TORCH_2_15_CUDA_PINS if local.startswith("cu")
-            else tuple(p.format(version=local[4:]) for p in ROCM_THIN_PINS) if local.startswith(("rocm7.14", "rocm10"))
-            else ())
+    pins = (
+        TORCH_2_15_CUDA_PINS
+        if local.startswith("cu")
+        else tuple(p.format(version=local[4:]) for p in ROCM_THIN_PINS)
+        if local.startswith(("rocm7.14", "rocm10"))
+        else ()
+    )
     metadata = metadata_text("torch", release, requires_python, (*TORCH_COMMON[:7], *pins, TORCH_COMMON[7]))
     return wheel_bytes(filename, metadata, {"torch/version.py": torch_version_module(release, local)})
 
@@ -123,8 +140,11 @@ def companion_wheel(filename: str, torch_requirement: str, requires_python: str 
     """torchvision and torchaudio doubles: torchvision 0.29.2's METADATA says `Requires-Dist: torch (>=2.14.0)`."""
     name, version = filename.split("-")[:2]
     requires = ("numpy", torch_requirement, "pillow (!=8.3.*,>=5.3.0)") if name == "torchvision" else (torch_requirement,)
-    return wheel_bytes(filename, metadata_text(name, version, requires_python, requires),
-                       {f"{name}/version.py": f"__version__ = '{version}+cu132'\ngit_version = 'test-double'\n"})
+    return wheel_bytes(
+        filename,
+        metadata_text(name, version, requires_python, requires),
+        {f"{name}/version.py": f"__version__ = '{version}+cu132'\ngit_version = 'test-double'\n"},
+    )
 
 
 def send_ranged(handler: BaseHTTPRequestHandler, data: bytes | Path) -> None:
@@ -151,7 +171,7 @@ def send_ranged(handler: BaseHTTPRequestHandler, data: bytes | Path) -> None:
                 handler.wfile.write(chunk)
                 left -= len(chunk)
     else:
-        handler.wfile.write(data[start:end + 1])
+        handler.wfile.write(data[start : end + 1])
 
 
 @dataclass
@@ -197,9 +217,22 @@ class PypiDouble:
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
         parts = [p for p in handler.path.split("?")[0].split("/") if p]
         if len(parts) == 2 and parts[0] == "simple" and parts[1] in self.projects:
-            document = {"meta": {"api-version": "1.1"}, "name": parts[1], "files": [
-                {"filename": f.filename, "url": f"/files/{parts[1]}/{f.filename}", "hashes": {}, "requires-python": f.requires_python,
-                 "size": len(f.data), "upload-time": f.uploaded, "yanked": False} for f in self.projects[parts[1]]]}
+            document = {
+                "meta": {"api-version": "1.1"},
+                "name": parts[1],
+                "files": [
+                    {
+                        "filename": f.filename,
+                        "url": f"/files/{parts[1]}/{f.filename}",
+                        "hashes": {},
+                        "requires-python": f.requires_python,
+                        "size": len(f.data),
+                        "upload-time": f.uploaded,
+                        "yanked": False,
+                    }
+                    for f in self.projects[parts[1]]
+                ],
+            }
             body = json.dumps(document).encode()
             handler.send_response(200)
             handler.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
@@ -230,6 +263,12 @@ def torch_release_files(release: str, day: str, pythons: tuple[str, ...], requir
 
 def companion_files(name: str, release: str, day: str, torch_requirement: str) -> list[PublishedFile]:
     """torchvision/torchaudio as 0.29.2 and 2.11.1 are published: one py3-none wheel per platform."""
-    return [PublishedFile(f"{name}-{release}-py3-none-{platform}.whl", f"{day}T15:21:34Z", ">=3.10",
-                          companion_wheel(f"{name}-{release}-py3-none-{platform}.whl", torch_requirement))
-            for platform in ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64")]
+    return [
+        PublishedFile(
+            f"{name}-{release}-py3-none-{platform}.whl",
+            f"{day}T15:21:34Z",
+            ">=3.10",
+            companion_wheel(f"{name}-{release}-py3-none-{platform}.whl", torch_requirement),
+        )
+        for platform in ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64")
+    ]

@@ -25,8 +25,16 @@ if TYPE_CHECKING:
     from selenium.webdriver.remote.webelement import WebElement
 
 REPO = Path(__file__).resolve().parent.parent
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 
 
 def artifacts() -> Path:

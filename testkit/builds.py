@@ -37,12 +37,22 @@ def pair_doubles(folder: Path, cuda_releases: dict[str, str], rocm_releases: dic
     CUDA 13.0 (/cu130) and ROCm 7.2 (/rocm7.2), reporting the official arch lists (CUDA's per machine). ROCm
     gets the CUDA releases unless told otherwise (a release missing there makes its ROCm twin fail)."""
     rocm_releases = cuda_releases if rocm_releases is None else rocm_releases
-    cuda = [wheel for torch, vision in cuda_releases.items() for wheel in (
-        torch_double(folder / "cu130", torch, "cu130", "13.0", None, CUDA_13_ARCHS_PER_MACHINE),
-        companion_double(folder / "cu130", "torchvision", vision, "cu130", torch))]
-    rocm = [wheel for torch, vision in rocm_releases.items() for wheel in (
-        torch_double(folder / "rocm7.2", torch, "rocm7.2", None, "7.2.26015", ROCM_7_2_ARCHS),
-        companion_double(folder / "rocm7.2", "torchvision", vision, "rocm7.2", torch))]
+    cuda = [
+        wheel
+        for torch, vision in cuda_releases.items()
+        for wheel in (
+            torch_double(folder / "cu130", torch, "cu130", "13.0", None, CUDA_13_ARCHS_PER_MACHINE),
+            companion_double(folder / "cu130", "torchvision", vision, "cu130", torch),
+        )
+    ]
+    rocm = [
+        wheel
+        for torch, vision in rocm_releases.items()
+        for wheel in (
+            torch_double(folder / "rocm7.2", torch, "rocm7.2", None, "7.2.26015", ROCM_7_2_ARCHS),
+            companion_double(folder / "rocm7.2", "torchvision", vision, "rocm7.2", torch),
+        )
+    ]
     return {"cu130": cuda, "rocm7.2": rocm}
 
 
@@ -68,15 +78,25 @@ def build(matrix: Path, pip_conf: Path, out: Path, env: Mapping[str, str] | None
     return Build(result, json.loads(report_path.read_text()), out, matrix)
 
 
-def team_matrix(folder: Path, index_url: str, repository: str, include: str, stacks: str = "", compile: bool = False,
-                registry: str = "localhost:5000", installer: str = "pip") -> Path:
+def team_matrix(
+    folder: Path,
+    index_url: str,
+    repository: str,
+    include: str,
+    stacks: str = "",
+    compile: bool = False,
+    registry: str = "localhost:5000",
+    installer: str = "pip",
+) -> Path:
     """A team fork of the default matrix whose wheels come from a local index. Torch doubles cannot compile,
     so their images leave out the torch.compile toolchain unless `compile` asks for it (the real image). The
     installer is pip unless a test asks for uv, whose wheel its index must then serve (uv_wheel)."""
     path = folder / "matrix.toml"
-    path.write_text(f'extends = "default"\nregistry = "{registry}"\nrepository = "{repository}"\n'
-                    f'wheel_index = "{index_url}"\ninclude = {include}\ncompile = {str(compile).lower()}\n'
-                    f'installer = "{installer}"\n{textwrap.dedent(stacks)}')
+    path.write_text(
+        f'extends = "default"\nregistry = "{registry}"\nrepository = "{repository}"\n'
+        f'wheel_index = "{index_url}"\ninclude = {include}\ncompile = {str(compile).lower()}\n'
+        f'installer = "{installer}"\n{textwrap.dedent(stacks)}'
+    )
     return path
 
 

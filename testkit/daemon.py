@@ -52,10 +52,25 @@ class SpareEngine:
         (root / "daemon.json").write_text(json.dumps(config))
         with open(self.log, "w") as log:  # the child keeps its own copy of the descriptor
             self.daemon = subprocess.Popen(
-                ["dockerd", "--config-file", str(root / "daemon.json"), "--host", f"unix://{self.socket}",
-                 "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
-                 "--pidfile", str(root / "docker.pid"), "--bridge", self.bridge, "--iptables=false", "--ip-masq=false"],
-                stdout=log, stderr=subprocess.STDOUT,
+                [
+                    "dockerd",
+                    "--config-file",
+                    str(root / "daemon.json"),
+                    "--host",
+                    f"unix://{self.socket}",
+                    "--data-root",
+                    str(root / "data"),
+                    "--exec-root",
+                    str(root / "exec"),
+                    "--pidfile",
+                    str(root / "docker.pid"),
+                    "--bridge",
+                    self.bridge,
+                    "--iptables=false",
+                    "--ip-masq=false",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 60
         while subprocess.run([self.docker, "info"], env=self.env, capture_output=True).returncode != 0:
@@ -69,8 +84,7 @@ class SpareEngine:
             save.wait()
         if context:
             self.context = _context(tag)
-            subprocess.run([self.docker, "context", "create", self.context, "--docker", f"host=unix://{self.socket}"],
-                           check=True, capture_output=True)
+            subprocess.run([self.docker, "context", "create", self.context, "--docker", f"host=unix://{self.socket}"], check=True, capture_output=True)
         return self
 
     def stop(self) -> None:

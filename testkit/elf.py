@@ -25,8 +25,9 @@ def library_with_rodata(rodata: bytes) -> bytes:
         _SECTION.pack(1, _PROGBITS, 2, 0, rodata_at, len(rodata), 0, 0, 16, 0),  # flags: SHF_ALLOC
         _SECTION.pack(9, _STRTAB, 0, 0, names_at, len(names), 0, 0, 1, 0),
     ]
-    header = _HEADER.pack(b"\x7fELF", 2, 1, 1, 0, 0, b"\0" * 7, 3, 62, 1, 0, 0, headers_at, 0, _HEADER.size, 0, 0,
-                          _SECTION.size, len(sections), 2)  # ET_DYN, EM_X86_64; section 2 names the sections
+    header = _HEADER.pack(
+        b"\x7fELF", 2, 1, 1, 0, 0, b"\0" * 7, 3, 62, 1, 0, 0, headers_at, 0, _HEADER.size, 0, 0, _SECTION.size, len(sections), 2
+    )  # ET_DYN, EM_X86_64; section 2 names the sections
     body = header + rodata + names
     return body + b"\0" * (headers_at - len(body)) + b"".join(sections)
 

@@ -119,18 +119,23 @@ class SelfSignedCert:
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "buildkit-test-origin")])
         now = datetime.datetime.now(datetime.timezone.utc)
-        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-                .not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                .sign(key, hashes.SHA256()))
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256())
+        )
         folder.mkdir(parents=True, exist_ok=True)
         self.cert = folder / "origin-cert.pem"
         self.key = folder / "origin-key.pem"
         self.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        self.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
+        self.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
 
     def server_context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -200,8 +205,9 @@ class FakeOrigin:
         body = handler.rfile.read(length) if length else b""
         request = Request(handler.command, handler.path, dict(handler.headers.items()), body)
         self.journal.record(Seen(self.url, request.method, request.path, handler.headers.get("Authorization")))
-        route = next((answer for method, pattern, answer in reversed(self.routes)
-                      if method in (request.method, "*") and pattern.fullmatch(request.route)), None)
+        route = next(
+            (answer for method, pattern, answer in reversed(self.routes) if method in (request.method, "*") and pattern.fullmatch(request.route)), None
+        )
         answer = Answer(404) if route is None else route if isinstance(route, Answer) else route(request)
         try:
             self._send(handler, request, answer)
@@ -229,7 +235,7 @@ class FakeOrigin:
             for index in range(len(data)):
                 if self.stopping.is_set():
                     return
-                handler.wfile.write(data[index:index + 1])
+                handler.wfile.write(data[index : index + 1])
                 handler.wfile.flush()
                 time.sleep(answer.head_pause)
             data = b""
@@ -260,15 +266,17 @@ def _reason(status: int) -> str:
 
 
 def trickle(data: bytes, size: int = 1) -> Callable[[], Iterator[bytes]]:
-    return lambda: (data[i:i + size] for i in range(0, len(data), size))
+    return lambda: (data[i : i + size] for i in range(0, len(data), size))
 
 
 def endless(total: int, chunk: int = 1 << 20) -> Callable[[], Iterator[bytes]]:
     """`total` bytes of JSON-looking filler, produced lazily as they are sent."""
+
     def chunks() -> Iterator[bytes]:
         yield b'{"schemaVersion": 2, "pad": "'
         for _ in range(total // chunk):
             yield b"x" * chunk
+
     return chunks
 
 
@@ -291,15 +299,21 @@ class FakeRegistry(FakeOrigin):
 
     # --- content ---
 
-    def add_image(self, repository: str, tag: str | None, labels: dict[str, str], platform: str = "linux/amd64",
-                  media_type: str = OCI_MANIFEST) -> str:
+    def add_image(self, repository: str, tag: str | None, labels: dict[str, str], platform: str = "linux/amd64", media_type: str = OCI_MANIFEST) -> str:
         os, architecture, *variant = platform.split("/")
-        config = json.dumps({"os": os, "architecture": architecture, **({"variant": variant[0]} if variant else {}),
-                             "config": {"Labels": labels}, "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        config = json.dumps(
+            {
+                "os": os,
+                "architecture": architecture,
+                **({"variant": variant[0]} if variant else {}),
+                "config": {"Labels": labels},
+                "rootfs": {"type": "layers", "diff_ids": []},
+            }
+        ).encode()
         self.blobs[digest_of(config)] = config
-        manifest = json.dumps({"schemaVersion": 2, "mediaType": media_type,
-                               "config": {"mediaType": OCI_CONFIG, "digest": digest_of(config), "size": len(config)},
-                               "layers": []}).encode()
+        manifest = json.dumps(
+            {"schemaVersion": 2, "mediaType": media_type, "config": {"mediaType": OCI_CONFIG, "digest": digest_of(config), "size": len(config)}, "layers": []}
+        ).encode()
         return self.add_manifest(repository, tag, media_type, manifest)
 
     def add_index(self, repository: str, tag: str, images: dict[str, str], attestation: bool = True) -> str:
@@ -307,12 +321,24 @@ class FakeRegistry(FakeOrigin):
         entries = []
         for platform, digest in images.items():
             os, architecture, *variant = platform.split("/")
-            entries.append({"mediaType": OCI_MANIFEST, "digest": digest, "size": 1,
-                            "platform": {"os": os, "architecture": architecture, **({"variant": variant[0]} if variant else {})}})
+            entries.append(
+                {
+                    "mediaType": OCI_MANIFEST,
+                    "digest": digest,
+                    "size": 1,
+                    "platform": {"os": os, "architecture": architecture, **({"variant": variant[0]} if variant else {})},
+                }
+            )
         if attestation:
-            entries.append({"mediaType": OCI_MANIFEST, "digest": next(iter(images.values())), "size": 1,
-                            "platform": {"os": "unknown", "architecture": "unknown"},
-                            "annotations": {"vnd.docker.reference.type": "attestation-manifest"}})
+            entries.append(
+                {
+                    "mediaType": OCI_MANIFEST,
+                    "digest": next(iter(images.values())),
+                    "size": 1,
+                    "platform": {"os": "unknown", "architecture": "unknown"},
+                    "annotations": {"vnd.docker.reference.type": "attestation-manifest"},
+                }
+            )
         body = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}).encode()
         return self.add_manifest(repository, tag, OCI_INDEX, body)
 
@@ -340,6 +366,7 @@ class FakeRegistry(FakeOrigin):
                 realm, service = self.bearer
                 return Answer(401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="{service}"'})
             return handler(request)
+
         return guarded
 
     # --- API ---
@@ -416,13 +443,11 @@ class FakeGitHubApi(FakeOrigin):
         self.versions: dict[tuple[str, str, str], list[dict[str, object]]] = {}  # (orgs|users, owner, package) -> versions
         self.deleted: list[int] = []
         self.on("GET", r"/(?P<kind>orgs|users)/(?P<owner>[^/]+)/packages/container/(?P<package>[^/]+)/versions", self._list)
-        self.on("DELETE", r"/(?P<kind>orgs|users)/(?P<owner>[^/]+)/packages/container/(?P<package>[^/]+)/versions/(?P<id>\d+)",
-                self._delete)
+        self.on("DELETE", r"/(?P<kind>orgs|users)/(?P<owner>[^/]+)/packages/container/(?P<package>[^/]+)/versions/(?P<id>\d+)", self._delete)
 
     def add_versions(self, kind: str, owner: str, package: str, digests: list[str]) -> None:
         self.versions[(kind, owner, package)] = [
-            {"id": 1000 + index, "name": digest, "metadata": {"package_type": "container", "container": {"tags": []}}}
-            for index, digest in enumerate(digests)
+            {"id": 1000 + index, "name": digest, "metadata": {"package_type": "container", "container": {"tags": []}}} for index, digest in enumerate(digests)
         ]
 
     def _key(self, request: Request, pattern: str) -> tuple[tuple[str, str, str], dict[str, str]]:
@@ -447,7 +472,7 @@ class FakeGitHubApi(FakeOrigin):
         headers = {}
         if page * per_page < len(versions):
             headers["Link"] = f'<{self.url}{request.route}?per_page={per_page}&page={page + 1}>; rel="next"'
-        return json_answer(versions[(page - 1) * per_page: page * per_page], 200, **headers)
+        return json_answer(versions[(page - 1) * per_page : page * per_page], 200, **headers)
 
     def _delete(self, request: Request) -> Answer:
         if not self._authorized(request):

@@ -48,8 +48,10 @@ def amd_host(root: Path, gpus: list[tuple[str, str, str, int]], kfd: bool = True
     for index, (address, device, klass, target) in enumerate(gpus, start=1):
         _pci(root, address, "0x1002", device, klass)
         if kfd:
-            _write(root / f"sys/class/kfd/kfd/topology/nodes/{index}/properties",
-                   f"simd_count 304\ngfx_target_version {target}\nlocation_id {_location_id(address)}\ndomain 0\n")
+            _write(
+                root / f"sys/class/kfd/kfd/topology/nodes/{index}/properties",
+                f"simd_count 304\ngfx_target_version {target}\nlocation_id {_location_id(address)}\ndomain 0\n",
+            )
             _write(root / f"dev/dri/renderD{127 + index}", "", 0o660)
     if kfd:
         _write(root / "sys/module/amdgpu/version", driver + "\n")
@@ -63,9 +65,11 @@ def nvidia_host(root: Path, gpus: list[tuple[str, str]], driver: str = "580.126.
     for index, (address, device) in enumerate(gpus):
         _pci(root, address, "0x10de", device, "0x030200")
         _write(root / f"dev/nvidia{index}", "", 0o666)
-    _write(root / "proc/driver/nvidia/version",
-           f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build  (dvs-builder@U16-I3-B03-4-3)\n"
-           "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
+    _write(
+        root / "proc/driver/nvidia/version",
+        f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build  (dvs-builder@U16-I3-B03-4-3)\n"
+        "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n",
+    )
     _write(root / "dev/nvidiactl", "", 0o666)
     _write(root / "dev/nvidia-uvm", "", 0o666)
     return root
@@ -125,20 +129,27 @@ def nvidia_cdi_spec(root: Path, gpus: int, name: str = "etc/cdi/nvidia.yaml") ->
     devices = []
     for index in range(gpus):
         for device_name in (str(index), f"GPU-{index:08d}-1111-2222-3333-444455556666"):
-            devices.append(f"- name: \"{device_name}\"\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia{index}\n")
+            devices.append(f'- name: "{device_name}"\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia{index}\n')
     all_nodes = "".join(f"    - path: /dev/nvidia{index}\n" for index in range(gpus))
     devices.append(f"- name: all\n  containerEdits:\n    deviceNodes:\n{all_nodes}")
-    _write(root / name, "---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n" + "".join(devices)
-           + "containerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\n  deviceNodes:\n  - path: /dev/nvidiactl\n"
-             "  - path: /dev/nvidia-uvm\n")
+    _write(
+        root / name,
+        "---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
+        + "".join(devices)
+        + "containerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\n  deviceNodes:\n  - path: /dev/nvidiactl\n"
+        "  - path: /dev/nvidia-uvm\n",
+    )
     return root
 
 
 def amd_cdi_spec(root: Path, render_nodes: list[int]) -> Path:
     """What `amd-ctk cdi generate` writes to /etc/cdi/amd.json: amd.com/gpu=N with /dev/kfd and its render node."""
-    devices = [{"name": str(index), "containerEdits": {"deviceNodes": [{"path": "/dev/kfd"}, {"path": f"/dev/dri/renderD{minor}"}]}}
-               for index, minor in enumerate(render_nodes)]
-    devices.append({"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/kfd"}] + [
-        {"path": f"/dev/dri/renderD{minor}"} for minor in render_nodes]}})
+    devices = [
+        {"name": str(index), "containerEdits": {"deviceNodes": [{"path": "/dev/kfd"}, {"path": f"/dev/dri/renderD{minor}"}]}}
+        for index, minor in enumerate(render_nodes)
+    ]
+    devices.append(
+        {"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/kfd"}] + [{"path": f"/dev/dri/renderD{minor}"} for minor in render_nodes]}}
+    )
     _write(root / "etc/cdi/amd.json", json.dumps({"cdiVersion": "0.6.0", "kind": "amd.com/gpu", "devices": devices}, indent=1))
     return root

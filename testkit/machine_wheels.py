@@ -78,7 +78,7 @@ def as_backend_build(wheel: Path, local: str, cache: Path, git_version: str = ""
                 data = re.sub(rb"(?m)^Version: .*$", f"Version: {version}+{local}".encode(), data, count=1)
             if git_version and info.filename == f"{name}/version.py":
                 data = re.sub(rb"(?m)^git_version = .*$", f"git_version = '{git_version}'".encode(), data, count=1)
-            renamed = new_info + info.filename[len(old_info):] if info.filename.startswith(old_info) else info.filename
+            renamed = new_info + info.filename[len(old_info) :] if info.filename.startswith(old_info) else info.filename
             copy.writestr(zipfile.ZipInfo(renamed, info.date_time) if info.is_dir() else _info_like(info, renamed), data)
             if not info.is_dir():
                 digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
@@ -124,10 +124,10 @@ def cuda_index(host: str = "127.0.0.1", pythons: tuple[str, ...] = ("3.11",), gi
     if len(builds) != 2 * len(pythons):
         return None
     cache = Path.home() / ".cache" / "buildkit-tests"
-    cu130 = [w for w in wheels if w not in builds] + [
-        as_backend_build(w, "cu130", cache, git_version if w.name.startswith("torch-") else "") for w in builds]
-    return WheelIndex({"cu130": cu130, "all": wheels}, flat={"all"}, upstream={"cu130": default_index()},
-                      upstream_ca=str(machine_ca_bundle() or "") or True, host=host)
+    cu130 = [w for w in wheels if w not in builds] + [as_backend_build(w, "cu130", cache, git_version if w.name.startswith("torch-") else "") for w in builds]
+    return WheelIndex(
+        {"cu130": cu130, "all": wheels}, flat={"all"}, upstream={"cu130": default_index()}, upstream_ca=str(machine_ca_bundle() or "") or True, host=host
+    )
 
 
 def other_python_wheels(python: str, wheels: list[Path]) -> list[Path]:
@@ -138,16 +138,36 @@ def other_python_wheels(python: str, wheels: list[Path]) -> list[Path]:
     cache = Path.home() / ".cache" / "buildkit-tests" / abi
     pins = []
     for project in PER_PYTHON:
-        found = sorted((w for w in wheels if w.name.lower().startswith(f"{project}-") and "-cp311-" in w.name),
-                       key=lambda w: Version(w.name.split("-")[1]))
+        found = sorted((w for w in wheels if w.name.lower().startswith(f"{project}-") and "-cp311-" in w.name), key=lambda w: Version(w.name.split("-")[1]))
         version = RELEASES.get(project) or (found[-1].name.split("-")[1] if found else "")
         if version:
             pins.append(f"{project}=={version}")
     present = [next(iter(sorted(cache.glob(f"{pin.split('==')[0]}-{pin.split('==')[1]}-{abi}-*.whl"))), None) for pin in pins]
     if None in present:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-                        "--python-version", python, "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
-                        "--dest", str(cache), *pins], check=True, capture_output=True, timeout=1800)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "--python-version",
+                python,
+                "--implementation",
+                "cp",
+                "--platform",
+                "manylinux_2_28_x86_64",
+                "--dest",
+                str(cache),
+                *pins,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=1800,
+        )
         present = [next(iter(sorted(cache.glob(f"{pin.split('==')[0]}-{pin.split('==')[1]}-{abi}-*.whl"))), None) for pin in pins]
     return [path for path in present if path is not None]
 
@@ -158,7 +178,11 @@ def uv_wheel(version: str) -> Path:
     cache = Path.home() / ".cache" / "buildkit-tests" / f"uv-{version}"
     found = sorted(cache.glob(f"uv-{version}-*.whl"))
     if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-                        "--dest", str(cache), f"uv=={version}"], check=True, capture_output=True, timeout=600)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:", "--dest", str(cache), f"uv=={version}"],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
         found = sorted(cache.glob(f"uv-{version}-*.whl"))
     return found[0]

@@ -31,7 +31,7 @@ def summary(path: Path) -> str:
     paragraph = docstring.split("\n\n")[0]
     if "\n" in paragraph:
         end = _SENTENCE_END.search(paragraph)
-        paragraph = paragraph[:end.start() + 1] if end else paragraph
+        paragraph = paragraph[: end.start() + 1] if end else paragraph
     return " ".join(paragraph.split())
 
 

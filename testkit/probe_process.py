@@ -15,8 +15,7 @@ from buildkit.image import probe
 
 
 def run_probe(env: dict[str, str] | None = None, *arguments: str) -> dict[str, Any]:
-    result = subprocess.run([sys.executable, probe.__file__, *arguments], check=False, capture_output=True,
-                            text=True, timeout=400, env=env)
+    result = subprocess.run([sys.executable, probe.__file__, *arguments], check=False, capture_output=True, text=True, timeout=400, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])  # the probe's JSON line
     return report

@@ -103,18 +103,16 @@ class PyTorchIndex:
             files = [(f"{PREFIX}/{parts[1]}/{name}", name) for name in self.folders[parts[1]]]
             files += [(f"{PREFIX}/{name}", name) for name in self.root_files]
             return 200, _html(["<h1>Links for torch</h1>", *(_link(key, name) for key, name in sorted(files))])
-        return 403, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+        return 403, '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>'
 
 
 def _link(key: str, name: str) -> str:
     digest = hashlib.sha256(name.encode()).hexdigest()
     meta = hashlib.sha256(digest.encode()).hexdigest()
     href = "/" + quote(key)  # the real keys carry + as %2B
-    return (f'<a href="{href}#sha256={digest}" data-dist-info-metadata="sha256={meta}" '
-            f'data-core-metadata="sha256={meta}">{name}</a><br/>')
+    return f'<a href="{href}#sha256={digest}" data-dist-info-metadata="sha256={meta}" data-core-metadata="sha256={meta}">{name}</a><br/>'
 
 
 def _html(lines: list[str]) -> str:
     body = "\n".join(f"    {line}" for line in lines)
     return f"<!DOCTYPE html>\n<html>\n  <body>\n{body}\n  </body>\n</html>\n<!--TIMESTAMP 1786000000-->"
-

@@ -50,9 +50,16 @@ class TokenServer:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "buildkit-test-token")])
         now = datetime.datetime.now(datetime.timezone.utc)
-        self.cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(self.key.public_key())
-                     .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-                     .not_valid_after(now + datetime.timedelta(days=1)).sign(self.key, hashes.SHA256()))
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .sign(self.key, hashes.SHA256())
+        )
         self.cert_path = folder / "token-cert.pem"
         self.cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
         self.issued = 0
@@ -62,8 +69,7 @@ class TokenServer:
             def do_GET(self) -> None:
                 """The distribution spec's token request: Basic credentials, scopes in the query."""
                 expected = "Basic " + base64.b64encode(f"{server.user}:{server.password}".encode()).decode()
-                server._answer(self, self.headers.get("Authorization") == expected,
-                               parse_qs(urlsplit(self.path).query).get("scope", []))
+                server._answer(self, self.headers.get("Authorization") == expected, parse_qs(urlsplit(self.path).query).get("scope", []))
 
             def do_POST(self) -> None:
                 """The OAuth2 password grant that containerd (the engine's pusher) tries first: a form with
@@ -91,8 +97,16 @@ class TokenServer:
             kind, name, actions = scope.split(":", 2)
             access.append({"type": kind, "name": name, "actions": actions.split(",")})
         now = int(time.time())
-        claims = {"iss": self.issuer, "sub": self.user, "aud": self.service, "exp": now + 300, "nbf": now - 10,
-                  "iat": now, "jti": uuid.uuid4().hex, "access": access}
+        claims = {
+            "iss": self.issuer,
+            "sub": self.user,
+            "aud": self.service,
+            "exp": now + 300,
+            "nbf": now - 10,
+            "iat": now,
+            "jti": uuid.uuid4().hex,
+            "access": access,
+        }
         x5c = base64.b64encode(self.cert.public_bytes(serialization.Encoding.DER)).decode()
         token = jwt.encode(claims, self.key, algorithm="RS256", headers={"x5c": [x5c]})
         self.issued += 1
@@ -135,8 +149,10 @@ class RegistryProcess:
             auth = f"auth:\n  htpasswd:\n    realm: buildkit-test\n    path: {self.folder / 'htpasswd'}\n"
         elif self.auth == "token":
             self.token = TokenServer(self.folder, self.user, self.password)
-            auth = (f"auth:\n  token:\n    realm: {self.token.realm}\n    service: {self.token.service}\n"
-                    f"    issuer: {self.token.issuer}\n    rootcertbundle: {self.token.cert_path}\n")
+            auth = (
+                f"auth:\n  token:\n    realm: {self.token.realm}\n    service: {self.token.service}\n"
+                f"    issuer: {self.token.issuer}\n    rootcertbundle: {self.token.cert_path}\n"
+            )
         config = self.folder / "config.yml"
         config.write_text(
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
@@ -255,8 +271,10 @@ class FaultProxy:
         return handler.rfile.read(length) if length else None
 
 
-MANIFEST_TYPES = ("application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
-                  "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
+    "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json"
+)
 
 
 def _manifest(address: str, repository: str, reference: str) -> dict[str, Any]:
@@ -314,33 +332,51 @@ class Seeder:
 
     def manifest(self, repository: str, reference: str, media_type: str, document: Mapping[str, object]) -> str:
         body = json.dumps(document).encode()
-        response = requests.put(f"{self.base}/v2/{repository}/manifests/{reference}", data=body, auth=self.auth,
-                                headers={"Content-Type": media_type}, timeout=30)
+        response = requests.put(
+            f"{self.base}/v2/{repository}/manifests/{reference}", data=body, auth=self.auth, headers={"Content-Type": media_type}, timeout=30
+        )
         response.raise_for_status()
         return response.headers["Docker-Content-Digest"]
 
     def image(self, repository: str, tag: str, labels: dict[str, str], platform: str = "linux/amd64") -> str:
         os_, architecture, *variant = platform.split("/")
-        config = json.dumps({"os": os_, "architecture": architecture, **({"variant": variant[0]} if variant else {}),
-                             "config": {"Labels": labels}, "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        config = json.dumps(
+            {
+                "os": os_,
+                "architecture": architecture,
+                **({"variant": variant[0]} if variant else {}),
+                "config": {"Labels": labels},
+                "rootfs": {"type": "layers", "diff_ids": []},
+            }
+        ).encode()
         descriptor = {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": self.blob(repository, config), "size": len(config)}
-        return self.manifest(repository, tag, self.OCI_MANIFEST,
-                             {"schemaVersion": 2, "mediaType": self.OCI_MANIFEST, "config": descriptor, "layers": []})
+        return self.manifest(repository, tag, self.OCI_MANIFEST, {"schemaVersion": 2, "mediaType": self.OCI_MANIFEST, "config": descriptor, "layers": []})
 
     def index(self, repository: str, tag: str, images: dict[str, str]) -> str:
         entries = []
         for platform, digest in images.items():
             os_, architecture, *variant = platform.split("/")
-            entries.append({"mediaType": self.OCI_MANIFEST, "digest": digest, "size": self._size(repository, digest),
-                            "platform": {"os": os_, "architecture": architecture, **({"variant": variant[0]} if variant else {})}})
+            entries.append(
+                {
+                    "mediaType": self.OCI_MANIFEST,
+                    "digest": digest,
+                    "size": self._size(repository, digest),
+                    "platform": {"os": os_, "architecture": architecture, **({"variant": variant[0]} if variant else {})},
+                }
+            )
         first = next(iter(images.values()))
-        entries.append({"mediaType": self.OCI_MANIFEST, "digest": first, "size": self._size(repository, first),
-                        "platform": {"os": "unknown", "architecture": "unknown"},
-                        "annotations": {"vnd.docker.reference.type": "attestation-manifest", "vnd.docker.reference.digest": first}})
+        entries.append(
+            {
+                "mediaType": self.OCI_MANIFEST,
+                "digest": first,
+                "size": self._size(repository, first),
+                "platform": {"os": "unknown", "architecture": "unknown"},
+                "annotations": {"vnd.docker.reference.type": "attestation-manifest", "vnd.docker.reference.digest": first},
+            }
+        )
         return self.manifest(repository, tag, self.OCI_INDEX, {"schemaVersion": 2, "mediaType": self.OCI_INDEX, "manifests": entries})
 
     def _size(self, repository: str, digest: str) -> int:
-        response = requests.head(f"{self.base}/v2/{repository}/manifests/{digest}", auth=self.auth, timeout=30,
-                                 headers={"Accept": self.OCI_MANIFEST})
+        response = requests.head(f"{self.base}/v2/{repository}/manifests/{digest}", auth=self.auth, timeout=30, headers={"Accept": self.OCI_MANIFEST})
         response.raise_for_status()
         return int(response.headers["Content-Length"])

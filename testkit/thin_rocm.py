@@ -47,8 +47,22 @@ MB = 10**6
 SCALE = 1 / 100  # the doubles are a hundredth of the real sizes
 # Download sizes of the real packages, in MB (see the module's sources; the unnamed ones are estimates that
 # make device-all about 10 GB)
-DEVICE_MB = {"gfx1010": 63, "gfx1011": 63, "gfx1012": 63, "gfx1030": 481, "gfx1031": 68, "gfx1032": 68, "gfx1033": 68,
-             "gfx1034": 68, "gfx1035": 68, "gfx1036": 68, "gfx908": 800, "gfx90a": 800, "gfx942": 800, "gfx950": 800}
+DEVICE_MB = {
+    "gfx1010": 63,
+    "gfx1011": 63,
+    "gfx1012": 63,
+    "gfx1030": 481,
+    "gfx1031": 68,
+    "gfx1032": 68,
+    "gfx1033": 68,
+    "gfx1034": 68,
+    "gfx1035": 68,
+    "gfx1036": 68,
+    "gfx908": 800,
+    "gfx90a": 800,
+    "gfx942": 800,
+    "gfx950": 800,
+}
 DEFAULT_DEVICE_MB = 270  # RDNA3/3.5/4 and gfx1250
 HOST_MB = {"rocm-sdk-core": 294, "rocm-sdk-libraries": 250}
 TORCH_MB = {"pytorch": 1400, "amd-multi-arch": 431}
@@ -76,12 +90,22 @@ def _blob(size: float, seed: str) -> bytes:
     return random.Random(seed).randbytes(max(1, int(size)))
 
 
-def _package(folder: Path, name: str, version: str, megabytes: float, requires: Sequence[str] = (),
-             extras: dict[str, list[str]] | None = None, module: str = "", scale: float = SCALE) -> Path:
+def _package(
+    folder: Path,
+    name: str,
+    version: str,
+    megabytes: float,
+    requires: Sequence[str] = (),
+    extras: dict[str, list[str]] | None = None,
+    module: str = "",
+    scale: float = SCALE,
+) -> Path:
     """A distribution whose payload is `megabytes` (scaled) of incompressible data under its own module."""
     module = module or "_" + name.replace("-", "_")
-    files: dict[str, str | bytes] = {f"{module}/__init__.py": f'"""TEST DOUBLE of {name} {version}."""\n',
-             f"{module}/payload.bin": _blob(megabytes * MB * scale, f"{name} {version}")}
+    files: dict[str, str | bytes] = {
+        f"{module}/__init__.py": f'"""TEST DOUBLE of {name} {version}."""\n',
+        f"{module}/payload.bin": _blob(megabytes * MB * scale, f"{name} {version}"),
+    }
     requirements = list(requires)
     for extra, wanted in (extras or {}).items():
         requirements += [f'{requirement}; extra == "{extra}"' for requirement in wanted]
@@ -100,8 +124,9 @@ class ThinIndex:
     device_archs: tuple[str, ...]
 
 
-def thin_rocm_index(folder: Path, layout: str, torch_archs: tuple[str, ...], device_archs: tuple[str, ...],
-                    torch: str = "2.14.1", scale: float = SCALE) -> ThinIndex:
+def thin_rocm_index(
+    folder: Path, layout: str, torch_archs: tuple[str, ...], device_archs: tuple[str, ...], torch: str = "2.14.1", scale: float = SCALE
+) -> ThinIndex:
     """The wheels of one thin ROCm 7.14 index: torch (its kernels for `torch_archs`), torchvision (the release the
     compatibility data says was published with it, which the images pin), the rocm meta package,
     rocm-sdk-core/-libraries and the device packages of `device_archs` (the ISAs the index serves), at `scale`
@@ -113,15 +138,25 @@ def thin_rocm_index(folder: Path, layout: str, torch_archs: tuple[str, ...], dev
     version = f"{torch}+{local}"
     rocm_devices = {gfx: f"rocm-sdk-device-{gfx}=={ROCM_RELEASE}" for gfx in device_archs}
     wheels = [
-        _package(folder, "rocm", ROCM_RELEASE, 0.1, [f"rocm-sdk-core=={ROCM_RELEASE}"], module="rocm_sdk", extras={
-            "libraries": [f"rocm-sdk-libraries=={ROCM_RELEASE}"],
-            **{f"device-{gfx}": [requirement] for gfx, requirement in rocm_devices.items()},
-            "device-all": list(rocm_devices.values()),
-        }),
+        _package(
+            folder,
+            "rocm",
+            ROCM_RELEASE,
+            0.1,
+            [f"rocm-sdk-core=={ROCM_RELEASE}"],
+            module="rocm_sdk",
+            extras={
+                "libraries": [f"rocm-sdk-libraries=={ROCM_RELEASE}"],
+                **{f"device-{gfx}": [requirement] for gfx, requirement in rocm_devices.items()},
+                "device-all": list(rocm_devices.values()),
+            },
+        ),
         _package(folder, "rocm-sdk-core", ROCM_RELEASE, HOST_MB["rocm-sdk-core"], scale=scale),
         _package(folder, "rocm-sdk-libraries", ROCM_RELEASE, HOST_MB["rocm-sdk-libraries"], [f"rocm-sdk-core=={ROCM_RELEASE}"], scale=scale),
-        *(_package(folder, f"rocm-sdk-device-{gfx}", ROCM_RELEASE, device_mb(gfx), [f"rocm-sdk-libraries=={ROCM_RELEASE}"], scale=scale)
-          for gfx in device_archs),
+        *(
+            _package(folder, f"rocm-sdk-device-{gfx}", ROCM_RELEASE, device_mb(gfx), [f"rocm-sdk-libraries=={ROCM_RELEASE}"], scale=scale)
+            for gfx in device_archs
+        ),
         companion_double(folder, "torchvision", vision, local, torch),
     ]
     if layout == "pytorch":
@@ -130,8 +165,7 @@ def thin_rocm_index(folder: Path, layout: str, torch_archs: tuple[str, ...], dev
         requires = [f"rocm[libraries]=={ROCM}.*"]
         devices = {gfx: f"amd-torch-device-{gfx}=={version}" for gfx in device_archs}
         extras = {**{f"device-{gfx}": [requirement] for gfx, requirement in devices.items()}, "device-all": list(devices.values())}
-        wheels += [_package(folder, f"amd-torch-device-{gfx}", version, AMD_TORCH_DEVICE_MB, [rocm_devices[gfx]], scale=scale)
-                   for gfx in device_archs]
+        wheels += [_package(folder, f"amd-torch-device-{gfx}", version, AMD_TORCH_DEVICE_MB, [rocm_devices[gfx]], scale=scale) for gfx in device_archs]
     files: dict[str, str | bytes] = {
         "torch/__init__.py": TORCH_DOUBLE.format(local=local, version=version),
         "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=None, hip=HIP),
@@ -150,8 +184,9 @@ def _runtime(rocm: str) -> str:
     return facts.runtime_version
 
 
-def amd_layout_index(folder: Path, layout: RocmLayout, amd: AmdTargets, rocm: str, torch: str, torch_archs: tuple[str, ...],
-                     device_archs: tuple[str, ...], scale: float = SCALE) -> ThinIndex:
+def amd_layout_index(
+    folder: Path, layout: RocmLayout, amd: AmdTargets, rocm: str, torch: str, torch_archs: tuple[str, ...], device_archs: tuple[str, ...], scale: float = SCALE
+) -> ThinIndex:
     """The wheels of one of AMD's thin indexes whose extras are torch's (and its companions'), as `layout` describes
     it, for ROCm `rocm` (10.1: versions 10.1.0, torch 2.14.0+rocm10.1.0): torch (host code, requires
     rocm[libraries]), its extras per gfx target of `device_archs` (the layout's arch_extra) and device-all adding
@@ -173,7 +208,7 @@ def amd_layout_index(folder: Path, layout: RocmLayout, amd: AmdTargets, rocm: st
                 if name.startswith("rocm-sdk-device-"):
                     packages[name] = (sdk, device_mb(gfx))
                 else:
-                    packages[name] = ((version, AMD_TORCH_DEVICE_MB) if code.owner == "torch" else (vision_version, AMD_VISION_DEVICE_MB))
+                    packages[name] = (version, AMD_TORCH_DEVICE_MB) if code.owner == "torch" else (vision_version, AMD_VISION_DEVICE_MB)
                 requirement = f"{name}=={packages[name][0]}"
                 for wanted in (extra, layout.all_extra):
                     found = owned[code.owner].setdefault(wanted, [])
@@ -189,10 +224,19 @@ def amd_layout_index(folder: Path, layout: RocmLayout, amd: AmdTargets, rocm: st
     def extra_lines(owner: str) -> list[str]:
         return [f'{requirement}; extra == "{extra}"' for extra, wanted in owned[owner].items() for requirement in wanted]
 
-    wheels.append(build_wheel(folder, "torchvision", vision_version, {
-        "torchvision/__init__.py": f'"""TEST DOUBLE of torchvision."""\n__version__ = "{vision_version}"\n',
-        "torchvision/extension.py": VISION_EXTENSION_DOUBLE,
-    }, requires=[f"torch=={version}", *extra_lines("torchvision")], provides_extras=list(owned["torchvision"])))
+    wheels.append(
+        build_wheel(
+            folder,
+            "torchvision",
+            vision_version,
+            {
+                "torchvision/__init__.py": f'"""TEST DOUBLE of torchvision."""\n__version__ = "{vision_version}"\n',
+                "torchvision/extension.py": VISION_EXTENSION_DOUBLE,
+            },
+            requires=[f"torch=={version}", *extra_lines("torchvision")],
+            provides_extras=list(owned["torchvision"]),
+        )
+    )
     files: dict[str, str | bytes] = {
         "torch/__init__.py": TORCH_DOUBLE.format(local=local, version=version),
         # HIP as the real one reports it: its own numbering, not ROCm's (ROCm 10.0's torch: HIP 7.15.26333)
@@ -200,6 +244,7 @@ def amd_layout_index(folder: Path, layout: RocmLayout, amd: AmdTargets, rocm: st
         "torch/cuda/__init__.py": ROCM_CUDA_DOUBLE.format(archs=list(torch_archs)),
         "torch/lib/libtorch_hip.so": _blob(TORCH_MB["amd-multi-arch"] * MB * scale, f"torch {version} {layout.name}"),
     }
-    wheels.append(build_wheel(folder, "torch", version, files, requires=[f"rocm[libraries]=={rocm}.*", *extra_lines("torch")],
-                              provides_extras=list(owned["torch"])))
+    wheels.append(
+        build_wheel(folder, "torch", version, files, requires=[f"rocm[libraries]=={rocm}.*", *extra_lines("torch")], provides_extras=list(owned["torch"]))
+    )
     return ThinIndex(layout.name, wheels, torch_archs, device_archs)

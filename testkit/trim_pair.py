@@ -115,15 +115,18 @@ def read_image(client: docker.DockerClient, image_id: str) -> ImageRead:
     return ImageRead(client.images.get(image_id).labels, **found)
 
 
-def build_trim_pair(folder: Path, repository: str, env: Mapping[str, str] | None, client: docker.DockerClient,
-                    unit: int = 4 << 20, shared: int = 9 << 20) -> TrimPair:
+def build_trim_pair(
+    folder: Path, repository: str, env: Mapping[str, str] | None, client: docker.DockerClient, unit: int = 4 << 20, shared: int = 9 << 20
+) -> TrimPair:
     """Builds both images (one after the other: the engine is shared) with efficiency measured."""
     wheels = folder / "wheels"
     torch = rocm_torch_double(wheels, "2.14.1", "rocm7.2", "7.2.26015", ROCM_7_2_ARCHS, unit=unit, shared=shared)
-    index = WheelIndex({
-        "rocm7.2": [torch, companion_double(wheels, "torchvision", "0.29.1", "rocm7.2", "2.14.1")],
-        "simple": [],  # pip.conf's index: nothing reaches PyPI
-    }).start()
+    index = WheelIndex(
+        {
+            "rocm7.2": [torch, companion_double(wheels, "torchvision", "0.29.1", "rocm7.2", "2.14.1")],
+            "simple": [],  # pip.conf's index: nothing reaches PyPI
+        }
+    ).start()
     built: dict[str, Build] = {}
     read: dict[str, ImageRead] = {}
     try:

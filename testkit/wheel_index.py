@@ -62,7 +62,7 @@ class WheelIndex:
                     self.send_response(404)
                     self.end_headers()
                     return
-                self.path = self.path[len(index.prefix):]
+                self.path = self.path[len(index.prefix) :]
                 index.requests.append(self.path)
                 index._serve(self)
 
@@ -125,7 +125,7 @@ class WheelIndex:
                 if chosen:
                     body = "".join(
                         f'<a href="{self.prefix}/files/{parts[0]}/{html.escape(p.name)}#sha256={self._digest((parts[0], p.name))}"'
-                        f'{self._metadata_attributes((parts[0], p.name))}>{html.escape(p.name)}</a>\n'
+                        f"{self._metadata_attributes((parts[0], p.name))}>{html.escape(p.name)}</a>\n"
                         for p in chosen
                     )
                     return self._send_html(handler, body)

@@ -25,11 +25,11 @@ from . import version, cuda  # noqa: F401
 __version__ = "{version}"
 BUILDKIT_TEST_DOUBLE = True
 '''
-VERSION_DOUBLE = '''__version__ = "{version}"
+VERSION_DOUBLE = """__version__ = "{version}"
 cuda = {cuda!r}
 hip = {hip!r}
 git_version = "test-double"
-'''
+"""
 CUDA_DOUBLE = '''"""TEST DOUBLE of torch.cuda: no GPU. Its compiled arch list is the one of the machine it runs
 on: PyTorch builds its x86_64 and aarch64 wheels for different GPUs."""
 import platform as _platform
@@ -48,19 +48,30 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def build_wheel(folder: Path, name: str, version: str, files: Mapping[str, str | bytes], requires: Sequence[str] = (),
-                provides_extras: Sequence[str] = (), tag: str = "py3-none-any", requires_python: str = "") -> Path:
+def build_wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    files: Mapping[str, str | bytes],
+    requires: Sequence[str] = (),
+    provides_extras: Sequence[str] = (),
+    tag: str = "py3-none-any",
+    requires_python: str = "",
+) -> Path:
     """A valid wheel with the given files (large ones stored: deflating random bytes gains nothing), py3-none-any
     unless `tag` names another (cp311-cp311-linux_x86_64: one built for one Python)."""
     distribution = name.replace("-", "_")
     dist_info = f"{distribution}-{version}.dist-info"
-    metadata = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + (f"Requires-Python: {requires_python}\n" if requires_python else "")
-                + "".join(f"Provides-Extra: {e}\n" for e in provides_extras) + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    metadata = (
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        + (f"Requires-Python: {requires_python}\n" if requires_python else "")
+        + "".join(f"Provides-Extra: {e}\n" for e in provides_extras)
+        + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    )
     contents = {
         **{path: data.encode() if isinstance(data, str) else data for path, data in files.items()},
         f"{dist_info}/METADATA": metadata.encode(),
-        f"{dist_info}/WHEEL": (f"Wheel-Version: 1.0\nGenerator: buildkit-tests\nRoot-Is-Purelib: {str(tag.endswith('-any')).lower()}\n"
-                               f"Tag: {tag}\n").encode(),
+        f"{dist_info}/WHEEL": (f"Wheel-Version: 1.0\nGenerator: buildkit-tests\nRoot-Is-Purelib: {str(tag.endswith('-any')).lower()}\nTag: {tag}\n").encode(),
     }
     record = [_record_line(path, data) for path, data in contents.items()] + [f"{dist_info}/RECORD,,"]
     contents[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
@@ -72,21 +83,39 @@ def build_wheel(folder: Path, name: str, version: str, files: Mapping[str, str |
     return path
 
 
-def torch_double(folder: Path, torch: str, local: str, cuda: str | None, hip: str | None,
-                 archs: list[str] | dict[str, list[str]], requires: Sequence[str] = ()) -> Path:
+def torch_double(
+    folder: Path, torch: str, local: str, cuda: str | None, hip: str | None, archs: list[str] | dict[str, list[str]], requires: Sequence[str] = ()
+) -> Path:
     """`archs`: the compiled arch list, or one per machine (platform.machine(): x86_64, aarch64); `requires`:
     the double's own dependencies."""
     version = f"{torch}+{local}" if local else torch
     per_machine = archs if isinstance(archs, dict) else {"x86_64": list(archs), "aarch64": list(archs)}
-    return build_wheel(folder, "torch", version, {
-        "torch/__init__.py": TORCH_DOUBLE.format(local=local or "cpu", version=version),
-        "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=cuda, hip=hip),
-        "torch/cuda/__init__.py": CUDA_DOUBLE.format(archs=per_machine),
-    }, requires=requires)
+    return build_wheel(
+        folder,
+        "torch",
+        version,
+        {
+            "torch/__init__.py": TORCH_DOUBLE.format(local=local or "cpu", version=version),
+            "torch/version.py": VERSION_DOUBLE.format(version=version, cuda=cuda, hip=hip),
+            "torch/cuda/__init__.py": CUDA_DOUBLE.format(archs=per_machine),
+        },
+        requires=requires,
+    )
 
 
-def published_torch(folder: Path, release: str, local: str, build: str, python: str, machine: str, *, requires_python: str,
-                    requires: list[str], table: str = "", flags: str = "") -> Path:
+def published_torch(
+    folder: Path,
+    release: str,
+    local: str,
+    build: str,
+    python: str,
+    machine: str,
+    *,
+    requires_python: str,
+    requires: list[str],
+    table: str = "",
+    flags: str = "",
+) -> Path:
     """TEST DOUBLE of one torch wheel as a release publishes it, for compat check to read: METADATA (Requires-Python,
     the build's requirements), torch/version.py naming the build (PyPI's names none in its file name: `local` ""),
     torch/cuda/__init__.py holding the release's own arch table (`table`: the assignment's text) and a
@@ -100,15 +129,16 @@ def published_torch(folder: Path, release: str, local: str, build: str, python: 
     }
     if flags:
         files["torch/lib/libtorch_python.so"] = arch_flags_library(flags)
-    return build_wheel(folder, "torch", version, files, requires=requires, tag=f"{cp}-{cp}-manylinux_2_28_{machine}",
-                       requires_python=requires_python)
+    return build_wheel(folder, "torch", version, files, requires=requires, tag=f"{cp}-{cp}-manylinux_2_28_{machine}", requires_python=requires_python)
 
 
 def companion_double(folder: Path, name: str, version: str, local: str, torch: str) -> Path:
     module = name.replace("-", "_")
     full = f"{version}+{local}" if local else version
     return build_wheel(
-        folder, name, full,
+        folder,
+        name,
+        full,
         {f"{module}/__init__.py": f'"""TEST DOUBLE of {name}."""\n__version__ = "{full}"\n'},
         requires=[f"torch=={torch}"],
     )
@@ -159,9 +189,23 @@ def get_arch_list():
 # Datacenter parts: the largest per-arch libraries (hipBLASLt's tuned kernels are mostly for these)
 DATACENTER_ARCHS = ("gfx90a", "gfx942", "gfx950")
 # A compute-unit count per arch, for MIOpen's database names (one representative part each)
-MIOPEN_CUS = {"gfx900": 64, "gfx906": 60, "gfx908": 120, "gfx90a": 110, "gfx942": 304, "gfx950": 256, "gfx1030": 36,
-              "gfx1100": 96, "gfx1101": 60, "gfx1102": 32, "gfx1103": 12, "gfx1150": 16, "gfx1151": 40, "gfx1200": 32,
-              "gfx1201": 64}
+MIOPEN_CUS = {
+    "gfx900": 64,
+    "gfx906": 60,
+    "gfx908": 120,
+    "gfx90a": 110,
+    "gfx942": 304,
+    "gfx950": 256,
+    "gfx1030": 36,
+    "gfx1100": 96,
+    "gfx1101": 60,
+    "gfx1102": 32,
+    "gfx1103": 12,
+    "gfx1150": 16,
+    "gfx1151": 40,
+    "gfx1200": 32,
+    "gfx1201": 64,
+}
 ROCBLAS = "torch/lib/rocblas/library"
 HIPBLASLT = "torch/lib/hipblaslt/library"
 MIOPEN_DB = "torch/share/miopen/db"
@@ -216,8 +260,7 @@ def rocm_library_layout(archs: list[str], unit: int, shared: int) -> dict[str, i
     return layout
 
 
-def rocm_torch_double(folder: Path, torch: str, local: str, hip: str, archs: list[str],
-                      unit: int = 4 << 20, shared: int = 9 << 20) -> Path:
+def rocm_torch_double(folder: Path, torch: str, local: str, hip: str, archs: list[str], unit: int = 4 << 20, shared: int = 9 << 20) -> Path:
     """A ROCm torch double whose torch/lib and torch/share hold per-arch library files for `archs`."""
     version = f"{torch}+{local}"
     noise = random.Random(f"{version} {archs}")  # the same wheel on every run

@@ -50,6 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
         spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
         config.add_cleanup(lambda: [process.kill() for process in spinning])
 
+
 REPO = Path(__file__).resolve().parent.parent
 
 

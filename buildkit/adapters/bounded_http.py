@@ -253,9 +253,14 @@ def retry_wait_budget(environ: Mapping[str, str] | None = None) -> float:
     except ValueError:
         seconds = math.nan
     if not (math.isfinite(seconds) and seconds >= 0):
-        raise UserError(Problem(f"${RETRY_WAIT_ENV}", f"is {printable(text, 40)!r}; expected the seconds buildkit may wait to retry a "
-                                                      "service in all, a number of 0 or more (0: never wait; unset: "
-                                                      f"{DEFAULT_RETRY_WAIT:g})"))
+        raise UserError(
+            Problem(
+                f"${RETRY_WAIT_ENV}",
+                f"is {printable(text, 40)!r}; expected the seconds buildkit may wait to retry a "
+                "service in all, a number of 0 or more (0: never wait; unset: "
+                f"{DEFAULT_RETRY_WAIT:g})",
+            )
+        )
     return seconds
 
 
@@ -265,27 +270,36 @@ class RetryWaits:
     refused, with the reason, when it would pass the budget or the caller's own limit (a deadline); one of
     NOTICE_AFTER seconds or more is announced, with what is retried and how much of the budget it takes."""
 
-    def __init__(self, budget: float | None = None, sleep: Callable[[float], None] | None = None,
-                 notify: Callable[[str], None] | None = None) -> None:
+    def __init__(self, budget: float | None = None, sleep: Callable[[float], None] | None = None, notify: Callable[[str], None] | None = None) -> None:
         self.budget = retry_wait_budget() if budget is None else budget
         self.sleep, self.notify = sleep or wait, notify or on_stderr
         self.waited = 0.0  # seconds waited so far
         self.lock = threading.Lock()
 
-    def pause(self, seconds: float, *, subject: str, what: str, attempt: int, attempts: int, refuse: Callable[[str], Exception],
-              left: float, passes: str) -> None:
+    def pause(
+        self, seconds: float, *, subject: str, what: str, attempt: int, attempts: int, refuse: Callable[[str], Exception], left: float, passes: str
+    ) -> None:
         """Wait `seconds` before attempt `attempt + 2` of `attempts`, or raise refuse(why). `left`: the seconds
         the caller's own limit leaves, which `passes` names ("would pass ...")."""
         if seconds >= left:
             raise refuse(passes)
         with self.lock:
             if self.waited + seconds > self.budget:
-                raise refuse(f"{what}, and waiting {seconds:.0f} s more to retry would pass the {self.budget:g} s buildkit waits "
-                              f"to retry it in all (waited {self.waited:.0f} s so far; ${RETRY_WAIT_ENV} sets it); try again later")
+                raise refuse(
+                    f"{what}, and waiting {seconds:.0f} s more to retry would pass the {self.budget:g} s buildkit waits "
+                    f"to retry it in all (waited {self.waited:.0f} s so far; ${RETRY_WAIT_ENV} sets it); try again later"
+                )
             self.waited += seconds
         if seconds >= NOTICE_AFTER:
-            self.notify(printable(redact_urls(f"{subject}: {what}; retrying in {seconds:.0f} s (attempt {attempt + 2} of {attempts}), "
-                                              f"{self.waited:.0f} s of the {self.budget:g} s it may wait to retry"), limit=400))
+            self.notify(
+                printable(
+                    redact_urls(
+                        f"{subject}: {what}; retrying in {seconds:.0f} s (attempt {attempt + 2} of {attempts}), "
+                        f"{self.waited:.0f} s of the {self.budget:g} s it may wait to retry"
+                    ),
+                    limit=400,
+                )
+            )
         self.sleep(seconds)
 
 
@@ -370,13 +384,13 @@ class BoundedSession:
                 if why:
                     raise self.failure(call, f"cannot connect: {why}; check the address and the network") from None
                 if attempt == self.retries:
-                    raise self.failure(call, f"no answer ({type(error).__name__}) after {self.retries + 1} attempts; "
-                                             "check the address and the network, or try again later") from None
+                    raise self.failure(
+                        call, f"no answer ({type(error).__name__}) after {self.retries + 1} attempts; check the address and the network, or try again later"
+                    ) from None
                 self._pause(backoff_seconds(self.backoff, attempt), call, "no answer", attempt)
                 continue
             if (answer.status == 429 or answer.status >= 500) and attempt < self.retries:
-                self._pause(backoff_seconds(self.backoff, attempt, answer.headers.get("Retry-After")), call,
-                            f"it answered {answer.status}", attempt)
+                self._pause(backoff_seconds(self.backoff, attempt, answer.headers.get("Retry-After")), call, f"it answered {answer.status}", attempt)
                 continue
             return answer
         raise AssertionError("unreachable")  # pragma: no cover
@@ -385,16 +399,26 @@ class BoundedSession:
         return self.ends - self.clock()
 
     def _pause(self, seconds: float, call: str, what: str, attempt: int) -> None:
-        self.waits.pause(seconds, subject=f"{self.name}: {call}", what=what, attempt=attempt, attempts=self.retries + 1,
-                         refuse=lambda why: self.failure(call, why), left=self.left(),
-                         passes=f"{what}, and waiting {seconds:.0f} s to retry would pass the command's deadline of "
-                                f"{self.deadline:g} s for requests to this service; try again later")
+        self.waits.pause(
+            seconds,
+            subject=f"{self.name}: {call}",
+            what=what,
+            attempt=attempt,
+            attempts=self.retries + 1,
+            refuse=lambda why: self.failure(call, why),
+            left=self.left(),
+            passes=f"{what}, and waiting {seconds:.0f} s to retry would pass the command's deadline of "
+            f"{self.deadline:g} s for requests to this service; try again later",
+        )
 
     def _exchange(self, url: str, headers: Mapping[str, str], limit: int, call: str) -> Answer:
         left = self.left()
         if left <= 0:
-            raise self.failure(call, f"the command's deadline of {self.deadline:g} s for requests to this service has "
-                                     "passed; the service is too slow or keeps stalling, try again later")
+            raise self.failure(
+                call,
+                f"the command's deadline of {self.deadline:g} s for requests to this service has "
+                "passed; the service is too slow or keeps stalling, try again later",
+            )
         seconds = min(self.timeout, left)
         within = f"{seconds:g} s" if seconds == self.timeout else f"the {seconds:.1f} s left of the command's deadline of {self.deadline:g} s"
         deadline = self.clock() + seconds
@@ -409,20 +433,17 @@ class BoundedSession:
                 raise self.failure(call, f"more than {MAX_REDIRECTS} redirects") from None
             except requests.ConnectionError:
                 if watchdog.fired:
-                    raise self.failure(call, f"no complete answer within {within} (the server stalls or sends too "
-                                             "slowly); try again later") from None
+                    raise self.failure(call, f"no complete answer within {within} (the server stalls or sends too slowly); try again later") from None
                 raise
             except (requests.RequestException, ValueError) as error:  # InvalidURL, InvalidHeader, a bad Location
                 raise self.failure(call, f"the request failed ({type(error).__name__}); check the address") from None
             try:
                 body = read_body(response, limit if response.ok else min(limit, ERROR_BODY_LIMIT), deadline, not response.ok, self.clock)
             except TooLarge:
-                raise self.failure(call, f"the answer is larger than {_size(limit)}; refusing to read it "
-                                         "(is this the service it should be?)") from None
+                raise self.failure(call, f"the answer is larger than {_size(limit)}; refusing to read it (is this the service it should be?)") from None
             except (Expired, requests.RequestException, urllib3.exceptions.HTTPError):
                 if watchdog.fired or self.clock() >= deadline:
-                    raise self.failure(call, f"no complete answer within {within} (the server stalls or sends too "
-                                             "slowly); try again later") from None
+                    raise self.failure(call, f"no complete answer within {within} (the server stalls or sends too slowly); try again later") from None
                 raise requests.ConnectionError("the answer was cut short") from None
             finally:
                 response.close()

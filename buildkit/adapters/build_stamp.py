@@ -25,7 +25,10 @@ def source_revision(folder: Path) -> str:
     """The git commit of the folder holding the matrix, or "" outside a git checkout."""
     try:
         result = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+            ["git", "-C", str(folder), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
     except (OSError, subprocess.TimeoutExpired):
         return ""

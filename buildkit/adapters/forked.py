@@ -44,7 +44,7 @@ def contiguous_parts(items: Sequence[Item], count: int) -> list[Sequence[Item]]:
     """`items` in `count` contiguous slices of (nearly) equal length, at least one; contiguous, since neighbouring
     targets share records (a stack's packages, an install plan) that a part reads once."""
     size = -(-len(items) // max(count, 1)) or 1
-    return [items[start:start + size] for start in range(0, len(items), size)] or [items]
+    return [items[start : start + size] for start in range(0, len(items), size)] or [items]
 
 
 class Forked(Generic[Item, Answer]):
@@ -112,8 +112,7 @@ def _child(work: Callable[[Sequence[Item]], Answer], part: Sequence[Item], in_ch
         os._exit(status)
 
 
-def split_map(work: Callable[[Sequence[Item]], Answer], items: Sequence[Item], count: int,
-              in_child: Callable[[], None] = lambda: None) -> list[Answer]:
+def split_map(work: Callable[[Sequence[Item]], Answer], items: Sequence[Item], count: int, in_child: Callable[[], None] = lambda: None) -> list[Answer]:
     """`work` of each of `count` contiguous parts of `items`, in order: all but the first in forked children,
     where the platform allows. `in_child` runs first in each child (to let go of what is the parent's, such as a
     worker process)."""

@@ -157,8 +157,7 @@ def _kfd_archs(tree: _Tree) -> dict[str, str]:
             continue
         name = gfx_name(target)
         if name is None:
-            tree.note(properties, f"gfx_target_version {target} is not a gfx target version (such as 90402 for gfx942); "
-                                  "the GPU's arch is unknown")
+            tree.note(properties, f"gfx_target_version {target} is not a gfx target version (such as 90402 for gfx942); the GPU's arch is unknown")
             continue
         address = f"{domain:04x}:{location >> 8:02x}:{(location >> 3) & 0x1F:02x}.{location & 0x7}"
         archs[address] = name
@@ -172,7 +171,10 @@ def _nvidia_smi() -> dict[str, tuple[str, str]]:
         return {}
     try:
         result = subprocess.run(
-            [tool, "--query-gpu=pci.bus_id,name,compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=20,
+            [tool, "--query-gpu=pci.bus_id,name,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
         )
     except (OSError, subprocess.TimeoutExpired):
         return {}
@@ -197,10 +199,12 @@ def _cdi_specs(tree: _Tree) -> tuple[CdiSpec, ...]:
         except OSError:
             continue  # no such folder: no toolkit wrote a spec here
     if len(files) > cdi.MAX_SPECS:
-        tree.note(files[cdi.MAX_SPECS], f"and {len(files) - cdi.MAX_SPECS} more CDI specs are not read: at most "
-                                        f"{cdi.MAX_SPECS} are (a host has one per GPU vendor); remove the stale ones")
+        tree.note(
+            files[cdi.MAX_SPECS],
+            f"and {len(files) - cdi.MAX_SPECS} more CDI specs are not read: at most {cdi.MAX_SPECS} are (a host has one per GPU vendor); remove the stale ones",
+        )
     budget = cdi.MAX_TOTAL_BYTES
-    for path in files[:cdi.MAX_SPECS]:
+    for path in files[: cdi.MAX_SPECS]:
         text = tree.read(path, cdi.MAX_SPEC_BYTES)
         if not text:
             continue
@@ -236,8 +240,7 @@ def _environment(tree: _Tree, live: bool) -> tuple[tuple[str, str], ...]:
     return tuple((name, printable(values[name], 200)) for name in VARIABLES if values.get(name))
 
 
-def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None = None,
-              engine: EngineFacts | None = None) -> HostFacts:
+def read_host(compat: Compat, root: Path = Path("/"), identity: Identity | None = None, engine: EngineFacts | None = None) -> HostFacts:
     _check_root(root)
     tree = _Tree(root)
     identity = identity or Identity.current()

@@ -214,7 +214,7 @@ class TemplateWorker:
         assert process.stdin is not None
         try:
             for start in range(0, len(planned), BATCH):
-                _send(process.stdin, ("render", list(planned[start:start + BATCH])))
+                _send(process.stdin, ("render", list(planned[start : start + BATCH])))
         except (BrokenPipeError, OSError, ValueError):
             pass  # the worker is gone (over budget, or closed after an error): the reader says why
 
@@ -250,19 +250,27 @@ class TemplateWorker:
     def _over(self, loader: jinja2.BaseLoader, planned: PlannedImage, what: str) -> UserError:
         files = loader.files if isinstance(loader, TemplateSet) else {}
         where = files[planned.template].filename if planned.template in files else planned.template
-        return UserError(Problem(where, f"over budget: the render {what} one render may take; a Dockerfile renders in "
-                                        "milliseconds: look for loops, repeated strings or large numbers in this template "
-                                        f"and the templates it uses (target {planned.target.id})"))
+        return UserError(
+            Problem(
+                where,
+                f"over budget: the render {what} one render may take; a Dockerfile renders in "
+                "milliseconds: look for loops, repeated strings or large numbers in this template "
+                f"and the templates it uses (target {planned.target.id})",
+            )
+        )
 
     def start(self, loader: jinja2.BaseLoader, source: str) -> None:
         """Start the worker for these templates without waiting for it: it gets ready while the CLI plans."""
         if not (self.process is not None and self.serving is not None and self.serving[0] is loader and self.serving[1] == source):
             self.close()
             paths = [path for path in sys.path if path]  # "" would be the working folder: a team's repository
-            boot = (f"import sys; sys.path[:0] = {paths!r}; from buildkit.adapters.template_worker import serve; "
-                    f"serve({self.time_budget!r}, {self.memory_budget!r}, {self.output_budget!r})")
-            self.process = subprocess.Popen([sys.executable, "-I", "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=subprocess.DEVNULL, close_fds=True)
+            boot = (
+                f"import sys; sys.path[:0] = {paths!r}; from buildkit.adapters.template_worker import serve; "
+                f"serve({self.time_budget!r}, {self.memory_budget!r}, {self.output_budget!r})"
+            )
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True
+            )
             self.serving, self.buffer, self.ready = (loader, source), b"", False
             assert self.process.stdin is not None
             with contextlib.suppress(BrokenPipeError, OSError):  # it did not start: _worker says so
@@ -275,8 +283,7 @@ class TemplateWorker:
             ready = self._reply(time.monotonic() + START_SECONDS, meanwhile)
             if not (ready and ready.get("ready")):
                 self.close()
-                raise UserError(Problem(planned.template, "the worker that renders team templates did not start; "
-                                                          f"check that {sys.executable} runs"))
+                raise UserError(Problem(planned.template, f"the worker that renders team templates did not start; check that {sys.executable} runs"))
             self.ready = True
         return self.process
 

@@ -34,7 +34,11 @@ class BakeExport:
 
 
 def export_bake(
-    choices: Choices, out: Path, pip_conf: Path | None = None, ca_bundle: Path | None = None, network: str | None = None,
+    choices: Choices,
+    out: Path,
+    pip_conf: Path | None = None,
+    ca_bundle: Path | None = None,
+    network: str | None = None,
     registry_cache: bool = False,
 ) -> BakeExport:
     selection = select_targets(choices)
@@ -46,8 +50,7 @@ def export_bake(
                 raise UserError(Problem(option, f"{path} is not a file"))
             secrets[secret] = str(path.resolve())
     revision = matrix_revision(choices.matrix)
-    document = bake_document(rendered, build_stamp_labels(created_now(), revision), secrets, str(out.resolve()), network,
-                             registry_cache)
+    document = bake_document(rendered, build_stamp_labels(created_now(), revision), secrets, str(out.resolve()), network, registry_cache)
     files: dict[str, bytes] = {}
     for item in rendered:
         files[f"{context_folder(item)}/Dockerfile"] = item.dockerfile.encode()

@@ -45,8 +45,21 @@ if TYPE_CHECKING:
     from buildkit.core.targets.plan import Note
 
 __all__ = [
-    "LOG_TAIL_LINES", "BuildOptions", "BuildPreview", "BuildRun", "BuildRunner", "BuildStatus", "Display", "IndexSettings", "PairResult",
-    "PlannedBuild", "TargetResult", "build_selection", "build_targets", "pair_results", "preview_build",
+    "LOG_TAIL_LINES",
+    "BuildOptions",
+    "BuildPreview",
+    "BuildRun",
+    "BuildRunner",
+    "BuildStatus",
+    "Display",
+    "IndexSettings",
+    "PairResult",
+    "PlannedBuild",
+    "TargetResult",
+    "build_selection",
+    "build_targets",
+    "pair_results",
+    "preview_build",
 ]
 
 LOG_TAIL_LINES = 25
@@ -173,7 +186,7 @@ class Display:
 def _tail(log: Path, lines: int | None = LOG_TAIL_LINES) -> list[str]:
     """The log's last `lines` lines (None: all of them)."""
     try:
-        return log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines if lines else 0:]
+        return log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines if lines else 0 :]
     except OSError:
         return []
 
@@ -292,24 +305,44 @@ class BuildRunner:
         log = self.options.out / "logs" / f"{name}-shared.log"
         log.unlink(missing_ok=True)
         cache = prefix_cache(target) if self.options.registry_cache and target.pair else CacheRefs()
-        buildx.run_build(self.builder, self._request(item, stage=SHARED_STAGE, cache=cache, provenance=False), log,
-                         lambda line: self.display.line(f"{name} (shared)", line), self.redact, self.cancel, self.environment,
-                         within=self.options.out)
+        buildx.run_build(
+            self.builder,
+            self._request(item, stage=SHARED_STAGE, cache=cache, provenance=False),
+            log,
+            lambda line: self.display.line(f"{name} (shared)", line),
+            self.redact,
+            self.cancel,
+            self.environment,
+            within=self.options.out,
+        )
 
     def build_one(self, item: Rendered) -> TargetResult:
         target = item.target
         log = self.options.out / "logs" / f"{target.id}.log"
-        result = TargetResult(target.id, target.vendor, target.pair, [target.tags[0]], log=str(log),
-                              compression=target.compression if self.builder.keeps_compression else "gzip (the classic image store's push)")
+        result = TargetResult(
+            target.id,
+            target.vendor,
+            target.pair,
+            [target.tags[0]],
+            log=str(log),
+            compression=target.compression if self.builder.keeps_compression else "gzip (the classic image store's push)",
+        )
         if self.cancel.is_set():
             result.status = BuildStatus.NOT_STARTED
             return result
         self.display.started(target.id)
         started = time.monotonic()
         push_to = target.image_name if self.options.push and not self.builder.loads_into_engine else ""
-        outcome = buildx.run_build(self.builder, self._request(item, push_to=push_to), log,
-                                   lambda line: self.display.line(target.id, line), self.redact, self.cancel, self.environment,
-                                   within=self.options.out)
+        outcome = buildx.run_build(
+            self.builder,
+            self._request(item, push_to=push_to),
+            log,
+            lambda line: self.display.line(target.id, line),
+            self.redact,
+            self.cancel,
+            self.environment,
+            within=self.options.out,
+        )
         result.seconds = round(time.monotonic() - started, 2)
         if outcome.returncode == 0 and outcome.digest:
             result.digest = outcome.digest
@@ -317,8 +350,12 @@ class BuildRunner:
             if push_to:  # built and pushed elsewhere: the smoke test runs the pushed digest here
                 self.display.step(target.id, f"pulling {target.image_name}@{outcome.digest} into the engine for its smoke test")
                 credentials = self.credentials
-                image = docker_sdk.pull_image(self.client, f"{target.image_name}@{outcome.digest}",
-                                          credentials.username if credentials else None, credentials.password if credentials else None)
+                image = docker_sdk.pull_image(
+                    self.client,
+                    f"{target.image_name}@{outcome.digest}",
+                    credentials.username if credentials else None,
+                    credentials.password if credentials else None,
+                )
             else:
                 image = docker_sdk.loaded_image(self.client, outcome.digest, outcome.image_id)
             self._test_and_tag(item, image, result)
@@ -352,20 +389,29 @@ class BuildRunner:
         verdicts = []
         for platform in target.platforms:
             self.display.step(target.id, f"smoke test ({platform})")
-            verdict = smoke_test(self.client, facts.image_id, self.options.gpu if platform == native else "skip", self.host,
-                                 self.options.smoke_timeout, platform=platform, proven=None if self.options.retest else self.proven)
+            verdict = smoke_test(
+                self.client,
+                facts.image_id,
+                self.options.gpu if platform == native else "skip",
+                self.host,
+                self.options.smoke_timeout,
+                platform=platform,
+                proven=None if self.options.retest else self.proven,
+            )
             if verdict.reused:
-                self.display.step(target.id, f"smoke test ({platform}): the same image passed before here; its report is "
-                                             "judged again (--retest runs the probe)" if verdict.passed else
-                                  f"smoke test ({platform}): the same image failed before here (--retest runs the probe again)")
+                self.display.step(
+                    target.id,
+                    f"smoke test ({platform}): the same image passed before here; its report is judged again (--retest runs the probe)"
+                    if verdict.passed
+                    else f"smoke test ({platform}): the same image failed before here (--retest runs the probe again)",
+                )
             verdicts.append(verdict)
         result.smoke = verdicts[0]
         result.platform_smoke = dict(zip(target.platforms, verdicts))
         failed = [f"{platform}: " + "; ".join(v.failures) for platform, v in zip(target.platforms, verdicts) if not v.passed]
         if failed:
             result.status = BuildStatus.FAILED
-            result.error = "smoke test failed: " + " | ".join(failed) if len(verdicts) > 1 else \
-                "smoke test failed: " + "; ".join(verdicts[0].failures)
+            result.error = "smoke test failed: " + " | ".join(failed) if len(verdicts) > 1 else "smoke test failed: " + "; ".join(verdicts[0].failures)
         else:
             docker_sdk.tag_image(self.client, facts.image_id, target.tags[0])  # a twin's floating tags wait for its pair
             result.status = BuildStatus.BUILT
@@ -380,8 +426,7 @@ class BuildRunner:
                 measured = docker_sdk.ImageBytes(recorded["layers"], recorded["filesystem"])
             result.layer_bytes, result.filesystem_bytes = measured.layers, measured.filesystem
             if measured.layers < measured.filesystem:  # impossible: a measurement bug, never a figure to report
-                raise RuntimeError(f"{target.id}: the image's layers hold fewer bytes ({measured.layers}) "
-                                   f"than its filesystem ({measured.filesystem})")
+                raise RuntimeError(f"{target.id}: the image's layers hold fewer bytes ({measured.layers}) than its filesystem ({measured.filesystem})")
 
     def _tag_pairs(self, rendered: tuple[Rendered, ...], results: list[TargetResult]) -> None:
         """A pair's floating tags go on its twins only when both were built and passed here."""
@@ -433,8 +478,8 @@ class BuildRunner:
         if not interrupted:
             results, interrupted = self._in_parallel(self.build_one, list(rendered))
         ordered = [
-            results.get(item.target.id) or TargetResult(item.target.id, item.target.vendor, item.target.pair,
-                                                         [item.target.tags[0]], status=BuildStatus.NOT_STARTED)
+            results.get(item.target.id)
+            or TargetResult(item.target.id, item.target.vendor, item.target.pair, [item.target.tags[0]], status=BuildStatus.NOT_STARTED)
             for item in rendered
         ]
         self._tag_pairs(rendered, ordered)
@@ -465,7 +510,11 @@ def preview_build(choices: Choices, registry_cache: bool = False) -> BuildPrevie
 
 
 def build_selection(
-    choices: Choices, options: BuildOptions, settings: IndexSettings, docker_cli: str | None, display: Display,
+    choices: Choices,
+    options: BuildOptions,
+    settings: IndexSettings,
+    docker_cli: str | None,
+    display: Display,
 ) -> tuple[BuildRun, str]:
     """`buildkit build`: render the selected targets, then build, test and tag them."""
     selection = select_targets(choices)
@@ -494,8 +543,7 @@ def build_targets(
         registry = rendered[0].target.registry if rendered else ""
         with buildx.registry_login(registry, credentials) as environment:
             host = read_host(compat, engine=docker_sdk.engine_facts(client))  # the smoke test gets GPUs as `run` hands them
-            runner = BuildRunner(client, builder, options, secrets, redact, display, host, compat.vendor_packages, environment,
-                                 credentials)
+            runner = BuildRunner(client, builder, options, secrets, redact, display, host, compat.vendor_packages, environment, credentials)
             run = runner.run(rendered)
             run.engine_host, run.host = engine_host, host
             return run, builder.describe()

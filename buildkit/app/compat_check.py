@@ -125,13 +125,25 @@ def _read_data(path: Path) -> tuple[str, Compat]:
         raise UserError(Problem("--data", f"cannot read {path} as compatibility data: {printable(str(error))}")) from None
     shape = _shape_problem(data)
     if shape:
-        raise UserError(Problem(str(path), f"{shape}: --data takes compatibility data, a file shaped like {SHIPPED_LABEL} "
-                                           "(to check a matrix, run `buildkit matrix validate --matrix FILE`)"))
+        raise UserError(
+            Problem(
+                str(path),
+                f"{shape}: --data takes compatibility data, a file shaped like {SHIPPED_LABEL} "
+                "(to check a matrix, run `buildkit matrix validate --matrix FILE`)",
+            )
+        )
     return text, compat_from_data(data)
 
 
-def check_compat(index_url: str | None = None, data_path: Path | None = None, write: bool = False, pypi_url: str | None = None,
-                 layout_indexes: Mapping[str, str] | None = None, deep: bool = False, matrix_path: Path | None = None) -> CheckOutcome:
+def check_compat(
+    index_url: str | None = None,
+    data_path: Path | None = None,
+    write: bool = False,
+    pypi_url: str | None = None,
+    layout_indexes: Mapping[str, str] | None = None,
+    deep: bool = False,
+    matrix_path: Path | None = None,
+) -> CheckOutcome:
     path = data_path or COMPAT_DATA
     text, compat = _read_data(path)
     layouts = _layouts_to_read(compat, layout_indexes or {})
@@ -153,8 +165,11 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
     labels = (f"a/{SHIPPED_LABEL}", f"b/{SHIPPED_LABEL}") if data_path is None else (str(path), str(path))
     diff = unified_diff(text, proposed, *labels)
     matrix = matrix_path or (default_matrix_path() if data_path is None else None)
-    matrix_text = (read_input(matrix, "--default-matrix", MAX_DATA_BYTES, "the default matrix kept in step with the data").decode("utf-8", "replace")
-                   if matrix and matrix.exists() else None)
+    matrix_text = (
+        read_input(matrix, "--default-matrix", MAX_DATA_BYTES, "the default matrix kept in step with the data").decode("utf-8", "replace")
+        if matrix and matrix.exists()
+        else None
+    )
     matrix_proposed = matrix_text
     after = compat_from_data(tomllib.loads(proposed)) if proposed != text else compat
     if matrix_text is not None and matrix is not None:
@@ -167,8 +182,18 @@ def check_compat(index_url: str | None = None, data_path: Path | None = None, wr
         if matrix is not None and matrix_proposed is not None and matrix_proposed != matrix_text:
             write_atomic(matrix, matrix_proposed.encode("utf-8"), "--default-matrix")
     unpaired = {name: pairing.unpaired for name, pairing in pypi_facts.pairings().items()} if pypi_facts else {}
-    return CheckOutcome(path, facts, differences, diff, written=write and bool(diff), read=tuple(read), unpaired=unpaired,
-                        matrix_path=matrix, amd=compare_amd(compat), pending=pending_facts(after, facts))
+    return CheckOutcome(
+        path,
+        facts,
+        differences,
+        diff,
+        written=write and bool(diff),
+        read=tuple(read),
+        unpaired=unpaired,
+        matrix_path=matrix,
+        amd=compare_amd(compat),
+        pending=pending_facts(after, facts),
+    )
 
 
 def _layouts_to_read(compat: Compat, requested: Mapping[str, str]) -> dict[str, str]:
@@ -193,15 +218,24 @@ def _read_wheel_indexes(compat: Compat, pytorch: WheelIndex | None, layouts: Map
     if pytorch is not None:
         folders = candidate_tags(compat, pytorch.root_folders())
         if len(folders) > MAX_FOLDERS:
-            raise WheelIndexError(Problem(pytorch.shown, f"{len(folders)} variant folders to read, more than the {MAX_FOLDERS} a "
-                                                         "wheel index can have (its root page lists them); is this a PyTorch "
-                                                         "wheel index? Pass --index URL"))
+            raise WheelIndexError(
+                Problem(
+                    pytorch.shown,
+                    f"{len(folders)} variant folders to read, more than the {MAX_FOLDERS} a "
+                    "wheel index can have (its root page lists them); is this a PyTorch "
+                    "wheel index? Pass --index URL",
+                )
+            )
         with ThreadPoolExecutor(pytorch.workers) as pool:
             pages = dict(zip(folders, pool.map(lambda folder: PackageIndex(f"{pytorch.url}/{folder}", pytorch).files("torch"), folders)))
         files = {folder: found for folder, found in pages.items() if found is not None}
         if not files:
-            raise WheelIndexError(Problem(pytorch.shown, f"none of {len(folders)} variant folders (cu126/torch/, rocm7.2/torch/, ...) "
-                                                       "has a torch page; is this a PyTorch wheel index?"))
+            raise WheelIndexError(
+                Problem(
+                    pytorch.shown,
+                    f"none of {len(folders)} variant folders (cu126/torch/, rocm7.2/torch/, ...) has a torch page; is this a PyTorch wheel index?",
+                )
+            )
     layout_pages = {}
     for name, url in layouts.items():
         reader = WheelIndex(url, option=f"--layout-index {name}=URL (or {name}=none)")
@@ -285,11 +319,13 @@ def _read_pypi(compat: Compat, reader: WheelIndex) -> tuple[PypiFacts, dict[str,
     by_name = {f.filename: f for found in listed.values() for f in found}
 
     def contents(release: Release) -> Release:
-        members = read_members(reader, by_name[release.wheel].url, lambda name: _is_metadata(name) or _is_version_module(name, release.project)
-                               or (release.project == "torch" and name == ARCH_TABLE_MODULE))
+        members = read_members(
+            reader,
+            by_name[release.wheel].url,
+            lambda name: _is_metadata(name) or _is_version_module(name, release.project) or (release.project == "torch" and name == ARCH_TABLE_MODULE),
+        )
         metadata = next((read_metadata(data.decode("utf-8", "replace")) for name, data in members.items() if _is_metadata(name)), None)
-        module = next((read_version_module(data.decode("utf-8", "replace")) for name, data in members.items()
-                       if _is_version_module(name, release.project)), {})
+        module = next((read_version_module(data.decode("utf-8", "replace")) for name, data in members.items() if _is_version_module(name, release.project)), {})
         table = None
         if ARCH_TABLE_MODULE in members:
             try:
@@ -313,8 +349,12 @@ def _releases(project: str, files: list[IndexFile], reader: WheelIndex, local: s
     found = releases(project, [PublishedFile(f.filename, f.uploaded, f.requires_python) for f in files], local=local)
     if len(found) > MAX_RELEASES:
         where = f" in {local}/" if local else ""
-        raise WheelIndexError(Problem(reader.shown, f"its {project} page{where} lists {len(found):,} releases, more than the "
-                                                    f"{MAX_RELEASES} a project has had; is this a package index?"))
+        raise WheelIndexError(
+            Problem(
+                reader.shown,
+                f"its {project} page{where} lists {len(found):,} releases, more than the {MAX_RELEASES} a project has had; is this a package index?",
+            )
+        )
     return found
 
 
@@ -326,8 +366,14 @@ def _is_version_module(name: str, project: str) -> bool:
     return name == f"{project}/version.py"
 
 
-def _read_code(compat: Compat, pytorch: WheelIndex | None, files: Mapping[str, list[IndexFile]], pypi: WheelIndex | None,
-               pypi_facts: PypiFacts | None, pypi_files: Mapping[str, IndexFile]) -> tuple[CodeFinding, ...]:
+def _read_code(
+    compat: Compat,
+    pytorch: WheelIndex | None,
+    files: Mapping[str, list[IndexFile]],
+    pypi: WheelIndex | None,
+    pypi_facts: PypiFacts | None,
+    pypi_files: Mapping[str, IndexFile],
+) -> tuple[CodeFinding, ...]:
     """The archs of the GPU code in the newest releases' wheels: each variant's on PyTorch's index, and PyPI's build."""
     minors = sorted(compat.torch, key=Version)[-DEEP_MINORS:]
     wanted: list[tuple[WheelIndex, str, str, str, IndexFile]] = []  # reader, release, backend, version, wheel
@@ -379,9 +425,14 @@ def _offload_bundle_archs(data: bytes, _vendor: Vendor) -> tuple[tuple[str, ...]
 _CODE_READERS = {"fatbin": _fatbin_archs, "offload-bundle": _offload_bundle_archs}  # by Vendor.gpu_code_format
 
 
-
-def _read_flags(compat: Compat, pytorch: WheelIndex | None, files: Mapping[str, list[IndexFile]], pypi: WheelIndex | None,
-                pypi_facts: PypiFacts | None, pypi_files: Mapping[str, IndexFile]) -> tuple[ArchReading, ...]:
+def _read_flags(
+    compat: Compat,
+    pytorch: WheelIndex | None,
+    files: Mapping[str, list[IndexFile]],
+    pypi: WheelIndex | None,
+    pypi_facts: PypiFacts | None,
+    pypi_files: Mapping[str, IndexFile],
+) -> tuple[ArchReading, ...]:
     """The arch flags of each build of the newest minors' newest releases: PyPI's build and each variant on
     PyTorch's index, on linux/amd64 and linux/arm64, newest minors first, at most MAX_FLAGS_READS libraries."""
     seen = {minor_of(v) for v in (pypi_facts.torch if pypi_facts else ())}
@@ -431,7 +482,7 @@ def _flags_of(reader: WheelIndex, wheel: IndexFile, what: tuple[str, str, str], 
         offset, size = elf_sections(data).get(".rodata", (0, 0))
         if offset + size > len(data):
             raise CodeObjectError("its .rodata runs past the end of the file")
-        archs = read_arch_flags(data[offset:offset + size], backend)
+        archs = read_arch_flags(data[offset : offset + size], backend)
     except (CodeObjectError, ArchTableError) as error:
         raise WheelIndexError(Problem(reader.shown, f"{wheel.filename}: {ARCH_FLAGS_LIBRARY}: {error}")) from None
     finally:

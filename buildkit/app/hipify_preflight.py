@@ -48,8 +48,13 @@ def preflight(options: PreflightOptions) -> HipifyReport:
             raise UserError(f"--offload-arch: unknown gfx target {arch!r}; known: {', '.join(known)}")
         if grammar.rocm_arch(arch):
             raise UserError(f"--offload-arch: expected a gfx target such as gfx942, got {arch!r}")
-    compile_only = {"--toolchain-image": options.toolchain_image, "--include-dir": options.include_dirs, "--hipcc-flags": options.hipcc_flags,
-                    "--cxx-flags": options.cxx_flags, "--keep-objects": options.keep_objects}
+    compile_only = {
+        "--toolchain-image": options.toolchain_image,
+        "--include-dir": options.include_dirs,
+        "--hipcc-flags": options.hipcc_flags,
+        "--cxx-flags": options.cxx_flags,
+        "--keep-objects": options.keep_objects,
+    }
     for option, value in compile_only.items():
         if value and not options.compile_check:
             raise UserError(Problem(option, "only applies to --compile-check"))
@@ -79,8 +84,9 @@ def preflight(options: PreflightOptions) -> HipifyReport:
     report = run_hipify(source, out, macros)
     report.build_flags = project.described()  # what setup.py gave the macros, and what of it was not read or not used
     if options.compile_check:
-        report = compile_check(report, arch, known, hipcc, build, project, options.include_dirs,
-                               options.keep_objects.resolve() if options.keep_objects else None)
+        report = compile_check(
+            report, arch, known, hipcc, build, project, options.include_dirs, options.keep_objects.resolve() if options.keep_objects else None
+        )
     if options.json:
         document = asdict(report) | {"passed": report.passed, "failures": report.failures}
         write_atomic(options.json, (json.dumps(document, indent=2) + "\n").encode("utf-8"), "--json")
@@ -119,5 +125,9 @@ def _check_include_dirs(source: Path, include_dirs: tuple[str, ...]) -> None:
     for folder in include_dirs:
         relative = PurePosixPath(folder)
         if relative.is_absolute() or ".." in relative.parts or not (source / relative).is_dir():
-            raise UserError(Problem("--include-dir", f"{folder!r} is not a folder inside {source}: give the tree's own include "
-                                    "folders relative to it (their hipified copies are what compiles)"))
+            raise UserError(
+                Problem(
+                    "--include-dir",
+                    f"{folder!r} is not a folder inside {source}: give the tree's own include folders relative to it (their hipified copies are what compiles)",
+                )
+            )

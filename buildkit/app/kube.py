@@ -43,8 +43,7 @@ def pair_targets(targets: tuple[Target, ...], subject: str) -> tuple[Target, ...
     if named is None:
         keys = sorted({t.pair for t in targets if t.pair})
         shown = ", ".join(keys[:5]) + (f" (and {len(keys) - 5} more)" if len(keys) > 5 else "")
-        raise UserError(Problem(printable(subject), f"not a pair key or an image of the matrix; pair keys: {shown or 'none'} "
-                                                    "(`buildkit plan` lists them)"))
+        raise UserError(Problem(printable(subject), f"not a pair key or an image of the matrix; pair keys: {shown or 'none'} (`buildkit plan` lists them)"))
     return tuple(t for t in targets if t.pair == named.pair) if named.pair else (named,)
 
 
@@ -62,8 +61,9 @@ def _published(target: Target, lookup: Lookup, registries: dict[str, Registry], 
         if reference.registry not in registries:
             credentials = load_credentials(reference.registry, lookup.auth_file)
             # one short try: a digest lookup must not hold up manifests that can name the tag instead
-            registries[reference.registry] = Registry(reference.registry, credentials, insecure=True if lookup.insecure else None,
-                                                      timeout=15, retries=1, budget=60)
+            registries[reference.registry] = Registry(
+                reference.registry, credentials, insecure=True if lookup.insecure else None, timeout=15, retries=1, budget=60
+            )
         digest = registries[reference.registry].head_manifest(reference.repository, reference.tag)
     except UserError as error:  # RegistryError among them: unreachable, refused, malformed
         why = f"{reference.registry} could not be asked for their digests ({textwrap.shorten(printable(str(error), None), 300, placeholder=' …')})"

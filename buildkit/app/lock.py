@@ -63,10 +63,15 @@ def lock_matrix(matrix_path: Path | None, package_index: str | None = None, inse
     The bundled matrix (`matrix_path` None) has no lock: its folder is the installed package, which is not
     the user's to write and which every other user of that installation reads."""
     if matrix_path is None:
-        raise UserError(Problem("matrix.lock", "the matrix bundled with buildkit has no lock: matrix.lock is written beside "
-                                               "the matrix it locks, and the bundled one lives inside the installed package. "
-                                               "Lock your own matrix: a matrix.toml with `extends = \"default\"` in this folder, "
-                                               "or --matrix FILE"))
+        raise UserError(
+            Problem(
+                "matrix.lock",
+                "the matrix bundled with buildkit has no lock: matrix.lock is written beside "
+                "the matrix it locks, and the bundled one lives inside the installed package. "
+                'Lock your own matrix: a matrix.toml with `extends = "default"` in this folder, '
+                "or --matrix FILE",
+            )
+        )
     matrix = load_matrix(matrix_path, use_lock=False)
     targets = expand(matrix).targets
     references = sorted({t.base_image for t in targets} | {t.builder_image for t in targets if t.builder_image})
@@ -84,7 +89,8 @@ def lock_matrix(matrix_path: Path | None, package_index: str | None = None, inse
     path = lock_path(matrix_path)
     write_atomic(path, lock_text(lock, created_now()).encode(), "matrix.lock")
     return LockReport(
-        path, lock,
+        path,
+        lock,
         tuple(r for r in bases if previous.bases.get(r) != bases[r]),
         tuple(p for p in packages if previous.packages.get(p) != packages[p]),
     )

@@ -41,7 +41,8 @@ def resolve(path: Path | None) -> ResolvedMatrix:
         if file not in files:
             files.append(file)
     return ResolvedMatrix(
-        tuple(layer.path for layer in layers), data,
+        tuple(layer.path for layer in layers),
+        data,
         {key: file for key, file in merged.key_origin.items() if key != "extends"},
         {index: tuple(files) for index, files in stack_origins.items()},
     )

@@ -115,8 +115,7 @@ def _prune(registry: Registry, deletion: Deletion, item: Rendered, keep: int) ->
 def _push(client: docker.DockerClient, reference: str, credentials: Credentials | None) -> str:
     """Push the immutable tag; '' on success, else the error."""
     try:
-        docker_sdk.push_image(client, reference, credentials.username if credentials else None,
-                          credentials.password if credentials else None)
+        docker_sdk.push_image(client, reference, credentials.username if credentials else None, credentials.password if credentials else None)
     except UserError as error:
         return str(error)
     return ""
@@ -130,8 +129,14 @@ def _gpu_tested_here(verdict: Verdict | None, identity: ImageIdentity | None) ->
 
 
 def publish_selection(
-    choices: Choices, options: PublishOptions, build_options: BuildOptions, settings: IndexSettings, docker_cli: str | None,
-    display: Display, auth_file: Path | None = None, insecure: bool = False,
+    choices: Choices,
+    options: PublishOptions,
+    build_options: BuildOptions,
+    settings: IndexSettings,
+    docker_cli: str | None,
+    display: Display,
+    auth_file: Path | None = None,
+    insecure: bool = False,
 ) -> PublishRun:
     """`buildkit publish`: check the inputs and the registry's credentials before anything is built."""
     date = options.date or today_utc()
@@ -147,11 +152,9 @@ def publish_selection(
     credentials = load_credentials(host, auth_file)
     registry = Registry(host, credentials, insecure=True if insecure else None)
     # Publishing pushes: a builder outside the engine pushes by digest, and provenance goes with the image.
-    stamped = replace(build_options, created=created_now(), revision=matrix_revision(choices.matrix), push=True,
-                      provenance=options.provenance)
+    stamped = replace(build_options, created=created_now(), revision=matrix_revision(choices.matrix), push=True, provenance=options.provenance)
     cosign = supply_chain_client(host, credentials, insecure) if options.signer or options.trust else None
-    return publish(rendered, replace(options, date=date), stamped, settings, docker_cli, display, selection.matrix.compat, registry,
-                   credentials, cosign)
+    return publish(rendered, replace(options, date=date), stamped, settings, docker_cli, display, selection.matrix.compat, registry, credentials, cosign)
 
 
 def publish(
@@ -177,8 +180,11 @@ def publish(
         status = decisions.initial_outcome(item.fingerprint, state, build=not options.require_published)
         outcomes[target_id] = TargetOutcome(target_id, item.target.pair, status, digest=state.digest if state is not None and status.good else "")
         if status is Outcome.MISSING:
-            outcomes[target_id].error = ("the registry holds an image of another fingerprint: its build job did not publish this one"
-                                         if state else "not in the registry: its build job did not publish it")
+            outcomes[target_id].error = (
+                "the registry holds an image of another fingerprint: its build job did not publish this one"
+                if state
+                else "not in the registry: its build job did not publish it"
+            )
     if options.dry_run:
         return PublishRun(list(outcomes.values()), {}, requests=registry.requests, seconds=time.monotonic() - started)
 
@@ -216,8 +222,15 @@ def publish(
         deletion = deletion_for(registry)
         for item in rendered:
             deleted += _prune(registry, deletion, item, options.keep)
-    return PublishRun([outcomes[item.target.id] for item in rendered], {**plan.pairs}, deleted, registry.requests,
-                      time.monotonic() - started, held=dict(plan.held), gpu_gate=options.gpu_gate)
+    return PublishRun(
+        [outcomes[item.target.id] for item in rendered],
+        {**plan.pairs},
+        deleted,
+        registry.requests,
+        time.monotonic() - started,
+        held=dict(plan.held),
+        gpu_gate=options.gpu_gate,
+    )
 
 
 def _publish_built(registry: Registry, client: docker.DockerClient, item: Rendered, result: TargetResult, credentials: Credentials | None) -> str:
@@ -230,8 +243,9 @@ def _publish_built(registry: Registry, client: docker.DockerClient, item: Render
     return _push(client, target.tags[0], credentials)
 
 
-def _sign_and_attest(cosign: Cosign, signer: Signer, client: docker.DockerClient, item: Rendered, result: TargetResult, digest: str,
-                     host: HostFacts | None, gpu_mode: str) -> str:
+def _sign_and_attest(
+    cosign: Cosign, signer: Signer, client: docker.DockerClient, item: Rendered, result: TargetResult, digest: str, host: HostFacts | None, gpu_mode: str
+) -> str:
     """Signature, SBOM and the smoke test's record on the pushed digest; '' on success, else the error."""
     pushed = f"{item.target.image_name}@{digest}"
     identity = ImageIdentity.read(item.labels)
@@ -247,8 +261,9 @@ def _sign_and_attest(cosign: Cosign, signer: Signer, client: docker.DockerClient
     return ""
 
 
-def _gpu_tests(options: PublishOptions, cosign: Cosign | None, by_id: dict[str, Rendered], outcomes: dict[str, TargetOutcome],
-               verdicts: dict[str, Verdict | None]) -> dict[str, bool]:
+def _gpu_tests(
+    options: PublishOptions, cosign: Cosign | None, by_id: dict[str, Rendered], outcomes: dict[str, TargetOutcome], verdicts: dict[str, Verdict | None]
+) -> dict[str, bool]:
     """Per good target: a passing GPU test of its vendor, from this run's smoke test, else from a signed
     attestation the trust accepts (images published earlier, e.g. by the nightly's GPU build jobs)."""
     tested: dict[str, bool] = {}

@@ -38,7 +38,12 @@ def _require_image(client: docker.DockerClient, image: str) -> ImageFacts:
 
 
 def smoke_test(
-    client: docker.DockerClient, image: str, mode: str, host: HostFacts, timeout: int = DEFAULT_TIMEOUT, platform: str | None = None,
+    client: docker.DockerClient,
+    image: str,
+    mode: str,
+    host: HostFacts,
+    timeout: int = DEFAULT_TIMEOUT,
+    platform: str | None = None,
     proven: ProvenImages | None = None,
 ) -> Verdict:
     """The smoke test of one image (of one platform of it; an emulated platform runs with --gpu skip). With

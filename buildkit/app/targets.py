@@ -34,8 +34,22 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
 __all__ = [
-    "LOCAL_MATRIX", "MATRIX_ENV", "MOST_PARTS", "PARALLEL_FROM", "Choices", "MatrixFile", "PlannedImage", "Selection", "SourceOptions",
-    "find_matrix", "github_matrix", "plan_json", "records_that_last", "select_targets", "target_json", "validate_selection",
+    "LOCAL_MATRIX",
+    "MATRIX_ENV",
+    "MOST_PARTS",
+    "PARALLEL_FROM",
+    "Choices",
+    "MatrixFile",
+    "PlannedImage",
+    "Selection",
+    "SourceOptions",
+    "find_matrix",
+    "github_matrix",
+    "plan_json",
+    "records_that_last",
+    "select_targets",
+    "target_json",
+    "validate_selection",
 ]
 
 MATRIX_ENV = "BUILDKIT_MATRIX"
@@ -54,8 +68,7 @@ class MatrixFile:
         """What stderr says when the bundled matrix is used, so a user who expected their own sees why."""
         if self.path is not None:
             return ""
-        return (f"using the matrix bundled with buildkit ({default_matrix_path()}): no --matrix, no ${MATRIX_ENV} "
-                f"and no {LOCAL_MATRIX} in this folder")
+        return f"using the matrix bundled with buildkit ({default_matrix_path()}): no --matrix, no ${MATRIX_ENV} and no {LOCAL_MATRIX} in this folder"
 
 
 def find_matrix(option: Path | None) -> MatrixFile:
@@ -188,8 +201,7 @@ def _select_targets(choices: Choices, rendering: bool) -> Selection:
     if choices.channel is not None:
         matrix = replace(matrix, stacks=tuple(replace(stack, channel=choices.channel) for stack in matrix.stacks))
     # the marker that shape renders print holes with is drawn at random, so no template or matrix value can hold it
-    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat, TemplateWorker(),
-                        marker="\ue000" + secrets.token_hex(16))
+    renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat, TemplateWorker(), marker="\ue000" + secrets.token_hex(16))
     if rendering:
         renderer.prepare()
     source = choices.source
@@ -206,11 +218,16 @@ def _select_targets(choices: Choices, rendering: bool) -> Selection:
         raise UserError(Problem("--platform", f"expected {grammar.platform(bad[0])}, got {bad[0]!r}"))
     targets, left_out = choose_platforms(targets, choices.platforms)
     if not targets and choices.platforms:
-        raise UserError(Problem("--platform", f"{', '.join(choices.platforms)} leaves no target: the selected targets' wheels "
-                                              "exist for other platforms (ROCm wheels are linux/amd64 only)"))
+        raise UserError(
+            Problem(
+                "--platform",
+                f"{', '.join(choices.platforms)} leaves no target: the selected targets' wheels exist for other platforms (ROCm wheels are linux/amd64 only)",
+            )
+        )
     if not targets:
-        raise UserError(Problem("--gpu-arch", f"{', '.join(source.gpu_archs)} leaves no target: no selected family image "
-                                              "carries it (see the notes of `buildkit plan`)"))
+        raise UserError(
+            Problem("--gpu-arch", f"{', '.join(source.gpu_archs)} leaves no target: no selected family image carries it (see the notes of `buildkit plan`)")
+        )
     return Selection(matrix, targets, (*plan.notes, *narrowed_out, *left_out), renderer)
 
 
@@ -333,8 +350,10 @@ def plan_json(planned: Iterable[PlannedImage]) -> Iterator[dict[str, object]]:
     layers = [keys.of(item) for item in items]
     held = holders(layers)
     for item, own in zip(items, layers):
-        yield {**target_json(item), "layers": [{"name": layer.name, "key": layer.key, "python_neutral": layer.python_neutral,
-                                                "shared_by": held[layer.key] - 1} for layer in own]}
+        yield {
+            **target_json(item),
+            "layers": [{"name": layer.name, "key": layer.key, "python_neutral": layer.python_neutral, "shared_by": held[layer.key] - 1} for layer in own],
+        }
 
 
 def github_matrix(planned: tuple[PlannedImage, ...]) -> dict[str, object]:

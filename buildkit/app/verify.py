@@ -43,8 +43,20 @@ if TYPE_CHECKING:
     from buildkit.core.release.judge import Verdict
 
 __all__ = [
-    "RegistryAccess", "Signer", "Trust", "Verification", "attach_sbom", "attest_gpu", "gpu_attestation", "image_sbom",
-    "published_facts", "sign", "signer_of", "supply_chain_client", "trust_of", "verify_image",
+    "RegistryAccess",
+    "Signer",
+    "Trust",
+    "Verification",
+    "attach_sbom",
+    "attest_gpu",
+    "gpu_attestation",
+    "image_sbom",
+    "published_facts",
+    "sign",
+    "signer_of",
+    "supply_chain_client",
+    "trust_of",
+    "verify_image",
 ]
 
 
@@ -88,8 +100,7 @@ def signer_of(key: str | None, keyless: bool) -> Signer | None:
     return Signer(key=key) if key else Signer() if keyless else None
 
 
-def trust_of(key: str | None, identity: str | None, issuer: str | None, transparency_log: bool = False,
-             required: bool = True) -> Trust | None:
+def trust_of(key: str | None, identity: str | None, issuer: str | None, transparency_log: bool = False, required: bool = True) -> Trust | None:
     """The trust the options name: a public key, or a keyless identity with its issuer; exactly one
     (none: None, where the command allows it)."""
     if key and (identity or issuer):
@@ -103,8 +114,13 @@ def trust_of(key: str | None, identity: str | None, issuer: str | None, transpar
         raise UserError(Problem(missing, "keyless verification needs both --certificate-identity and --certificate-oidc-issuer"))
     if not required:
         return None
-    raise UserError(Problem("--key", "say whose signature counts: --key cosign.pub (or a KMS URI), or --certificate-identity "
-                                     "and --certificate-oidc-issuer for images signed keyless in CI"))
+    raise UserError(
+        Problem(
+            "--key",
+            "say whose signature counts: --key cosign.pub (or a KMS URI), or --certificate-identity "
+            "and --certificate-oidc-issuer for images signed keyless in CI",
+        )
+    )
 
 
 def _registry_reference(image: str) -> ImageReference:
@@ -112,8 +128,9 @@ def _registry_reference(image: str) -> ImageReference:
     if reference is None:
         raise UserError(Problem(image, "not an image reference; expected REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]"))
     if not reference.registry:
-        raise UserError(Problem(image, "name the registry the image was published to, e.g. ghcr.io/team/pytorch:TAG "
-                                       "(signatures and attestations live in the registry)"))
+        raise UserError(
+            Problem(image, "name the registry the image was published to, e.g. ghcr.io/team/pytorch:TAG (signatures and attestations live in the registry)")
+        )
     return reference
 
 
@@ -158,12 +175,10 @@ def runner_name(environ: Mapping[str, str] | None = None) -> str:
 
 def smoke_run(host: HostFacts, vendor: str, gpu_mode: str) -> SmokeRun:
     """Where and when a smoke test ran here: now, this runner, the vendor's driver and GPU models."""
-    return SmokeRun(created_now(), runner_name(), gpu_mode, host_driver(host, vendor),
-                   tuple(gpu.name for gpu in host.gpus_of(vendor)))
+    return SmokeRun(created_now(), runner_name(), gpu_mode, host_driver(host, vendor), tuple(gpu.name for gpu in host.gpus_of(vendor)))
 
 
-def attest_gpu(cosign: Cosign, pushed: str, verdict: Verdict, identity: ImageIdentity, host: HostFacts, gpu_mode: str,
-               signer: Signer) -> dict[str, Any]:
+def attest_gpu(cosign: Cosign, pushed: str, verdict: Verdict, identity: ImageIdentity, host: HostFacts, gpu_mode: str, signer: Signer) -> dict[str, Any]:
     """Attach the smoke test's verdict to the pushed digest as a signed GPU test attestation. A failing or
     CPU-only verdict is attached as it is: the record is honest, and gpu_attestation will not accept it."""
     predicate = gpu_predicate(verdict, identity, smoke_run(host, identity.vendor.name, gpu_mode))
@@ -224,9 +239,16 @@ def verify_image(image: str, trust: Trust | None, tested_arch: str | None = None
             facts.append(Fact("gpu test", False, gpu.missing))
         else:
             facts.append(Fact("gpu test", False, f"no passing test on {scope}: " + "; ".join(dict.fromkeys(reasons))))
-    return Verification(pinned, identity, tuple(facts), tuple(passing), provenance, verified=trust is not None,
-                        created=held.labels.get(CREATED, "") if held else "",
-                        layers=pushed_layers(held.manifest, held.config) if held else ())
+    return Verification(
+        pinned,
+        identity,
+        tuple(facts),
+        tuple(passing),
+        provenance,
+        verified=trust is not None,
+        created=held.labels.get(CREATED, "") if held else "",
+        layers=pushed_layers(held.manifest, held.config) if held else (),
+    )
 
 
 def published_facts(image: str, trust: Trust | None = None, access: RegistryAccess = RegistryAccess()) -> tuple[Verification | None, str]:
@@ -253,8 +275,7 @@ def _provenance_fact(provenance: Provenance | None, identity: ImageIdentity | No
     if provenance is None:
         return Fact("provenance", False, "no SLSA provenance in the image index (build with --provenance=mode=max and push the index)")
     if identity and identity.fingerprint and provenance.fingerprint and provenance.fingerprint != identity.fingerprint:
-        return Fact("provenance", False, f"provenance records fingerprint {provenance.fingerprint[:12]}, "
-                                         f"the image's label says {identity.fingerprint[:12]}")
+        return Fact("provenance", False, f"provenance records fingerprint {provenance.fingerprint[:12]}, the image's label says {identity.fingerprint[:12]}")
     return Fact("provenance", True, provenance.summary())
 
 
@@ -298,8 +319,9 @@ def image_sbom(image: str, trust: Trust | None, local: bool, access: RegistryAcc
         raise SbomMissing(Problem(pinned, f"{found.missing or 'no CycloneDX SBOM attached'}; generate one from a local copy with --local"))
     if trust:
         return SbomResult(documents[-1], f"attestation on {pinned}, signature verified with {trust.describe()}")
-    return SbomResult(documents[-1], f"attestation on {pinned}",
-                      ("its signature was NOT checked: give --key or --certificate-identity/--certificate-oidc-issuer",))
+    return SbomResult(
+        documents[-1], f"attestation on {pinned}", ("its signature was NOT checked: give --key or --certificate-identity/--certificate-oidc-issuer",)
+    )
 
 
 class SbomMissing(UserError):

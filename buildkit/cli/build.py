@@ -37,18 +37,17 @@ def add_build(commands: Commands) -> None:
     add_selection(build, source=True)
     add_build_options(build)
     build.add_argument("--report", type=Path, help="JSON report path (default: OUT/report.json; Markdown next to it)")
-    build.add_argument("--registry-cache", action="store_true",
-                       help="read and write the registry build cache (REPOSITORY/buildcache), as publish does")
-    build.add_argument("--dry-run", action="store_true",
-                       help="say what would be built (targets, tags, platforms, fingerprints, cache), offline: no engine, no registry")
+    build.add_argument("--registry-cache", action="store_true", help="read and write the registry build cache (REPOSITORY/buildcache), as publish does")
+    build.add_argument(
+        "--dry-run", action="store_true", help="say what would be built (targets, tags, platforms, fingerprints, cache), offline: no engine, no registry"
+    )
     build.add_argument("--format", choices=views.DRY_RUN_FORMATS, help="with --dry-run: table (default) or json")
 
 
 def add_lock(commands: Commands) -> None:
     lock = command(commands, "lock", run_lock, help="pin the matrix's base images (digests) and package ranges (versions) in matrix.lock")
     add_matrix(lock, help=f"{MATRIX_HELP}; matrix.lock goes beside it")
-    lock.add_argument("--package-index", metavar="URL",
-                      help="simple index to resolve package ranges on (default: the one pip install uses here)")
+    lock.add_argument("--package-index", metavar="URL", help="simple index to resolve package ranges on (default: the one pip install uses here)")
     lock.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the base images' registries")
 
 
@@ -63,27 +62,37 @@ def add_publish(commands: Commands) -> None:
     publish.add_argument("--date", help="the nightly's date, YYYYMMDD (default: today, UTC)")
     publish.add_argument("--keep", type=positive, help="keep the newest N nightly date tags per target, delete older ones this tool created")
     publish.add_argument("--dry-run", action="store_true", help="say what would be built and skipped; build and push nothing")
-    publish.add_argument("--no-registry-cache", dest="registry_cache", action="store_false",
-                         help="do not read or write the registry build cache")
-    publish.add_argument("--refresh", action="store_true",
-                         help="resolve base images and package ranges again first (buildkit lock): an updated base rebuilds "
-                              "exactly the images built on it (what the nightly runs)")
-    publish.add_argument("--package-index", metavar="URL",
-                         help="with --refresh: simple index for package ranges (default: the one pip install uses here)")
-    publish.add_argument("--require-published", action="store_true",
-                         help="build nothing: move tags only for images already published with this fingerprint (and, with "
-                              "the GPU gate, a passing GPU test); fail for any that is not (the nightly's tag job)")
-    publish.add_argument("--gpu-gate", choices=("on", "off"), default="on",
-                         help="on (default): floating tags move only for images with a passing GPU test of their vendor, "
-                              "run here or attested and signed; off: without one (CPU-only publishing)")
-    publish.add_argument("--sign", metavar="KEY", help="sign each pushed digest and attach its SBOM and GPU test, signed with "
-                                                       "this cosign key (file or KMS URI; password in $COSIGN_PASSWORD)")
+    publish.add_argument("--no-registry-cache", dest="registry_cache", action="store_false", help="do not read or write the registry build cache")
+    publish.add_argument(
+        "--refresh",
+        action="store_true",
+        help="resolve base images and package ranges again first (buildkit lock): an updated base rebuilds "
+        "exactly the images built on it (what the nightly runs)",
+    )
+    publish.add_argument("--package-index", metavar="URL", help="with --refresh: simple index for package ranges (default: the one pip install uses here)")
+    publish.add_argument(
+        "--require-published",
+        action="store_true",
+        help="build nothing: move tags only for images already published with this fingerprint (and, with "
+        "the GPU gate, a passing GPU test); fail for any that is not (the nightly's tag job)",
+    )
+    publish.add_argument(
+        "--gpu-gate",
+        choices=("on", "off"),
+        default="on",
+        help="on (default): floating tags move only for images with a passing GPU test of their vendor, "
+        "run here or attested and signed; off: without one (CPU-only publishing)",
+    )
+    publish.add_argument(
+        "--sign",
+        metavar="KEY",
+        help="sign each pushed digest and attach its SBOM and GPU test, signed with this cosign key (file or KMS URI; password in $COSIGN_PASSWORD)",
+    )
     publish.add_argument("--keyless", action="store_true", help="sign keyless (the CI job's OIDC identity, e.g. GitHub Actions)")
     publish.add_argument("--verify-key", metavar="PUB", help="public key whose GPU test attestations count (images not tested in this run)")
     publish.add_argument("--certificate-identity", help="keyless signer whose GPU test attestations count")
     publish.add_argument("--certificate-oidc-issuer", help="the OIDC issuer of --certificate-identity")
-    publish.add_argument("--no-provenance", dest="provenance", action="store_false",
-                         help="push without BuildKit's SLSA provenance attestation")
+    publish.add_argument("--no-provenance", dest="provenance", action="store_false", help="push without BuildKit's SLSA provenance attestation")
     publish.add_argument("--report", type=Path, help="JSON report path (default: OUT/publish.json; Markdown next to it)")
 
 
@@ -147,9 +156,16 @@ def run_publish(call: Invocation) -> int:
     choices = selection(call, platforms=tuple(args.platform), compression=args.compression, registry=args.registry, channel=args.channel)
     options, settings = build_settings(call)
     publish_options = PublishOptions(
-        nightly=args.nightly, date=args.date or "", keep=args.keep, dry_run=args.dry_run, require_published=args.require_published,
-        refresh=args.refresh, package_index=args.package_index, provenance=args.provenance,
-        gpu_gate=args.gpu_gate == "on", signer=signer_of(args.sign, args.keyless),
+        nightly=args.nightly,
+        date=args.date or "",
+        keep=args.keep,
+        dry_run=args.dry_run,
+        require_published=args.require_published,
+        refresh=args.refresh,
+        package_index=args.package_index,
+        provenance=args.provenance,
+        gpu_gate=args.gpu_gate == "on",
+        signer=signer_of(args.sign, args.keyless),
         trust=trust_of(args.verify_key, args.certificate_identity, args.certificate_oidc_issuer, required=False),
     )
     shown = display(call.err)

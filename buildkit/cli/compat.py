@@ -14,20 +14,30 @@ def add_compat(commands: Commands) -> None:
     compat = command(commands, "compat", None, help="work with the compatibility data")
     compat_commands = compat.add_subparsers(dest="compat_command", required=True, metavar="SUBCOMMAND")
     check = command(
-        compat_commands, "check", run_check,
+        compat_commands,
+        "check",
+        run_check,
         help=f"compare the compatibility data with what PyPI and the wheel indexes publish; exit {EXIT_DIFFERS} when they differ, "
-             f"{EXIT_FAILED} when an index cannot be read",
+        f"{EXIT_FAILED} when an index cannot be read",
     )
     check.add_argument("--index", metavar="URL|none", help="PyTorch's wheel index (default: the data's [wheel_index] url); none leaves it out")
-    check.add_argument("--pypi", metavar="URL|none",
-                       help="the package index for torch's, torchvision's and torchaudio's releases (default: the one pip uses); none leaves it out")
-    check.add_argument("--layout-index", action="append", default=[], metavar="LAYOUT=URL|none",
-                       help="the index of a thin-ROCm layout with one of its own (default: the data's, for the layouts in use)")
-    check.add_argument("--deep", action="store_true",
-                       help="also read the newest releases' GPU libraries for the archs their code carries (downloads them)")
+    check.add_argument(
+        "--pypi",
+        metavar="URL|none",
+        help="the package index for torch's, torchvision's and torchaudio's releases (default: the one pip uses); none leaves it out",
+    )
+    check.add_argument(
+        "--layout-index",
+        action="append",
+        default=[],
+        metavar="LAYOUT=URL|none",
+        help="the index of a thin-ROCm layout with one of its own (default: the data's, for the layouts in use)",
+    )
+    check.add_argument("--deep", action="store_true", help="also read the newest releases' GPU libraries for the archs their code carries (downloads them)")
     check.add_argument("--data", type=Path, metavar="PATH", help="compatibility data file (default: the one shipped with buildkit)")
-    check.add_argument("--default-matrix", type=Path, metavar="PATH",
-                       help="the matrix to keep in step (default: the shipped default matrix, when --data is the shipped data)")
+    check.add_argument(
+        "--default-matrix", type=Path, metavar="PATH", help="the matrix to keep in step (default: the shipped default matrix, when --data is the shipped data)"
+    )
     check.add_argument("--write", action="store_true", help="apply the proposed change to the data file and the matrix (exit 0 once it agrees)")
     check.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
 
@@ -47,8 +57,15 @@ def run_check(call: Invocation) -> int:
     from buildkit.ui.compat import compat_json, compat_markdown
 
     args = call.args
-    outcome = check_compat(args.index, args.data, args.write, pypi_url=args.pypi, layout_indexes=_layout_indexes(args.layout_index),
-                           deep=args.deep, matrix_path=args.default_matrix)
+    outcome = check_compat(
+        args.index,
+        args.data,
+        args.write,
+        pypi_url=args.pypi,
+        layout_indexes=_layout_indexes(args.layout_index),
+        deep=args.deep,
+        matrix_path=args.default_matrix,
+    )
     if args.json:
         views.print_json(compat_json(outcome))
     else:

@@ -9,8 +9,7 @@ from buildkit.ui.completion import SHELLS
 
 
 def add_completion(commands: Commands) -> None:
-    completion = command(commands, "completion", run_completion,
-                         help="print a shell completion script: eval or source it from your shell's start-up file")
+    completion = command(commands, "completion", run_completion, help="print a shell completion script: eval or source it from your shell's start-up file")
     completion.add_argument("shell", choices=SHELLS, help=", ".join(SHELLS))
 
 

@@ -30,8 +30,9 @@ def add_detect(commands: Commands) -> None:
 
 
 def add_run(commands: Commands) -> None:
-    run = command(commands, "run", run_run, help="run the image that fits this host's GPU, with the right flags",
-                  usage="buildkit run [IMAGE] [options] [-- CMD...]")
+    run = command(
+        commands, "run", run_run, help="run the image that fits this host's GPU, with the right flags", usage="buildkit run [IMAGE] [options] [-- CMD...]"
+    )
     run.add_argument("image", nargs="?", help="image to run (default: the matrix target that fits this host)")
     add_host_options(run)
     run.add_argument("--print", action="store_true", help="show the docker run command instead of running it")
@@ -45,13 +46,19 @@ def add_doctor(commands: Commands) -> None:
 
 
 def add_kube(commands: Commands) -> None:
-    kube = command(commands, "kube", run_kube, help="Kubernetes manifests for both twins of a pair: GPU resource, node affinity, non-root user",
-                   usage="buildkit kube PAIR [options] [-- CMD...]")
+    kube = command(
+        commands,
+        "kube",
+        run_kube,
+        help="Kubernetes manifests for both twins of a pair: GPU resource, node affinity, non-root user",
+        usage="buildkit kube PAIR [options] [-- CMD...]",
+    )
     kube.add_argument("pair", metavar="PAIR", help="a pair key (see `buildkit plan`) or a tag of one of its images")
     add_matrix(kube)
     kube.add_argument("--gpus", type=positive, default=1, help="GPUs per pod (default 1)")
-    kube.add_argument("--dra", action="store_true", help="claim GPUs through DRA ResourceClaimTemplates (Kubernetes 1.34+) "
-                                                         "instead of the device plugins' resources")
+    kube.add_argument(
+        "--dra", action="store_true", help="claim GPUs through DRA ResourceClaimTemplates (Kubernetes 1.34+) instead of the device plugins' resources"
+    )
     kube.add_argument("--name", default="pytorch", help="prefix of the objects' names (default: pytorch)")
     kube.add_argument("--by-tag", action="store_true", help="name images by tag; do not ask the registry for their digests")
     add_registry_access(kube)
@@ -86,8 +93,11 @@ def run_doctor(call: Invocation) -> int:
 
     report = routing.doctor(selection(call), call.args.image, host_choice(call))
     if report.host.engine is None:
-        views.say(call.err, "note: the container engine was not asked (not reachable, or --host-root describes another host; "
-                            "--engine names it), so its NVIDIA runtime and CDI support were not checked")
+        views.say(
+            call.err,
+            "note: the container engine was not asked (not reachable, or --host-root describes another host; "
+            "--engine names it), so its NVIDIA runtime and CDI support were not checked",
+        )
     if call.args.json:
         views.print_json(views.doctor_json(report))
     else:
@@ -106,5 +116,3 @@ def run_kube(call: Invocation) -> int:
     for note in result.manifests.notes:
         views.say(call.err, f"note: {note}")
     return EXIT_OK
-
-

@@ -46,8 +46,13 @@ def add_verify(commands: Commands) -> None:
     verify.add_argument("image", help="REGISTRY/REPOSITORY:TAG or @sha256:DIGEST")
     add_supply_chain_options(verify)
     verify.add_argument("--tested-arch", metavar="ARCH", help="also require that the GPU test ran on this arch (gfx942, sm_90 or 9.0)")
-    verify.add_argument("--gpu-arch", action=Renamed, renamed_to="--tested-arch", dest="renamed_gpu_arch",
-                        why="build's --gpu-arch narrows what an image compiles for; verify's names the arch a GPU test ran on")
+    verify.add_argument(
+        "--gpu-arch",
+        action=Renamed,
+        renamed_to="--tested-arch",
+        dest="renamed_gpu_arch",
+        why="build's --gpu-arch narrows what an image compiles for; verify's names the arch a GPU test ran on",
+    )
     verify.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
 

@@ -13,15 +13,19 @@ from buildkit.ui import views
 def add_matrix_commands(commands: Commands) -> None:
     matrix = command(commands, "matrix", None, help="work with matrix files")
     matrix_commands = matrix.add_subparsers(dest="matrix_command", required=True, metavar="SUBCOMMAND")
-    validate = command(matrix_commands, "validate", run_validate,
-                       help="check a matrix and render every template it uses: every problem, or a count of its targets")
+    validate = command(
+        matrix_commands, "validate", run_validate, help="check a matrix and render every template it uses: every problem, or a count of its targets"
+    )
     add_matrix(validate)
-    validate.add_argument("--format", choices=views.VALIDATE_FORMATS, default=views.VALIDATE_FORMATS[0],
-                          help="text (default), or github: problems as ::error annotations on their file and line")
+    validate.add_argument(
+        "--format",
+        choices=views.VALIDATE_FORMATS,
+        default=views.VALIDATE_FORMATS[0],
+        help="text (default), or github: problems as ::error annotations on their file and line",
+    )
     show = command(matrix_commands, "show", run_show, help="print the matrix as its `extends` chain resolves it, as TOML")
     add_matrix(show)
-    schema = command(matrix_commands, "schema", run_schema,
-                     help="print the JSON Schema of matrix files (for editors), or with --markdown the key reference")
+    schema = command(matrix_commands, "schema", run_schema, help="print the JSON Schema of matrix files (for editors), or with --markdown the key reference")
     schema.add_argument("--markdown", action="store_true", help="the reference tables of docs/matrix-reference.md instead")
 
 

@@ -66,8 +66,7 @@ class Renamed(argparse.Action):
         super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]  # add_argument's other keywords, passed on as given
         self.renamed_to, self.why = renamed_to, why
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option_string: str | None = None) -> None:
         parser.error(f"{option_string} is now {self.renamed_to} ({self.why}); write {self.renamed_to} {values or 'ARCH'}")
 
 
@@ -115,26 +114,46 @@ def matrix_path(call: Invocation) -> Path | None:
 def add_selection(parser: argparse.ArgumentParser, source: bool = False) -> None:
     add_matrix(parser)
     if source:
-        parser.add_argument("--gpu-arch", action="append", default=[], metavar="GFX",
-                            help="narrow ROCm targets to these gfx archs (repeatable); the source flavor compiles only these")
+        parser.add_argument(
+            "--gpu-arch",
+            action="append",
+            default=[],
+            metavar="GFX",
+            help="narrow ROCm targets to these gfx archs (repeatable); the source flavor compiles only these",
+        )
         parser.add_argument("--pytorch-src", type=Path, help="source flavor: compile this local PyTorch checkout (sent as the build context)")
         parser.add_argument("--max-jobs", type=positive, help="source flavor: compile jobs (default: one per 7 GB of the builder's memory)")
     parser.add_argument("--vendor", choices=VENDOR_CHOICES, default=ALL_VENDORS, help=f"{', '.join(VENDOR_CHOICES)} (default)")
     parser.add_argument(
-        "--select", action="append", default=[], metavar="KEY=GLOB",
+        "--select",
+        action="append",
+        default=[],
+        metavar="KEY=GLOB",
         help=f"keep targets whose KEY ({', '.join(SELECTOR_KEYS)}) matches GLOB; repeatable, all must match",
     )
 
 
-def selection(call: Invocation, *, source: bool = False, platforms: tuple[str, ...] = (), compression: str | None = None,
-              registry: str | None = None, channel: str | None = None) -> Choices:
+def selection(
+    call: Invocation,
+    *,
+    source: bool = False,
+    platforms: tuple[str, ...] = (),
+    compression: str | None = None,
+    registry: str | None = None,
+    channel: str | None = None,
+) -> Choices:
     """The Choices of a parser made with add_selection(source=`source`), with what other options of the command
     choose (--platform, --compression, publish's --registry and --channel)."""
     args = call.args
     return Choices(
-        matrix=matrix_path(call), vendor=args.vendor, selectors=tuple(args.select),
+        matrix=matrix_path(call),
+        vendor=args.vendor,
+        selectors=tuple(args.select),
         source=SourceOptions(tuple(args.gpu_arch), args.pytorch_src, args.max_jobs or 0) if source else SourceOptions(),
-        platforms=platforms, compression=compression, registry=registry, channel=channel,
+        platforms=platforms,
+        compression=compression,
+        registry=registry,
+        channel=channel,
     )
 
 
@@ -147,23 +166,29 @@ def add_build_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-fast", action="store_true", help="stop all builds at the first failure")
     parser.add_argument("--out", type=Path, default=Path("buildkit-out"), help="logs, build contexts, reports (default: buildkit-out)")
     parser.add_argument("--docker", help="docker CLI to build with (default: $BUILDKIT_DOCKER, else docker on PATH); it needs the buildx plugin")
-    parser.add_argument("--builder", help="buildx builder (docker-container, kubernetes, remote driver) or docker context "
-                                          "to build on (default: the current one)")
-    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
-                        help="build for this platform (repeatable; linux/amd64, linux/arm64): an image index per target, "
-                             "for the platforms its wheels exist for (default: linux/amd64)")
+    parser.add_argument(
+        "--builder", help="buildx builder (docker-container, kubernetes, remote driver) or docker context to build on (default: the current one)"
+    )
+    parser.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="OS/ARCH",
+        help="build for this platform (repeatable; linux/amd64, linux/arm64): an image index per target, "
+        "for the platforms its wheels exist for (default: linux/amd64)",
+    )
     parser.add_argument("--network", help="network mode for RUN steps, e.g. host (needed where pip reaches the network only from the host)")
     parser.add_argument("--pip-conf", type=Path, help="pip.conf for a private index, passed as a BuildKit secret")
     parser.add_argument("--index-url", help="pip index URL (credentials allowed), passed as a BuildKit secret")
     parser.add_argument("--extra-index-url", action="append", default=[], help="extra pip index URL (credentials allowed); repeatable")
     parser.add_argument("--ca-bundle", type=Path, help="CA bundle pip should trust, passed as a BuildKit secret")
-    parser.add_argument("--retest", action="store_true",
-                        help="smoke-test (and measure) every image again, even one this machine proved before with the same id")
-    parser.add_argument("--compression", choices=COMPRESSIONS,
-                        help="image layers: zstd (default; pulled by Docker 23 and newer) or gzip, for older engines")
-    parser.add_argument("--efficiency", action="store_true",
-                        help="also measure each image's layers against its filesystem (reads the image back: about a "
-                             "minute for 6 GB here)")
+    parser.add_argument(
+        "--retest", action="store_true", help="smoke-test (and measure) every image again, even one this machine proved before with the same id"
+    )
+    parser.add_argument("--compression", choices=COMPRESSIONS, help="image layers: zstd (default; pulled by Docker 23 and newer) or gzip, for older engines")
+    parser.add_argument(
+        "--efficiency", action="store_true", help="also measure each image's layers against its filesystem (reads the image back: about a minute for 6 GB here)"
+    )
     parser.add_argument("--gpu", choices=GPU_MODES, default=GPU_MODES[0], help=GPU_HELP)
 
 
@@ -174,9 +199,17 @@ def build_settings(call: Invocation, source_context: Path | None = None) -> tupl
 
     args = call.args
     options = BuildOptions(
-        out=args.out, jobs=args.jobs, no_cache=args.no_cache, fail_fast=args.fail_fast, network=args.network,
-        efficiency=args.efficiency, retest=args.retest, gpu=args.gpu, source_context=source_context,
-        builder=args.builder, registry_cache=args.registry_cache,
+        out=args.out,
+        jobs=args.jobs,
+        no_cache=args.no_cache,
+        fail_fast=args.fail_fast,
+        network=args.network,
+        efficiency=args.efficiency,
+        retest=args.retest,
+        gpu=args.gpu,
+        source_context=source_context,
+        builder=args.builder,
+        registry_cache=args.registry_cache,
     )
     return options, IndexSettings(args.pip_conf, args.index_url, tuple(args.extra_index_url), args.ca_bundle)
 
@@ -194,8 +227,12 @@ def add_host_options(parser: argparse.ArgumentParser) -> None:
     add_selection(parser)
     parser.add_argument("--python", help="Python version of the image to pick (default: the newest)")
     parser.add_argument("--host-root", type=Path, default=Path("/"), help="read /sys, /proc, /dev, /etc/cdi below this folder (default /)")
-    parser.add_argument("--engine", metavar="ENGINE", help="the host's container engine, for --host-root: docker:VERSION (docker:28.2), "
-                                                            "podman or podman-rootless (default: ask the local engine; not asked for --host-root)")
+    parser.add_argument(
+        "--engine",
+        metavar="ENGINE",
+        help="the host's container engine, for --host-root: docker:VERSION (docker:28.2), "
+        "podman or podman-rootless (default: ask the local engine; not asked for --host-root)",
+    )
 
 
 def host_choice(call: Invocation) -> HostChoice:
@@ -213,5 +250,5 @@ def add_supply_chain_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_registry_access(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--registry-auth-file", type=Path, help="credentials: a docker config.json or {\"username\", \"password\"}")
+    parser.add_argument("--registry-auth-file", type=Path, help='credentials: a docker config.json or {"username", "password"}')
     parser.add_argument("--insecure-registry", action="store_true", help="talk plain HTTP to the registry (localhost is plain by default)")

@@ -33,8 +33,25 @@ from buildkit.ui import views
 
 # The commands, in the order --help lists them; each adds its parser and handler.
 COMMAND_PARSERS = (
-    add_matrix_commands, add_plan, add_render, add_build, add_lock, add_bake, add_publish, add_test, add_parity, add_detect, add_run,
-    add_hipify, add_doctor, add_kube, add_compat, add_verify, add_sbom, add_report, add_completion,
+    add_matrix_commands,
+    add_plan,
+    add_render,
+    add_build,
+    add_lock,
+    add_bake,
+    add_publish,
+    add_test,
+    add_parity,
+    add_detect,
+    add_run,
+    add_hipify,
+    add_doctor,
+    add_kube,
+    add_compat,
+    add_verify,
+    add_sbom,
+    add_report,
+    add_completion,
 )
 
 
@@ -60,12 +77,11 @@ def _raise_terminated(_signum: int, _frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # everything after `--` is the container's command (buildkit run, kube), never buildkit's options
-    ours, rest = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    ours, rest = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     parser = build_parser()
     args = parser.parse_args(ours)
     # Piped output is read by people too: give tables room instead of rich's 80-column default.
-    call = Invocation(args, tuple(rest), Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True),
-                      Console(stderr=True, soft_wrap=True), parser)
+    call = Invocation(args, tuple(rest), Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True), Console(stderr=True, soft_wrap=True), parser)
     if threading.current_thread() is threading.main_thread():  # tests call main() from threads too
         signal.signal(signal.SIGTERM, _raise_terminated)
     try:
@@ -85,6 +101,5 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # a bug, not a user error: one line unless --debug asks for the traceback
         if args.debug:
             raise
-        views.say(call.err, f"internal error (a bug in buildkit, please report it): {type(error).__name__}: {error}; "
-                            "run again with --debug for the traceback")
+        views.say(call.err, f"internal error (a bug in buildkit, please report it): {type(error).__name__}: {error}; run again with --debug for the traceback")
         return EXIT_FAILED

@@ -12,10 +12,23 @@ def add_report(commands: Commands) -> None:
     report = command(commands, "report", run_report, help="the nightly's static site: which image fits a GPU, the pair matrix, a page per row of it")
     add_selection(report)
     report.add_argument("--html", type=Path, required=True, metavar="OUT", help="the site's folder (index.html, a page per torch release, Python and flavor)")
-    report.add_argument("--from", dest="sources", action="append", type=Path, default=[], metavar="PATH",
-                        help="a build or publish report, `verify --json` output or an SBOM, or a folder of them (repeatable)")
-    report.add_argument("--previous", action="append", type=Path, default=[], metavar="PATH",
-                        help="the same of the previous nightly: what changed, and what a node holding it pulls (repeatable)")
+    report.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="PATH",
+        help="a build or publish report, `verify --json` output or an SBOM, or a folder of them (repeatable)",
+    )
+    report.add_argument(
+        "--previous",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="PATH",
+        help="the same of the previous nightly: what changed, and what a node holding it pulls (repeatable)",
+    )
 
 
 def run_report(call: Invocation) -> int:

@@ -16,11 +16,18 @@ from buildkit.ui import views
 def add_plan(commands: Commands) -> None:
     plan = command(commands, "plan", run_plan, help="list the targets a matrix expands to")
     add_selection(plan, source=True)
-    plan.add_argument("--format", choices=views.PLAN_FORMATS, default=views.PLAN_FORMATS[0],
-                      help="table (default), json, github (an Actions matrix), or ids (one target id per line)")
-    plan.add_argument("--layers", action="store_true",
-                      help="with --format json: each target's layers, keyed by what determines their files, and how many "
-                           "other selected targets hold each (every target is planned before the first is printed)")
+    plan.add_argument(
+        "--format",
+        choices=views.PLAN_FORMATS,
+        default=views.PLAN_FORMATS[0],
+        help="table (default), json, github (an Actions matrix), or ids (one target id per line)",
+    )
+    plan.add_argument(
+        "--layers",
+        action="store_true",
+        help="with --format json: each target's layers, keyed by what determines their files, and how many "
+        "other selected targets hold each (every target is planned before the first is printed)",
+    )
 
 
 def add_render(commands: Commands) -> None:
@@ -82,8 +89,9 @@ def run_bake(call: Invocation) -> int:
     from buildkit.app.bake import export_bake
 
     args = call.args
-    export = export_bake(selection(call, source=True, platforms=tuple(args.platform)), args.out, args.pip_conf, args.ca_bundle,
-                         args.network, args.registry_cache)
+    export = export_bake(
+        selection(call, source=True, platforms=tuple(args.platform)), args.out, args.pip_conf, args.ca_bundle, args.network, args.registry_cache
+    )
     views.say(call.out, f"wrote {export.file} with {len(export.targets)} targets; groups: {', '.join(export.groups)}")
     build = views.command_line("docker", "buildx", "bake", "-f", str(export.file))
     views.say(call.out, f"build with: {build} [GROUP] --load   (or --push, on any builder, from any folder)")

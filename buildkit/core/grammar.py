@@ -78,7 +78,7 @@ _SAFE_PIN_RE = re.compile(r"[A-Za-z0-9._\-\[\],<>=!~*+ ;\"'()]{1,300}")
 def pin(value: str) -> str | None:
     """A requirement a torch wheel states, with its environment marker where it has one (a recorded fact,
     never installed as written): cuda-bindings<14,>=13.0.3; python_version < "3.15"."""
-    expected = 'a pip requirement with an optional marker such as \'triton~=3.9.0; python_version < "3.16"\' (no URL)'
+    expected = "a pip requirement with an optional marker such as 'triton~=3.9.0; python_version < \"3.16\"' (no URL)"
     if not isinstance(value, str) or not _SAFE_PIN_RE.fullmatch(value):
         return expected
     try:
@@ -245,8 +245,7 @@ def package_version(value: str) -> str | None:
 # Sizes as people write them: decimal units (10GB is 10**9 bytes x 10, as registries state their limits) or
 # binary ones (GiB); at most 6 digits before the point, so no size is absurdly long text.
 _SIZE_RE = re.compile(r"(?P<number>[0-9]{1,6}(?:\.[0-9]{1,3})?) ?(?P<unit>B|kB|KB|MB|GB|TB|KiB|MiB|GiB|TiB)")
-_SIZE_UNITS = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-               "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_SIZE_UNITS = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
 def size(value: str) -> str | None:
@@ -269,8 +268,7 @@ def distribution_template(value: str) -> str | None:
     """A distribution or extra name ending in the level of AMD's hierarchy it is cut at, which rocm-bootstrap
     names for each bundle: rocm-sdk-device-{target}, amd-torch-device-{sub_family}, device-{target}."""
     if not isinstance(value, str) or not _DISTRIBUTION_TEMPLATE_RE.fullmatch(value):
-        return ('a package name ending in -{target}, -{sub_family} or -{family} (the level of AMD\'s hierarchy it is cut '
-                'at), such as "rocm-sdk-device-{target}"')
+        return 'a package name ending in -{target}, -{sub_family} or -{family} (the level of AMD\'s hierarchy it is cut at), such as "rocm-sdk-device-{target}"'
     return None
 
 

@@ -107,6 +107,7 @@ class Narrowing:
 class FatTrim(TypedDict):
     """A fat wheel's arch trim, as the image-side installer reads it: a file under the library folders goes when its
     path matches `removed` and not `kept` (core/trim.py names_pattern)."""
+
     removed: str
     kept: str
     library_dirs: list[str]
@@ -136,8 +137,7 @@ class TorchInstall:
         """The layers that are the same under every Python, bottom first: the vendor's library layers (device code
         aside: it differs between the family images of one Python) and the Python-independent files of the layers
         built for one Python."""
-        neutral = [LayerCopy(layer.name, layer.name) for layer in self.layers
-                   if layer.python_neutral and not layer.name.startswith(DEVICE_PREFIX)]
+        neutral = [LayerCopy(layer.name, layer.name) for layer in self.layers if layer.python_neutral and not layer.name.startswith(DEVICE_PREFIX)]
         return (*neutral, *(LayerCopy(layer.name, layer.any_python_name) for layer in self.layers if layer.any_python))
 
     @cached_property  # kept: every target of the install renders it
@@ -169,9 +169,22 @@ def python_neutral(vendor: Vendor, packages: tuple[str, ...]) -> bool:
 def install_inputs(target: Target) -> tuple[Hashable, ...]:
     """Everything of a target that torch_install reads (its key: the targets of one stack and backend version,
     whatever their Python and flavor, install torch alike, so a plan computes each install once)."""
-    return (target.backend, target.backend_version, target.torch_requirement, target.companions, target.index_url,
-            target.archs, target.wheel_archs, target.device_code, target.layers, target.max_layer_size, target.channel,
-            target.installer, target.flavor == SOURCE_FLAVOR, target.thin_wheels)
+    return (
+        target.backend,
+        target.backend_version,
+        target.torch_requirement,
+        target.companions,
+        target.index_url,
+        target.archs,
+        target.wheel_archs,
+        target.device_code,
+        target.layers,
+        target.max_layer_size,
+        target.channel,
+        target.installer,
+        target.flavor == SOURCE_FLAVOR,
+        target.thin_wheels,
+    )
 
 
 def torch_install(target: Target, compat: Compat) -> TorchInstall:
@@ -189,26 +202,45 @@ def torch_install(target: Target, compat: Compat) -> TorchInstall:
         if layout.extras_of == "torch":
             # torch's extras choose its device code, and a companion's (torchvision[device-gfx942]) its own
             torch = _with_extras(torch, extras)
-            requirements = tuple(_with_extras(requirement, extras) if _name(requirement) in layout.companion_device else requirement
-                                 for requirement in requirements)
+            requirements = tuple(
+                _with_extras(requirement, extras) if _name(requirement) in layout.companion_device else requirement for requirement in requirements
+            )
         elif narrowed:
             narrowing = Narrowing(layout.extras_of, layout.all_extra, extras)
     trim = trim_for(target)
     fat_trim: FatTrim | None = None
     if trim and not trim.by_packages:
-        fat_trim = {"removed": trim.removed_pattern, "kept": trim.kept_pattern, "library_dirs": list(LIBRARY_DIRS),
-                    "removed_archs": list(trim.removed), "kept_archs": list(trim.kept)}
+        fat_trim = {
+            "removed": trim.removed_pattern,
+            "kept": trim.kept_pattern,
+            "library_dirs": list(LIBRARY_DIRS),
+            "removed_archs": list(trim.removed),
+            "kept_archs": list(trim.kept),
+        }
     neutral = {name: python_neutral(vendor, (name,)) for name in target.layers}
     large = [InstallLayer(name, (name,), neutral[name], any_python=not neutral[name]) for name in target.layers]
     libraries = [InstallLayer(vendor.libraries_layer, vendor.library_distributions, True)] if vendor.libraries_layer else []
     companions = tuple(map(_name, target.companions))
-    layers = (*(layer for layer in large if layer.python_neutral), *libraries, *(layer for layer in large if not layer.python_neutral),
-              InstallLayer(DEPENDENCIES, ()), InstallLayer(TORCH, ("torch",)),
-              *([InstallLayer(COMPANIONS, companions)] if companions else []), *device)
+    layers = (
+        *(layer for layer in large if layer.python_neutral),
+        *libraries,
+        *(layer for layer in large if not layer.python_neutral),
+        InstallLayer(DEPENDENCIES, ()),
+        InstallLayer(TORCH, ("torch",)),
+        *([InstallLayer(COMPANIONS, companions)] if companions else []),
+        *device,
+    )
     return TorchInstall(
-        index_url=target.index_url, requirements=(torch, *requirements), layers=layers, backend=target.backend,
-        backend_version=target.backend_version, max_layer_size=target.max_layer_size, narrowing=narrowing,
-        trim=fat_trim, pre=target.channel == "nightly", installer=target.installer,
+        index_url=target.index_url,
+        requirements=(torch, *requirements),
+        layers=layers,
+        backend=target.backend,
+        backend_version=target.backend_version,
+        max_layer_size=target.max_layer_size,
+        narrowing=narrowing,
+        trim=fat_trim,
+        pre=target.channel == "nightly",
+        installer=target.installer,
     )
 
 

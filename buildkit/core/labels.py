@@ -62,8 +62,7 @@ def image_labels(target: Target, source: str) -> dict[str, str]:
     """What describes an image to the smoke test and doctor; nothing time- or commit-dependent, so the
     labels are part of the fingerprint."""
     labels = {
-        f"{OCI}title": f"PyTorch {target.torch} for {target.backend_label}, "
-        f"Python {target.python} ({target.flavor})",
+        f"{OCI}title": f"PyTorch {target.torch} for {target.backend_label}, Python {target.python} ({target.flavor})",
         f"{OCI}version": target.tag_names[0],
         f"{OCI}source": source,
         TARGET: target.id,
@@ -159,10 +158,19 @@ class ImageIdentity:
     @classmethod
     def of_target(cls, target: Target) -> ImageIdentity:
         """What the image of `target` will say it is (its labels for linux/amd64), without writing them."""
-        return cls(vendor=BY_BACKEND[target.backend], backend_version=target.backend_version, archs=target.archs,
-                   target=target.id, torch=target.torch, python=target.python, flavor=target.flavor,
-                   pair=target.pair or "", base_image=target.base_image, compile=target.compile,
-                   backend_runtime=target.backend_runtime)
+        return cls(
+            vendor=BY_BACKEND[target.backend],
+            backend_version=target.backend_version,
+            archs=target.archs,
+            target=target.id,
+            torch=target.torch,
+            python=target.python,
+            flavor=target.flavor,
+            pair=target.pair or "",
+            base_image=target.base_image,
+            compile=target.compile,
+            backend_runtime=target.backend_runtime,
+        )
 
     @classmethod
     def read(cls, labels: Mapping[str, str] | None, platform: str = AMD64) -> ImageIdentity | None:

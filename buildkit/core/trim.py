@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 # Folders under the torch package that hold per-arch files of torch's bundled ROCm libraries
 LIBRARY_DIRS = ("lib/rocblas/library", "lib/hipblaslt/library", "lib/hipsparselt/library", "share/miopen/db")
 
+
 def names_pattern(archs: tuple[str, ...]) -> str:
     """A regular expression that finds any of `archs` named in a file path (see the module's rule). The
     trim step (templates/_macros.Dockerfile.j2, trim_archs) deletes a file whose path under torch/ matches

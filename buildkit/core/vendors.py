@@ -160,8 +160,7 @@ NVIDIA = Vendor(
     # What the NVIDIA container runtime reads, as in the official CUDA images. REQUIRE_CUDA names the major
     # only: torch's wheels carry their CUDA runtime and run on any driver of that major (minor version
     # compatibility), so a stricter check would refuse hosts that work.
-    container_env=(("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
-                   ("NVIDIA_REQUIRE_CUDA", '"cuda>={major}.0"')),
+    container_env=(("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"), ("NVIDIA_REQUIRE_CUDA", '"cuda>={major}.0"')),
     host_driver_field="nvidia_driver",
     host_driver_loaded_field="nvidia_driver",
     driver_module="nvidia",

@@ -31,13 +31,14 @@ def _markdown(outcome: CheckOutcome) -> str:
     if facts.pypi is not None:
         lines += ["| torch release | published | Python | PyPI's build | pins | companions |", "|---|---|---|---|---|---|"]
         for row in _releases(outcome)[-6:]:
-            lines.append(f"| {row['torch']} | {row['date'] or '-'} | {row['requires_python'] or '-'} | {row['pypi'] or '-'} | "
-                         f"{', '.join(row['pins']) or '-'} | {', '.join(f'{k} {v}' for k, v in row['companions'].items()) or '-'} |")
+            lines.append(
+                f"| {row['torch']} | {row['date'] or '-'} | {row['requires_python'] or '-'} | {row['pypi'] or '-'} | "
+                f"{', '.join(row['pins']) or '-'} | {', '.join(f'{k} {v}' for k, v in row['companions'].items()) or '-'} |"
+            )
         lines.append("")
         for name, versions in (outcome.unpaired or {}).items():
             if versions:
-                lines.append(f"- {name} {', '.join(versions)}: published on a day without a torch release its requirement "
-                             "admits; paired with none")
+                lines.append(f"- {name} {', '.join(versions)}: published on a day without a torch release its requirement admits; paired with none")
         lines.append("")
     for finding in facts.code:
         partial = f" (a few kernels also for {' '.join(finding.partial)})" if finding.partial else ""
@@ -46,8 +47,9 @@ def _markdown(outcome: CheckOutcome) -> str:
         lines.append("")
     if outcome.amd:
         lines += ["AMD's gfx targets (rocm-bootstrap, which buildkit reads them from) against the data's [gfx] table:", ""]
-        lines += [f"- {d.subject}: {'rocm-bootstrap knows it, the data does not' if d.in_rocm_bootstrap else 'in the data only'}; "
-                  f"{d.note}" for d in outcome.amd]
+        lines += [
+            f"- {d.subject}: {'rocm-bootstrap knows it, the data does not' if d.in_rocm_bootstrap else 'in the data only'}; {d.note}" for d in outcome.amd
+        ]
         lines.append("")
     if outcome.pending:
         lines += ["Only an index this check did not read can settle:", ""]
@@ -92,10 +94,18 @@ def _releases(outcome: CheckOutcome) -> list[dict[str, Any]]:
     rows = []
     for version in sorted(pypi.torch, key=Version):
         published = pypi.published(version, pairings)
-        rows.append({"torch": version, "date": published.date, "requires_python": published.requires_python,
-                     "pythons": list(pypi.pythons(version)), "pypi": published.pypi, "wheel": pypi.torch[version].wheel,
-                     "pins": [pin for pins in published.pins.values() for pin in pins],
-                     "companions": {name: published.companions[name] for name in COMPANION_PACKAGES if name in published.companions}})
+        rows.append(
+            {
+                "torch": version,
+                "date": published.date,
+                "requires_python": published.requires_python,
+                "pythons": list(pypi.pythons(version)),
+                "pypi": published.pypi,
+                "wheel": pypi.torch[version].wheel,
+                "pins": [pin for pins in published.pins.values() for pin in pins],
+                "companions": {name: published.companions[name] for name in COMPANION_PACKAGES if name in published.companions},
+            }
+        )
     return rows
 
 
@@ -111,8 +121,10 @@ def compat_json(outcome: CheckOutcome) -> dict[str, Any]:
         "found": list(index.found) if index else [],
         "releases": _releases(outcome),
         "unpaired": {name: list(versions) for name, versions in (outcome.unpaired or {}).items()},
-        "code": [{"release": f.release, "backend": f.backend, "backend_version": f.version, "wheel": f.wheel, "archs": list(f.archs),
-                  "partial": list(f.partial)} for f in facts.code],
+        "code": [
+            {"release": f.release, "backend": f.backend, "backend_version": f.version, "wheel": f.wheel, "archs": list(f.archs), "partial": list(f.partial)}
+            for f in facts.code
+        ],
         "differences": [
             {"torch": d.torch, "subject": d.subject, "on": "index" if d.on_index else "data", "writable": d.writable, "note": d.note or None}
             for d in outcome.differences

@@ -29,8 +29,10 @@ def hipify_lines(report: HipifyReport) -> list[str]:
         lines.append(f"  {verdict}: {where}: {finding.subject}: {finding.detail}{note}")
     if report.inactive:
         shown = ", ".join(f"{f.file}:{f.line}" for f in report.inactive[:5]) + (", ..." if len(report.inactive) > 5 else "")
-        lines.append(f"  inactive on ROCm, not counted: {len(report.inactive)} finding{'s' if len(report.inactive) > 1 else ''} in #if "
-                     f"branches the ROCm build does not compile ({shown}); macros: {report.macros}")
+        lines.append(
+            f"  inactive on ROCm, not counted: {len(report.inactive)} finding{'s' if len(report.inactive) > 1 else ''} in #if "
+            f"branches the ROCm build does not compile ({shown}); macros: {report.macros}"
+        )
     lines += [f"  build flags: {line}" for line in report.build_flags]
     if report.compile_skipped:
         lines.append(f"compile check skipped: {report.compile_skipped}")

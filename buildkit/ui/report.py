@@ -42,8 +42,16 @@ def target_json(result: TargetResult, shares: Sequence[NodeCost] = ()) -> dict[s
         "layer_sizes": [{"layer": name, "bytes": size} for name, size in result.layer_sizes],
         "largest_layers": [{"layer": name, "bytes": size} for name, size in largest_layers(result)],
         # what a node holding another image of this run pays to add this one, cheapest first (uncompressed bytes)
-        "shares": [{"held": cost.held, "shared_layers": list(cost.shared), "shared_bytes": cost.shared_bytes,
-                    "fetched_bytes": cost.fetched_bytes, "unpacked_bytes": cost.unpacked_bytes} for cost in shares],
+        "shares": [
+            {
+                "held": cost.held,
+                "shared_layers": list(cost.shared),
+                "shared_bytes": cost.shared_bytes,
+                "fetched_bytes": cost.fetched_bytes,
+                "unpacked_bytes": cost.unpacked_bytes,
+            }
+            for cost in shares
+        ],
         "smoke": verdict_json(result.smoke) if result.smoke else None,
         "platforms": {platform: verdict_json(verdict) for platform, verdict in result.platform_smoke.items()},
     }
@@ -79,7 +87,10 @@ def run_json(run: BuildRun, engine_description: str) -> dict[str, Any]:
         "targets": [target_json(result, run.shares.get(result.id, [])) for result in run.results],
         "pairs": [
             {
-                "pair": p.pair, "members": list(p.members), "shared_layers": p.shared_layers, "shared_bytes": p.shared_bytes,
+                "pair": p.pair,
+                "members": list(p.members),
+                "shared_layers": p.shared_layers,
+                "shared_bytes": p.shared_bytes,
                 "parity": None if p.parity is None else {"passed": p.parity.passed, "differences": list(p.parity.differences)},
             }
             for p in run.pairs
@@ -96,8 +107,11 @@ def run_markdown(run: BuildRun) -> str:
         detail = "<br>".join(f"`{t}`" for t in r.tags) if r.status is BuildStatus.BUILT else (r.error or r.status.value)
         efficiency = f"{r.efficiency:.3f}" if r.efficiency else "-"
         seconds = f"{r.seconds:.1f} s" if r.seconds is not None else "-"
-        smoke = "-" if r.smoke is None else ("passed" if r.smoke.passed else "failed") + f", kernels {r.smoke.kernels}" + \
-            (" (this image's earlier report)" if r.smoke.reused else "")
+        smoke = (
+            "-"
+            if r.smoke is None
+            else ("passed" if r.smoke.passed else "failed") + f", kernels {r.smoke.kernels}" + (" (this image's earlier report)" if r.smoke.reused else "")
+        )
         lines.append(f"| `{r.id}` | {r.status.value} | {smoke} | {human_size(r.size)} | {r.compression or '-'} | {efficiency} | {seconds} | {detail} |")
     built = [r for r in run.results if r.layer_sizes]
     if built:
@@ -106,8 +120,11 @@ def run_markdown(run: BuildRun) -> str:
     nearest = {name: costs[0] for name, costs in run.shares.items() if costs}
     if nearest:
         lines += ["", "| target | a node holding | shares with it | fetches | unpacks |", "|---|---|---|---|---|"]
-        lines += [f"| `{name}` | `{cost.held}` | {len(cost.shared)} layers, {human_size(cost.shared_bytes)} | {human_size(cost.fetched_bytes)} | "
-                  f"{human_size(cost.unpacked_bytes)} |" for name, cost in nearest.items()]
+        lines += [
+            f"| `{name}` | `{cost.held}` | {len(cost.shared)} layers, {human_size(cost.shared_bytes)} | {human_size(cost.fetched_bytes)} | "
+            f"{human_size(cost.unpacked_bytes)} |"
+            for name, cost in nearest.items()
+        ]
     if run.pairs:
         lines += ["", "| pair | twins | shared layers | shared bytes | parity |", "|---|---|---|---|---|"]
         for p in run.pairs:
@@ -139,8 +156,16 @@ def publish_json(run: PublishRun) -> dict[str, Any]:
     return {
         "totals": {status.value: sum(1 for t in run.targets if t.status is status) for status in Outcome},
         "targets": [
-            {"id": t.id, "pair": t.pair, "status": t.status.value, "digest": t.digest or None, "size": t.size,
-             "seconds": t.seconds, "tags": t.tags, "error": t.error or None}
+            {
+                "id": t.id,
+                "pair": t.pair,
+                "status": t.status.value,
+                "digest": t.digest or None,
+                "size": t.size,
+                "seconds": t.seconds,
+                "tags": t.tags,
+                "error": t.error or None,
+            }
             for t in run.targets
         ],
         "pairs": run.pairs,
@@ -167,8 +192,7 @@ def publish_markdown(run: PublishRun) -> str:
     if run.deleted:
         lines += ["", "Deleted nightly tags:", *[f"- `{tag}`" for tag in run.deleted]]
     totals = publish_json(run)["totals"]
-    lines += ["", "Totals: " + ", ".join(f"{n} {status}" for status, n in totals.items() if n)
-              + f"; {run.requests} registry requests in {run.seconds:.2f} s"]
+    lines += ["", "Totals: " + ", ".join(f"{n} {status}" for status, n in totals.items() if n) + f"; {run.requests} registry requests in {run.seconds:.2f} s"]
     return "\n".join(lines) + "\n"
 
 

@@ -52,8 +52,14 @@ def link(image: ImageEntry, here: str) -> str:
 
 @lru_cache(maxsize=1)
 def environment() -> Environment:
-    env = Environment(loader=PackageLoader("buildkit.ui", "site"), autoescape=True, undefined=StrictUndefined, extensions=["jinja2.ext.do"],
-                      trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=PackageLoader("buildkit.ui", "site"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        extensions=["jinja2.ext.do"],
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters.update(shown=shown, size=human_size, digest=short_digest, backend=backend_label, yaml=lambda value: plain_yaml(value, flow=True).rstrip())
     env.globals["link"] = link
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}  # tojson, the chooser's data: compact

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # results of use cases that load the docker SDK: `plan` need 
     from buildkit.core.render.planned import PlannedImage
     from buildkit.core.targets.plan import Note, Target
 
+
 def human_size(value: int | None) -> str:
     """Bytes for people: 512 B, 3.4 MiB, 5.9 GiB; - for unknown."""
     if value is None:
@@ -157,8 +158,7 @@ def github_annotations(problems: Iterable[Problem]) -> list[str]:
     lines = []
     for problem in problems:
         file = _repository_path(problem.where)
-        location = "" if file is None else f"file={_annotation_property(file)}" + (
-            f",line={problem.line}" if problem.line is not None else "")
+        location = "" if file is None else f"file={_annotation_property(file)}" + (f",line={problem.line}" if problem.line is not None else "")
         text = f"{problem.key}: {problem.message}" if problem.key else problem.message
         if file is None:
             text = f"{problem.where}: {text}"
@@ -176,8 +176,14 @@ def matrix_toml(resolved: ResolvedMatrix) -> str:
     chained = len(resolved.files) > 1
     document = tomlkit.document()
     # comments name files: their names, unlike the values (validated first), may hold any character but / and NUL
-    document.add(tomlkit.comment(printable(f"{resolved.files[-1]} as buildkit reads it, its `extends` chain resolved "
-                                           f"({' <- '.join(resolved.files)}); keys not listed take their defaults", limit=None)))
+    document.add(
+        tomlkit.comment(
+            printable(
+                f"{resolved.files[-1]} as buildkit reads it, its `extends` chain resolved ({' <- '.join(resolved.files)}); keys not listed take their defaults",
+                limit=None,
+            )
+        )
+    )
     tables = {}
     for key, value in resolved.data.items():
         if key == "torch" or (isinstance(value, dict) and any(isinstance(v, dict) for v in value.values())):
@@ -226,8 +232,7 @@ def planned_build_table(builds: Sequence[PlannedBuild]) -> Table:
         table.add_column(column, overflow="fold")
     for build in builds:
         target = build.item.target
-        table.add_row(target.id, target.vendor, "\n".join(target.platforms), "\n".join(target.tag_names), target.pair or "-",
-                      build.item.fingerprint[:12])
+        table.add_row(target.id, target.vendor, "\n".join(target.platforms), "\n".join(target.tag_names), target.pair or "-", build.item.fingerprint[:12])
     return table
 
 
@@ -244,17 +249,30 @@ def planned_build_json(build: PlannedBuild) -> dict[str, Any]:
 
 def plan_table(planned: tuple[PlannedImage, ...]) -> Table:
     """One row per target: its id (its immutable tag), the floating tag it moves with its twin, its pair."""
-    return table(f"{len(planned)} targets", ("id", "vendor", "floating tag", "pair", "fingerprint"), (
-        (item.target.id, item.target.vendor, "\n".join(item.target.tag_names[1:]) or "-", item.target.pair or "-", item.fingerprint[:12])
-        for item in planned), whole=("id",))
+    return table(
+        f"{len(planned)} targets",
+        ("id", "vendor", "floating tag", "pair", "fingerprint"),
+        ((item.target.id, item.target.vendor, "\n".join(item.target.tag_names[1:]) or "-", item.target.pair or "-", item.fingerprint[:12]) for item in planned),
+        whole=("id",),
+    )
 
 
 def verdict_table(verdicts: list[Verdict], mode: str) -> Table:
     # a failure's text comes from the image's probe: escaped whole, so it cannot add a line of its own
-    return table(f"smoke tests (--gpu {mode})", ("image", "torch", "verdict", "kernels", "failures"), (
-        (verdict.image, printable(verdict.torch or "-", limit=None), "pass" if verdict.passed else "FAIL", verdict.kernels,
-         "\n".join(printable(failure, limit=None) for failure in verdict.failures) or "-")
-        for verdict in verdicts))
+    return table(
+        f"smoke tests (--gpu {mode})",
+        ("image", "torch", "verdict", "kernels", "failures"),
+        (
+            (
+                verdict.image,
+                printable(verdict.torch or "-", limit=None),
+                "pass" if verdict.passed else "FAIL",
+                verdict.kernels,
+                "\n".join(printable(failure, limit=None) for failure in verdict.failures) or "-",
+            )
+            for verdict in verdicts
+        ),
+    )
 
 
 def parity_lines(result: ParityResult) -> list[str]:
@@ -274,14 +292,21 @@ def gpu_json(host: HostFacts) -> dict[str, Any]:
     engine = host.engine
     return {
         # an AMD GPU's sub-family and family in AMD's hierarchy (rocm-bootstrap's), as rocm-bootstrap-detect --hierarchy prints them
-        "gpus": [{"vendor": g.vendor, "pci": g.pci, "device_id": g.device_id, "name": g.name, "arch": g.arch,
-                  **({"sub_family": g.bundles[0], "family": g.bundles[1]} if len(g.bundles) == 2 else {})} for g in host.gpus],
+        "gpus": [
+            {
+                "vendor": g.vendor,
+                "pci": g.pci,
+                "device_id": g.device_id,
+                "name": g.name,
+                "arch": g.arch,
+                **({"sub_family": g.bundles[0], "family": g.bundles[1]} if len(g.bundles) == 2 else {}),
+            }
+            for g in host.gpus
+        ],
         "drivers": {"nvidia": host.nvidia_driver or None, "amdgpu": host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else None)},
         "device_nodes": [{"path": n.path, "group": n.group, "gid": n.gid, "accessible": n.accessible} for n in nodes],
-        "cdi_specs": [{"path": s.path, "kind": s.kind, "gpus": len(s.gpu_devices), "missing_nodes": list(s.missing_nodes)}
-                      for s in host.cdi_specs],
-        "engine": None if engine is None else {"kind": engine.kind, "version": engine.version, "rootless": engine.rootless,
-                                               "cdi": engine.takes_cdi},
+        "cdi_specs": [{"path": s.path, "kind": s.kind, "gpus": len(s.gpu_devices), "missing_nodes": list(s.missing_nodes)} for s in host.cdi_specs],
+        "engine": None if engine is None else {"kind": engine.kind, "version": engine.version, "rootless": engine.rootless, "cdi": engine.takes_cdi},
         "notes": list(host.notes),
         "environment": dict(host.environment),
     }
@@ -298,8 +323,7 @@ def findings_json(findings: Iterable[Finding]) -> list[dict[str, Any]]:
 
 
 def findings_table(title: str, findings: Iterable[Finding]) -> Table:
-    return table(title, ("", "finding", "fix"),
-                 (("BLOCKS" if finding.blocking else "note", finding.title, finding.fix) for finding in findings))
+    return table(title, ("", "finding", "fix"), (("BLOCKS" if finding.blocking else "note", finding.title, finding.fix) for finding in findings))
 
 
 def _target_json(target: Target | None) -> dict[str, Any]:
@@ -312,9 +336,14 @@ def detection_json(detection: Detection) -> dict[str, Any]:
         **gpu_json(detection.host),
         "vendor": routing.vendor,
         "targets": {
-            vendor: {**_target_json(c.target), "run_flags": routing.access[vendor].docker_flags(),
-                     "passed_over": [{"code": group.finding.code, "finding": group.finding.title, "fix": group.finding.fix,
-                                      "targets": [t.id for t in group.targets]} for group in c.passed_over]}
+            vendor: {
+                **_target_json(c.target),
+                "run_flags": routing.access[vendor].docker_flags(),
+                "passed_over": [
+                    {"code": group.finding.code, "finding": group.finding.title, "fix": group.finding.fix, "targets": [t.id for t in group.targets]}
+                    for group in c.passed_over
+                ],
+            }
             for vendor, c in routing.choices.items()
         },
         "cpu_target": _target_json(routing.cpu_target) if routing.cpu_target else None,
@@ -331,8 +360,7 @@ def show_detection(console: Console, detection: Detection) -> None:
         if routing.cpu_target is not None:
             say(console, f"buildkit run starts {routing.cpu_target.tags[0]} here, on the CPU")
         return
-    console.print(table("GPUs", ("pci", "vendor", "model", "arch"),
-                        ((gpu.pci, gpu.vendor, gpu.name, gpu.arch_described or "?") for gpu in host.gpus)))
+    console.print(table("GPUs", ("pci", "vendor", "model", "arch"), ((gpu.pci, gpu.vendor, gpu.name, gpu.arch_described or "?") for gpu in host.gpus)))
     amdgpu = host.amdgpu_driver or ("loaded" if host.amdgpu_loaded else "-")
     say(console, f"drivers: nvidia {host.nvidia_driver or '-'}, amdgpu {amdgpu}")
     for node in gpu_json(host)["device_nodes"]:

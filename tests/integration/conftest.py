@@ -116,7 +116,10 @@ def pair_setup(tmp_path_factory, double_index, repository):
     """A team matrix for the test pair (2.14.1) and a second pair (2.13.0) whose ROCm side cannot build."""
     folder = tmp_path_factory.mktemp("pair")
     matrix = team_matrix(
-        folder, double_index.url, repository, '[{ torch = "2.1[34].*", python = "3.11", flavor = "runtime" }]',
+        folder,
+        double_index.url,
+        repository,
+        '[{ torch = "2.1[34].*", python = "3.11", flavor = "runtime" }]',
         'packages = ["team-extra==1.0"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n'
         'pair = { cuda = "13.0", rocm = "7.2" }\n\n[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
         installer="uv",
@@ -158,8 +161,7 @@ def real_cuda_build(machine_index, base_image, docker_env, tmp_path_factory, rep
     those layers' leanness is the benchmark's to show."""
     folder = tmp_path_factory.mktemp("real-cuda")
     # its own repository: the test pair has a target of the same id, and each must keep its tags
-    matrix = team_matrix(folder, machine_index.url, f"{repository}-real", f'[{{ id = "{REAL_CUDA}" }}]', compile=True,
-                         installer="uv")
+    matrix = team_matrix(folder, machine_index.url, f"{repository}-real", f'[{{ id = "{REAL_CUDA}" }}]', compile=True, installer="uv")
     extra = ["--ca-bundle", machine_ca_bundle()] if machine_ca_bundle() else []
     return build(matrix, machine_pip_conf(folder, machine_index), folder / "out", docker_env, *extra)
 

@@ -27,15 +27,20 @@ def test_interrupt_stops_builds_and_reports(double_index, pair_setup, base_image
         '{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}\nRUN echo buildkit-test-waiting && sleep 600\n{% endblock %}\n'
     )
     matrix = team_matrix(
-        tmp_path, double_index.url, repository, '[{ torch = "2.14.1", python = "3.11", flavor = "slow" }]',
+        tmp_path,
+        double_index.url,
+        repository,
+        '[{ torch = "2.14.1", python = "3.11", flavor = "slow" }]',
         'template_dir = "templates"\nflavors = ["slow"]\n[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
     )
     out = tmp_path / "out"
     executable = shutil.which("buildkit") or str(Path(sys.executable).parent / "buildkit")
     process = subprocess.Popen(
-        [executable, "build", "--matrix", str(matrix), "--network", "host", "--pip-conf", str(pip_conf),
-         "--no-cache", "-j", "1", "--out", str(out)],
-        env=docker_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [executable, "build", "--matrix", str(matrix), "--network", "host", "--pip-conf", str(pip_conf), "--no-cache", "-j", "1", "--out", str(out)],
+        env=docker_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         # Ctrl-C's default disposition, as in a terminal: a suite started as a background job inherits SIGINT
         # ignored (POSIX shells do that to background commands), and Python then never raises KeyboardInterrupt
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -43,8 +48,7 @@ def test_interrupt_stops_builds_and_reports(double_index, pair_setup, base_image
     deadline = time.monotonic() + 900  # a guard against hangs only: a cold build reaches its waiting step in minutes
     logs = out / "logs"
     while time.monotonic() < deadline:
-        if logs.is_dir() and any("buildkit-test-waiting" in p.read_text(errors="replace").split("RUN echo", 1)[-1]
-                                 for p in logs.glob("*.log")):
+        if logs.is_dir() and any("buildkit-test-waiting" in p.read_text(errors="replace").split("RUN echo", 1)[-1] for p in logs.glob("*.log")):
             break
         if process.poll() is not None:
             pytest.fail(f"the build ended before its waiting step: {process.stderr.read()[-2000:]}")
@@ -67,7 +71,10 @@ def test_fail_fast_stops_at_the_first_failure(double_index, pair_setup, base_ima
     """ROCm 7.14 is listed first and has no wheels in the double index: with --fail-fast the 7.2 build never starts."""
     _, pip_conf = pair_setup
     matrix = team_matrix(
-        tmp_path, double_index.url, repository, '[{ torch = "2.14.1", python = "3.11", flavor = "runtime", backend = "rocm" }]',
+        tmp_path,
+        double_index.url,
+        repository,
+        '[{ torch = "2.14.1", python = "3.11", flavor = "runtime", backend = "rocm" }]',
         '[[torch]]\nversion = "2.14.1"\nrocm = ["7.14", "7.2"]\npair = { rocm = "7.2" }\n',
     )
     run = build(matrix, pip_conf, tmp_path / "out", docker_env, "-j", "1", "--fail-fast")

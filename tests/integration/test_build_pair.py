@@ -69,7 +69,6 @@ def test_built_images_carry_their_tags_and_labels(built, client, repository):
     assert labels["org.opencontainers.image.created"].endswith("Z")
 
 
-
 def test_fingerprint_label_is_the_plans(pair_build, client):
     image = client.images.get(pair_build.targets[ROCM]["image_id"])
     plan = json.loads(run_buildkit("plan", "--matrix", pair_build.matrix, "--format", "json").stdout)
@@ -142,8 +141,20 @@ def test_serial_build_gives_the_same_images_and_reuses_their_tests(built, pair_s
     matrix, pip_conf = pair_setup
     out = tmp_path / "serial"
     result = run_buildkit(
-        "build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "-j", "1", "--out", out,
-        "--select", "torch=2.14.1", env=docker_env,
+        "build",
+        "--matrix",
+        matrix,
+        "--network",
+        "host",
+        "--pip-conf",
+        pip_conf,
+        "-j",
+        "1",
+        "--out",
+        out,
+        "--select",
+        "torch=2.14.1",
+        env=docker_env,
     )
     assert result.returncode == 0, result.stderr
     serial = {t["id"]: t for t in json.loads((out / "report.json").read_text())["targets"]}
@@ -158,8 +169,21 @@ def test_serial_build_gives_the_same_images_and_reuses_their_tests(built, pair_s
         assert serial[target_id]["image_id"] != parallel[target_id]["image_id"]
         assert serial[target_id]["smoke"]["reused"] and serial[target_id]["smoke"]["passed"]
         assert f"[{target_id}] smoke test (linux/amd64): the same image passed before here" in result.stderr
-    retested = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--out", tmp_path / "retest",
-                            "--select", f"id={CUDA}", "--retest", env=docker_env)
+    retested = run_buildkit(
+        "build",
+        "--matrix",
+        matrix,
+        "--network",
+        "host",
+        "--pip-conf",
+        pip_conf,
+        "--out",
+        tmp_path / "retest",
+        "--select",
+        f"id={CUDA}",
+        "--retest",
+        env=docker_env,
+    )
     assert retested.returncode == 0, retested.stderr
     (again,) = json.loads((tmp_path / "retest" / "report.json").read_text())["targets"]
     assert not again["smoke"]["reused"] and again["smoke"]["passed"]
@@ -171,8 +195,9 @@ def test_efficiency_ratio_is_measured(built):
     assert ratio is not None and 1.0 <= ratio <= 1.02
 
 
-def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(double_index, base_image, docker_env, tmp_path, client, repository,
-                                                                            cleanup_images):
+def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(
+    double_index, base_image, docker_env, tmp_path, client, repository, cleanup_images
+):
     """`buildkit bake` exports a pair; `docker buildx bake` (no buildkit involved, run from / rather than the
     export's folder) builds it: the same layers and labels (the build's date aside) as `buildkit build`'s
     images of the same matrix, with the bake file's labels removed (the rendered Dockerfiles carry them). buildx 0.13's bake has no
@@ -184,8 +209,13 @@ def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(dou
     pip_conf.write_text(f"[global]\ntrusted-host = {gateway}\n")
     try:
         # a repository of its own: the pair's tags in the session's repository belong to the pair build
-        matrix = team_matrix(tmp_path, index.url, f"{repository}-bake", '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
-                             '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
+        matrix = team_matrix(
+            tmp_path,
+            index.url,
+            f"{repository}-bake",
+            '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
+            '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
+        )
         built = run_buildkit("build", "--matrix", matrix, "--pip-conf", pip_conf, "--out", tmp_path / "out", env=docker_env)
         assert built.returncode == 0, built.stderr[-3000:]
         ours = {t["id"]: t for t in json.loads((tmp_path / "out" / "report.json").read_text())["targets"]}
@@ -200,25 +230,53 @@ def test_exported_bake_file_builds_the_same_images_with_the_real_buildx_bake(dou
         for target in document["target"].values():
             assert target.pop("labels")
         (out / "docker-bake.unlabelled.json").write_text(json.dumps(document))
-        baked = subprocess.run([docker_env["BUILDKIT_DOCKER"], "buildx", "bake", "-f", str(out / "docker-bake.unlabelled.json"), "--load",
-                                *overrides, "pair-2_14_1-py3_11-runtime"], cwd="/", env=docker_env, capture_output=True, text=True)
+        baked = subprocess.run(
+            [
+                docker_env["BUILDKIT_DOCKER"],
+                "buildx",
+                "bake",
+                "-f",
+                str(out / "docker-bake.unlabelled.json"),
+                "--load",
+                *overrides,
+                "pair-2_14_1-py3_11-runtime",
+            ],
+            cwd="/",
+            env=docker_env,
+            capture_output=True,
+            text=True,
+        )
         assert baked.returncode == 0, baked.stderr[-3000:]
         stamp = ("org.opencontainers.image.created", "org.opencontainers.image.revision")
         for target_id, tag in tags.items():
             mine, theirs = client.images.get(ours[target_id]["image_id"]).attrs, client.images.get(tag).attrs
             assert theirs["RootFS"]["Layers"] == mine["RootFS"]["Layers"], target_id
-            assert {k: v for k, v in theirs["Config"]["Labels"].items() if k not in stamp} == \
-                   {k: v for k, v in mine["Config"]["Labels"].items() if k not in stamp}
+            assert {k: v for k, v in theirs["Config"]["Labels"].items() if k not in stamp} == {
+                k: v for k, v in mine["Config"]["Labels"].items() if k not in stamp
+            }
         for tag in tags.values():
             client.images.remove(tag, force=True)
         # pushed, the images' layers are zstd, as their dev.buildkit.compression label says
         registry = RegistryProcess(tmp_path / "registry").start()
         try:
             pushed = {CUDA: f"{registry.address}/bake-cuda:1", ROCM: f"{registry.address}/bake-rocm:1"}
-            baked = subprocess.run([docker_env["BUILDKIT_DOCKER"], "buildx", "bake", "-f", str(out / "docker-bake.json"), "--push",
-                                    f"--set=2_14_1-cuda13_0-py3_11-runtime.tags={pushed[CUDA]}",
-                                    f"--set=2_14_1-rocm7_2-py3_11-runtime.tags={pushed[ROCM]}", "pair-2_14_1-py3_11-runtime"],
-                                   cwd="/", env=docker_env, capture_output=True, text=True)
+            baked = subprocess.run(
+                [
+                    docker_env["BUILDKIT_DOCKER"],
+                    "buildx",
+                    "bake",
+                    "-f",
+                    str(out / "docker-bake.json"),
+                    "--push",
+                    f"--set=2_14_1-cuda13_0-py3_11-runtime.tags={pushed[CUDA]}",
+                    f"--set=2_14_1-rocm7_2-py3_11-runtime.tags={pushed[ROCM]}",
+                    "pair-2_14_1-py3_11-runtime",
+                ],
+                cwd="/",
+                env=docker_env,
+                capture_output=True,
+                text=True,
+            )
             assert baked.returncode == 0, baked.stderr[-3000:]
             for target_id, reference in pushed.items():
                 repository_path, tag = reference.removeprefix(f"{registry.address}/").split(":")
@@ -241,8 +299,9 @@ def test_a_twin_without_its_pair_gets_no_floating_tag(built, client, repository,
     assert targets[BROKEN_TWIN]["tags"] == [f"localhost:5000/{repository}:{BROKEN_TWIN}"]
     assert f"localhost:5000/{repository}:2.13.0-cuda-py3.11-runtime" not in client.images.get(targets[BROKEN_TWIN]["image_id"]).tags
     matrix, pip_conf = pair_setup
-    result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--out", tmp_path / "alone",
-                          "--select", f"id={CUDA}", env=docker_env)
+    result = run_buildkit(
+        "build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--out", tmp_path / "alone", "--select", f"id={CUDA}", env=docker_env
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (alone,) = json.loads((tmp_path / "alone" / "report.json").read_text())["targets"]
     assert alone["tags"] == [f"localhost:5000/{repository}:{CUDA}"]

@@ -32,8 +32,7 @@ def test_an_image_without_a_compiler_fails_its_smoke_test_naming_the_compiler(re
     target = real_cuda_build.report["targets"][0]
     slim = f"{target['tags'][0].rsplit(':', 1)[0]}:no-compiler"
     user = client.images.get(target["image_id"]).attrs["Config"]["User"]
-    (tmp_path / "Dockerfile").write_text(f"FROM {target['tags'][0]}\nUSER root\n"
-                                         f"RUN apt-get purge -y --auto-remove g++ gcc\nUSER {user}\n")
+    (tmp_path / "Dockerfile").write_text(f"FROM {target['tags'][0]}\nUSER root\nRUN apt-get purge -y --auto-remove g++ gcc\nUSER {user}\n")
     built = subprocess.run([docker_env["BUILDKIT_DOCKER"], "build", "-t", slim, str(tmp_path)], env=docker_env, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-2000:]
     try:
@@ -67,9 +66,9 @@ def test_the_image_history_names_each_layer_it_holds(real_cuda_build, client):
     below += [f"{layer['name']}-any-python" for layer in plan["layers"] if layer["any_python"]]
     above = [layer["name"] for layer in plan["layers"] if layer["name"] not in below]
     assert below[-1] == "triton-any-python" and above[0] == "triton"
-    assert names[:len(below)] == below
+    assert names[: len(below)] == below
     assert names[len(below)].startswith("COPY / /")  # the shared stage's files
-    assert names[len(below) + 1:len(below) + 1 + len(above)] == above
+    assert names[len(below) + 1 : len(below) + 1 + len(above)] == above
     sizes = dict(zip(names, (layer["bytes"] for layer in target["layer_sizes"])))
     assert sizes["torch"] == max(sizes.values())  # the largest layer is torch's own (1.2 GB here)
     assert sizes["triton-any-python"] > 100 * 2**20  # triton's tools and headers (392 MB in 3.8.0's wheel) under every Python
@@ -86,9 +85,11 @@ def test_the_assembled_image_runs_as_one_from_its_base_would(real_cuda_build, cl
     env = dict(item.split("=", 1) for item in config["Env"])
     assert env["PATH"] == "/opt/venv/bin:/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     assert env["LANG"] == "C.UTF-8" and env["VIRTUAL_ENV"] == "/opt/venv" and config["User"] == "1000"
-    script = ("import shutil, subprocess, sys, triton, importlib.metadata as m;"
-              "print(sys.executable, shutil.which('g++'), m.version('triton'), len(m.files('triton')),"
-              " subprocess.run(['dpkg-query', '-W', '-f', '${Status}', 'g++'], capture_output=True, text=True).stdout.replace(' ', '-'))")
+    script = (
+        "import shutil, subprocess, sys, triton, importlib.metadata as m;"
+        "print(sys.executable, shutil.which('g++'), m.version('triton'), len(m.files('triton')),"
+        " subprocess.run(['dpkg-query', '-W', '-f', '${Status}', 'g++'], capture_output=True, text=True).stdout.replace(' ', '-'))"
+    )
     output = client.containers.run(target["image_id"], ["python", "-c", script], remove=True).decode().split()
     assert output[0] == "/opt/venv/bin/python" and output[1].endswith("/g++") and output[2].startswith("3.")
     assert int(output[3]) > 400 and output[4] == "install-ok-installed"

@@ -19,8 +19,7 @@ def ours(client, label: str) -> list:
 
 def test_exit_code_and_streams(client, base_image):
     label = f"dev.buildkit.test-run-{uuid.uuid4().hex[:8]}"
-    ran = run_once(client, base_image, 60, command=["sh", "-c", "echo out; echo err >&2; echo more; exit 3"], labels={label: "1"},
-                   network_disabled=True)
+    ran = run_once(client, base_image, 60, command=["sh", "-c", "echo out; echo err >&2; echo more; exit 3"], labels={label: "1"}, network_disabled=True)
     assert (ran.status, ran.timed_out) == (3, False)
     assert (ran.stdout, ran.stderr) == ("out\nmore\n", "err\n")
     assert sorted(ran.output.splitlines()) == ["err", "more", "out"]

@@ -46,8 +46,7 @@ def test_run_print_routes_real_images_by_their_labels(pair_build, docker_env, tm
 def test_run_print_uses_cdi_names_for_a_real_image_on_a_host_with_a_cdi_spec(pair_build, docker_env, tmp_path):
     root = hosts.amd_cdi_spec(hosts.mi300x(tmp_path / "host"), [128, 129])
     rocm = pair_build.targets[ROCM]["tags"][0]
-    printed = run_buildkit("run", rocm, "--print", "--matrix", pair_build.matrix, "--host-root", root, "--engine", "docker:28.2",
-                           env=docker_env)
+    printed = run_buildkit("run", rocm, "--print", "--matrix", pair_build.matrix, "--host-root", root, "--engine", "docker:28.2", env=docker_env)
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout.split(" ", 3)[3].startswith("--device amd.com/gpu=all --group-add video --group-add ")
 

@@ -31,9 +31,27 @@ def test_engine_stopping_mid_build_is_reported(spare_engine, pair_setup, tmp_pat
     out = tmp_path / "out"
     executable = shutil.which("buildkit") or str(Path(sys.executable).parent / "buildkit")
     build = subprocess.Popen(
-        [executable, "build", "--matrix", str(matrix), "--network", "host", "--pip-conf", str(pip_conf),
-         "--select", "torch=2.14.1", "--no-cache", "-j", "1", "--out", str(out)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            executable,
+            "build",
+            "--matrix",
+            str(matrix),
+            "--network",
+            "host",
+            "--pip-conf",
+            str(pip_conf),
+            "--select",
+            "torch=2.14.1",
+            "--no-cache",
+            "-j",
+            "1",
+            "--out",
+            str(out),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 900  # a guard against hangs only: the first RUN step starts within a minute
     while not any("apt-get update" in p.read_text(errors="replace") for p in (out / "logs").glob("*.log")):

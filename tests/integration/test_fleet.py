@@ -26,8 +26,9 @@ def report(out) -> dict[str, dict]:
     return {t["id"]: t for t in json.loads((out / "report.json").read_text())["targets"]}
 
 
-def test_a_context_builder_with_an_empty_cache_reuses_the_registry_cache(tmp_path, double_index, pair_setup, base_image,
-                                                                        buildkit_cli, docker_env, repository, cleanup_images):
+def test_a_context_builder_with_an_empty_cache_reuses_the_registry_cache(
+    tmp_path, double_index, pair_setup, base_image, buildkit_cli, docker_env, repository, cleanup_images
+):
     _, pip_conf = pair_setup
     registry = RegistryProcess(tmp_path / "registry").start()
     spare = SpareEngine(buildkit_cli.docker, tmp_path / "spare.log")
@@ -47,27 +48,44 @@ def test_a_context_builder_with_an_empty_cache_reuses_the_registry_cache(tmp_pat
             log = (tmp_path / "second" / "logs" / f"{target_id}.log").read_text()
             assert "importing cache manifest from" in log and f"{registry.address}/{repository}/buildcache" in log
             # the resolve step and every layer that installs its share of it (torch's among them)
-            installs = {line.split()[0] for line in log.splitlines()
-                        if line.startswith("#") and ("/buildkit/install.py resolve" in line or "/buildkit/install.py layer" in line)}
+            installs = {
+                line.split()[0]
+                for line in log.splitlines()
+                if line.startswith("#") and ("/buildkit/install.py resolve" in line or "/buildkit/install.py layer" in line)
+            }
             assert any("install.py layer /plan/torch.json" in line for line in log.splitlines()), log[-3000:]
             for step in installs:
                 assert f"{step} CACHED" in log, f"{target_id}: install step {step} was not taken from the registry cache"
             assert built[target_id]["status"] == "built"
         # the images live in the engine that built them, not in the default one
-        images = subprocess.run([buildkit_cli.docker, "images", "--format", "{{.Repository}}:{{.Tag}}"], env=spare.env,
-                                capture_output=True, text=True).stdout
+        images = subprocess.run([buildkit_cli.docker, "images", "--format", "{{.Repository}}:{{.Tag}}"], env=spare.env, capture_output=True, text=True).stdout
         assert f"{registry.address}/{repository}:{CUDA}" in images
     finally:
         spare.stop()
         registry.stop()
 
 
-def test_image_indexes_for_amd64_and_arm64_with_the_arm64_image_tested_under_emulation(tmp_path, pair_setup, double_index,
-                                                                                    base_image, docker_env, repository, cleanup_images):
+def test_image_indexes_for_amd64_and_arm64_with_the_arm64_image_tested_under_emulation(
+    tmp_path, pair_setup, double_index, base_image, docker_env, repository, cleanup_images
+):
     _, pip_conf = pair_setup
     matrix = team_matrix(tmp_path, double_index.url, f"{repository}-multi", PAIR_ONLY, STACK)
-    result = run_buildkit("build", "--matrix", matrix, "--network", "host", "--pip-conf", pip_conf, "--out", tmp_path / "out",
-                          "--platform", "linux/amd64", "--platform", "linux/arm64", env=docker_env)
+    result = run_buildkit(
+        "build",
+        "--matrix",
+        matrix,
+        "--network",
+        "host",
+        "--pip-conf",
+        pip_conf,
+        "--out",
+        tmp_path / "out",
+        "--platform",
+        "linux/amd64",
+        "--platform",
+        "linux/arm64",
+        env=docker_env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     built = report(tmp_path / "out")
     # CUDA wheels exist for arm64 (PyTorch's aarch64 builds); ROCm's are amd64 only

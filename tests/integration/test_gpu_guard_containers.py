@@ -43,8 +43,11 @@ def tags(pair_build):
 @pytest.mark.parametrize("twin", ["cuda", "rocm"])
 def test_a_twin_on_the_other_vendors_devices_warns_and_names_its_twin(pair_build, docker_env, twin):
     cuda, rocm = tags(pair_build)
-    image, other, nodes, found = ((cuda, rocm, AMD_NODES, "AMD GPU devices (/dev/kfd)") if twin == "cuda"
-                                  else (rocm, cuda, NVIDIA_NODES, "NVIDIA GPU devices (/dev/nvidia0, /dev/nvidiactl)"))
+    image, other, nodes, found = (
+        (cuda, rocm, AMD_NODES, "AMD GPU devices (/dev/kfd)")
+        if twin == "cuda"
+        else (rocm, cuda, NVIDIA_NODES, "NVIDIA GPU devices (/dev/nvidia0, /dev/nvidiactl)")
+    )
     for mode in (None, "warn"):
         result = start(docker_env, image, *nodes, mode=mode)
         assert result.returncode == 0 and result.stdout == "user code ran\n", result.stderr

@@ -20,8 +20,19 @@ KERNEL = "extension_cpp/csrc/cuda/muladd.cu"
 
 
 def test_extension_compiles_for_gfx942_in_the_toolchain_image(cli, client, rocm_toolchain, tmp_path):
-    result = cli("hipify", FIXTURE, "--out", tmp_path / "out", "--compile-check", "--offload-arch", "gfx942",
-                 "--toolchain-image", rocm_toolchain, "--json", tmp_path / "report.json")
+    result = cli(
+        "hipify",
+        FIXTURE,
+        "--out",
+        tmp_path / "out",
+        "--compile-check",
+        "--offload-arch",
+        "gfx942",
+        "--toolchain-image",
+        rocm_toolchain,
+        "--json",
+        tmp_path / "report.json",
+    )
     assert result.code == 0, result.out + result.err
     hip = client.images.get(rocm_toolchain).labels["dev.buildkit.hip-version"]
     assert f"compile check for gfx942 with hipcc {hip} (/usr/bin/hipcc in image {rocm_toolchain})" in result.out
@@ -29,7 +40,9 @@ def test_extension_compiles_for_gfx942_in_the_toolchain_image(cli, client, rocm_
     assert "extension_cpp/csrc/muladd.cpp, c++: compiles" in result.out
     report = json.loads((tmp_path / "report.json").read_text())
     assert [(unit["file"], unit["status"]) for unit in report["compiled"]] == [
-        ("extension_cpp/csrc/hip/muladd.hip", "ok"), ("extension_cpp/csrc/muladd.cpp", "ok")]
+        ("extension_cpp/csrc/hip/muladd.hip", "ok"),
+        ("extension_cpp/csrc/muladd.cpp", "ok"),
+    ]
     assert report["headers"].startswith("torch 2.13.0+cpu is not a ROCm build: its CUDA headers (ATen/cuda, c10/cuda) hipified")
 
 
@@ -43,13 +56,26 @@ def test_defect_planted_in_the_cu_is_reported_at_its_line(cli, rocm_toolchain, t
     lines.insert(planted - 1, "  numel += planted_undeclared_name;")
     kernel.write_text("\n".join(lines) + "\n")
 
-    result = cli("hipify", tree, "--out", tmp_path / "out", "--compile-check", "--offload-arch", "gfx942",
-                 "--toolchain-image", rocm_toolchain, "--json", tmp_path / "report.json")
+    result = cli(
+        "hipify",
+        tree,
+        "--out",
+        tmp_path / "out",
+        "--compile-check",
+        "--offload-arch",
+        "gfx942",
+        "--toolchain-image",
+        rocm_toolchain,
+        "--json",
+        tmp_path / "report.json",
+    )
 
     assert result.code == 1, result.out + result.err
     hipified_line = planted + 1  # hipify's breadcrumb comment is the .hip's first line
-    assert (f"DOES NOT COMPILE: {KERNEL}:{planted} (extension_cpp/csrc/hip/muladd.hip:{hipified_line}): "
-            "error: use of undeclared identifier 'planted_undeclared_name'") in result.out
+    assert (
+        f"DOES NOT COMPILE: {KERNEL}:{planted} (extension_cpp/csrc/hip/muladd.hip:{hipified_line}): "
+        "error: use of undeclared identifier 'planted_undeclared_name'"
+    ) in result.out
     (unit,) = json.loads((tmp_path / "report.json").read_text())["compiled"]
     assert unit["status"] == "error" and unit["location"].startswith(f"{KERNEL}:{planted} ")
 
@@ -68,8 +94,19 @@ PORTS = Path(__file__).resolve().parent.parent / "fixtures" / "rocm_ports"
 
 
 def _check(cli, rocm_toolchain, tmp_path, tree: str):
-    result = cli("hipify", PORTS / tree, "--out", tmp_path / "out", "--compile-check", "--offload-arch", "gfx942",
-                 "--toolchain-image", rocm_toolchain, "--json", tmp_path / "report.json")
+    result = cli(
+        "hipify",
+        PORTS / tree,
+        "--out",
+        tmp_path / "out",
+        "--compile-check",
+        "--offload-arch",
+        "gfx942",
+        "--toolchain-image",
+        rocm_toolchain,
+        "--json",
+        tmp_path / "report.json",
+    )
     return result, json.loads((tmp_path / "report.json").read_text())
 
 
@@ -91,9 +128,11 @@ def test_include_order_clash_names_gcc_and_the_workaround(cli, rocm_toolchain, t
     (unit,) = report["compiled"]
     assert (unit["compiler"], unit["status"]) == ("c++", "environment")
     assert unit["summary"].startswith("c++ (Debian ")  # the compiler that failed, by its --version line
-    assert "HIP's __noinline__ macro (hip/amd_detail/host_defines.h defines it empty for compilers other than clang) turns libstdc++'s " \
-           "[[__gnu__::__noinline__]] into [[__gnu__::]] (the standard header included at binding.cpp:5 (binding_hip.cpp:6) comes " \
-           "after <hip/hip_runtime.h>): include the C++ standard and torch headers before <hip/hip_runtime.h>" in unit["summary"]
+    assert (
+        "HIP's __noinline__ macro (hip/amd_detail/host_defines.h defines it empty for compilers other than clang) turns libstdc++'s "
+        "[[__gnu__::__noinline__]] into [[__gnu__::]] (the standard header included at binding.cpp:5 (binding_hip.cpp:6) comes "
+        "after <hip/hip_runtime.h>): include the C++ standard and torch headers before <hip/hip_runtime.h>" in unit["summary"]
+    )
     assert "torch" not in unit["summary"].split(":")[0]
     assert result.code == 1 and not report["passed"]  # nothing compiled
     assert report["failures"] == ["the compile check compiled nothing: no file compiled, each for a reason outside your code"]

@@ -12,8 +12,7 @@ from buildkit.adapters.files.bundled import tomllib
 from testkit.registry import RegistryProcess, Seeder
 from testkit.runner import run_buildkit
 
-BASES = {"3.11": "base/python:3.11-slim", "3.12": "base/python:3.12-slim",
-         "cuda": "base/dev-ubuntu-24.04:cuda", "rocm": "base/dev-ubuntu-24.04:rocm"}
+BASES = {"3.11": "base/python:3.11-slim", "3.12": "base/python:3.12-slim", "cuda": "base/dev-ubuntu-24.04:cuda", "rocm": "base/dev-ubuntu-24.04:rocm"}
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ from testkit.wheel_index import WheelIndex
 from testkit.wheels import build_wheel, companion_double, torch_double
 
 pytestmark = pytest.mark.engine
-STACKS = ('[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n{extra_14}\n'
-          '[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n{extra_13}\n')
+STACKS = (
+    '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n{extra_14}\n[[torch]]\nversion = "2.13.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\n{extra_13}\n'
+)
 CUDA, ROCM = "2.14.1-cuda13.0-py3.11-runtime", "2.14.1-rocm7.2-py3.11-runtime"
 
 
@@ -28,8 +29,10 @@ def index(tmp_path_factory):
     folder = tmp_path_factory.mktemp("publish-wheels")
     doubles = pair_doubles(folder, {"2.14.1": "0.29.1", "2.13.0": "0.28.0"})
     # a mislabelled wheel: named +rocm7.2, built for CUDA 13.0 (TEST DOUBLE)
-    wrong = [torch_double(folder / "wrong", "2.14.1", "rocm7.2", "13.0", None, CUDA_13_ARCHS),
-             companion_double(folder / "wrong", "torchvision", "0.29.1", "rocm7.2", "2.14.1")]
+    wrong = [
+        torch_double(folder / "wrong", "2.14.1", "rocm7.2", "13.0", None, CUDA_13_ARCHS),
+        companion_double(folder / "wrong", "torchvision", "0.29.1", "rocm7.2", "2.14.1"),
+    ]
     extras = [build_wheel(folder / f"extra{v}", "team-extra", v, {"team_extra/__init__.py": ""}) for v in ("1.0", "2.0")]
     server = WheelIndex({**doubles, "simple": extras}).start()
     wrong_server = WheelIndex({**doubles, "rocm7.2": wrong, "simple": extras}).start()
@@ -65,9 +68,25 @@ class Publisher:
         self.runs += 1
         out = self.folder / f"out{self.runs}"
         result = run_buildkit(
-            "publish", "--matrix", matrix, "--registry", registry or self.registry,
-            "--registry-auth-file", auth_file or self.auth_file, "--network", "host", "--gpu-gate", gpu_gate,
-            "--pip-conf", matrix.parent / "pip.conf", "--out", out, "-j", "2", *extra, env=self.env,
+            "publish",
+            "--matrix",
+            matrix,
+            "--registry",
+            registry or self.registry,
+            "--registry-auth-file",
+            auth_file or self.auth_file,
+            "--network",
+            "host",
+            "--gpu-gate",
+            gpu_gate,
+            "--pip-conf",
+            matrix.parent / "pip.conf",
+            "--out",
+            out,
+            "-j",
+            "2",
+            *extra,
+            env=self.env,
         )
         report = json.loads((out / "publish.json").read_text()) if (out / "publish.json").exists() else None
         return result, report
@@ -97,9 +116,14 @@ def test_publish_skips_what_is_unchanged_and_republishes_only_what_changed(publi
     assert first.returncode == 0, first.stderr[-3000:]
     assert set(statuses(report).values()) == {"published"} and len(report["targets"]) == 4
     assert publisher.tags() == {
-        "2.14.1-cuda13.0-py3.11-runtime", "2.14.1-rocm7.2-py3.11-runtime", "2.13.0-cuda13.0-py3.11-runtime",
-        "2.13.0-rocm7.2-py3.11-runtime", "2.14.1-cuda-py3.11-runtime", "2.14.1-rocm-py3.11-runtime",
-        "2.13.0-cuda-py3.11-runtime", "2.13.0-rocm-py3.11-runtime",
+        "2.14.1-cuda13.0-py3.11-runtime",
+        "2.14.1-rocm7.2-py3.11-runtime",
+        "2.13.0-cuda13.0-py3.11-runtime",
+        "2.13.0-rocm7.2-py3.11-runtime",
+        "2.14.1-cuda-py3.11-runtime",
+        "2.14.1-rocm-py3.11-runtime",
+        "2.13.0-cuda-py3.11-runtime",
+        "2.13.0-rocm-py3.11-runtime",
     }
     assert publisher.digest("2.14.1-cuda-py3.11-runtime") == publisher.digest(CUDA)
 
@@ -112,8 +136,10 @@ def test_publish_skips_what_is_unchanged_and_republishes_only_what_changed(publi
     third, report = publisher.publish(changed)
     assert third.returncode == 0, third.stderr[-3000:]
     assert statuses(report) == {
-        CUDA: "skipped-unchanged", ROCM: "skipped-unchanged",
-        "2.13.0-cuda13.0-py3.11-runtime": "published", "2.13.0-rocm7.2-py3.11-runtime": "published",
+        CUDA: "skipped-unchanged",
+        ROCM: "skipped-unchanged",
+        "2.13.0-cuda13.0-py3.11-runtime": "published",
+        "2.13.0-rocm7.2-py3.11-runtime": "published",
     }
 
 

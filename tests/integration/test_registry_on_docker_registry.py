@@ -13,8 +13,7 @@ from buildkit.adapters.registry.client import Credentials, Registry, Resolved
 from buildkit.adapters.registry.deletion import RetentionUnsupported, deletion_for
 from testkit.registry import RegistryProcess, Seeder
 
-pytestmark = pytest.mark.skipif(not (shutil.which("docker-registry") or shutil.which("registry")),
-                                reason="needs Debian's docker-registry")
+pytestmark = pytest.mark.skipif(not (shutil.which("docker-registry") or shutil.which("registry")), reason="needs Debian's docker-registry")
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,10 @@ pytestmark = pytest.mark.engine
 CUDA, ROCM = "2.14.1-cuda13.0-py3.11-runtime", "2.14.1-rocm7.2-py3.11-runtime"
 FLOATING = {"2.14.1-cuda-py3.11-runtime", "2.14.1-rocm-py3.11-runtime"}
 PASSWORD = "pw-" + uuid.uuid4().hex
-HOSTS = {"nvidia": HostFacts(gpus=(Gpu("nvidia", "0000:41:00.0", "0x2330", "NVIDIA H100 80GB HBM3", "sm_90"),), nvidia_driver="580.126.20"),
-         "amd": HostFacts(gpus=(Gpu("amd", "0000:03:00.0", "0x74a1", "AMD Instinct MI300X", "gfx942"),), amdgpu_driver="6.12.12")}
+HOSTS = {
+    "nvidia": HostFacts(gpus=(Gpu("nvidia", "0000:41:00.0", "0x2330", "NVIDIA H100 80GB HBM3", "sm_90"),), nvidia_driver="580.126.20"),
+    "amd": HostFacts(gpus=(Gpu("amd", "0000:03:00.0", "0x74a1", "AMD Instinct MI300X", "gfx942"),), amdgpu_driver="6.12.12"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -42,17 +44,32 @@ def nightly(tmp_path_factory, base_image, docker_env, cleanup_images):
     wheels = folder / "wheels"
     index = WheelIndex({**pair_doubles(wheels, {"2.14.1": "0.29.1"}), "simple": []}).start()
     registry = RegistryProcess(folder / "registry").start()
-    subprocess.run(["cosign", "generate-key-pair"], cwd=folder, env={**os.environ, "COSIGN_PASSWORD": PASSWORD},
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(["cosign", "generate-key-pair"], cwd=folder, env={**os.environ, "COSIGN_PASSWORD": PASSWORD}, check=True, capture_output=True, timeout=60)
     repository = session_repository("gate")
-    matrix = team_matrix(folder, index.url, repository, f'[{{ id = "{CUDA}" }}, {{ id = "{ROCM}" }}]',
-                         '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
+    matrix = team_matrix(
+        folder, index.url, repository, f'[{{ id = "{CUDA}" }}, {{ id = "{ROCM}" }}]', '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n'
+    )
     pip_conf = index_pip_conf(folder, index.url)
     env = {**docker_env, "COSIGN_PASSWORD": PASSWORD}
 
     def publish(*extra: str, out: str):
-        result = run_buildkit("publish", "--matrix", matrix, "--registry", registry.address, "--network", "host",
-                              "--pip-conf", pip_conf, "--out", folder / out, "-j", "2", *extra, env=env)
+        result = run_buildkit(
+            "publish",
+            "--matrix",
+            matrix,
+            "--registry",
+            registry.address,
+            "--network",
+            "host",
+            "--pip-conf",
+            pip_conf,
+            "--out",
+            folder / out,
+            "-j",
+            "2",
+            *extra,
+            env=env,
+        )
         report = folder / out / "publish.json"
         return result, json.loads(report.read_text()) if report.exists() else None
 

@@ -61,7 +61,9 @@ def test_trimmed_torch_is_a_third_of_the_untrimmed_at_most(pair):
     """The goal is for images whose torch dominates them, as real ROCm torch (gigabytes) does; next to the
     double, the image's fixed half gigabyte (base, g++, venv) dominates, so the figure asserted is the torch
     package's. docs/benchmarks.md records all three ratios and projects the image's for real wheels."""
-    print(f"\ntorch {pair.read['trimmed'].torch_bytes} / {pair.read['untrimmed'].torch_bytes} = {pair.torch_ratio:.3f}; "
-          f"image {pair.filesystem(pair.trimmed)} / {pair.filesystem(pair.untrimmed)} = {pair.image_ratio:.3f}; "
-          f"above the base image {pair.above_base(pair.trimmed)} / {pair.above_base(pair.untrimmed)} = {pair.added_ratio:.3f}")
+    print(
+        f"\ntorch {pair.read['trimmed'].torch_bytes} / {pair.read['untrimmed'].torch_bytes} = {pair.torch_ratio:.3f}; "
+        f"image {pair.filesystem(pair.trimmed)} / {pair.filesystem(pair.untrimmed)} = {pair.image_ratio:.3f}; "
+        f"above the base image {pair.above_base(pair.trimmed)} / {pair.above_base(pair.untrimmed)} = {pair.added_ratio:.3f}"
+    )
     assert pair.torch_ratio <= 1 / 3

@@ -28,8 +28,9 @@ def site(pair_build, docker_env, tmp_path_factory):
         if target["status"] == "built":
             made = run_buildkit("sbom", "--local", target["tags"][0], "--out", folder / "sboms" / f"{target_id}.json", env=docker_env)
             assert made.returncode == 0, made.stderr
-    written = run_buildkit("report", "--html", folder / "out", "--matrix", pair_build.matrix, "--from", pair_build.out / "report.json",
-                           "--from", folder / "sboms", env=docker_env)
+    written = run_buildkit(
+        "report", "--html", folder / "out", "--matrix", pair_build.matrix, "--from", pair_build.out / "report.json", "--from", folder / "sboms", env=docker_env
+    )
     assert written.returncode == 0, written.stderr
     return folder / "out", set(pair_build.targets)
 

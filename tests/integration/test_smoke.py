@@ -37,22 +37,34 @@ def bad_builds(tmp_path_factory, base_image, docker_env, repository, machine_ind
     """Wrong torch builds that must never become images: each fails in the install step itself, in seconds."""
     folder = tmp_path_factory.mktemp("bad")
     wheels = folder / "wheels"
-    index = WheelIndex({
-        # a mislabelled mirror: ROCm 7.2's index hands out a wheel named +rocm7.2 that is a CUDA build (TEST DOUBLE)
-        "rocm7.2": [torch_double(wheels / "ro", "2.14.1", "rocm7.2", "13.0", None, ["sm_90"]),
-                    companion_double(wheels / "ro", "torchvision", "0.29.1", "rocm7.2", "2.14.1")],
-        # a CUDA torch that cannot be imported
-        "cu130": [build_wheel(wheels / "broken", "torch", "2.14.1+cu130", {"torch/__init__.py": BROKEN_INIT}),
-                  companion_double(wheels / "broken", "torchvision", "0.29.1", "cu130", "2.14.1")],
-        "simple": [],
-    }).start()
-    matrix = team_matrix(folder, index.url, repository, '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
-                         '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n')
+    index = WheelIndex(
+        {
+            # a mislabelled mirror: ROCm 7.2's index hands out a wheel named +rocm7.2 that is a CUDA build (TEST DOUBLE)
+            "rocm7.2": [
+                torch_double(wheels / "ro", "2.14.1", "rocm7.2", "13.0", None, ["sm_90"]),
+                companion_double(wheels / "ro", "torchvision", "0.29.1", "rocm7.2", "2.14.1"),
+            ],
+            # a CUDA torch that cannot be imported
+            "cu130": [
+                build_wheel(wheels / "broken", "torch", "2.14.1+cu130", {"torch/__init__.py": BROKEN_INIT}),
+                companion_double(wheels / "broken", "torchvision", "0.29.1", "cu130", "2.14.1"),
+            ],
+            "simple": [],
+        }
+    ).start()
+    matrix = team_matrix(
+        folder,
+        index.url,
+        repository,
+        '[{ torch = "2.14.1", python = "3.11", flavor = "runtime" }]',
+        '[[torch]]\nversion = "2.14.1"\ncuda = ["13.0"]\nrocm = ["7.2"]\n',
+    )
     doubles = build(matrix, index_pip_conf(folder, index.url), folder / "out", docker_env, "-j", "2")
     # the CPU wheel that lies on this machine, offered where the CUDA 13.0 build is asked for
     cpu_folder = tmp_path_factory.mktemp("cpu")
-    cpu_matrix = team_matrix(cpu_folder, machine_index.url, repository, '[{ id = "2.13.0-cuda13.0-py3.11-runtime" }]',
-                             '[[torch]]\nversion = "2.13.0"\ncompanions = []\n')
+    cpu_matrix = team_matrix(
+        cpu_folder, machine_index.url, repository, '[{ id = "2.13.0-cuda13.0-py3.11-runtime" }]', '[[torch]]\nversion = "2.13.0"\ncompanions = []\n'
+    )
     cpu = build(cpu_matrix, machine_pip_conf(cpu_folder, machine_index), cpu_folder / "out", docker_env)
     index.stop()
     return {**doubles.targets, **cpu.targets}, doubles, cpu
@@ -94,8 +106,11 @@ def test_smoke_test_of_an_image_built_elsewhere_catches_a_cpu_torch(base_image, 
     tag = f"buildkit-test-cpu-{tmp_path.name.lower()}:1"
     labels = ["--label", "dev.buildkit.backend=cuda", "--label", "dev.buildkit.backend-version=13.0"]
     output = f"type=docker,name={tag},compression=zstd,compression-level=1,force-compression=true"
-    built = subprocess.run([*docker_env.get("BUILDKIT_DOCKER", "docker").split(), "buildx", "build", "--output", output, "--network", "host",
-                            *labels, str(tmp_path)], capture_output=True, text=True)
+    built = subprocess.run(
+        [*docker_env.get("BUILDKIT_DOCKER", "docker").split(), "buildx", "build", "--output", output, "--network", "host", *labels, str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     try:
         result = run_buildkit("test", tag, "--json", tmp_path / "verdict.json", env=docker_env)
@@ -119,13 +134,20 @@ def test_twin_with_an_extra_package_fails_parity(tmp_path, base_image, docker_en
     wheels = tmp_path / "wheels"
     extra = build_wheel(wheels / "extra", "rocm-only-helper", "1.0", {"rocm_only_helper/__init__.py": ""})
     rocm_torch = torch_double(wheels / "ro", "2.12.0", "rocm7.2", None, "7.2.0", [], requires=["rocm-only-helper"])
-    index = WheelIndex({
-        "cu130": [torch_double(wheels / "cu", "2.12.0", "cu130", "13.0", None, [])],
-        "rocm7.2": [rocm_torch, extra],
-        "simple": [],
-    }).start()
-    matrix = team_matrix(tmp_path, index.url, repository, '[{ torch = "2.12.0", python = "3.11", flavor = "runtime" }]',
-                         '[[torch]]\nversion = "2.12.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\ncompanions = []\n')
+    index = WheelIndex(
+        {
+            "cu130": [torch_double(wheels / "cu", "2.12.0", "cu130", "13.0", None, [])],
+            "rocm7.2": [rocm_torch, extra],
+            "simple": [],
+        }
+    ).start()
+    matrix = team_matrix(
+        tmp_path,
+        index.url,
+        repository,
+        '[{ torch = "2.12.0", python = "3.11", flavor = "runtime" }]',
+        '[[torch]]\nversion = "2.12.0"\ncuda = ["13.0"]\nrocm = ["7.2"]\ncompanions = []\n',
+    )
     run = build(matrix, index_pip_conf(tmp_path, index.url), tmp_path / "out", docker_env, "-j", "2")
     index.stop()
     assert {t["status"] for t in run.report["targets"]} == {"built"}

@@ -37,8 +37,7 @@ def checkout(tmp_path_factory) -> Path:
     """The stand-in PyTorch checkout, with torch/utils/hipify from the installed torch wheel (never committed)."""
     tree = tmp_path_factory.mktemp("source") / "pytorch"
     shutil.copytree(FIXTURE, tree)
-    shutil.copytree(Path(torch.utils.hipify.__file__).parent, tree / "torch" / "utils" / "hipify",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(torch.utils.hipify.__file__).parent, tree / "torch" / "utils" / "hipify", ignore=shutil.ignore_patterns("__pycache__"))
     return tree
 
 
@@ -69,25 +68,37 @@ def code_objects(client, image: str, library: Path) -> str:
     """clang-offload-bundler's list of the code objects in a library's .hip_fatbin section, run in the toolchain
     image (its clang wrote them)."""
     # objcopy writes its output over its input unless given another file, and the library is mounted read-only
-    script = ('objcopy --dump-section .hip_fatbin=/tmp/fatbin "$0" /tmp/copy && '
-              '"$(hipconfig --hipclangpath)/clang-offload-bundler" --list --type=o --input=/tmp/fatbin')
-    output = client.containers.run(image, ["sh", "-c", script, str(library)], remove=True, network_disabled=True,
-                                   volumes={str(library.parent): {"bind": str(library.parent), "mode": "ro"}})
+    script = (
+        'objcopy --dump-section .hip_fatbin=/tmp/fatbin "$0" /tmp/copy && '
+        '"$(hipconfig --hipclangpath)/clang-offload-bundler" --list --type=o --input=/tmp/fatbin'
+    )
+    output = client.containers.run(
+        image,
+        ["sh", "-c", script, str(library)],
+        remove=True,
+        network_disabled=True,
+        volumes={str(library.parent): {"bind": str(library.parent), "mode": "ro"}},
+    )
     return output.decode()
 
 
 def test_source_flavor_compiles_the_hipified_checkout_into_gfx942_code_objects(
-        client, buildkit_cli, docker_env, rocm_toolchain, checkout, setuptools_index, tmp_path):
+    client, buildkit_cli, docker_env, rocm_toolchain, checkout, setuptools_index, tmp_path
+):
     python = client.images.get(rocm_toolchain).labels["dev.buildkit.os-python"]
-    choices = Choices(matrix=source_matrix(tmp_path, rocm_toolchain, python),
-                      source=SourceOptions(gpu_archs=(ARCH,), pytorch_src=checkout))
+    choices = Choices(matrix=source_matrix(tmp_path, rocm_toolchain, python), source=SourceOptions(gpu_archs=(ARCH,), pytorch_src=checkout))
     (item,) = select_targets(choices).render()
     assert item.target.builder_image == rocm_toolchain and item.build_args["PYTORCH_ROCM_ARCH"] == ARCH
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(item.dockerfile)
     request = buildx.BuildRequest(
-        dockerfile=dockerfile, context=checkout, build_args=dict(item.build_args), labels={}, network="host",
-        secrets={"pip_conf": index_pip_conf(tmp_path, setuptools_index.url)}, stage="torch-wheel",
+        dockerfile=dockerfile,
+        context=checkout,
+        build_args=dict(item.build_args),
+        labels={},
+        network="host",
+        secrets={"pip_conf": index_pip_conf(tmp_path, setuptools_index.url)},
+        stage="torch-wheel",
         no_cache=True,  # every step runs now: a wheel from an earlier run's cache would prove nothing
     )
     wheels = tmp_path / "wheels"

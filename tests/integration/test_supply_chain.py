@@ -39,8 +39,12 @@ pytestmark = pytest.mark.engine
 
 FINGERPRINT = "5" * 64
 LABELS = {
-    "dev.buildkit.target": "2.14.1-rocm7.2-py3.11-runtime", "dev.buildkit.vendor": "amd", "dev.buildkit.backend": "rocm",
-    "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx90a;gfx942", "dev.buildkit.torch": "2.14.1",
+    "dev.buildkit.target": "2.14.1-rocm7.2-py3.11-runtime",
+    "dev.buildkit.vendor": "amd",
+    "dev.buildkit.backend": "rocm",
+    "dev.buildkit.backend-version": "7.2",
+    "dev.buildkit.gpu-archs": "gfx90a;gfx942",
+    "dev.buildkit.torch": "2.14.1",
     "dev.buildkit.fingerprint": FINGERPRINT,
 }
 MI300X_HOST = HostFacts(gpus=(Gpu("amd", "0000:03:00.0", "0x74a1", "AMD Instinct MI300X", "gfx942"),), amdgpu_driver="6.12.12", amdgpu_loaded=True)
@@ -65,8 +69,7 @@ class Setup:
 
 def _key_pair(folder: Path, password: str) -> None:
     folder.mkdir(parents=True)
-    subprocess.run(["cosign", "generate-key-pair"], cwd=folder, env={**os.environ, "COSIGN_PASSWORD": password},
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(["cosign", "generate-key-pair"], cwd=folder, env={**os.environ, "COSIGN_PASSWORD": password}, check=True, capture_output=True, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +88,13 @@ def setup(client, base_image, docker_env, tmp_path_factory):
     local = f"{registry.address}/supply/pytorch:2.14.1-rocm7.2-py3.11-runtime"
     labels = [argument for key, value in LABELS.items() for argument in ("--label", f"{key}={value}")]
     # --label (not LABEL in the Dockerfile) so that mode=max provenance records them, the fingerprint among them
-    subprocess.run([docker_env[buildx.DOCKER_ENV], "buildx", "build", "--push", "--provenance=mode=max", *labels, "-t", local,
-                    str(context)], env=docker_env, check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [docker_env[buildx.DOCKER_ENV], "buildx", "build", "--push", "--provenance=mode=max", *labels, "-t", local, str(context)],
+        env=docker_env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     keys = folder / "keys"
     _key_pair(keys / "signer", PASSWORD)
     _key_pair(keys / "stranger", "other-" + PASSWORD)
@@ -120,7 +128,9 @@ def test_supply_chain_end_to_end(cli, client, setup):
     assert "FAIL  sbom: no SBOM attestation" in result.out and "FAIL  gpu test: no GPU test attestation" in result.out
     facts, why = published_facts(setup.local)  # doctor's view, signatures not checked
     assert why == "" and [(f.name, f.ok, f.detail) for f in facts.facts][2:] == [
-        ("sbom", False, "no SBOM attestation is attached"), ("gpu test", False, "no GPU test attestation is attached")]
+        ("sbom", False, "no SBOM attestation is attached"),
+        ("gpu test", False, "no GPU test attestation is attached"),
+    ]
 
     # signed, SBOM attached: the GPU test is what is missing
     sign(setup.cosign, setup.pinned, signer)
@@ -143,8 +153,9 @@ def test_supply_chain_end_to_end(cli, client, setup):
     assert "FAIL  gpu test: no passing test on an AMD GPU: kernels did not run on any AMD GPU (kernels: skipped (no AMD GPU on this host))" in result.out
 
     # TEST DOUBLE: an H100 run of a CUDA twin, attached to this ROCm image: the other vendor does not count
-    cuda_identity = ImageIdentity.read({**LABELS, "dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "13.0",
-                                        "dev.buildkit.vendor": "nvidia", "dev.buildkit.gpu-archs": "9.0"})
+    cuda_identity = ImageIdentity.read(
+        {**LABELS, "dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "13.0", "dev.buildkit.vendor": "nvidia", "dev.buildkit.gpu-archs": "9.0"}
+    )
     h100 = judge(setup.local, cuda_identity, gpu_report_double("nvidia"), "require", True)
     attest_gpu(setup.cosign, setup.pinned, h100, cuda_identity, H100_HOST, "require", signer)
     result = verify(cli, setup)
@@ -190,13 +201,11 @@ def test_supply_chain_end_to_end(cli, client, setup):
     # cosign itself agrees
     flags = ["--key", setup.pub(), "--insecure-ignore-tlog", "--allow-insecure-registry"]
     assert subprocess.run(["cosign", "verify", *flags, setup.pinned], capture_output=True, timeout=60).returncode == 0
-    attested = subprocess.run(["cosign", "verify-attestation", "--type", GPU_TEST_TYPE, *flags, setup.pinned],
-                              capture_output=True, text=True, timeout=60)
+    attested = subprocess.run(["cosign", "verify-attestation", "--type", GPU_TEST_TYPE, *flags, setup.pinned], capture_output=True, text=True, timeout=60)
     assert attested.returncode == 0 and len(attested.stdout.splitlines()) == 3  # CPU-only, H100, MI300X: all signed
     stranger = ["--key", setup.pub("stranger"), "--insecure-ignore-tlog", "--allow-insecure-registry"]
     assert subprocess.run(["cosign", "verify", *stranger, setup.pinned], capture_output=True, timeout=60).returncode != 0
-    assert subprocess.run(["cosign", "verify-attestation", "--type", "cyclonedx", *flags, setup.pinned],
-                          capture_output=True, timeout=60).returncode == 0
+    assert subprocess.run(["cosign", "verify-attestation", "--type", "cyclonedx", *flags, setup.pinned], capture_output=True, timeout=60).returncode == 0
 
     # the SBOM from the registry (verified), and generated from the local image
     result = cli("sbom", setup.local, "--key", setup.pub())

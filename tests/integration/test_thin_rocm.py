@@ -68,11 +68,13 @@ def index(tmp_path_factory):
     plugin that requires torch (what a user installs into an image later)."""
     folder = tmp_path_factory.mktemp("thin-wheels")
     pytorch = thin_rocm_index(folder / "pytorch", "pytorch", TORCH_ARCHS, DEVICE_ARCHS).wheels
-    pytorch += [wheel for wheel in thin_rocm_index(folder / "pytorch-2.15", "pytorch", TORCH_ARCHS, DEVICE_ARCHS, "2.15.0").wheels
-                if wheel.name.startswith(("torch-", "torchvision-"))]
+    pytorch += [
+        wheel
+        for wheel in thin_rocm_index(folder / "pytorch-2.15", "pytorch", TORCH_ARCHS, DEVICE_ARCHS, "2.15.0").wheels
+        if wheel.name.startswith(("torch-", "torchvision-"))
+    ]
     amd = thin_rocm_index(folder / "amd", "amd-multi-arch", TORCH_ARCHS, DEVICE_ARCHS).wheels
-    whl_next = amd_layout_index(folder / "whl-next", WHL_NEXT, COMPAT.amd, "10.1", "2.14.0", COMPAT.backend("rocm", "10.1").archs,
-                                ROCM10_ARCHS).wheels
+    whl_next = amd_layout_index(folder / "whl-next", WHL_NEXT, COMPAT.amd, "10.1", "2.14.0", COMPAT.backend("rocm", "10.1").archs, ROCM10_ARCHS).wheels
     plugin = build_wheel(folder / "plugin", "team-plugin", "1.0", {"team_plugin/__init__.py": ""}, requires=["torch"])
     server = WheelIndex({"rocm7.14": [*pytorch, plugin], "amd": amd, "whl-next": whl_next, "simple": []}).start()
     yield server
@@ -119,10 +121,15 @@ def test_rocm_10_bundle_images_hold_their_torch_and_torchvision_device_packages(
     """AMD's whl-next layout: per gfx target torch's and the ROCm libraries' packages, per sub-family torch's
     (amd-torch-device-gfx115x), per target torchvision's; the smoke test finds exactly those and torchvision's ops."""
     assert device_packages(client, families.targets[GFX9_4]["image_id"]) == {
-        "amd-torch-device-gfx942", "amd-torch-device-gfx9-4", "rocm-sdk-device-gfx942", "amd-torchvision-device-gfx942"}
+        "amd-torch-device-gfx942",
+        "amd-torch-device-gfx9-4",
+        "rocm-sdk-device-gfx942",
+        "amd-torchvision-device-gfx942",
+    }
     assert device_packages(client, families.targets[GFX115X]["image_id"]) == {
         *(f"{prefix}-gfx115{n}" for prefix in ("amd-torch-device", "rocm-sdk-device", "amd-torchvision-device") for n in (0, 1)),
-        "amd-torch-device-gfx115x"}
+        "amd-torch-device-gfx115x",
+    }
     for target in (families.targets[GFX9_4], families.targets[GFX115X]):
         checks = {check["name"]: check for check in target["smoke"]["checks"]}
         assert checks["device code"]["passed"] and checks["torchvision ops"]["passed"], (checks["device code"], checks["torchvision ops"])
@@ -134,7 +141,12 @@ def test_rocm_10_bundle_images_say_their_bundle_and_variant_and_layer_each_bundl
     assert labels["dev.buildkit.wheel-variant"] == "amd :: gfx_arch :: gfx1150; amd :: gfx_arch :: gfx1151"
     layers = [layer["layer"] for layer in families.targets[GFX115X]["layer_sizes"]]
     assert [name for name in layers if name.startswith("device-")] == [
-        "device-gfx1150", "device-gfx115x", "device-gfx1151", "device-torchvision-gfx1150", "device-torchvision-gfx1151"]
+        "device-gfx1150",
+        "device-gfx115x",
+        "device-gfx1151",
+        "device-torchvision-gfx1150",
+        "device-torchvision-gfx1151",
+    ]
     # the two bundles' images share what comes before their device code: torch's layer and its companions'
     gfx9_4 = families.targets[GFX9_4]
     shared = [layer["layer"] for layer in gfx9_4["layer_sizes"]].index("device-gfx942")
@@ -151,8 +163,7 @@ def test_family_images_share_every_layer_but_their_device_code(families):
     assert rdna3["layers"][shared] != mi300["layers"][shared]  # device-gfx1100 against device-gfx942
 
 
-def test_torch_s_layers_built_again_from_nothing_are_the_same_blobs(families, index, base_image, buildkit_cli, docker_env,
-                                                                   repository, tmp_path):
+def test_torch_s_layers_built_again_from_nothing_are_the_same_blobs(families, index, base_image, buildkit_cli, docker_env, repository, tmp_path):
     """A nightly on a fresh runner: the MI300 image built twice on a throwaway engine, its build cache pruned in
     between (every wheel downloaded and installed again, minutes later), has the same digest for every layer of
     torch's install, so a registry and a node that hold the first build's layers take nothing new. (On a throwaway
@@ -182,7 +193,7 @@ def test_the_report_says_what_a_node_holding_one_family_image_pays_for_another(f
     # code and its own steps above it, and fetches those but the few of its steps whose files are the MI300 image's
     cost = {share["held"]: share for share in families.targets[RDNA3]["shares"]}[MI300]
     sizes = families.targets[RDNA3]["layer_sizes"]
-    above = sum(layer["bytes"] for layer in sizes[[layer["layer"] for layer in sizes].index("device-gfx1100"):])
+    above = sum(layer["bytes"] for layer in sizes[[layer["layer"] for layer in sizes].index("device-gfx1100") :])
     device = sum(layer["bytes"] for layer in sizes if layer["layer"].startswith("device-"))
     assert cost["unpacked_bytes"] == above and device <= cost["fetched_bytes"] <= above
     assert {"rocm-sdk-core", "rocm-sdk-libraries", "torch", "companions"} <= set(cost["shared_layers"])
@@ -207,7 +218,7 @@ def test_a_later_pip_install_keeps_the_image_narrow(families, client, index):
     """torch's own metadata asks for rocm[device-all]: pip walks it whenever it resolves against torch, so the
     image's installer narrowed it; installing a package that requires torch adds no device package."""
     image = families.targets[MI300]["image_id"]
-    command = ["sh", "-c", f"pip install --quiet --index-url {index.url}/rocm7.14/ team-plugin && python -c \"{READ_DISTRIBUTIONS}\""]
+    command = ["sh", "-c", f'pip install --quiet --index-url {index.url}/rocm7.14/ team-plugin && python -c "{READ_DISTRIBUTIONS}"']
     # as root, as a Dockerfile FROM the image installs (its venv is root's; the image runs as UID 1000)
     output = client.containers.run(image, command, network_mode="host", user="0", remove=True).decode()
     installed = json.loads(output.splitlines()[-1])
@@ -215,8 +226,7 @@ def test_a_later_pip_install_keeps_the_image_narrow(families, client, index):
     assert {name for name in installed if "-device-" in name} == {"rocm-sdk-device-gfx942"}
 
 
-def test_gpu_arch_narrows_a_device_all_target_to_exactly_that_device_package(index, base_image, docker_env, cleanup_images,
-                                                                          repository, client, tmp_path):
+def test_gpu_arch_narrows_a_device_all_target_to_exactly_that_device_package(index, base_image, docker_env, cleanup_images, repository, client, tmp_path):
     path = matrix(tmp_path, index, f"{repository}-arch", f'[{{ id = "{DEVICE_ALL}" }}]')
     narrowed = build(path, tmp_path / "pip.conf", tmp_path / "out", docker_env, "--gpu-arch", "gfx942")
     target = narrowed.targets[DEVICE_ALL]
@@ -224,8 +234,7 @@ def test_gpu_arch_narrows_a_device_all_target_to_exactly_that_device_package(ind
     assert device_packages(client, target["image_id"]) == {"rocm-sdk-device-gfx942"}
 
 
-def test_amd_multi_arch_layout_installs_torch_with_its_device_extra(index, base_image, docker_env, cleanup_images,
-                                                                 repository, client, tmp_path):
+def test_amd_multi_arch_layout_installs_torch_with_its_device_extra(index, base_image, docker_env, cleanup_images, repository, client, tmp_path):
     stacks = STACKS + f'\n[compat.rocm."7.14"]\nlayout = "amd-multi-arch"\n[compat.rocm_layouts.amd-multi-arch]\nindex = "{index.url}/amd/"\n'
     path = matrix(tmp_path, index, f"{repository}-amd", f'[{{ id = "{MI300}" }}]', stacks)
     built = build(path, tmp_path / "pip.conf", tmp_path / "out", docker_env)
@@ -236,14 +245,27 @@ def test_amd_multi_arch_layout_installs_torch_with_its_device_extra(index, base_
     assert "torch" in installed and "rocm-sdk-libraries" in installed
 
 
-def test_a_package_above_the_budget_fails_the_publish_before_any_push(index, base_image, docker_env, cleanup_images,
-                                                                   repository, tmp_path):
+def test_a_package_above_the_budget_fails_the_publish_before_any_push(index, base_image, docker_env, cleanup_images, repository, tmp_path):
     registry = RegistryProcess(tmp_path / "registry").start()
     try:
         stacks = STACKS.replace(f'max_layer_size = "{BUDGET}"', 'max_layer_size = "5MB"')
         path = matrix(tmp_path, index, f"{repository}-budget", f'[{{ id = "{DEVICE_ALL}" }}]', stacks)
-        result = run_buildkit("publish", "--matrix", path, "--registry", registry.address, "--network", "host",
-                              "--gpu-gate", "off", "--pip-conf", tmp_path / "pip.conf", "--out", tmp_path / "out", env=docker_env)
+        result = run_buildkit(
+            "publish",
+            "--matrix",
+            path,
+            "--registry",
+            registry.address,
+            "--network",
+            "host",
+            "--gpu-gate",
+            "off",
+            "--pip-conf",
+            tmp_path / "pip.conf",
+            "--out",
+            tmp_path / "out",
+            env=docker_env,
+        )
         assert result.returncode == 1
         report = json.loads((tmp_path / "out" / "publish.json").read_text())
         (target,) = report["targets"]

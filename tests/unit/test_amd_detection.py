@@ -24,8 +24,13 @@ from testkit import hosts
 
 COMPAT = load_matrix(None).compat
 # every host tree of the suite: the builders that take a root alone
-HOST_TREES = [builder for name, builder in vars(hosts).items() if inspect.isfunction(builder) and not name.startswith("_")
-              and [p.name for p in inspect.signature(builder).parameters.values() if p.default is inspect.Parameter.empty] == ["root"]]
+HOST_TREES = [
+    builder
+    for name, builder in vars(hosts).items()
+    if inspect.isfunction(builder)
+    and not name.startswith("_")
+    and [p.name for p in inspect.signature(builder).parameters.values() if p.default is inspect.Parameter.empty] == ["root"]
+]
 
 
 def amd_detects(monkeypatch, root: Path) -> list[str]:
@@ -42,8 +47,7 @@ def buildkit_detects(root: Path) -> list[str]:
 
 
 def test_every_host_tree_of_the_suite_is_found():
-    assert {b.__name__ for b in HOST_TREES} >= {"mi300x", "rx7900xtx", "rx7800xt", "h100", "mixed", "amd_without_kfd", "no_gpu",
-                                                "rdna3_laptop", "v100"}
+    assert {b.__name__ for b in HOST_TREES} >= {"mi300x", "rx7900xtx", "rx7800xt", "h100", "mixed", "amd_without_kfd", "no_gpu", "rdna3_laptop", "v100"}
 
 
 @pytest.mark.parametrize("builder", HOST_TREES, ids=lambda b: b.__name__)
@@ -84,8 +88,9 @@ def test_buildkit_finds_each_target_of_amd_s_own_faked_sysfs(target, tmp_path, m
 def test_buildkit_finds_the_targets_of_amd_s_multi_gpu_fakes(tmp_path, monkeypatch):
     """rocm-bootstrap's TestMultiGpu: two different GPUs, and two alike."""
     gfx1201, gfx1100, gfx942 = map(lookup_target, ("gfx1201", "gfx1100", "gfx942"))
-    mixed = _amd_fake_tree(tmp_path / "mixed", [(amd_fakes.kfd_gpu_properties(gfx1201, 30032), "0000:03:00.0"),
-                                                (amd_fakes.kfd_gpu_properties(gfx1100, 29768), "0000:43:00.0")])
+    mixed = _amd_fake_tree(
+        tmp_path / "mixed", [(amd_fakes.kfd_gpu_properties(gfx1201, 30032), "0000:03:00.0"), (amd_fakes.kfd_gpu_properties(gfx1100, 29768), "0000:43:00.0")]
+    )
     assert buildkit_detects(mixed) == amd_detects(monkeypatch, mixed) == ["gfx1201", "gfx1100"]
     alike = _amd_fake_tree(tmp_path / "alike", [(amd_fakes.kfd_gpu_properties(gfx942), f"0000:{bus}:00.0") for bus in ("0c", "22")])
     assert buildkit_detects(alike) == amd_detects(monkeypatch, alike) == ["gfx942"]
@@ -99,7 +104,10 @@ def test_detect_names_each_amd_gpu_s_sub_family_and_family(cli, tmp_path):
     result = cli("detect", "--host-root", root, "--engine", "docker:28.2", "--json")
     gpus = json.loads(result.out)["gpus"]
     assert [(g["vendor"], g["arch"], g.get("sub_family"), g.get("family")) for g in gpus] == [
-        ("nvidia", "sm_90", None, None), ("nvidia", "sm_90", None, None), ("amd", "gfx942", "gfx9_4", "gfx9")]
+        ("nvidia", "sm_90", None, None),
+        ("nvidia", "sm_90", None, None),
+        ("amd", "gfx942", "gfx9_4", "gfx9"),
+    ]
     text = cli("detect", "--host-root", root, "--engine", "docker:28.2").out
     assert "gfx942 [gfx9_4 MI300, gfx9]" in text
 
@@ -117,8 +125,10 @@ def findings_on(builder, tmp_path, **variables):
 def test_a_forced_arch_is_said_with_what_a_variant_aware_install_then_picks(tmp_path):
     ((code, blocking, title),) = findings_on(hosts.rx7900xtx, tmp_path, ROCM_BOOTSTRAP_FORCE_GFX_ARCH="gfx942")
     assert code == "amd-forced-arch" and not blocking
-    assert title == ("ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx942: rocm-bootstrap reports gfx942 [gfx9_4 MI300, gfx9] instead of this host's "
-                     "gfx1100 [gfx110x RDNA3, gfx11], so a variant-aware install here picks their device wheels, which carry no code for gfx1100")
+    assert title == (
+        "ROCM_BOOTSTRAP_FORCE_GFX_ARCH=gfx942: rocm-bootstrap reports gfx942 [gfx9_4 MI300, gfx9] instead of this host's "
+        "gfx1100 [gfx110x RDNA3, gfx11], so a variant-aware install here picks their device wheels, which carry no code for gfx1100"
+    )
     ((code, _, title),) = findings_on(hosts.rx7900xtx, tmp_path / "same", ROCM_BOOTSTRAP_FORCE_GFX_ARCH="gfx1100")
     assert code == "amd-forced-arch" and "names this host's own targets" in title
 
@@ -139,8 +149,9 @@ def test_disabled_detection_wins_over_a_forced_arch(tmp_path, monkeypatch):
     assert detect_gfx_targets() == []  # as rocm-bootstrap does
 
 
-@pytest.mark.parametrize("value, target", [("11.0.0", "gfx1100"), ("9.0.10", "gfx90a"), ("10.3.0", "gfx1030"), ("12.0.1", "gfx1201"),
-                                           ("11", None), ("gfx1100", None)])
+@pytest.mark.parametrize(
+    "value, target", [("11.0.0", "gfx1100"), ("9.0.10", "gfx90a"), ("10.3.0", "gfx1030"), ("12.0.1", "gfx1201"), ("11", None), ("gfx1100", None)]
+)
 def test_hsa_override_names_a_gfx_target(value, target):
     assert override_target(value) == target
 
@@ -148,8 +159,10 @@ def test_hsa_override_names_a_gfx_target(value, target):
 def test_a_hard_coded_rdna2_override_on_an_rdna3_card_is_reported_for_what_it_does(tmp_path):
     ((code, blocking, title),) = findings_on(hosts.rx7900xtx, tmp_path, HSA_OVERRIDE_GFX_VERSION="10.3.0")
     assert code == "hsa-override" and not blocking
-    assert title.startswith("HSA_OVERRIDE_GFX_VERSION=10.3.0 makes the ROCm runtime run this host's gfx1100 [gfx110x RDNA3, gfx11] as "
-                            "gfx1030 [gfx10_3 RDNA2, gfx10], another ISA's code")
+    assert title.startswith(
+        "HSA_OVERRIDE_GFX_VERSION=10.3.0 makes the ROCm runtime run this host's gfx1100 [gfx110x RDNA3, gfx11] as "
+        "gfx1030 [gfx10_3 RDNA2, gfx10], another ISA's code"
+    )
 
 
 def test_the_documented_borrow_is_said_as_a_risk_and_containers_do_not_get_it(tmp_path, cli):

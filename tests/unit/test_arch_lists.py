@@ -39,21 +39,37 @@ def test_the_module_is_read_never_run(tmp_path):
     assert read_arch_table(text).versions == ("12.6", "12.8", "13.0") and not planted.exists()
 
 
-@pytest.mark.parametrize("table, why", [
-    ("{" * 5000 + "}" * 5000, "nested deeper than 3"),
-    ("{" + ", ".join(f'"{i}.0": {{75}}' for i in range(5000)) + "}", "does not end within"),
-    ('__import__("os").system("true")', "not a literal table"),
-    ('{v: {75} for v in ("13.0",)}', "not a literal"),
-    ('{"13.0": {75, 80}, **other}', "not a literal"),
-    ('{"13.0": {"x86_64": {75}, "riscv64": {75}}}', "names machines other than"),
-    ('{"thirteen": {75}}', "no CUDA version"),
-    ('{"13.0": {True, 80}}', "something other than compute capabilities"),
-    ('{"13.0": {7500}}', "something other than compute capabilities"),
-    ('{"13.0": {' + ", ".join(map(str, range(10, 200))) + '}}', "at most 64"),
-    ('{"13.0\\x00": {75}}', "escape"),
-    ("{}", "1 to 64 CUDA versions"),
-], ids=["5000 deep", "5000 builds", "a call", "a comprehension", "an unpacking", "a machine", "a key", "a bool", "a number",
-        "190 archs", "an escape", "empty"])
+@pytest.mark.parametrize(
+    "table, why",
+    [
+        ("{" * 5000 + "}" * 5000, "nested deeper than 3"),
+        ("{" + ", ".join(f'"{i}.0": {{75}}' for i in range(5000)) + "}", "does not end within"),
+        ('__import__("os").system("true")', "not a literal table"),
+        ('{v: {75} for v in ("13.0",)}', "not a literal"),
+        ('{"13.0": {75, 80}, **other}', "not a literal"),
+        ('{"13.0": {"x86_64": {75}, "riscv64": {75}}}', "names machines other than"),
+        ('{"thirteen": {75}}', "no CUDA version"),
+        ('{"13.0": {True, 80}}', "something other than compute capabilities"),
+        ('{"13.0": {7500}}', "something other than compute capabilities"),
+        ('{"13.0": {' + ", ".join(map(str, range(10, 200))) + "}}", "at most 64"),
+        ('{"13.0\\x00": {75}}', "escape"),
+        ("{}", "1 to 64 CUDA versions"),
+    ],
+    ids=[
+        "5000 deep",
+        "5000 builds",
+        "a call",
+        "a comprehension",
+        "an unpacking",
+        "a machine",
+        "a key",
+        "a bool",
+        "a number",
+        "190 archs",
+        "an escape",
+        "empty",
+    ],
+)
 def test_a_hostile_table_is_one_error(table, why):
     with pytest.raises(ArchTableError, match=why):
         read_arch_table(f"PYTORCH_RELEASES_CODE_CC: dict = {table}\n")
@@ -73,13 +89,12 @@ def test_a_huge_module_is_refused_before_it_is_scanned():
 
 def _rodata(library: bytes) -> bytes:
     offset, size = elf_sections(library)[".rodata"]
-    return library[offset:offset + size]
+    return library[offset : offset + size]
 
 
 def test_a_builds_arch_flags_are_the_longest_run_of_arch_names():
     # as in torch 2.15.0's x86_64 wheel; a lone "sm_90" constant beside them is not the build's list
-    assert read_arch_flags(_rodata(arch_flags_library("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120")), "cuda") == (
-        "7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+    assert read_arch_flags(_rodata(arch_flags_library("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120")), "cuda") == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
     assert read_arch_flags(_rodata(arch_flags_library("sm_80 sm_90 sm_120 compute_120")), "cuda") == ("8.0", "9.0", "12.0+PTX")
     # torch 2.9.1's library: a string without its own terminator runs into the flags
     assert read_arch_flags(b"std::string ipc_hsm_70 sm_75 sm_80\x00\x00", "cuda") == ("7.0", "7.5", "8.0")

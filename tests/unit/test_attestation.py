@@ -26,10 +26,20 @@ from testkit.gpu_reports import gpu_report_double
 from testkit.probe_process import run_probe
 
 LABELS = {
-    "amd": {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx90a;gfx942",
-            "dev.buildkit.target": "2.14.1-rocm7.2-py3.11-runtime", "dev.buildkit.fingerprint": "f" * 64},
-    "nvidia": {"dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "13.0", "dev.buildkit.gpu-archs": "8.0;9.0;12.0+PTX",
-               "dev.buildkit.target": "2.14.1-cuda13.0-py3.11-runtime", "dev.buildkit.fingerprint": "e" * 64},
+    "amd": {
+        "dev.buildkit.backend": "rocm",
+        "dev.buildkit.backend-version": "7.2",
+        "dev.buildkit.gpu-archs": "gfx90a;gfx942",
+        "dev.buildkit.target": "2.14.1-rocm7.2-py3.11-runtime",
+        "dev.buildkit.fingerprint": "f" * 64,
+    },
+    "nvidia": {
+        "dev.buildkit.backend": "cuda",
+        "dev.buildkit.backend-version": "13.0",
+        "dev.buildkit.gpu-archs": "8.0;9.0;12.0+PTX",
+        "dev.buildkit.target": "2.14.1-cuda13.0-py3.11-runtime",
+        "dev.buildkit.fingerprint": "e" * 64,
+    },
 }
 RUN = SmokeRun("2026-11-30T02:00:00Z", "gpu-runner-7", "require", "amdgpu 6.12.12", ("AMD Instinct MI300X",))
 
@@ -70,8 +80,9 @@ def test_the_predicate_records_what_was_gpu_test_summary():
     assert predicate["host"] == {"runner": "gpu-runner-7", "driver": "amdgpu 6.12.12", "gpus": ["AMD Instinct MI300X"]}
     assert predicate["tested_at"] == "2026-11-30T02:00:00Z"
     assert all(check["passed"] for check in predicate["checks"]) and predicate["checks"]
-    assert gpu_test_summary(predicate) == ("AMD Instinct MI300X (gfx942); amdgpu 6.12.12; torch 2.14.1+rocm7.2 (HIP 7.2.26015); "
-                                       "2026-11-30T02:00:00Z on gpu-runner-7")
+    assert gpu_test_summary(predicate) == (
+        "AMD Instinct MI300X (gfx942); amdgpu 6.12.12; torch 2.14.1+rocm7.2 (HIP 7.2.26015); 2026-11-30T02:00:00Z on gpu-runner-7"
+    )
 
 
 @pytest.mark.slow
@@ -131,12 +142,15 @@ def test_a_tampered_verdict_is_judged_by_its_checks():
     assert not ok and why.startswith("kernels did not run on any AMD GPU")  # the failing kernel is still recorded
 
 
-@pytest.mark.parametrize("predicate,expected", [
-    (None, "not a buildkit GPU test predicate"),
-    ("text", "not a buildkit GPU test predicate"),
-    ({"verdict": {"passed": True}}, "GPU test predicate version None is not one this buildkit reads (1); upgrade buildkit"),
-    ({"predicate_version": 2, "verdict": {}}, "GPU test predicate version 2 is not one this buildkit reads (1); upgrade buildkit"),
-])
+@pytest.mark.parametrize(
+    "predicate,expected",
+    [
+        (None, "not a buildkit GPU test predicate"),
+        ("text", "not a buildkit GPU test predicate"),
+        ({"verdict": {"passed": True}}, "GPU test predicate version None is not one this buildkit reads (1); upgrade buildkit"),
+        ({"predicate_version": 2, "verdict": {}}, "GPU test predicate version 2 is not one this buildkit reads (1); upgrade buildkit"),
+    ],
+)
 def test_malformed_predicates_fail_with_a_reason(predicate, expected):
     assert passing_gpu_test(predicate, "amd") == (False, expected)
 
@@ -148,8 +162,9 @@ def test_no_checks_is_not_a_pass():
 
 
 def test_host_driver_names_the_vendors_driver():
-    host = HostFacts(gpus=(Gpu("amd", "0000:03:00.0", "0x74a1", "AMD Instinct MI300X", "gfx942"),), nvidia_driver="580.65.06",
-                     amdgpu_driver="6.12.12", amdgpu_loaded=True)
+    host = HostFacts(
+        gpus=(Gpu("amd", "0000:03:00.0", "0x74a1", "AMD Instinct MI300X", "gfx942"),), nvidia_driver="580.65.06", amdgpu_driver="6.12.12", amdgpu_loaded=True
+    )
     assert host_driver(host, "amd") == "amdgpu 6.12.12"
     assert host_driver(host, "nvidia") == "nvidia 580.65.06"
     assert host_driver(HostFacts(amdgpu_loaded=True), "amd") == "amdgpu (built into the kernel)"

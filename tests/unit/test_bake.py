@@ -33,9 +33,16 @@ def test_contexts_are_under_the_export_folder_variable(exported):
 @pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI with buildx")
 def test_buildx_resolves_the_contexts_from_another_folder_and_from_a_moved_copy(exported, tmp_path):
     """What buildx itself makes of the file (`bake --print` reads it without building), run from /."""
+
     def printed(bake_file: Path, **environment) -> str:
-        result = subprocess.run(["docker", "buildx", "bake", "-f", str(bake_file), "--print"], cwd="/", capture_output=True,
-                                text=True, env={**os.environ, **environment}, timeout=60)
+        result = subprocess.run(
+            ["docker", "buildx", "bake", "-f", str(bake_file), "--print"],
+            cwd="/",
+            capture_output=True,
+            text=True,
+            env={**os.environ, **environment},
+            timeout=60,
+        )
         assert result.returncode == 0, result.stderr
         (entry,) = json.loads(result.stdout)["target"].values()
         return entry["context"]
@@ -75,8 +82,7 @@ def test_out_and_secret_paths_holding_bake_syntax_are_read_by_buildx_as_written(
     pip_conf.write_text("[global]\n")
     result = cli("bake", "--out", out, "--select", f"id={TARGET}", "--pip-conf", pip_conf)
     assert result.code == 0, result.err
-    printed = subprocess.run(["docker", "buildx", "bake", "-f", str(out / "docker-bake.json"), "--print"], cwd="/",
-                             capture_output=True, text=True, timeout=60)
+    printed = subprocess.run(["docker", "buildx", "bake", "-f", str(out / "docker-bake.json"), "--print"], cwd="/", capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0, printed.stderr
     (entry,) = json.loads(printed.stdout)["target"].values()
     assert entry["context"] == str(out / "contexts" / TARGET)

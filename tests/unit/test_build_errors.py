@@ -33,7 +33,11 @@ def stand_in_docker(folder: Path, version: str, buildx: bool = False) -> Path:
 def test_client_without_buildkit_is_refused_with_the_fix(tmp_path):
     docker = stand_in_docker(tmp_path, "28.2.2")
     result = run_buildkit(
-        "build", "--select", "id=2.14.1-rocm7.2-py3.12-runtime", "--out", tmp_path / "out",
+        "build",
+        "--select",
+        "id=2.14.1-rocm7.2-py3.12-runtime",
+        "--out",
+        tmp_path / "out",
         env={**os.environ, "BUILDKIT_DOCKER": str(docker)},
     )
     assert result.returncode == 2
@@ -45,7 +49,11 @@ def test_client_without_buildkit_is_refused_with_the_fix(tmp_path):
 def test_unreachable_engine_is_one_clear_message(tmp_path):
     docker = stand_in_docker(tmp_path, "26.1.5+dfsg1", buildx=True)
     result = run_buildkit(
-        "build", "--select", "id=2.14.1-rocm7.2-py3.12-runtime", "--out", tmp_path / "out",
+        "build",
+        "--select",
+        "id=2.14.1-rocm7.2-py3.12-runtime",
+        "--out",
+        tmp_path / "out",
         env={**os.environ, "BUILDKIT_DOCKER": str(docker), "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"},
     )
     assert result.returncode == 1  # the environment failed, not the input
@@ -63,7 +71,11 @@ def test_empty_selection_builds_nothing(tmp_path):
 def test_unreadable_pip_conf_is_a_user_error(tmp_path):
     docker = stand_in_docker(tmp_path, "26.1.5+dfsg1", buildx=True)
     result = run_buildkit(
-        "build", "--select", "id=2.14.1-rocm7.2-py3.12-runtime", "--pip-conf", tmp_path / "missing.conf",
+        "build",
+        "--select",
+        "id=2.14.1-rocm7.2-py3.12-runtime",
+        "--pip-conf",
+        tmp_path / "missing.conf",
         env={**os.environ, "BUILDKIT_DOCKER": str(docker), "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"},
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr

@@ -49,7 +49,8 @@ ERROR: failed to solve: process "/bin/bash -o pipefail -c python /buildkit/insta
 
 def test_a_step_that_failed_at_once_is_summarised_by_its_own_last_line():
     assert failure_summary(QUICK_FAILURE.splitlines()) == (
-        "torch-2.15.0+rocm7.14-py3-none-any.whl is 14.0 MB, more than max_layer_size (5.0 MB): that one package")
+        "torch-2.15.0+rocm7.14-py3-none-any.whl is 14.0 MB, more than max_layer_size (5.0 MB): that one package"
+    )
 
 
 def test_a_step_with_a_tail_is_summarised_by_its_last_line():

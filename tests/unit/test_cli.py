@@ -9,10 +9,29 @@ import pytest
 
 from buildkit import __version__
 
-SUBCOMMANDS = [["matrix", "validate"], ["matrix", "show"], ["matrix", "schema"],
-               ["plan"], ["render"], ["build"], ["lock"], ["bake"], ["publish"], ["test"], ["parity"],
-               ["hipify"], ["detect"], ["run"], ["doctor"], ["kube"], ["compat", "check"], ["verify"], ["sbom"], ["report"],
-               ["completion"]]
+SUBCOMMANDS = [
+    ["matrix", "validate"],
+    ["matrix", "show"],
+    ["matrix", "schema"],
+    ["plan"],
+    ["render"],
+    ["build"],
+    ["lock"],
+    ["bake"],
+    ["publish"],
+    ["test"],
+    ["parity"],
+    ["hipify"],
+    ["detect"],
+    ["run"],
+    ["doctor"],
+    ["kube"],
+    ["compat", "check"],
+    ["verify"],
+    ["sbom"],
+    ["report"],
+    ["completion"],
+]
 
 
 def test_version(cli):
@@ -125,11 +144,16 @@ def team_folder(tmp_path, monkeypatch):
     return folder
 
 
-@pytest.mark.parametrize("words, says", [
-    (["plan"], "10 targets"), (["plan", "--format", "json"], '"registry.example.com/vision/pytorch:'),
-    (["matrix", "validate"], "ok: 10 targets (3 nvidia, 7 amd)"), (["build", "--dry-run"], "would build 10 targets"),
-    (["matrix", "show"], 'registry = "registry.example.com"'),
-])
+@pytest.mark.parametrize(
+    "words, says",
+    [
+        (["plan"], "10 targets"),
+        (["plan", "--format", "json"], '"registry.example.com/vision/pytorch:'),
+        (["matrix", "validate"], "ok: 10 targets (3 nvidia, 7 amd)"),
+        (["build", "--dry-run"], "would build 10 targets"),
+        (["matrix", "show"], 'registry = "registry.example.com"'),
+    ],
+)
 def test_a_team_folder_gets_its_own_matrix(cli, team_folder, words, says):
     result = cli(*words)
     assert result.code == 0, result.err
@@ -166,22 +190,27 @@ def test_lock_never_writes_into_the_installed_package(cli, tmp_path, monkeypatch
     existed = beside_bundled.exists()
     result = cli("lock")
     assert result.code == 2 and "the matrix bundled with buildkit has no lock" in result.err
-    assert "extends = \"default\"" in result.err and beside_bundled.exists() == existed
+    assert 'extends = "default"' in result.err and beside_bundled.exists() == existed
 
 
 # --- matrix validate sees every template -----------------------------------------------------------------
 
-@pytest.mark.parametrize("body, line, says", [
-    ("RUN echo {{ target.id }\n", 3, "template syntax error"),
-    ("RUN echo {{ target.no_such_field }}\n", 3, "undefined value"),
-])
+
+@pytest.mark.parametrize(
+    "body, line, says",
+    [
+        ("RUN echo {{ target.id }\n", 3, "template syntax error"),
+        ("RUN echo {{ target.no_such_field }}\n", 3, "undefined value"),
+    ],
+)
 @pytest.mark.slow
 def test_validate_renders_team_templates_and_locates_their_errors(cli, team_folder, body, line, says):
     (team_folder / "templates").mkdir()
     template = team_folder / "templates" / "vision.Dockerfile.j2"
     template.write_text('{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}\n' + body + "{% endblock %}\n")
-    (team_folder / "matrix.toml").write_text(TEAM.replace('flavor = "runtime"', 'flavor = "vision"')
-                                             + 'template_dir = "templates"\nflavors = ["runtime", "vision"]\n')
+    (team_folder / "matrix.toml").write_text(
+        TEAM.replace('flavor = "runtime"', 'flavor = "vision"') + 'template_dir = "templates"\nflavors = ["runtime", "vision"]\n'
+    )
     result = cli("matrix", "validate")
     assert result.code == 2 and result.out == ""
     assert result.err.count("\n") == 1, "one problem, however many targets use the template"
@@ -197,8 +226,7 @@ def test_a_team_template_that_shadows_the_builtin_it_extends_is_told_why_it_recu
     """The newcomer's likely first template: runtime.Dockerfile.j2 in template_dir, extending runtime.Dockerfile.j2,
     which is now itself."""
     (team_folder / "templates").mkdir()
-    (team_folder / "templates" / "runtime.Dockerfile.j2").write_text(
-        '{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}\nRUN true\n{% endblock %}\n')
+    (team_folder / "templates" / "runtime.Dockerfile.j2").write_text('{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}\nRUN true\n{% endblock %}\n')
     (team_folder / "matrix.toml").write_text(TEAM + 'template_dir = "templates"\n')
     result = cli("matrix", "validate")
     assert result.code == 2 and result.err.count("\n") == 1, result.err
@@ -225,6 +253,7 @@ def test_annotations_escape_newlines_and_name_non_file_places():
 
 # --- matrix show ------------------------------------------------------------------------------------------
 
+
 def test_matrix_show_is_the_resolved_matrix_and_reads_back_as_the_same_targets(cli, team_folder):
     shown = cli("matrix", "show")
     assert shown.code == 0 and "extends" not in shown.out.split("\n", 1)[1]
@@ -237,6 +266,7 @@ def test_matrix_show_is_the_resolved_matrix_and_reads_back_as_the_same_targets(c
 
 
 # --- build --dry-run ----------------------------------------------------------------------------------------
+
 
 def test_build_dry_run_says_what_would_build_without_an_engine(cli, team_folder, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/buildkit-test/docker.sock")
@@ -259,6 +289,7 @@ def test_build_dry_run_says_what_would_build_without_an_engine(cli, team_folder,
 
 
 # --- shell completion ----------------------------------------------------------------------------------------
+
 
 def test_bash_completion_completes_commands_options_and_choices_when_sourced(cli, tmp_path):
     import shutil
@@ -289,8 +320,14 @@ reply buildkit plan --matrix matr
     result = subprocess.run([bash, "--norc", "-c", complete], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "complete -o bashdefault -F _shtab_buildkit buildkit", "plan", "validate show schema", "--format", "table json github ids",
-        "nvidia amd all", "--dry-run", "matrix.toml",
+        "complete -o bashdefault -F _shtab_buildkit buildkit",
+        "plan",
+        "validate show schema",
+        "--format",
+        "table json github ids",
+        "nvidia amd all",
+        "--dry-run",
+        "matrix.toml",
     ]
 
 
@@ -304,6 +341,7 @@ def test_zsh_and_fish_scripts_name_every_command(cli, shell, says):
 
 
 # --- the template reference ----------------------------------------------------------------------------------
+
 
 def test_the_readme_lists_every_field_a_template_can_read():
     """Every render variable, every field and property of a target (and of its user and trim), and nothing
@@ -323,13 +361,14 @@ def test_the_readme_lists_every_field_a_template_can_read():
         return {f.name for f in dataclasses.fields(cls)} | properties
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "templates-and-flavors.md").read_text()
-    section = page[page.index("### Template reference"):]
+    section = page[page.index("### Template reference") :]
     named = set(re.findall(r"`([a-z0-9_]+)`", section))
     variables = set(template_variables(PlannedImage(_a_target(), "runtime.Dockerfile.j2", {}, {}, "")))
     for expected in (variables, readable(Target), readable(User), readable(TorchInstall), readable(InstallLayer)):
         assert expected <= named, sorted(expected - named)
     rows = set(re.findall(r"^\| `([a-z0-9_]+)`", section, flags=re.M)) | {
-        name for row in re.findall(r"^\| ((?:`[a-z0-9_]+`(?:, )?)+) \|", section, flags=re.M) for name in re.findall(r"`([a-z0-9_]+)`", row)}
+        name for row in re.findall(r"^\| ((?:`[a-z0-9_]+`(?:, )?)+) \|", section, flags=re.M) for name in re.findall(r"`([a-z0-9_]+)`", row)
+    }
     assert rows == variables | readable(Target), sorted(rows ^ (variables | readable(Target)))
 
 

@@ -46,8 +46,7 @@ def test_index_folders_and_arch_names_read_back_as_the_data_writes_them():
         assert tags == {vendor.name: version if vendor.backend == backend else None for vendor in VENDORS}
     for backend in BACKENDS:
         vendor = of_backend(backend)
-        assert [vendor.label_arch(vendor.compiled_arch_names((arch,))[0]) for arch in COMPAT.known_archs[backend]] == \
-            list(COMPAT.known_archs[backend])
+        assert [vendor.label_arch(vendor.compiled_arch_names((arch,))[0]) for arch in COMPAT.known_archs[backend]] == list(COMPAT.known_archs[backend])
     assert NVIDIA.label_arch("sm_120") == "12.0" and AMD.label_arch("gfx942") == "gfx942"
     assert [NVIDIA.index_version(tag) for tag in ("cu", "cu1", "cu13.0", "cuda130")] == [None] * 4
     assert [AMD.index_version(tag) for tag in ("rocm", "rocm7", "rocm7.", "rocm7.2.1.0.1", "rocm7.2-beta")] == [None] * 5
@@ -253,7 +252,7 @@ def test_rocm_families_takes_product_families_and_amd_bundles():
     assert COMPAT.image_group("gfx12") == ("gfx1200", "gfx1201", "gfx1250", "gfx1250-strict", "gfx1251")
     assert COMPAT.image_group("gfx9_9") is None and COMPAT.image_group("mi999") is None
     known = COMPAT.known_groups()
-    assert known[:len(COMPAT.families)] == tuple(COMPAT.families)
+    assert known[: len(COMPAT.families)] == tuple(COMPAT.families)
     assert {"gfx9_4", "gfx110x", "gfx115x", "gfx12_0", "gfx9", "gfx11"} <= set(known) and "gfx942" not in known
 
 
@@ -262,7 +261,8 @@ def test_layouts_name_their_device_packages_by_amd_bundle_at_their_level():
     pytorch, whl_next = COMPAT.rocm_layouts["pytorch"], COMPAT.rocm_layouts["amd-whl-next"]
     assert pytorch.level == whl_next.level == "target"
     assert [(c.layer, c.packages) for c in pytorch.device_code(amd, ("gfx942",), ("torchvision",))] == [
-        ("device-gfx942", ("rocm-sdk-device-gfx942",))]  # PyTorch's index publishes no companion device code
+        ("device-gfx942", ("rocm-sdk-device-gfx942",))
+    ]  # PyTorch's index publishes no companion device code
     code = whl_next.device_code(amd, ("gfx1150", "gfx1151"), ("torchvision",))
     assert [(c.owner, c.bundle, c.packages) for c in code] == [
         ("torch", "gfx1150", ("amd-torch-device-gfx1150", "rocm-sdk-device-gfx1150")),
@@ -274,12 +274,19 @@ def test_layouts_name_their_device_packages_by_amd_bundle_at_their_level():
     assert [c.layer for c in code][-1] == "device-torchvision-gfx1151"
     assert whl_next.arch_extras(amd, ("gfx1150", "gfx1151")) == ("device-gfx1150", "device-gfx1151")
     # a layout cut at the sub-family level: one package per bundle, named as AMD names them (gfx12_0 -> gfx12-0)
-    cut = RocmLayout("cut", ("amd-torch-device-{sub_family}", "rocm-sdk-device-{sub_family}"), "torch", "device-all",
-                     "device-{sub_family}", companion_device={"torchvision": ("amd-torchvision-device-{sub_family}",)})
+    cut = RocmLayout(
+        "cut",
+        ("amd-torch-device-{sub_family}", "rocm-sdk-device-{sub_family}"),
+        "torch",
+        "device-all",
+        "device-{sub_family}",
+        companion_device={"torchvision": ("amd-torchvision-device-{sub_family}",)},
+    )
     assert cut.level == "sub_family"
     assert [(c.layer, c.packages) for c in cut.device_code(amd, ("gfx1200", "gfx1201"), ("torchvision",))] == [
         ("device-gfx12_0", ("amd-torch-device-gfx12-0", "rocm-sdk-device-gfx12-0")),
-        ("device-torchvision-gfx12_0", ("amd-torchvision-device-gfx12-0",))]
+        ("device-torchvision-gfx12_0", ("amd-torchvision-device-gfx12-0",)),
+    ]
     assert cut.arch_extras(amd, ("gfx1200", "gfx1201")) == ("device-gfx12-0",)
 
 
@@ -292,4 +299,3 @@ def test_amd_hierarchy_is_read_from_rocm_bootstrap_when_the_data_is_loaded(monke
     fresh = compat_from_data(DATA)
     assert added.name in fresh.known_archs["rocm"] and fresh.amd.chain(added.name)[1].key == "gfx12_5"
     assert added.name not in COMPAT.known_archs["rocm"]  # what was loaded before keeps what it read
-

@@ -50,19 +50,22 @@ def found(document) -> set[tuple[str, str, str]]:
     return {(d["torch"], d["subject"], d["on"]) for d in document["differences"]}
 
 
-@pytest.mark.parametrize("name, tag, expected", [
-    ("torch-2.14.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl", "cu130", [("2.14.1", "cuda", "13.0", "3.11", "linux/amd64")]),
-    ("torch-2.9.1+cu129-cp312-cp312-manylinux_2_28_aarch64.whl", "cu129", [("2.9.1", "cuda", "12.9", "3.12", "linux/arm64")]),
-    ("torch-2.7.1+rocm6.2.4-cp39-cp39-manylinux_2_28_x86_64.whl", "rocm6.2.4", [("2.7.1", "rocm", "6.2.4", "3.9", "linux/amd64")]),
-    ("torch-2.14.1+cu130-cp314-cp314t-manylinux_2_28_x86_64.whl", "cu130", []),  # free-threaded
-    ("torch-2.14.1+cu130-cp312-cp312-win_amd64.whl", "cu130", []),
-    ("torch-2.14.1+cpu-cp312-cp312-manylinux_2_28_x86_64.whl", "cu130", []),  # a root file on the cu130 page
-    ("torch-2.14.1-cp312-cp312-manylinux_2_28_aarch64.whl", "cu130", []),  # no local version
-    ("torch-2.15.0.dev20260801+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", "cu130", []),
-    ("torch-2.15.0rc1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", "cu130", []),
-    ("torchvision-0.29.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", "cu130", []),
-    ("torch-2.14.1.tar.gz", "cu130", []),
-])
+@pytest.mark.parametrize(
+    "name, tag, expected",
+    [
+        ("torch-2.14.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl", "cu130", [("2.14.1", "cuda", "13.0", "3.11", "linux/amd64")]),
+        ("torch-2.9.1+cu129-cp312-cp312-manylinux_2_28_aarch64.whl", "cu129", [("2.9.1", "cuda", "12.9", "3.12", "linux/arm64")]),
+        ("torch-2.7.1+rocm6.2.4-cp39-cp39-manylinux_2_28_x86_64.whl", "rocm6.2.4", [("2.7.1", "rocm", "6.2.4", "3.9", "linux/amd64")]),
+        ("torch-2.14.1+cu130-cp314-cp314t-manylinux_2_28_x86_64.whl", "cu130", []),  # free-threaded
+        ("torch-2.14.1+cu130-cp312-cp312-win_amd64.whl", "cu130", []),
+        ("torch-2.14.1+cpu-cp312-cp312-manylinux_2_28_x86_64.whl", "cu130", []),  # a root file on the cu130 page
+        ("torch-2.14.1-cp312-cp312-manylinux_2_28_aarch64.whl", "cu130", []),  # no local version
+        ("torch-2.15.0.dev20260801+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", "cu130", []),
+        ("torch-2.15.0rc1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", "cu130", []),
+        ("torchvision-0.29.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", "cu130", []),
+        ("torch-2.14.1.tar.gz", "cu130", []),
+    ],
+)
 def test_wheel_names_state_release_backend_python_and_platform(name, tag, expected):
     assert [(w.release, w.backend, w.version, w.python, w.platform) for w in read_wheel_name(name, tag)] == expected
 
@@ -91,8 +94,13 @@ def test_a_target_a_newer_rocm_bootstrap_knows_is_reported_until_the_data_descri
     with_new_amd_target(monkeypatch)
     code, document, _ = check(cli, "--index", index.url, "--write", "--data", copy_of_shipped(tmp_path))
     assert code == 3 and document["differences"] == [] and not document["agrees"] and not document["written"]
-    assert document["amd"] == [{"subject": f"gfx target {NEW_TARGET} (gfx12_5, gfx12)", "on": "rocm-bootstrap",
-                                "note": f"describe [gfx.{NEW_TARGET}] (family, products, sources) in the data"}]
+    assert document["amd"] == [
+        {
+            "subject": f"gfx target {NEW_TARGET} (gfx12_5, gfx12)",
+            "on": "rocm-bootstrap",
+            "note": f"describe [gfx.{NEW_TARGET}] (family, products, sources) in the data",
+        }
+    ]
     text = cli("compat", "check", "--pypi", "none", "--layout-index", "amd-whl-next=none", "--index", index.url).out
     assert f"gfx target {NEW_TARGET} (gfx12_5, gfx12): rocm-bootstrap knows it, the data does not" in text
     # described (what a person adds), it agrees again
@@ -295,12 +303,16 @@ def test_differences_and_an_unreachable_index_end_in_different_codes(cli, tmp_pa
     assert (differs.code, offline.code) == (3, 1)
 
 
-@pytest.mark.parametrize("text, why", [
-    ((Path(__file__).resolve().parents[2] / "matrix.toml").read_text(), "it has [[torch]] entries, so it is a matrix file"),
-    ('title = "not compat data"\n', 'it has no [torch."X.Y"] tables'),
-    ('[torch]\n"2.14" = 3\n', 'its torch."2.14" is not a table'),
-    ('wheel_index = "https://example.org"\n[torch."2.14"]\n', "its wheel_index is not a table"),
-], ids=["a matrix", "no torch tables", "a torch minor that is a number", "a wheel_index string"])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ((Path(__file__).resolve().parents[2] / "matrix.toml").read_text(), "it has [[torch]] entries, so it is a matrix file"),
+        ('title = "not compat data"\n', 'it has no [torch."X.Y"] tables'),
+        ('[torch]\n"2.14" = 3\n', 'its torch."2.14" is not a table'),
+        ('wheel_index = "https://example.org"\n[torch."2.14"]\n', "its wheel_index is not a table"),
+    ],
+    ids=["a matrix", "no torch tables", "a torch minor that is a number", "a wheel_index string"],
+)
 @pytest.mark.slow
 def test_data_that_is_not_compatibility_data_is_one_user_error(cli, tmp_path, index, text, why):
     """`compat check --data matrix.toml` used to end in AttributeError; now it says what the file is and what

@@ -93,8 +93,7 @@ def test_the_readme_is_a_front_page_with_its_two_set_up_commands():
 def test_the_matrix_reference_tables_are_the_generated_ones():
     from buildkit.ui.matrix_schema import reference_markdown
 
-    assert reference_markdown() in (ROOT / "docs" / "matrix-reference.md").read_text(), \
-        "regenerate the tables: buildkit matrix schema --markdown"
+    assert reference_markdown() in (ROOT / "docs" / "matrix-reference.md").read_text(), "regenerate the tables: buildkit matrix schema --markdown"
 
 
 def test_the_command_reference_is_the_generated_one():
@@ -103,8 +102,9 @@ def test_the_command_reference_is_the_generated_one():
     from buildkit.cli import build_parser
     from buildkit.ui.command_reference import command_reference
 
-    assert command_reference(build_parser()) in (ROOT / "docs" / "commands.md").read_text(), \
+    assert command_reference(build_parser()) in (ROOT / "docs" / "commands.md").read_text(), (
         "regenerate it: python -m buildkit.cli.reference --write docs/commands.md"
+    )
 
 
 def test_the_command_reference_names_every_option_of_every_command():
@@ -140,8 +140,7 @@ def test_the_module_map_is_the_generated_one():
     reworded summary, fails here until the page is regenerated."""
     from testkit.module_map import module_map
 
-    assert module_map() in (ROOT / "docs" / "development.md").read_text(), \
-        "regenerate it: python -m testkit.module_map --write docs/development.md"
+    assert module_map() in (ROOT / "docs" / "development.md").read_text(), "regenerate it: python -m testkit.module_map --write docs/development.md"
 
 
 @pytest.mark.slow  # copies the package and parses it three times

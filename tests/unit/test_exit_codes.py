@@ -82,12 +82,10 @@ CASES = [
     _case("report", "--from", "{tmp}/report.json", code=2, says="--html"),
     _case("verify", CUDA_IMAGE, code=2, says="say whose signature counts"),
     _case("verify", CUDA_IMAGE, "--gpu-arch", "gfx942", code=2, says="--gpu-arch is now --tested-arch"),
-    _case("compat", "check", "--index", "none", "--pypi", "none", "--layout-index", "amd-whl-next=none", code=2,
-          says="every index is left out"),
+    _case("compat", "check", "--index", "none", "--pypi", "none", "--layout-index", "amd-whl-next=none", code=2, says="every index is left out"),
     _case("compat", "check", "--layout-index", "amd-whl-next", code=2, says="expected LAYOUT=URL"),
     _case("compat", "check", "--layout-index", "nosuch=none", "--index", "none", "--pypi", "none", code=2, says="no ROCm layout nosuch"),
-    _case("compat", "check", "--pypi", "http://127.0.0.1:9/simple", "--index", "none", "--layout-index", "amd-whl-next=none",
-          code=1, says="cannot connect"),
+    _case("compat", "check", "--pypi", "http://127.0.0.1:9/simple", "--index", "none", "--layout-index", "amd-whl-next=none", code=1, says="cannot connect"),
     _case("completion", "bash", code=0, says="complete"),
     _case("completion", "tcsh", code=2, says="invalid choice"),
     _case("frobnicate", code=2, says="invalid choice"),
@@ -110,11 +108,15 @@ def test_each_command_exits_as_the_readme_says(cli, tmp_path, trees, words, code
         assert result.err.strip(), "a user error always says what is wrong"
 
 
-@pytest.mark.parametrize("words", [
-    ("test", CUDA_IMAGE),
-    ("parity", CUDA_IMAGE, ROCM_IMAGE),
-    ("sbom", "--local", CUDA_IMAGE),
-], ids=lambda words: " ".join(words[:2]))
+@pytest.mark.parametrize(
+    "words",
+    [
+        ("test", CUDA_IMAGE),
+        ("parity", CUDA_IMAGE, ROCM_IMAGE),
+        ("sbom", "--local", CUDA_IMAGE),
+    ],
+    ids=lambda words: " ".join(words[:2]),
+)
 def test_an_unreachable_engine_is_an_environment_failure(cli, tmp_path, trees, no_engine, words):
     """Exit 1, not 2: the input was fine, the engine is not there. One message names the address and the fix.
     (`build`, which first finds its builder through the docker CLI, is tested with a stand-in CLI in
@@ -142,8 +144,16 @@ def test_a_silent_engine_fails_within_the_connect_timeout(cli, monkeypatch):
     assert result.code == 1 and "no answer within 1 s" in result.err  # the connect timeout's message, not a later one
 
 
-@pytest.mark.parametrize("words", [("plan", "--debug"), ("--debug", "plan"), ("matrix", "validate", "--debug"),
-                                   ("matrix", "--debug", "validate"), ("compat", "check", "--debug", "--data", "{tmp}/x.toml")])
+@pytest.mark.parametrize(
+    "words",
+    [
+        ("plan", "--debug"),
+        ("--debug", "plan"),
+        ("matrix", "validate", "--debug"),
+        ("matrix", "--debug", "validate"),
+        ("compat", "check", "--debug", "--data", "{tmp}/x.toml"),
+    ],
+)
 def test_debug_is_accepted_anywhere(cli, tmp_path, trees, words):
     result = cli(*_fill(words, tmp_path, trees))
     assert "unrecognized arguments" not in result.err and result.code in (0, 2), result.err
@@ -162,7 +172,7 @@ def test_debug_after_the_command_shows_the_traceback_of_an_internal_error(cli, m
 
 def test_the_readme_table_is_the_codes_the_cli_returns():
     readme = (REPO / "README.md").read_text()
-    table = readme[readme.index("**Exit codes.**"):]
+    table = readme[readme.index("**Exit codes.**") :]
     table = table[: table.index("\n\n", table.index("| code |"))]
     documented = {int(code) for code in re.findall(r"^\| (\d+) \|", table, flags=re.M)}
     user_error = 2  # UserError.exit_code, and argparse's for a usage error

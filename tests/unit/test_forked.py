@@ -103,8 +103,7 @@ def test_a_child_left_running_is_stopped_when_the_parent_is_interrupted(monkeypa
         os.waitpid(started[0], os.WNOHANG)  # killed and reaped
 
 
-TEAM = ('extends = "default"\ntemplate_dir = "t"\nflavors = ["team"]\npython = ["3.11", "3.12", "3.13"]\n'
-        'include = [{ torch = "2.14.1" }]\n')
+TEAM = 'extends = "default"\ntemplate_dir = "t"\nflavors = ["team"]\npython = ["3.11", "3.12", "3.13"]\ninclude = [{ torch = "2.14.1" }]\n'
 
 
 def test_validate_on_every_core_finds_the_errors_it_finds_in_one_process(tmp_path: Path, monkeypatch):
@@ -117,8 +116,10 @@ def test_validate_on_every_core_finds_the_errors_it_finds_in_one_process(tmp_pat
     template.write_text('{% extends "runtime.Dockerfile.j2" %}')
     (tmp_path / "m.toml").write_text(TEAM)
     last = select_targets(Choices(matrix=tmp_path / "m.toml")).targets[-1].id
-    template.write_text('{% extends "runtime.Dockerfile.j2" %}{% block extra %}\n'
-                        f'{{% if target.id == "{last}" %}}{{{{ target.no_such_field }}}}{{% endif %}}\n{{% endblock %}}\n')
+    template.write_text(
+        '{% extends "runtime.Dockerfile.j2" %}{% block extra %}\n'
+        f'{{% if target.id == "{last}" %}}{{{{ target.no_such_field }}}}{{% endif %}}\n{{% endblock %}}\n'
+    )
 
     def failures(parallel_from: int) -> dict[str, str]:
         selection = select_targets(Choices(matrix=tmp_path / "m.toml"), rendering=True)

@@ -13,8 +13,10 @@ def test_cdi_names_become_the_cdi_drivers_device_request():
     access = GpuAccess(False, (), ("video", "109"), ("seccomp=unconfined",), cdi_devices=("amd.com/gpu=all",))
     assert access.docker_flags()[:2] == ["--device", "amd.com/gpu=all"]
     assert sdk_gpu_options(access) == {
-        "shm_size": "8g", "device_requests": [docker.types.DeviceRequest(driver="cdi", device_ids=["amd.com/gpu=all"])],
-        "group_add": ["video", "109"], "security_opt": ["seccomp=unconfined"],
+        "shm_size": "8g",
+        "device_requests": [docker.types.DeviceRequest(driver="cdi", device_ids=["amd.com/gpu=all"])],
+        "group_add": ["video", "109"],
+        "security_opt": ["seccomp=unconfined"],
     }
 
 

@@ -35,9 +35,21 @@ def test_the_config_is_the_compact_json_of_its_object_for_every_target():
     """Written out around its values, byte for byte what encoding the whole object gives (its text is in the
     Dockerfile, so in the fingerprint)."""
     for target in PLAN.targets:
-        whole = {"vendor": target.vendor, "backend": target.backend_label, "reference": target.tags[0], "pair": target.pair or "",
-                 "twins": [{"vendor": t.vendor, "reference": t.reference, **({"archs": list(t.archs)} if t.archs else {}),
-                            **({"bundle": t.bundle, "family": t.bundle_family} if t.bundle else {})} for t in target.twins]}
+        whole = {
+            "vendor": target.vendor,
+            "backend": target.backend_label,
+            "reference": target.tags[0],
+            "pair": target.pair or "",
+            "twins": [
+                {
+                    "vendor": t.vendor,
+                    "reference": t.reference,
+                    **({"archs": list(t.archs)} if t.archs else {}),
+                    **({"bundle": t.bundle, "family": t.bundle_family} if t.bundle else {}),
+                }
+                for t in target.twins
+            ],
+        }
         assert guard_config(target) == json.dumps(whole, sort_keys=True, separators=(",", ":")), target.id
 
 
@@ -45,10 +57,20 @@ def test_the_config_names_the_twins_from_the_plan():
     """The CUDA image pairs with every family image, each with its arch list and its bundle of AMD's hierarchy (with
     that bundle's family: the image cannot ask rocm-bootstrap); a family image with its CUDA twin."""
     assert config(CUDA) == {
-        "vendor": "nvidia", "backend": "CUDA 13.0", "reference": CUDA.tags[0], "pair": "2.14.1-py3.12-runtime",
-        "twins": [{"vendor": "amd", "reference": t.tags[0], "archs": list(t.archs), "bundle": t.bundle,
-                   "family": {"gfx90a": "gfx9", "gfx9_4": "gfx9", "gfx9_5": "gfx9", "gfx110x": "gfx11", "gfx12_0": "gfx12", "gfx1151": "gfx11"}[t.bundle]}
-                  for t in FAMILIES.values()],
+        "vendor": "nvidia",
+        "backend": "CUDA 13.0",
+        "reference": CUDA.tags[0],
+        "pair": "2.14.1-py3.12-runtime",
+        "twins": [
+            {
+                "vendor": "amd",
+                "reference": t.tags[0],
+                "archs": list(t.archs),
+                "bundle": t.bundle,
+                "family": {"gfx90a": "gfx9", "gfx9_4": "gfx9", "gfx9_5": "gfx9", "gfx110x": "gfx11", "gfx12_0": "gfx12", "gfx1151": "gfx11"}[t.bundle],
+            }
+            for t in FAMILIES.values()
+        ],
     }
     assert [t.bundle for t in FAMILIES.values()] == ["gfx90a", "gfx9_4", "gfx9_5", "gfx110x", "gfx12_0", "gfx1151"]
     assert sorted(FAMILIES) == ["mi200", "mi300", "mi350", "rdna3", "rdna4", "strix-halo"]
@@ -67,8 +89,7 @@ def test_cuda_image_on_amd_devices_names_the_rocm_twin(tmp_path):
 
 def test_an_rdna3_host_is_sent_to_the_rdna3_family_image(tmp_path):
     line = gpu_guard.verdict(config(CUDA), str(hosts.rx7900xtx(tmp_path)))
-    assert line.split("run its ROCm twin instead: ")[1].startswith(FAMILIES["rdna3"].tags[0] + " for this host's gfx1100 "
-                                                                  "(AMD bundle gfx110x, family gfx11) (")
+    assert line.split("run its ROCm twin instead: ")[1].startswith(FAMILIES["rdna3"].tags[0] + " for this host's gfx1100 (AMD bundle gfx110x, family gfx11) (")
 
 
 def test_rocm_image_on_nvidia_devices_names_the_cuda_twin(tmp_path):
@@ -77,8 +98,9 @@ def test_rocm_image_on_nvidia_devices_names_the_cuda_twin(tmp_path):
     assert line.endswith(f"run its CUDA twin instead: {CUDA.tags[0]} (BUILDKIT_GPU_GUARD=off silences this, =strict stops here)")
 
 
-@pytest.mark.parametrize("builder,target", [(hosts.mi300x, ROCM), (hosts.h100, CUDA), (hosts.no_gpu, CUDA), (hosts.no_gpu, ROCM),
-                                            (hosts.mixed, CUDA), (hosts.mixed, ROCM)])
+@pytest.mark.parametrize(
+    "builder,target", [(hosts.mi300x, ROCM), (hosts.h100, CUDA), (hosts.no_gpu, CUDA), (hosts.no_gpu, ROCM), (hosts.mixed, CUDA), (hosts.mixed, ROCM)]
+)
 def test_silent_with_the_right_vendor_and_without_gpus(tmp_path, builder, target):
     assert gpu_guard.verdict(config(target), str(builder(tmp_path))) is None
 
@@ -142,8 +164,10 @@ def test_the_installed_guard_runs_at_every_start_and_is_silent_here(guarded_pyth
     assert (result.returncode, result.stdout, result.stderr) == (0, "True\n", "")
 
 
-@pytest.mark.parametrize("mode,code,printed", [(None, 0, True), ("warn", 0, True), ("WARN ", 0, True), ("bogus", 0, True),
-                                               ("strict", gpu_guard.EXIT_WRONG_GPU, True), ("off", 0, False)])
+@pytest.mark.parametrize(
+    "mode,code,printed",
+    [(None, 0, True), ("warn", 0, True), ("WARN ", 0, True), ("bogus", 0, True), ("strict", gpu_guard.EXIT_WRONG_GPU, True), ("off", 0, False)],
+)
 def test_modes_on_a_host_with_the_other_vendors_devices(guarded_python, tmp_path, mode, code, printed):
     root = hosts.mi300x(tmp_path)
     # the .pth line already checked this machine (silently) at start; check once more, on the AMD tree
@@ -156,8 +180,7 @@ def test_modes_on_a_host_with_the_other_vendors_devices(guarded_python, tmp_path
 
 
 def test_a_broken_config_never_breaks_python(guarded_python):
-    site = subprocess.run([guarded_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True).stdout.strip()
+    site = subprocess.run([guarded_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True).stdout.strip()
     path = os.path.join(site, gpu_guard.CONFIG + ".py")
     with open(path) as handle:
         saved = handle.read()
@@ -176,10 +199,8 @@ def test_the_guard_costs_python_little_at_start(guarded_python, tmp_path):
     """It imports nothing but os and sys (json and re would be most of its cost) and runs from compiled bytecode."""
     result = start(guarded_python, "import sys; print(sorted(m for m in ('json', 're', 'buildkit_gpu_guard') if m in sys.modules))")
     assert result.stdout == "['buildkit_gpu_guard']\n"
-    site = subprocess.run([guarded_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True).stdout.strip()
-    assert sorted(name.split(".")[0] for name in os.listdir(os.path.join(site, "__pycache__"))) == [
-        "buildkit_gpu_guard", "buildkit_gpu_guard_config"]
+    site = subprocess.run([guarded_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True).stdout.strip()
+    assert sorted(name.split(".")[0] for name in os.listdir(os.path.join(site, "__pycache__"))) == ["buildkit_gpu_guard", "buildkit_gpu_guard_config"]
 
 
 def test_install_refuses_a_config_without_a_vendor(tmp_path):

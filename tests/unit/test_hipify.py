@@ -64,8 +64,16 @@ def test_kernels_launches_streams_and_headers_become_hip(hipified):
     assert sorted(report.converted) == ["gemm.hip", "include/scale_hip.cuh", "scale_kernel.hip"]
     assert report.unchanged == ["util.cpp"]
     kernel = (out / "scale_kernel.hip").read_text()
-    for hip in ("#include <hip/hip_runtime.h>", "hipStream_t", "hipMalloc(", "hipMemcpyAsync(", "hipMemcpyHostToDevice",
-                "hipStreamSynchronize(", "hipSuccess", '#include "include/scale_hip.cuh"'):
+    for hip in (
+        "#include <hip/hip_runtime.h>",
+        "hipStream_t",
+        "hipMalloc(",
+        "hipMemcpyAsync(",
+        "hipMemcpyHostToDevice",
+        "hipStreamSynchronize(",
+        "hipSuccess",
+        '#include "include/scale_hip.cuh"',
+    ):
         assert hip in kernel, hip
     assert "cudaMalloc" not in kernel
     assert "hipblasSgemm(" in (out / "gemm.hip").read_text()
@@ -84,7 +92,8 @@ def test_output_lists_every_file_it_wrote(hipified):
 def test_identifier_without_mapping_is_reported_at_the_users_line(hipified):
     report, _ = hipified
     assert [(f.file, f.line, f.kind, f.subject, f.hipified) for f in report.findings] == [
-        ("gemm.cu", 11, "unmapped", "cudaMemcpyBatchAsync", "gemm.hip:12")]  # hipify's breadcrumb is gemm.hip's line 1
+        ("gemm.cu", 11, "unmapped", "cudaMemcpyBatchAsync", "gemm.hip:12")
+    ]  # hipify's breadcrumb is gemm.hip's line 1
     assert report.origins == {"gemm.hip": "gemm.cu", "include/scale_hip.cuh": "include/scale.cuh", "scale_kernel.hip": "scale_kernel.cu"}
     assert not report.passed
 
@@ -93,8 +102,9 @@ def test_what_will_not_port_is_found_at_its_line(cli, tmp_path):
     """Inline PTX, warp intrinsics HIP lacks or whose mask differs, lane arithmetic for 32-thread warps and
     CUDA-only libraries: every line the fixture marks, and no other."""
     fixture = FIXTURES / "cuda_ext_warp"
-    marked = [(number, *line.split("PORT: ")[1].split(", ")) for number, line in enumerate((fixture / "reduce.cu").read_text().splitlines(), 1)
-              if "// PORT: " in line]
+    marked = [
+        (number, *line.split("PORT: ")[1].split(", ")) for number, line in enumerate((fixture / "reduce.cu").read_text().splitlines(), 1) if "// PORT: " in line
+    ]
     result = cli("hipify", fixture, "--out", tmp_path / "out", "--json", tmp_path / "report.json")
     assert result.code == 1  # blocking findings
     findings = json.loads((tmp_path / "report.json").read_text())["findings"]
@@ -115,8 +125,9 @@ def test_compile_check_with_hipcc(hipified, hipcc):
     # Debian 12 ships no hipBLAS headers: this machine's gap, named with where to get them, not a code defect
     gemm = result["gemm.hip"]
     assert gemm.status == "missing"
-    assert gemm.summary.startswith("hipblas/hipblas.h is not installed here (included at gemm.cu:3 (gemm.hip:4)): "
-                                   "hipBLAS's headers: libhipblas-dev (Debian 13 and later)")
+    assert gemm.summary.startswith(
+        "hipblas/hipblas.h is not installed here (included at gemm.cu:3 (gemm.hip:4)): hipBLAS's headers: libhipblas-dev (Debian 13 and later)"
+    )
     assert gemm.summary.endswith("or check in a ROCm toolchain image that has it (--toolchain-image IMAGE)")
 
 
@@ -161,10 +172,12 @@ def test_cli_reports_and_fails_on_unmapped_identifiers(cli, tmp_path):
 def test_cli_rejects_unknown_arch_and_unsafe_output(cli, tmp_path):
     unknown = cli("hipify", FIXTURE, "--compile-check", "--offload-arch", "gfx9999")
     assert unknown.code == 2 and "unknown gfx target 'gfx9999'; known: gfx900" in unknown.err
-    for options, message in ((["--toolchain-image", "rocm/dev-ubuntu-24.04:7.2.1-complete"], "--toolchain-image: only applies to --compile-check"),
-                             (["--compile-check", "--toolchain-image", "Bad Image"], "--toolchain-image: expected an image reference"),
-                             (["--compile-check", "--include-dir", "../elsewhere"], "--include-dir: '../elsewhere' is not a folder inside"),
-                             (["--compile-check", "--include-dir", "no-such-folder"], "--include-dir: 'no-such-folder' is not a folder inside")):
+    for options, message in (
+        (["--toolchain-image", "rocm/dev-ubuntu-24.04:7.2.1-complete"], "--toolchain-image: only applies to --compile-check"),
+        (["--compile-check", "--toolchain-image", "Bad Image"], "--toolchain-image: expected an image reference"),
+        (["--compile-check", "--include-dir", "../elsewhere"], "--include-dir: '../elsewhere' is not a folder inside"),
+        (["--compile-check", "--include-dir", "no-such-folder"], "--include-dir: 'no-such-folder' is not a folder inside"),
+    ):
         refused = cli("hipify", FIXTURE, "--out", tmp_path / "refused", *options)
         assert refused.code == 2 and message in refused.err and "Traceback" not in refused.err, (options, refused.err)
         assert not (tmp_path / "refused").exists()
@@ -247,7 +260,7 @@ def test_symlink_planted_in_out_is_never_followed(cli, source, tmp_path, planted
 def test_symlinks_out_of_the_tree_loops_and_fifos_are_reported_not_copied(cli, source, tmp_path):
     secrets = tmp_path / "home"
     secrets.mkdir()
-    (secrets / "token.h").write_text("#define TOKEN \"s3cr3t-outside-the-tree\"\n")
+    (secrets / "token.h").write_text('#define TOKEN "s3cr3t-outside-the-tree"\n')
     (source / "outside_dir").symlink_to(secrets)
     (source / "outside.h").symlink_to(secrets / "token.h")
     (source / "include" / "back_to_root").symlink_to("..")
@@ -285,8 +298,7 @@ def test_binary_cuda_source_is_one_clear_error(cli, source, tmp_path):
 
 def test_json_into_missing_folder_fails_before_any_work(cli, source, tmp_path):
     before = snapshot(tmp_path)
-    assert_refused(cli("hipify", source, "--out", tmp_path / "out", "--json", tmp_path / "missing" / "r.json"),
-                   "--json", "folder", "does not exist")
+    assert_refused(cli("hipify", source, "--out", tmp_path / "out", "--json", tmp_path / "missing" / "r.json"), "--json", "folder", "does not exist")
     assert snapshot(tmp_path) == before
 
 
@@ -298,7 +310,9 @@ def test_unreadable_source_is_one_clear_error(source, tmp_path, unreadable):
     try:
         run = subprocess.run(
             unprivileged([sys.executable, "-m", "buildkit.cli", "hipify", str(source), "--out", str(tmp_path / "out")]),
-            capture_output=True, text=True, timeout=300,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
     finally:
         locked.chmod(0o755)
@@ -312,7 +326,7 @@ def test_unreadable_source_is_one_clear_error(source, tmp_path, unreadable):
 def test_default_arch_is_the_newest_data_center_arch_hipcc_supports(hipcc):
     chosen = default_offload_arch(hipcc, KNOWN)
     assert chosen in hipcc.archs and is_data_center(chosen)
-    newer = KNOWN[KNOWN.index(chosen) + 1:]
+    newer = KNOWN[KNOWN.index(chosen) + 1 :]
     assert not [arch for arch in newer if is_data_center(arch) and arch in hipcc.archs]
 
 
@@ -342,13 +356,14 @@ def test_arch_beyond_the_installed_hipcc_is_a_toolchain_limit_not_a_code_defect(
     if not beyond:
         pytest.skip(f"hipcc {hipcc.version} compiles for every known gfx target: no toolchain limit to show")
     arch = beyond[-1]
-    result = cli("hipify", clean_source, "--out", tmp_path / "out", "--compile-check", "--offload-arch", arch,
-                 "--json", tmp_path / "r.json")
+    result = cli("hipify", clean_source, "--out", tmp_path / "out", "--compile-check", "--offload-arch", arch, "--json", tmp_path / "r.json")
     assert result.code == 1, result.out + result.err  # nothing was compiled: not a pass, though the code is not blamed
     assert "DOES NOT COMPILE" not in result.out and "NOT PASSED: the compile check compiled nothing: hipcc" in result.out
     supported = ", ".join(a for a in KNOWN if a in hipcc.archs)
-    expected = (f"compile check not run: hipcc {hipcc.version} cannot compile for {arch} (a toolchain limit, not your code): "
-                f"install a newer ROCm, check in a newer ROCm toolchain image (--toolchain-image IMAGE), or pick --offload-arch from: {supported}")
+    expected = (
+        f"compile check not run: hipcc {hipcc.version} cannot compile for {arch} (a toolchain limit, not your code): "
+        f"install a newer ROCm, check in a newer ROCm toolchain image (--toolchain-image IMAGE), or pick --offload-arch from: {supported}"
+    )
     assert expected in result.out
     assert json.loads((tmp_path / "r.json").read_text())["toolchain_limit"] == expected.removeprefix("compile check not run: ")
 

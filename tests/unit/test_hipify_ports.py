@@ -29,8 +29,11 @@ def test_code_guarded_for_rocm_is_not_reported(cli, tmp_path):
     """libcu++ and the 32-lane warp code inside #ifndef USE_ROCM: inactive on ROCm, listed apart, never blocking."""
     result, report = _run(cli, tmp_path, "guarded_libcuxx")
     assert result.code == 1, result.out  # the open branch's libcu++ include may be compiled: it blocks until a compile says otherwise
-    assert _lines(report["inactive"]) == [(6, "#include <cuda/std/atomic>", False), (14, "int lane = threadIdx.x & 0x1f;", False),
-                                          (16, "__shfl_xor_sync", False)]
+    assert _lines(report["inactive"]) == [
+        (6, "#include <cuda/std/atomic>", False),
+        (14, "int lane = threadIdx.x & 0x1f;", False),
+        (16, "__shfl_xor_sync", False),
+    ]
     assert all(f["state"] == "inactive" and f["condition"] == "#ifndef USE_ROCM" for f in report["inactive"])
     # a branch decided by a macro nobody here knows stays reported, and says which #if it is in
     (open_finding,) = report["findings"]
@@ -53,8 +56,12 @@ def test_a_blocking_finding_stops_blocking_when_every_including_unit_compiles(cl
 def test_32_bit_masks_block_through_macros_casts_constants_and_parameters(cli, tmp_path):
     result, report = _run(cli, tmp_path, "full_mask")
     assert result.code == 1
-    assert _lines(report["findings"]) == [(11, "__shfl_down_sync", True), (16, "__shfl_xor_sync", True), (17, "__shfl_xor_sync", True),
-                                          (21, "__shfl_sync", True)]  # 0xffffffffu on line 26 is a literal argument of broadcast(), __activemask() is 64-bit
+    assert _lines(report["findings"]) == [
+        (11, "__shfl_down_sync", True),
+        (16, "__shfl_xor_sync", True),
+        (17, "__shfl_xor_sync", True),
+        (21, "__shfl_sync", True),
+    ]  # 0xffffffffu on line 26 is a literal argument of broadcast(), __activemask() is 64-bit
     details = [f["detail"] for f in report["findings"]]
     assert details[0].startswith("the mask FULL_MASK (FULL_MASK = 0xffffffff) is 32 bits: HIP >= 6.2's __shfl_down_sync requires a 64-bit mask")
     assert details[1].startswith("the mask uint32_t(-1) is 32 bits") and details[2].startswith("the mask kAllLanes (kAllLanes = ~0u) is 32 bits")
@@ -95,13 +102,13 @@ def test_without_its_setup_py_the_with_cuda_branch_goes_unchecked(cli, hipcc, tm
     tree = tmp_path / "tree"
     shutil.copytree(PORTS / "with_cuda", tree)
     (tree / "setup.py").unlink()
-    result, report = _run(cli, tmp_path, tree, "--compile-check", "--offload-arch", "gfx90a", "--include-dir", "csrc/include",
-                          "-D", "HIP_KERNELS")
+    result, report = _run(cli, tmp_path, tree, "--compile-check", "--offload-arch", "gfx90a", "--include-dir", "csrc/include", "-D", "HIP_KERNELS")
     assert result.code == 0, result.out
     assert [unit["status"] for unit in report["compiled"]] == ["ok", "ok"]
     (tmp_path / "again").mkdir()
-    again, _ = _run(cli, tmp_path / "again", tree, "--compile-check", "--offload-arch", "gfx90a", "--include-dir", "csrc/include",
-                          "-D", "HIP_KERNELS", "-D", "WITH_CUDA")
+    again, _ = _run(
+        cli, tmp_path / "again", tree, "--compile-check", "--offload-arch", "gfx90a", "--include-dir", "csrc/include", "-D", "HIP_KERNELS", "-D", "WITH_CUDA"
+    )
     assert again.code == 1 and "command line: -DHIP_KERNELS, -DWITH_CUDA" in again.out
 
 
@@ -122,8 +129,10 @@ def test_a_header_newer_than_the_installed_hip_is_that_hips_age(cli, hipcc, tmp_
     result, report = _run(cli, tmp_path, "too_old_hip", "--compile-check", "--offload-arch", "gfx90a")
     (unit,) = report["compiled"]
     assert unit["status"] == "missing"
-    assert (f"hip/hip_bf16.h is not installed here (included at convert.cu:3 (convert.hip:4)): this HIP ({hipcc.version}) is too old for "
-            "hip/hip_bf16.h; HIP >= 5.6 has it") in unit["summary"]
+    assert (
+        f"hip/hip_bf16.h is not installed here (included at convert.cu:3 (convert.hip:4)): this HIP ({hipcc.version}) is too old for "
+        "hip/hip_bf16.h; HIP >= 5.6 has it"
+    ) in unit["summary"]
     assert "libamdhip64-dev" not in unit["summary"]
     assert result.code == 1 and "NOT PASSED: the compile check compiled nothing: no file compiled, each for a reason outside your code" in result.out
 
@@ -133,8 +142,10 @@ def test_libcuxx_is_code_to_change_with_its_rocm_counterpart(cli, hipcc, tmp_pat
     result, report = _run(cli, tmp_path, "libcuxx", "--compile-check", "--offload-arch", "gfx90a")
     (unit,) = report["compiled"]
     assert (unit["status"], unit["location"]) == ("error", "limits.cu:3 (limits.hip:4)")
-    assert ("cuda/std/limits is libcu++ (CUDA's C++ standard library), which no ROCm library provides: the code must change; on ROCm use "
-            "<limits> (std::numeric_limits), or rocprim::numeric_limits in <rocprim/type_traits.hpp>") in unit["summary"]
+    assert (
+        "cuda/std/limits is libcu++ (CUDA's C++ standard library), which no ROCm library provides: the code must change; on ROCm use "
+        "<limits> (std::numeric_limits), or rocprim::numeric_limits in <rocprim/type_traits.hpp>"
+    ) in unit["summary"]
     assert "install the library" not in unit["summary"] and result.code == 1
 
 
@@ -147,12 +158,15 @@ def test_objects_are_kept_where_asked(cli, hipcc, tmp_path):
     assert str(objects / "reduce.hip.o") in report["compiled"][0]["command"]
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    (["-D", "1BAD"], "-D: expected NAME or NAME=VALUE"),
-    (["--hipcc-flags=-O2"], "--hipcc-flags: only applies to --compile-check"),
-    (["--compile-check", "--cxx-flags", "'unclosed"], "--cxx-flags: cannot be split into flags"),
-    (["--compile-check", "--keep-objects", "{source}/objects"], "--keep-objects: "),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["-D", "1BAD"], "-D: expected NAME or NAME=VALUE"),
+        (["--hipcc-flags=-O2"], "--hipcc-flags: only applies to --compile-check"),
+        (["--compile-check", "--cxx-flags", "'unclosed"], "--cxx-flags: cannot be split into flags"),
+        (["--compile-check", "--keep-objects", "{source}/objects"], "--keep-objects: "),
+    ],
+)
 def test_bad_build_flag_options_are_one_clear_error(cli, tmp_path, options, message):
     tree = tmp_path / "tree"
     shutil.copytree(PORTS / "guarded_libcuxx", tree)

@@ -48,10 +48,18 @@ def facts(builder, tmp_path, identity=MEMBER, engine=DOCKER):
 
 
 LABELS = {
-    "cuda13": {"dev.buildkit.backend": "cuda", "dev.buildkit.backend-version": "13.0", "dev.buildkit.gpu-archs": "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
-               "dev.buildkit.pair": "2.14.1-py3.12-runtime"},
-    "rocm72": {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx90a;gfx942;gfx1100;gfx1101",
-               "dev.buildkit.pair": "2.14.1-py3.12-runtime"},
+    "cuda13": {
+        "dev.buildkit.backend": "cuda",
+        "dev.buildkit.backend-version": "13.0",
+        "dev.buildkit.gpu-archs": "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+        "dev.buildkit.pair": "2.14.1-py3.12-runtime",
+    },
+    "rocm72": {
+        "dev.buildkit.backend": "rocm",
+        "dev.buildkit.backend-version": "7.2",
+        "dev.buildkit.gpu-archs": "gfx90a;gfx942;gfx1100;gfx1101",
+        "dev.buildkit.pair": "2.14.1-py3.12-runtime",
+    },
     "rocm_narrow": {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx942;gfx1100"},
 }
 
@@ -75,8 +83,18 @@ def test_mi300x(tmp_path):
     choice = best_target(host, PLAN, COMPAT, "amd")
     assert choice.target.id == "2.15.0-rocm7.14-mi300-py3.13-runtime"  # the family image that carries gfx942
     assert gpu_access(AMD, host).docker_flags() == [
-        "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", str(hosts.RENDER_GID),
-        "--security-opt", "seccomp=unconfined", "--shm-size", "8g",
+        "--device",
+        "/dev/kfd",
+        "--device",
+        "/dev/dri",
+        "--group-add",
+        "video",
+        "--group-add",
+        str(hosts.RENDER_GID),
+        "--security-opt",
+        "seccomp=unconfined",
+        "--shm-size",
+        "8g",
     ]
     assert assess(host, COMPAT, "rocm", identity("rocm72")) == []
 
@@ -102,8 +120,9 @@ def test_h100_with_an_old_driver_is_routed_to_cuda_12_and_the_cuda_13_image_is_b
     # doctor says it too (not blocking: the CUDA 12.6 image uses the GPU), with the fix that brings the newer images back
     (passed,) = route(host, PLAN, COMPAT, python="3.12").findings
     assert (passed.code, passed.blocking) == ("newer-images-passed-over", False)
-    assert passed.title.startswith("2.14.1-cuda12.6-py3.12-runtime is picked because newer NVIDIA images do not fit this host: "
-                                   "the NVIDIA driver 570.86.15 is older than 580.65.06")
+    assert passed.title.startswith(
+        "2.14.1-cuda12.6-py3.12-runtime is picked because newer NVIDIA images do not fit this host: the NVIDIA driver 570.86.15 is older than 580.65.06"
+    )
     assert "(2.15.0-cuda13.2-py3.12-runtime and 1 more)" in passed.title and passed.fix.startswith("upgrade the driver to 580.65.06")
     assert gpu_access(NVIDIA, host).docker_flags() == ["--gpus", "all", "--shm-size", "8g"]
     (finding,) = assess(host, COMPAT, "cuda-image", identity("cuda13"))
@@ -155,8 +174,9 @@ def test_amd_host_without_kfd(tmp_path):
     findings = assess(host, COMPAT, "rocm", identity("rocm72"))
     assert codes(findings) == [("render-node-missing", True), ("kfd-missing", True)]
     no_fit = route(host, PLAN, COMPAT).findings[-1]
-    assert no_fit.title == (f"no AMD image of the matrix fits this host: the ROCm kernel driver is not loaded: /dev/kfd is missing "
-                            f"(all {choice.candidates} AMD runtime targets)")
+    assert no_fit.title == (
+        f"no AMD image of the matrix fits this host: the ROCm kernel driver is not loaded: /dev/kfd is missing (all {choice.candidates} AMD runtime targets)"
+    )
 
 
 def test_another_familys_image_of_the_same_release_is_no_newer_image_passed_over(tmp_path):
@@ -186,8 +206,9 @@ def test_gfx1103_laptop_gets_the_rdna3_family_image_and_without_it_no_image_fits
     routing = route(host, rocm72, COMPAT)
     assert routing.target is None and codes(routing.findings) == [("no-fitting-image", True)]
     (finding,) = routing.findings
-    assert finding.title == ("no AMD image of the matrix carries gfx1103, this host's GPU arch "
-                             "(kernels fail with hipErrorNoBinaryForGpu (invalid device function))")
+    assert finding.title == (
+        "no AMD image of the matrix carries gfx1103, this host's GPU arch (kernels fail with hipErrorNoBinaryForGpu (invalid device function))"
+    )
     assert finding.fix.startswith("use a ROCm 7.14 image: their wheels carry gfx1103")
     assert "HSA_OVERRIDE_GFX_VERSION=11.0.0 makes it run gfx1100 code" in finding.fix
 
@@ -248,23 +269,33 @@ def test_cdi_names_where_a_spec_exists_and_the_engine_takes_them(tmp_path):
 def test_amd_cdi_keeps_the_groups_the_images_user_opens_the_nodes_with(tmp_path):
     host = facts(lambda root: hosts.amd_cdi_spec(hosts.mi300x(root), [128, 129]), tmp_path, engine=engine_from_option("podman"))
     assert gpu_access(AMD, host).docker_flags() == [
-        "--device", "amd.com/gpu=all", "--group-add", "video", "--group-add", str(hosts.RENDER_GID),
-        "--security-opt", "seccomp=unconfined", "--shm-size", "8g",
+        "--device",
+        "amd.com/gpu=all",
+        "--group-add",
+        "video",
+        "--group-add",
+        str(hosts.RENDER_GID),
+        "--security-opt",
+        "seccomp=unconfined",
+        "--shm-size",
+        "8g",
     ]
-    rootless = facts(lambda root: hosts.amd_cdi_spec(hosts.mi300x(root), [128, 129]), tmp_path / "r",
-                     engine=engine_from_option("podman-rootless"))
+    rootless = facts(lambda root: hosts.amd_cdi_spec(hosts.mi300x(root), [128, 129]), tmp_path / "r", engine=engine_from_option("podman-rootless"))
     assert gpu_access(AMD, rootless).docker_flags()[:4] == ["--device", "amd.com/gpu=all", "--group-add", "keep-groups"]
 
 
-@pytest.mark.parametrize("engine,cdi", [
-    (EngineFacts("docker", "24.0.7"), False),
-    (EngineFacts("docker", "25.0.3"), False),  # CDI behind the daemon's cdi feature: off unless it says otherwise
-    (EngineFacts("docker", "27.5.1", cdi_spec_dirs=("/etc/cdi", "/var/run/cdi")), True),  # feature on: docker info lists the dirs
-    (EngineFacts("docker", "28.2.2"), True),
-    (EngineFacts("docker", "29.3.0", cdi_spec_dirs=()), False),  # turned off by its owner
-    (EngineFacts("docker", "26.1.5+dfsg1", cdi_spec_dirs=()), False),  # this machine's
-    (EngineFacts("podman", ""), True),
-])
+@pytest.mark.parametrize(
+    "engine,cdi",
+    [
+        (EngineFacts("docker", "24.0.7"), False),
+        (EngineFacts("docker", "25.0.3"), False),  # CDI behind the daemon's cdi feature: off unless it says otherwise
+        (EngineFacts("docker", "27.5.1", cdi_spec_dirs=("/etc/cdi", "/var/run/cdi")), True),  # feature on: docker info lists the dirs
+        (EngineFacts("docker", "28.2.2"), True),
+        (EngineFacts("docker", "29.3.0", cdi_spec_dirs=()), False),  # turned off by its owner
+        (EngineFacts("docker", "26.1.5+dfsg1", cdi_spec_dirs=()), False),  # this machine's
+        (EngineFacts("podman", ""), True),
+    ],
+)
 def test_which_engines_take_cdi_names(engine, cdi):
     assert engine.takes_cdi is cdi
 
@@ -282,6 +313,7 @@ def test_a_stale_spec_names_its_missing_nodes_and_gpus(tmp_path):
         hosts.nvidia_cdi_spec(hosts.nvidia_host(root, [("0000:17:00.0", "0x2330"), ("0000:31:00.0", "0x2330")]), gpus=1)
         (root / "etc/cdi/nvidia.yaml").write_text((root / "etc/cdi/nvidia.yaml").read_text().replace("/dev/nvidia0", "/dev/nvidia7"))
         return root
+
     host = facts(stale, tmp_path, engine=CDI_DOCKER)
     assert host.cdi_specs[0].missing_nodes == ("/dev/nvidia7",)
     findings = assess(host, COMPAT, "cuda", identity("cuda13"))
@@ -291,22 +323,27 @@ def test_a_stale_spec_names_its_missing_nodes_and_gpus(tmp_path):
     assert findings[0].fix == "write it again: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`"
 
 
-@pytest.mark.parametrize("text,reason", [
-    ("kind: [", "not YAML"),
-    ("- a list", "the file is not a mapping"),
-    ("kind: nvidia.com/gpu\ndevices: 3\n", "devices is not a list"),
-    ("kind: nvidia.com/gpu\ndevices:\n- name: '0'\n  containerEdits:\n    deviceNodes:\n    - path: /etc/shadow\n",
-     "a device node of devices[0].containerEdits is not a path below /dev"),
-    ("kind: nvidia.com/gpu\ndevices:\n- name: '0'\n  containerEdits:\n    deviceNodes:\n    - path: /dev/../etc/shadow\n",
-     "is not a path below /dev"),
-    ("cdiVersion: 0.5.0\n", "its kind is missing"),
-])
+@pytest.mark.parametrize(
+    "text,reason",
+    [
+        ("kind: [", "not YAML"),
+        ("- a list", "the file is not a mapping"),
+        ("kind: nvidia.com/gpu\ndevices: 3\n", "devices is not a list"),
+        (
+            "kind: nvidia.com/gpu\ndevices:\n- name: '0'\n  containerEdits:\n    deviceNodes:\n    - path: /etc/shadow\n",
+            "a device node of devices[0].containerEdits is not a path below /dev",
+        ),
+        ("kind: nvidia.com/gpu\ndevices:\n- name: '0'\n  containerEdits:\n    deviceNodes:\n    - path: /dev/../etc/shadow\n", "is not a path below /dev"),
+        ("cdiVersion: 0.5.0\n", "its kind is missing"),
+    ],
+)
 def test_a_spec_that_cannot_be_read_is_a_note(tmp_path, text, reason):
     def broken(root):
         hosts.h100(root)
         (root / "etc/cdi").mkdir(parents=True)
         (root / "etc/cdi/nvidia.yaml").write_text(text)
         return root
+
     host = facts(broken, tmp_path, engine=CDI_DOCKER)
     assert host.cdi_specs == ()
     assert any(note.startswith("/etc/cdi/nvidia.yaml: not a CDI spec buildkit can read: ") and reason in note for note in host.notes), host.notes
@@ -315,6 +352,7 @@ def test_a_spec_that_cannot_be_read_is_a_note(tmp_path, text, reason):
 @pytest.mark.slow
 def test_yaml_aliases_cannot_multiply_the_work(tmp_path):
     """One list of 64 nodes, referenced by 5,000 devices: at most MAX_DEVICES x MAX_NODES are looked at."""
+
     def aliased(root):
         hosts.h100(root)
         (root / "etc/cdi").mkdir(parents=True)
@@ -322,6 +360,7 @@ def test_yaml_aliases_cannot_multiply_the_work(tmp_path):
         devices = "".join(f"- name: d{i}\n  containerEdits: *edits\n" for i in range(5000))
         (root / "etc/cdi/nvidia.yaml").write_text(f"kind: nvidia.com/gpu\nedits: &edits\n  deviceNodes:\n{nodes}devices:\n{devices}")
         return root
+
     host = facts(aliased, tmp_path, engine=CDI_DOCKER)
     assert len(host.cdi_specs[0].devices) == 1024 and len(host.cdi_specs[0].missing_nodes) == 63
 
@@ -335,15 +374,18 @@ def test_engine_option_grammar(text):
 # --- arch coverage ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("gpu,archs,covered", [
-    ("sm_90", ("8.0", "9.0"), True),
-    ("sm_86", ("8.0",), True),  # same major, newer minor runs sm_80 code
-    ("sm_120", ("9.0", "10.0"), False),
-    ("sm_121", ("10.0", "12.0+PTX"), True),
-    ("sm_70", ("7.5", "8.0"), False),
-    ("gfx942", ("gfx90a", "gfx942"), True),
-    ("gfx1101", ("gfx1100",), False),
-])
+@pytest.mark.parametrize(
+    "gpu,archs,covered",
+    [
+        ("sm_90", ("8.0", "9.0"), True),
+        ("sm_86", ("8.0",), True),  # same major, newer minor runs sm_80 code
+        ("sm_120", ("9.0", "10.0"), False),
+        ("sm_121", ("10.0", "12.0+PTX"), True),
+        ("sm_70", ("7.5", "8.0"), False),
+        ("gfx942", ("gfx90a", "gfx942"), True),
+        ("gfx1101", ("gfx1100",), False),
+    ],
+)
 def test_arch_coverage(gpu, archs, covered):
     assert arch_covered(gpu, archs) is covered
 
@@ -385,8 +427,7 @@ def test_doctor_suggests_only_what_plan_accepts(arch, tmp_path, team_matrix):
 
 
 def test_mixed_amd_host_gets_a_per_device_override(tmp_path):
-    host = facts(lambda root: hosts.amd_host(root, [("0000:03:00.0", "0x744c", "0x030000", 110000),
-                                                    ("0000:43:00.0", "0x747e", "0x030000", 110001)]), tmp_path)
+    host = facts(lambda root: hosts.amd_host(root, [("0000:03:00.0", "0x744c", "0x030000", 110000), ("0000:43:00.0", "0x747e", "0x030000", 110001)]), tmp_path)
     (finding,) = assess(host, COMPAT, "rocm", identity("rocm_narrow"))
     assert "HSA_OVERRIDE_GFX_VERSION_1=11.0.0 makes it run gfx1100 code (this host's AMD GPUs differ" in finding.fix
 
@@ -406,8 +447,7 @@ ENGINE = ("--engine", "docker:28.2")
 
 
 @pytest.mark.parametrize("name", TREES)
-@pytest.mark.parametrize("selection", [(), ("--select", "backend_version=13.*"), ("--select", "backend=rocm"),
-                                       ("--select", "backend_version=7.2")])
+@pytest.mark.parametrize("selection", [(), ("--select", "backend_version=13.*"), ("--select", "backend=rocm"), ("--select", "backend_version=7.2")])
 def test_detect_doctor_and_run_agree(cli, tmp_path, name, selection):
     """On each host tree: detect's findings are doctor's; doctor blocks exactly where detect names no image or
     run refuses; the image detect names passes doctor and run; with CUDA 13 only, the V100 and the old driver fit nothing."""
@@ -509,8 +549,9 @@ def test_a_host_of_a_family_the_stack_does_not_build_is_told_which_family_to_add
     routing = route(host, mi300_only, COMPAT)
     assert routing.target is None and codes(routing.findings) == [("no-fitting-image", True)]
     # the product family, or the sub-family of AMD's hierarchy as a family of its own
-    assert routing.findings[0].fix == ('use the rdna3 or gfx110x image of ROCm 7.14, which carries gfx1100: add "rdna3" to the stack\'s '
-                                       "rocm_families to build it")
+    assert routing.findings[0].fix == (
+        'use the rdna3 or gfx110x image of ROCm 7.14, which carries gfx1100: add "rdna3" to the stack\'s rocm_families to build it'
+    )
 
 
 def test_an_mi450_host_is_told_the_truth_and_a_stack_with_its_family_routes_it(tmp_path, team_matrix):
@@ -523,7 +564,8 @@ def test_an_mi450_host_is_told_the_truth_and_a_stack_with_its_family_routes_it(t
     routing = route(host, PLAN, COMPAT)
     assert routing.target is None and "no ROCm wheel carries gfx1250: build torch for it from source" in routing.findings[0].fix
     archs = ", ".join(f'"{a}"' for a in (*COMPAT.backend("rocm", "7.14").archs, "gfx1250"))
-    team = load_matrix(team_matrix(f'''
+    team = load_matrix(
+        team_matrix(f"""
         extends = "default"
         rocm_families = ["mi300", "mi450"]
         [compat.rocm."7.14"]
@@ -534,7 +576,8 @@ def test_an_mi450_host_is_told_the_truth_and_a_stack_with_its_family_routes_it(t
         flavors = ["runtime"]
         cuda = ["13.2"]
         rocm = ["7.14"]
-    '''))
+    """)
+    )
     team_plan = expand(team)
     host = read_host(team.compat, hosts.amd_host(tmp_path / "team", [("0000:03:00.0", "0x75b0", "0x120000", 120500)]), MEMBER, DOCKER)
     assert route(host, team_plan, team.compat).target.id == "2.15.0-rocm7.14-mi450-py3.12-runtime"
@@ -587,8 +630,10 @@ def test_podman_without_an_nvidia_cdi_spec_is_refused_with_the_command_that_writ
     root = hosts.h100(tmp_path / "host")
     refused = cli("run", "--print", "--host-root", root, "--engine", "podman")
     assert refused.code == 2 and "--gpus" not in refused.out
-    assert ("run refused: podman hands NVIDIA GPUs to containers through CDI only, and this host has no CDI spec for "
-            "nvidia.com/gpu; fix: write one: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`") in refused.err
+    assert (
+        "run refused: podman hands NVIDIA GPUs to containers through CDI only, and this host has no CDI spec for "
+        "nvidia.com/gpu; fix: write one: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`"
+    ) in refused.err
     with_spec = hosts.nvidia_cdi_spec(hosts.h100(tmp_path / "cdi"), gpus=1)
     assert cli("run", "--print", "--host-root", with_spec, "--engine", "podman").out.startswith("podman run --rm --device nvidia.com/gpu=all")
 

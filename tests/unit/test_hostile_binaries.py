@@ -37,14 +37,16 @@ def elf(sections: dict[str, bytes], shnum: int | None = None, shstrndx: int | No
         headers.append(struct.pack("<IIQQQQIIQQ", at, 1 if name != ".shstrtab" else 3, 0, 0, offsets[index], len(data), 0, 0, 1, 0))
         position += 1
     count = len(headers) if shnum is None else shnum
-    header = (b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, count,
-                                                                 len(headers) - 1 if shstrndx is None else shstrndx))
+    header = (
+        b"\x7fELF\x02\x01\x01"
+        + b"\0" * 9
+        + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, count, len(headers) - 1 if shstrndx is None else shstrndx)
+    )
     return header + body + b"".join(headers)
 
 
 def fatbin(*archs: int, entry_header: int = 64) -> bytes:
-    entries = b"".join(struct.pack("<HHIQ", 2, 1, entry_header, 0) + b"\0" * 12 + struct.pack("<I", arch) + b"\0" * (entry_header - 32)
-                       for arch in archs)
+    entries = b"".join(struct.pack("<HHIQ", 2, 1, entry_header, 0) + b"\0" * 12 + struct.pack("<I", arch) + b"\0" * (entry_header - 32) for arch in archs)
     return struct.pack("<IHHQ", FATBIN_MAGIC, 1, 16, len(entries)) + entries
 
 
@@ -65,32 +67,38 @@ def test_a_real_shaped_library_reads_its_archs():
     assert rocm_code(elf({".hip_fatbin": ccob(packed, len(bundle(*targets)))})).archs() == ("gfx90a", "gfx942")
 
 
-@pytest.mark.parametrize("library, message", [
-    (elf({".nv_fatbin": fatbin(80)}, shnum=0), "it has no section headers"),
-    (elf({".nv_fatbin": fatbin(80)}, shstrndx=0xFFFF), "its section name table is section 65535"),
-    (elf({".nv_fatbin": fatbin(80)}, name_at=1 << 20), "a section's name lies outside its name table"),
-    (elf({".nv_fatbin": fatbin(80)}, shnum=0xFFF0), "its section headers lie outside the file"),
-    (elf({".text": b"\x90" * 64}), "it has no .nv_fatbin section"),
-    (elf({".nv_fatbin": fatbin(80, entry_header=1)}), "too short to hold its target"),
-    (elf({".nv_fatbin": fatbin(80)[:-8]}), "runs past the section"),
-    (elf({".nv_fatbin": fatbin(80)})[:200], "section headers lie outside the file"),
-    (b"\x7fELF\x01\x01" + b"\0" * 100, "not a 64-bit little-endian ELF file"),
-])
+@pytest.mark.parametrize(
+    "library, message",
+    [
+        (elf({".nv_fatbin": fatbin(80)}, shnum=0), "it has no section headers"),
+        (elf({".nv_fatbin": fatbin(80)}, shstrndx=0xFFFF), "its section name table is section 65535"),
+        (elf({".nv_fatbin": fatbin(80)}, name_at=1 << 20), "a section's name lies outside its name table"),
+        (elf({".nv_fatbin": fatbin(80)}, shnum=0xFFF0), "its section headers lie outside the file"),
+        (elf({".text": b"\x90" * 64}), "it has no .nv_fatbin section"),
+        (elf({".nv_fatbin": fatbin(80, entry_header=1)}), "too short to hold its target"),
+        (elf({".nv_fatbin": fatbin(80)[:-8]}), "runs past the section"),
+        (elf({".nv_fatbin": fatbin(80)})[:200], "section headers lie outside the file"),
+        (b"\x7fELF\x01\x01" + b"\0" * 100, "not a 64-bit little-endian ELF file"),
+    ],
+)
 def test_a_lying_cuda_library_is_one_sentence(library, message):
     with pytest.raises(CodeObjectError, match=message):
         cuda_code(library)
 
 
-@pytest.mark.parametrize("section, message", [
-    (bundle(b"hipv4-amdgcn-amd-amdhsa--gfx942") + b"", None),
-    (code_objects.BUNDLE_MAGIC + struct.pack("<QQQQ", 1, 0, 0, 1 << 63), "target id claims 9223372036854775808 bytes"),
-    (bundle(b"hipv4--gfx942", count=1 << 40), "claims 1099511627776 code objects"),
-    (bundle(b"hipv4-amdgcn-amd-amdhsa--gfx942")[:40], "an offload bundle's header runs past the bundle"),
-    (ccob(b"\0" * 64, 1 << 40), "a compressed offload bundle claims 1099511627776 bytes"),
-    (ccob(b"\0" * 64, 100, method=7), "method 7, neither zlib nor zstd"),
-    (ccob(b"not zstd at all", 100), "does not decompress"),
-    (b"CCOB" + struct.pack("<HHQQQ", 3, 1, 1 << 31, 100, 0), "claims 2147483648 bytes, past the section"),
-])
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        (bundle(b"hipv4-amdgcn-amd-amdhsa--gfx942") + b"", None),
+        (code_objects.BUNDLE_MAGIC + struct.pack("<QQQQ", 1, 0, 0, 1 << 63), "target id claims 9223372036854775808 bytes"),
+        (bundle(b"hipv4--gfx942", count=1 << 40), "claims 1099511627776 code objects"),
+        (bundle(b"hipv4-amdgcn-amd-amdhsa--gfx942")[:40], "an offload bundle's header runs past the bundle"),
+        (ccob(b"\0" * 64, 1 << 40), "a compressed offload bundle claims 1099511627776 bytes"),
+        (ccob(b"\0" * 64, 100, method=7), "method 7, neither zlib nor zstd"),
+        (ccob(b"not zstd at all", 100), "does not decompress"),
+        (b"CCOB" + struct.pack("<HHQQQ", 3, 1, 1 << 31, 100, 0), "claims 2147483648 bytes, past the section"),
+    ],
+)
 def test_a_lying_rocm_library_is_one_sentence(section, message):
     library = elf({".hip_fatbin": section})
     if message is None:
@@ -134,15 +142,15 @@ def test_deep_says_a_library_with_unreadable_section_names_and_proposes_nothing(
         wheel.writestr(LIBRARY, elf({".nv_fatbin": fatbin(80, 90)}, name_at=1 << 20))
     (tmp_path / name).write_bytes(buffer.getvalue())
     folders = wheels_from_compat(compat_from_data(compat_data()))
-    folders["cu130"] = [n for n in folders["cu130"] if not n.startswith("torch-2.15.0+")
-                        and (not (n.startswith("torch-2.14.1+") and n.endswith("x86_64.whl")) or n == name)]
+    folders["cu130"] = [
+        n for n in folders["cu130"] if not n.startswith("torch-2.15.0+") and (not (n.startswith("torch-2.14.1+") and n.endswith("x86_64.whl")) or n == name)
+    ]
     data = tmp_path / "compat.toml"
     data.write_text(COMPAT_DATA.read_text())
     before = data.read_bytes()
     index = PyTorchIndex(folders, real={name: tmp_path / name}).start()
     try:
-        result = cli("compat", "check", "--deep", "--write", "--index", index.url, "--pypi", "none", "--layout-index",
-                     "amd-whl-next=none", "--data", data)
+        result = cli("compat", "check", "--deep", "--write", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none", "--data", data)
     finally:
         index.stop()
     assert result.code == 1 and "Traceback" not in result.err, result.err

@@ -75,8 +75,7 @@ def test_corpus_covers_the_classes():
 @pytest.mark.parametrize("path", MATRICES, ids=lambda p: p.stem)
 def test_hostile_matrix_is_refused_clearly(cli, path, monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)  # messages name files relative to the working folder
-    expected = dict(expected=directives(path, "expect"), absent=directives(path, "absent"),
-                    count=int((directives(path, "errors") or ["1"])[0]))
+    expected = dict(expected=directives(path, "expect"), absent=directives(path, "absent"), count=int((directives(path, "errors") or ["1"])[0]))
     assert_clear_errors(cli("matrix", "validate", "--matrix", path), **expected)
     assert_clear_errors(cli("render", "--matrix", path, "--out", tmp_path / "dist"), **expected)
     assert not (tmp_path / "dist").exists()
@@ -178,15 +177,28 @@ FIELDS = [
     ("compat.torch.2.14.amd64_only[0]", '[compat.torch."2.14"]\namd64_only = [{v}]', "cuda 13.2"),
     ("compat.os_python.ubuntu24.04", '[compat.os_python]\n"ubuntu24.04" = {v}', "3.12"),
     # keys that name versions are values too: they reach tags, URLs and lookups
-    ("compat.cuda.", "[compat.cuda.{v}]\narchs = [\"9.0\"]", "13.0"),
-    ("compat.torch.", "[compat.torch.{v}]\npython = [\"3.10\", \"3.11\", \"3.12\", \"3.13\"]", "2.14"),
-    ("compat.os_python.", "[compat.os_python]\n{v} = \"3.12\"", "ubuntu24.04"),
-    ("compat.gfx.", "[compat.gfx.{v}]\nfamily = \"RDNA 4\"", "gfx1250"),
+    ("compat.cuda.", '[compat.cuda.{v}]\narchs = ["9.0"]', "13.0"),
+    ("compat.torch.", '[compat.torch.{v}]\npython = ["3.10", "3.11", "3.12", "3.13"]', "2.14"),
+    ("compat.os_python.", '[compat.os_python]\n{v} = "3.12"', "ubuntu24.04"),
+    ("compat.gfx.", '[compat.gfx.{v}]\nfamily = "RDNA 4"', "gfx1250"),
 ]
 # Line ends and separators Python's `$`, splitlines() or a Dockerfile treat as breaks, invisible characters,
 # and a backslash (at the end of a Dockerfile line it joins the next one).
-CONTROL = {"LF": "\n", "CRLF": "\r\n", "CR": "\r", "NUL": "\0", "TAB": "\t", "VT": "\v", "ESC": "\x1b",
-           "NEL": "\u0085", "LS": "\u2028", "PS": "\u2029", "ZWSP": "\u200b", "BOM": "\ufeff", "BACKSLASH": "\\"}
+CONTROL = {
+    "LF": "\n",
+    "CRLF": "\r\n",
+    "CR": "\r",
+    "NUL": "\0",
+    "TAB": "\t",
+    "VT": "\v",
+    "ESC": "\x1b",
+    "NEL": "\u0085",
+    "LS": "\u2028",
+    "PS": "\u2029",
+    "ZWSP": "\u200b",
+    "BOM": "\ufeff",
+    "BACKSLASH": "\\",
+}
 
 
 def problems_of(path: Path) -> list[str]:
@@ -243,8 +255,10 @@ def test_matrix_that_is_a_fifo_does_not_hang(cli, tmp_path):
 def test_extends_a_fifo_does_not_hang(cli, tmp_path):
     os.mkfifo(tmp_path / "base.toml")
     (tmp_path / "m.toml").write_text('extends = "base.toml"\n')
-    assert_clear_errors(run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
-                        ["m.toml:1: extends: extends 'base.toml': is a FIFO (named pipe), not a regular file"])
+    assert_clear_errors(
+        run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
+        ["m.toml:1: extends: extends 'base.toml': is a FIFO (named pipe), not a regular file"],
+    )
 
 
 @pytest.mark.parametrize("target", ["/dev/zero", "/dev/null"], ids=["dev_zero", "dev_null"])
@@ -256,23 +270,26 @@ def test_matrix_link_to_a_device_is_not_read(cli, tmp_path, target):
 
 def test_matrix_that_is_a_loop_of_links(cli, tmp_path):
     os.symlink("m.toml", tmp_path / "m.toml")
-    assert_clear_errors(run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
-                        [f"error: {tmp_path / 'm.toml'}: is a loop of symbolic links; pass --matrix FILE"])
+    assert_clear_errors(
+        run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
+        [f"error: {tmp_path / 'm.toml'}: is a loop of symbolic links; pass --matrix FILE"],
+    )
 
 
 def test_extends_into_a_loop_of_links(cli, tmp_path):
     os.symlink("b.toml", tmp_path / "a.toml")
     os.symlink("a.toml", tmp_path / "b.toml")
     (tmp_path / "m.toml").write_text('extends = "a.toml"\n')
-    assert_clear_errors(run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
-                        ["m.toml:1: extends: extends 'a.toml': is a loop of symbolic links; expected a matrix file"])
+    assert_clear_errors(
+        run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
+        ["m.toml:1: extends: extends 'a.toml': is a loop of symbolic links; expected a matrix file"],
+    )
 
 
 def test_template_dir_that_is_a_loop_of_links(cli, tmp_path):
     os.symlink("t", tmp_path / "t")
     (tmp_path / "m.toml").write_text('extends = "default"\ntemplate_dir = "t"\n')
-    assert_clear_errors(run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
-                        ["m.toml:2: template_dir: template_dir 't' is not a folder"])
+    assert_clear_errors(run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"), ["m.toml:2: template_dir: template_dir 't' is not a folder"])
 
 
 def test_matrix_that_is_a_folder(cli, tmp_path):
@@ -290,20 +307,24 @@ def test_twenty_megabyte_matrix_is_refused_unread(cli, tmp_path):
 def test_extends_chain_through_a_link_to_a_device(cli, tmp_path):
     os.symlink("/dev/zero", tmp_path / "base.toml")
     (tmp_path / "m.toml").write_text('extends = "base.toml"\n')
-    assert_clear_errors(run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"),
-                        ["extends: extends 'base.toml': is a device, not a regular file"])
+    assert_clear_errors(
+        run_bounded(cli, "matrix", "validate", "--matrix", tmp_path / "m.toml"), ["extends: extends 'base.toml': is a device, not a regular file"]
+    )
 
 
-@pytest.mark.parametrize("kind,expected", [
-    ("fifo", "matrix.lock: is a FIFO (named pipe), not a regular file; matrix.lock is the file `buildkit lock` writes"),
-    ("folder", "matrix.lock: is a folder, not a file"),
-    ("dev_zero", "matrix.lock: is a device, not a regular file"),
-    ("newline_key", "matrix.lock: bases.python:3.12-slim\\n: expected an image reference with digest"),
-    ("bases_string", 'matrix.lock: bases: expected [bases."REFERENCE"] tables, not a string'),
-    ("bases_array", 'matrix.lock: bases: expected [bases."REFERENCE"] tables, not an array'),
-    ("packages_integer", "matrix.lock: packages: expected a [packages] table of \"REQUIREMENT\" = \"VERSION\", not an integer"),
-    ("base_entry_date", "matrix.lock: bases.python:3.12-slim: expected an image reference with digest"),
-])
+@pytest.mark.parametrize(
+    "kind,expected",
+    [
+        ("fifo", "matrix.lock: is a FIFO (named pipe), not a regular file; matrix.lock is the file `buildkit lock` writes"),
+        ("folder", "matrix.lock: is a folder, not a file"),
+        ("dev_zero", "matrix.lock: is a device, not a regular file"),
+        ("newline_key", "matrix.lock: bases.python:3.12-slim\\n: expected an image reference with digest"),
+        ("bases_string", 'matrix.lock: bases: expected [bases."REFERENCE"] tables, not a string'),
+        ("bases_array", 'matrix.lock: bases: expected [bases."REFERENCE"] tables, not an array'),
+        ("packages_integer", 'matrix.lock: packages: expected a [packages] table of "REQUIREMENT" = "VERSION", not an integer'),
+        ("base_entry_date", "matrix.lock: bases.python:3.12-slim: expected an image reference with digest"),
+    ],
+)
 def test_matrix_lock_that_is_not_a_lock(cli, tmp_path, kind, expected):
     (tmp_path / "m.toml").write_text('extends = "default"\n')
     lock = tmp_path / "matrix.lock"
@@ -316,9 +337,16 @@ def test_matrix_lock_that_is_not_a_lock(cli, tmp_path, kind, expected):
     elif kind == "newline_key":
         lock.write_text('schema = 1\n[bases]\n"python:3.12-slim\\n" = "sha256:00"\n')
     else:
-        lock.write_text("schema = 1\n" + {"bases_string": 'bases = "python"', "bases_array": "bases = [1, 2]",
-                                          "packages_integer": "packages = 3",
-                                          "base_entry_date": '[bases]\n"python:3.12-slim" = 2026-01-01'}[kind] + "\n")
+        lock.write_text(
+            "schema = 1\n"
+            + {
+                "bases_string": 'bases = "python"',
+                "bases_array": "bases = [1, 2]",
+                "packages_integer": "packages = 3",
+                "base_entry_date": '[bases]\n"python:3.12-slim" = 2026-01-01',
+            }[kind]
+            + "\n"
+        )
     assert_clear_errors(run_bounded(cli, "plan", "--matrix", tmp_path / "m.toml"), [expected])
 
 
@@ -352,8 +380,9 @@ def test_template_linked_out_of_its_folder_is_refused(cli, tmp_path, command):
 
 def test_template_linked_inside_its_folder_is_used(cli, tmp_path):
     path = team_folder(tmp_path)
-    (tmp_path / "t" / "mine.Dockerfile.j2").write_text('{% extends "_image.Dockerfile.j2" %}{% block base %}FROM {{ target.base_image }}\n'
-                                                       'LABEL team.mark="linked"\n{% endblock %}')
+    (tmp_path / "t" / "mine.Dockerfile.j2").write_text(
+        '{% extends "_image.Dockerfile.j2" %}{% block base %}FROM {{ target.base_image }}\nLABEL team.mark="linked"\n{% endblock %}'
+    )
     os.symlink("mine.Dockerfile.j2", tmp_path / "t" / "runtime.Dockerfile.j2")
     result = cli("render", "--matrix", path, "--out", tmp_path / "dist")
     assert result.code == 0, result.err
@@ -383,8 +412,13 @@ def test_template_that_is_not_a_readable_file(cli, tmp_path, kind):
         os.symlink("gone.Dockerfile.j2", template)
     else:
         template.write_bytes(b"# " * (1024 * 1024))
-    expected = {"fifo": "is a FIFO", "dev_zero": "is a link leading out of its template folder", "loop": "is a link that leads nowhere",
-                "dangling": "is a link that leads nowhere", "huge": "is larger than 1 MB"}[kind]
+    expected = {
+        "fifo": "is a FIFO",
+        "dev_zero": "is a link leading out of its template folder",
+        "loop": "is a link that leads nowhere",
+        "dangling": "is a link that leads nowhere",
+        "huge": "is larger than 1 MB",
+    }[kind]
     result = run_bounded(cli, "render", "--matrix", path, "--out", tmp_path / "dist")
     assert_clear_errors(result, [f"runtime.Dockerfile.j2: {expected}"])
 
@@ -419,6 +453,7 @@ def replaced(builder, relative: str, make):
         path.parent.mkdir(parents=True, exist_ok=True)
         make(path)
         return root
+
     return build
 
 
@@ -431,23 +466,35 @@ HOSTS = {
     "gfx_huge": (amd_gfx("9" * 5000), "is not a non-negative number"),
     "gfx_out_of_range": (amd_gfx("9999999"), "gfx_target_version 9999999 is not a gfx target version"),
     "gfx_float": (amd_gfx("11.0"), "gfx_target_version '11.0' is not a non-negative number"),
-    "properties_garbage": (replaced(hosts.mi300x, KFD_NODE, lambda p: p.write_bytes(
-        b"gfx_target_version 90402\nlocation_id zz\n\x00\xff garbage\n=====\ndomain\n")), "location_id 'zz' is not a non-negative number"),
+    "properties_garbage": (
+        replaced(hosts.mi300x, KFD_NODE, lambda p: p.write_bytes(b"gfx_target_version 90402\nlocation_id zz\n\x00\xff garbage\n=====\ndomain\n")),
+        "location_id 'zz' is not a non-negative number",
+    ),
     "properties_folder": (replaced(hosts.mi300x, KFD_NODE, lambda p: p.mkdir()), "properties: is a folder, not a file; ignored"),
     "vendor_fifo": (replaced(hosts.h100, PCI_VENDOR, os.mkfifo), "vendor: is a FIFO (named pipe), not a regular file; ignored"),
     "vendor_dev_zero": (replaced(hosts.h100, PCI_VENDOR, lambda p: os.symlink("/dev/zero", p)), "vendor: is a device, not a regular file"),
-    "nvidia_version_dev_zero": (replaced(hosts.h100, "proc/driver/nvidia/version", lambda p: os.symlink("/dev/zero", p)),
-                                "/proc/driver/nvidia/version: is a device"),
+    "nvidia_version_dev_zero": (
+        replaced(hosts.h100, "proc/driver/nvidia/version", lambda p: os.symlink("/dev/zero", p)),
+        "/proc/driver/nvidia/version: is a device",
+    ),
     "amdgpu_version_fifo": (replaced(hosts.mi300x, "sys/module/amdgpu/version", os.mkfifo), "/sys/module/amdgpu/version: is a FIFO"),
-    "amdgpu_version_garbage": (replaced(hosts.mi300x, "sys/module/amdgpu/version", lambda p: p.write_text("6.10\n$(reboot)\n")),
-                               "is not a driver version; ignored"),
+    "amdgpu_version_garbage": (
+        replaced(hosts.mi300x, "sys/module/amdgpu/version", lambda p: p.write_text("6.10\n$(reboot)\n")),
+        "is not a driver version; ignored",
+    ),
     "group_fifo": (replaced(hosts.h100, "etc/group", os.mkfifo), "/etc/group: is a FIFO"),
-    "device_id_garbage": (replaced(hosts.h100, "sys/bus/pci/devices/0000:17:00.0/device", lambda p: p.write_bytes(b"\xff\x1b[31m\n")),
-                          "is not a PCI device id"),
-    "pci_name_garbage": (replaced(hosts.h100, "sys/bus/pci/devices/not a pci address\n/vendor", lambda p: p.write_text("0x10de\n")),
-                         "is not named as a PCI address"),
-    "huge_sysfs_file": (replaced(hosts.h100, "sys/bus/pci/devices/0000:17:00.0/class", lambda p: p.write_bytes(b"0" * (1024 * 1024))),
-                        "class: is larger than 64 KB"),
+    "device_id_garbage": (
+        replaced(hosts.h100, "sys/bus/pci/devices/0000:17:00.0/device", lambda p: p.write_bytes(b"\xff\x1b[31m\n")),
+        "is not a PCI device id",
+    ),
+    "pci_name_garbage": (
+        replaced(hosts.h100, "sys/bus/pci/devices/not a pci address\n/vendor", lambda p: p.write_text("0x10de\n")),
+        "is not named as a PCI address",
+    ),
+    "huge_sysfs_file": (
+        replaced(hosts.h100, "sys/bus/pci/devices/0000:17:00.0/class", lambda p: p.write_bytes(b"0" * (1024 * 1024))),
+        "class: is larger than 64 KB",
+    ),
 }
 
 
@@ -474,11 +521,14 @@ def test_host_tree_without_garbage_has_no_notes(cli, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["detect", "doctor", "run"])
-@pytest.mark.parametrize("kind,expected", [
-    ("missing", "no such folder"),
-    ("file", "is not a folder"),
-    ("empty", "has no sys/ folder, so it is not a host's root"),
-])
+@pytest.mark.parametrize(
+    "kind,expected",
+    [
+        ("missing", "no such folder"),
+        ("file", "is not a folder"),
+        ("empty", "has no sys/ folder, so it is not a host's root"),
+    ],
+)
 def test_host_root_that_is_not_a_host(cli, tmp_path, kind, expected, command):
     root = tmp_path / "host"
     if kind == "file":

@@ -85,13 +85,16 @@ def test_macros_that_double_at_each_level_stop_at_the_token_bound():
     assert state_of_body("A59", defines) == OPEN
 
 
-@pytest.mark.parametrize("condition", [
-    "1 ? " * 2000 + "1" + " : 0" * 2000,  # ?: nested 2,000 deep
-    "1 || (" * 1000 + "1" + ")" * 1000,
-    "'" + "\\" * 10_000 + " x",  # an unclosed character literal of backslashes (the token pattern once backtracked on it)
-    "9" * 5000,  # past Python's 4,300 digits
-    " * ".join(["0x7fffffffffffffff"] * 5000),  # a product past any C integer
-])
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "1 ? " * 2000 + "1" + " : 0" * 2000,  # ?: nested 2,000 deep
+        "1 || (" * 1000 + "1" + ")" * 1000,
+        "'" + "\\" * 10_000 + " x",  # an unclosed character literal of backslashes (the token pattern once backtracked on it)
+        "9" * 5000,  # past Python's 4,300 digits
+        " * ".join(["0x7fffffffffffffff"] * 5000),  # a product past any C integer
+    ],
+)
 def test_pathological_conditions_are_open_not_errors(condition):
     assert state_of_body(condition) == OPEN
 
@@ -111,8 +114,10 @@ def test_an_unterminated_conditional_is_named_at_its_line():
     assert [(f.line, f.subject, f.blocks) for f in unbalanced] == [(2, "#ifdef WITH_CUDA", True)]
     assert "no #endif before the end of the file" in unbalanced[0].detail
     stray = Activity("#endif\nint a;\n#else\n", HOST).unbalanced
-    assert [(item.line, item.problem) for item in stray] == [(1, "#endif without #if: the compiler stops here"),
-                                                             (3, "#else without #if: the compiler stops here")]
+    assert [(item.line, item.problem) for item in stray] == [
+        (1, "#endif without #if: the compiler stops here"),
+        (3, "#else without #if: the compiler stops here"),
+    ]
 
 
 def test_lines_are_counted_at_line_feeds_only():
@@ -251,17 +256,19 @@ def test_sources_with_nul_bytes_bidi_controls_and_crlf_are_hipified(cli, tree, t
     assert os.path.exists(tmp_path / "out" / "k.hip")
 
 
-
 # --- setup.py: read as data, never run, within its bounds ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind, note", [
-    ("fifo", "setup.py: is a FIFO (named pipe), not a regular file; its build flags were not read"),
-    ("huge", "setup.py: is larger than 1 MB"),
-    ("link_out", "setup.py: is a link leading out of the source tree, which hipify reads alone; its build flags were not read"),
-    ("deep", "setup.py: not Python that buildkit can parse (an expression is nested deeper than Python's parser goes)"),
-    ("runs_code", ""),
-])
+@pytest.mark.parametrize(
+    "kind, note",
+    [
+        ("fifo", "setup.py: is a FIFO (named pipe), not a regular file; its build flags were not read"),
+        ("huge", "setup.py: is larger than 1 MB"),
+        ("link_out", "setup.py: is a link leading out of the source tree, which hipify reads alone; its build flags were not read"),
+        ("deep", "setup.py: not Python that buildkit can parse (an expression is nested deeper than Python's parser goes)"),
+        ("runs_code", ""),
+    ],
+)
 def test_a_hostile_setup_py_is_a_note_and_never_runs(cli, tree, tmp_path, kind, note):
     (tree / "k.cu").write_text("__global__ void f(float* x) {}\n")
     setup = tree / "setup.py"
@@ -278,8 +285,9 @@ def test_a_hostile_setup_py_is_a_note_and_never_runs(cli, tree, tmp_path, kind, 
     elif kind == "deep":
         setup.write_text("x = " + "-" * 5000 + "1\n")
     else:
-        setup.write_text(f"open({str(witness)!r}, 'w')\n__import__('os').system('touch {witness}')\n"
-                         "CUDAExtension('pkg._C', ['k.cu'], define_macros=[('READ', None)])\n")
+        setup.write_text(
+            f"open({str(witness)!r}, 'w')\n__import__('os').system('touch {witness}')\nCUDAExtension('pkg._C', ['k.cu'], define_macros=[('READ', None)])\n"
+        )
     result = finishes(lambda: cli("hipify", tree, "--out", tmp_path / "out"))
     assert result.code == 0 and "Traceback" not in result.err and "internal error" not in result.err, result.err
     assert note in result.out and "LEAKED" not in result.out, result.out

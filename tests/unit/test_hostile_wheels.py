@@ -29,14 +29,21 @@ OFFLINE = ("--index", "none", "--layout-index", "amd-whl-next=none")
 
 
 def wheel(metadata: str | None = None, version_py: str | None = None) -> bytes:
-    return wheel_bytes(WHEEL, metadata if metadata is not None else metadata_text("torch", "2.15.0", ">=3.11", ()),
-                       {"torch/version.py": version_py if version_py is not None else torch_version_module("2.15.0", "cu132")})
+    return wheel_bytes(
+        WHEEL,
+        metadata if metadata is not None else metadata_text("torch", "2.15.0", ">=3.11", ()),
+        {"torch/version.py": version_py if version_py is not None else torch_version_module("2.15.0", "cu132")},
+    )
 
 
 def served(data: bytes, extra_files: list[PublishedFile] = ()) -> PypiDouble:
-    return PypiDouble({"torch": [PublishedFile(WHEEL, "2026-10-28T15:16:25Z", ">=3.11", data), *extra_files],
-                       "torchvision": companion_files("torchvision", "0.29.2", "2026-10-28", "torch (>=2.14.0)"),
-                       "torchaudio": []}).start()
+    return PypiDouble(
+        {
+            "torch": [PublishedFile(WHEEL, "2026-10-28T15:16:25Z", ">=3.11", data), *extra_files],
+            "torchvision": companion_files("torchvision", "0.29.2", "2026-10-28", "torch (>=2.14.0)"),
+            "torchaudio": [],
+        }
+    ).start()
 
 
 def ranged_bytes(double: PypiDouble, size: int) -> int:
@@ -60,7 +67,7 @@ def directory_record(data: bytes, name: str) -> int:
     _, _, position = end_record(data)
     while True:
         name_length, extra_length, comment_length = struct.unpack_from("<HHH", data, position + 28)
-        if data[position + 46:position + 46 + name_length].decode() == name:
+        if data[position + 46 : position + 46 + name_length].decode() == name:
             return position
         position += 46 + name_length + extra_length + comment_length
 
@@ -172,8 +179,17 @@ def test_a_version_module_with_a_5000_deep_expression_is_read_as_data(tmp_path):
     """Only its top-level scalar assignments are parsed (ast.parse of the whole module raised RecursionError); what
     it would run, it does not."""
     witness = tmp_path / "ran"
-    module = (torch_version_module("2.15.0", "cu132") + "x = " + "-" * 5000 + "1\n" + "y = " + "(" * 5000 + ")" * 5000 + "\n"
-              + f"__import__('os').mkdir({str(witness)!r})\n")
+    module = (
+        torch_version_module("2.15.0", "cu132")
+        + "x = "
+        + "-" * 5000
+        + "1\n"
+        + "y = "
+        + "(" * 5000
+        + ")" * 5000
+        + "\n"
+        + f"__import__('os').mkdir({str(witness)!r})\n"
+    )
     members, _ = read(wheel(version_py=module))
     assert read_version_module(members["torch/version.py"].decode())["__version__"] == "2.15.0+cu132" and not witness.exists()
 
@@ -199,8 +215,13 @@ def test_metadata_fields_past_their_bounds_are_left_out():
 @pytest.mark.slow
 def test_a_page_of_more_files_than_a_project_has_is_one_message(cli):
     data = wheel()
-    double = served(data, [PublishedFile(f"torch-2.15.{i}-cp312-cp312-manylinux_2_28_x86_64.whl", "2026-10-28T15:16:25Z", ">=3.11", b"")
-                           for i in range(1, package_index.MAX_FILES + 1)])
+    double = served(
+        data,
+        [
+            PublishedFile(f"torch-2.15.{i}-cp312-cp312-manylinux_2_28_x86_64.whl", "2026-10-28T15:16:25Z", ">=3.11", b"")
+            for i in range(1, package_index.MAX_FILES + 1)
+        ],
+    )
     try:
         result = cli("compat", "check", *OFFLINE, "--pypi", double.url)
     finally:
@@ -213,8 +234,9 @@ def test_a_page_of_more_files_than_a_project_has_is_one_message(cli):
 def test_more_releases_than_a_project_has_had_is_one_message_before_any_wheel_is_read(cli):
     """100,000 releases once took minutes of CPU (each paired with every other) after 99 requests."""
     count = compat_check.MAX_RELEASES + 1
-    double = served(wheel(), [PublishedFile(f"torch-2.15.{i}-cp312-cp312-manylinux_2_28_x86_64.whl", "2026-10-28T15:16:25Z", ">=3.11", b"")
-                              for i in range(1, count)])
+    double = served(
+        wheel(), [PublishedFile(f"torch-2.15.{i}-cp312-cp312-manylinux_2_28_x86_64.whl", "2026-10-28T15:16:25Z", ">=3.11", b"") for i in range(1, count)]
+    )
     try:
         result = cli("compat", "check", *OFFLINE, "--pypi", double.url)
     finally:
@@ -236,8 +258,9 @@ def test_write_writes_an_index_value_as_a_value_never_as_a_key(cli, tmp_path):
     document = tomlkit.parse(COMPAT_DATA.read_text())
     del document["torch"]["2.15"]["published"]
     data.write_text(tomlkit.dumps(document))
-    metadata = metadata_text("torch", "2.15.0", ">=3.11", ()).replace("Requires-Python: >=3.11\n", "Requires-Python: >=3.11\n "
-                                                                        + INJECTED.replace("\n", "\n ").rstrip() + "\n")
+    metadata = metadata_text("torch", "2.15.0", ">=3.11", ()).replace(
+        "Requires-Python: >=3.11\n", "Requires-Python: >=3.11\n " + INJECTED.replace("\n", "\n ").rstrip() + "\n"
+    )
     assert read_metadata(metadata).requires_python.count("[torch.") == 1
     double = served(wheel(metadata=metadata))
     try:

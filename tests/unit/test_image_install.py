@@ -37,8 +37,7 @@ def test_check_backend_refuses_the_cpu_torch_of_this_machine_naming_what_it_is()
     for backend, label in (("cuda", "CUDA 13.0"), ("rocm", "ROCm 13.0")):
         result = install("check-backend", backend, "13.0")
         assert result.returncode == 1
-        assert result.stderr.strip() == (f"torch {torch.__version__} is not a {label} build "
-                                         "(torch.version.cuda=None, hip=None)")
+        assert result.stderr.strip() == (f"torch {torch.__version__} is not a {label} build (torch.version.cuda=None, hip=None)")
 
 
 def test_a_command_it_does_not_know_is_refused_with_its_usage():
@@ -60,8 +59,9 @@ def make_venv(folder: Path, neutral_site: bool) -> Path:
         (folder / "lib" / "python").mkdir()
         (folder / "lib" / PYTHON / "site-packages").rename(folder / "lib" / "python" / "site-packages")
         (folder / "lib" / PYTHON / "site-packages").symlink_to(folder / "lib" / "python" / "site-packages")
-    subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index",
-                    str(uv_wheel(shipped_compat().uv))], check=True, env=ISOLATED)
+    subprocess.run(
+        [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index", str(uv_wheel(shipped_compat().uv))], check=True, env=ISOLATED
+    )
     return folder
 
 
@@ -79,25 +79,46 @@ def neutral_venv(tmp_path_factory):
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     wheels = tmp_path_factory.mktemp("wheels")
-    demo = build_wheel(wheels, "demo", "1.0", {"demo/__init__.py": "def main():\n    print('demo')\n",
-                                               "demo-1.0.dist-info/entry_points.txt": "[console_scripts]\ndemo-tool = demo:main\n"},
-                       requires=["uv"])
+    demo = build_wheel(
+        wheels,
+        "demo",
+        "1.0",
+        {"demo/__init__.py": "def main():\n    print('demo')\n", "demo-1.0.dist-info/entry_points.txt": "[console_scripts]\ndemo-tool = demo:main\n"},
+        requires=["uv"],
+    )
     torch = torch_double(wheels, "2.14.1", "cu130", "13.0", None, ["sm_90"])
     # a library wheel built for any Python, with a module, as the nvidia-* wheels are; one built for this Python
-    library = build_wheel(wheels, "nvidia-demo-lib", "1.0", {"nvidia/demo/__init__.py": "", "nvidia/demo/lib/libdemo.so": b"\x7fELF"},
-                          tag="py3-none-manylinux_2_17_x86_64")
-    extension = build_wheel(wheels, "nvidia-demo-ext", "1.0", {"nvidia_demo_ext/__init__.py": "VALUE = 1\n"},
-                            tag=f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}{sys.version_info.minor}-manylinux_2_17_x86_64")
+    library = build_wheel(
+        wheels, "nvidia-demo-lib", "1.0", {"nvidia/demo/__init__.py": "", "nvidia/demo/lib/libdemo.so": b"\x7fELF"}, tag="py3-none-manylinux_2_17_x86_64"
+    )
+    extension = build_wheel(
+        wheels,
+        "nvidia-demo-ext",
+        "1.0",
+        {"nvidia_demo_ext/__init__.py": "VALUE = 1\n"},
+        tag=f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}{sys.version_info.minor}-manylinux_2_17_x86_64",
+    )
     # TEST DOUBLES of triton's wheel for one Python, as two Python builds of one release differ (triton 3.8.0's
     # cp311 and cp313 wheels: only their shared objects and WHEEL): the same sources, header and tool, another .so
-    builds = [build_wheel(wheels / f"build{number}", "triton-demo", "1.0",
-                          {"triton_demo/__init__.py": "from .language import VALUE\n", "triton_demo/language/__init__.py": "VALUE = 7\n",
-                           "triton_demo/include/demo.h": "#define DEMO 1\n", "triton_demo/bin/ptxas-demo": b"\x7fELF tool",
-                           "triton_demo/_C/libtriton_demo.so": b"\x7fELF built for " + bytes([number])},
-                          tag=f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}{sys.version_info.minor}-manylinux_2_17_x86_64")
-              for number in (1, 2)]
-    served = WheelIndex({"idx": [demo, torch, library, extension, builds[0], uv_wheel(shipped_compat().uv)],
-                         "other-build": [builds[1], uv_wheel(shipped_compat().uv)]}).start()
+    builds = [
+        build_wheel(
+            wheels / f"build{number}",
+            "triton-demo",
+            "1.0",
+            {
+                "triton_demo/__init__.py": "from .language import VALUE\n",
+                "triton_demo/language/__init__.py": "VALUE = 7\n",
+                "triton_demo/include/demo.h": "#define DEMO 1\n",
+                "triton_demo/bin/ptxas-demo": b"\x7fELF tool",
+                "triton_demo/_C/libtriton_demo.so": b"\x7fELF built for " + bytes([number]),
+            },
+            tag=f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}{sys.version_info.minor}-manylinux_2_17_x86_64",
+        )
+        for number in (1, 2)
+    ]
+    served = WheelIndex(
+        {"idx": [demo, torch, library, extension, builds[0], uv_wheel(shipped_compat().uv)], "other-build": [builds[1], uv_wheel(shipped_compat().uv)]}
+    ).start()
     yield served
     served.stop()
 
@@ -109,12 +130,24 @@ def venv_python(venv) -> str:
 def run_layer(venv, folder, index, name, packages, installer, python_neutral=False, output=None, any_python="", channel="idx"):
     plan = folder / f"{name}.json"
     folder.mkdir(parents=True, exist_ok=True)
-    plan.write_text(json.dumps({"name": name, "packages": packages, "index_url": f"{index.url}/{channel}/", "pre": False,
-                                "max_layer_size": 10**9, "installer": installer, "narrowing": None, "trim": None,
-                                "python_neutral": python_neutral, "any_python": any_python}))
+    plan.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "packages": packages,
+                "index_url": f"{index.url}/{channel}/",
+                "pre": False,
+                "max_layer_size": 10**9,
+                "installer": installer,
+                "narrowing": None,
+                "trim": None,
+                "python_neutral": python_neutral,
+                "any_python": any_python,
+            }
+        )
+    )
     root = folder / "layers" / name
-    result = subprocess.run([venv_python(venv), INSTALL, "layer", str(plan), str(root)], capture_output=True, text=True,
-                            timeout=300, env=ISOLATED)
+    result = subprocess.run([venv_python(venv), INSTALL, "layer", str(plan), str(root)], capture_output=True, text=True, timeout=300, env=ISOLATED)
     assert result.returncode == 0, result.stdout + result.stderr
     if output is not None:
         output.append(result.stdout)
@@ -158,14 +191,28 @@ def test_a_layer_with_nothing_to_install_is_an_empty_folder(venv, index, tmp_pat
 def test_resolve_leaves_the_venvs_own_distributions_as_they_are(venv, index, tmp_path, installer):
     """demo requires uv, which the venv holds: no layer installs a second copy over it."""
     plan = tmp_path / "torch-install.json"
-    plan.write_text(json.dumps({
-        "index_url": f"{index.url}/idx/", "pre": False, "requirements": ["torch==2.14.1+cu130", "demo==1.0"],
-        "layers": [{"name": "dependencies", "packages": [], "python_neutral": False, "any_python": False},
-                   {"name": "torch", "packages": ["torch"], "python_neutral": False, "any_python": False}],
-        "max_layer_size": 10**9, "installer": installer, "narrowing": None, "trim": None, "backend": "cuda", "backend_version": "13.0",
-    }))
-    result = subprocess.run([venv_python(venv), INSTALL, "resolve", str(plan), str(tmp_path / "plan")], capture_output=True,
-                            text=True, timeout=300, env=ISOLATED)
+    plan.write_text(
+        json.dumps(
+            {
+                "index_url": f"{index.url}/idx/",
+                "pre": False,
+                "requirements": ["torch==2.14.1+cu130", "demo==1.0"],
+                "layers": [
+                    {"name": "dependencies", "packages": [], "python_neutral": False, "any_python": False},
+                    {"name": "torch", "packages": ["torch"], "python_neutral": False, "any_python": False},
+                ],
+                "max_layer_size": 10**9,
+                "installer": installer,
+                "narrowing": None,
+                "trim": None,
+                "backend": "cuda",
+                "backend_version": "13.0",
+            }
+        )
+    )
+    result = subprocess.run(
+        [venv_python(venv), INSTALL, "resolve", str(plan), str(tmp_path / "plan")], capture_output=True, text=True, timeout=300, env=ISOLATED
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     shares = {name: json.loads((tmp_path / "plan" / f"{name}.json").read_text())["packages"] for name in ("dependencies", "torch")}
     assert shares == {"dependencies": ["demo==1.0"], "torch": ["torch==2.14.1+cu130"]}
@@ -218,8 +265,9 @@ def test_a_python_neutral_layer_of_wheels_for_any_python_holds_no_bytecode(neutr
 
 def test_a_wheel_built_for_one_python_makes_its_layer_that_pythons_own(neutral_venv, index, tmp_path):
     said = []
-    root = run_layer(neutral_venv, tmp_path, index, "nvidia-libraries", ["nvidia-demo-lib==1.0", "nvidia-demo-ext==1.0"], "uv",
-                     python_neutral=True, output=said)
+    root = run_layer(
+        neutral_venv, tmp_path, index, "nvidia-libraries", ["nvidia-demo-lib==1.0", "nvidia-demo-ext==1.0"], "uv", python_neutral=True, output=said
+    )
     assert list(root.rglob(f"__init__.{sys.implementation.cache_tag}.pyc"))  # compiled: imports stay fast
     assert "built for one Python: the layer is this Python's own" in said[0] and "nvidia_demo_ext-1.0-cp" in said[0]
 
@@ -231,8 +279,9 @@ def test_a_layer_built_for_one_python_gives_its_files_no_python_changes_a_layer_
     said = []
     layers = {}
     for channel in ("idx", "other-build"):
-        root = run_layer(neutral_venv, tmp_path / channel, index, "triton", ["triton-demo==1.0"], "uv", output=said,
-                         any_python="triton-any-python", channel=channel)
+        root = run_layer(
+            neutral_venv, tmp_path / channel, index, "triton", ["triton-demo==1.0"], "uv", output=said, any_python="triton-any-python", channel=channel
+        )
         layers[channel] = (root, root.parent / "triton-any-python")
     (root, share), (other_root, other_share) = layers["idx"], layers["other-build"]
     assert tree(share) == tree(other_share) and {entry[3] for entry in tree(share)} == {LAYER_EPOCH}
@@ -244,17 +293,24 @@ def test_a_layer_built_for_one_python_gives_its_files_no_python_changes_a_layer_
     assert "triton_demo/_C/libtriton_demo.so" in kept and "triton_demo-1.0.dist-info/RECORD" in kept
     assert {name for name in kept if name.endswith(".pyc")} == {
         f"triton_demo/__pycache__/__init__.{sys.implementation.cache_tag}.pyc",
-        f"triton_demo/language/__pycache__/__init__.{sys.implementation.cache_tag}.pyc"}
+        f"triton_demo/language/__pycache__/__init__.{sys.implementation.cache_tag}.pyc",
+    }
     assert "4 files no Python build changes moved to layer triton-any-python" in said[0]
     # the two layers copied into one venv, as the image holds them: the bytecode matches its moved sources, so
     # importing reads it (a stale pyc would be compiled again, on every start of a non-root user)
     merged = tmp_path / "merged"
     for folder in (share, root):
         subprocess.run(["cp", "-a", f"{prefixed(folder, neutral_venv)}/.", str(merged)], check=True)
-    probe = ("import importlib.util, sys, triton_demo.language as language;"
-             "print(language.VALUE, type(language.__spec__.loader).__name__, language.__spec__.cached)")
-    result = subprocess.run([sys.executable, "-B", "-c", probe], env={**ISOLATED, "PYTHONPATH": str(merged / "lib" / "python" / "site-packages")},
-                            capture_output=True, text=True, check=True)
+    probe = (
+        "import importlib.util, sys, triton_demo.language as language;print(language.VALUE, type(language.__spec__.loader).__name__, language.__spec__.cached)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-B", "-c", probe],
+        env={**ISOLATED, "PYTHONPATH": str(merged / "lib" / "python" / "site-packages")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     value, loader, cached = result.stdout.split()
     assert (value, loader) == ("7", "SourceFileLoader") and Path(cached).is_file()
     source = merged / "lib" / "python" / "site-packages" / "triton_demo" / "language" / "__init__.py"

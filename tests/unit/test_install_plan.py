@@ -60,8 +60,17 @@ def test_layers_come_in_order_host_packages_then_the_rest_then_torch_then_device
     holding another family's image every layer below the device code."""
     plan = plan_of(pair["2.14.1-rocm7.14-rdna3-py3.12-runtime"])
     names = [layer["name"] for layer in plan["layers"]]
-    assert names == ["rocm-sdk-core", "rocm-sdk-libraries", DEPENDENCIES, TORCH, COMPANIONS,
-                     "device-gfx1100", "device-gfx1101", "device-gfx1102", "device-gfx1103"]
+    assert names == [
+        "rocm-sdk-core",
+        "rocm-sdk-libraries",
+        DEPENDENCIES,
+        TORCH,
+        COMPANIONS,
+        "device-gfx1100",
+        "device-gfx1101",
+        "device-gfx1102",
+        "device-gfx1103",
+    ]
     cuda = plan_of(pair["2.14.1-cuda13.0-py3.12-runtime"])
     names = [layer["name"] for layer in cuda["layers"]]
     assert names[:3] == ["nvidia-cudnn-cu13", "nvidia-cublas", "nvidia-nccl-cu13"]
@@ -104,11 +113,10 @@ def test_family_images_render_the_same_dockerfile_up_to_their_device_code(pair):
         layers = [layer["name"] for layer in plan_of(item)["layers"]]
         assert [name for name in stages_of if name.startswith("layer-")] == [f"layer-{name}" for name in layers]
         copies = re.findall(r"^COPY --link --from=layer-(\S+) ", stages_of["image"], flags=re.M)
-        assert copies == layers and all(name.startswith("device-") for name in layers[layers.index(COMPANIONS) + 1:])
+        assert copies == layers and all(name.startswith("device-") for name in layers[layers.index(COMPANIONS) + 1 :])
         for name in layers:
             binds = re.findall(r"--mount=type=bind,([^ ]+)", stages_of[f"layer-{name}"])
-            assert binds == ["source=buildkit/install.py,target=/buildkit/install.py",
-                             f"from=resolve,source=/plan/{name}.json,target=/plan/{name}.json"], name
+            assert binds == ["source=buildkit/install.py,target=/buildkit/install.py", f"from=resolve,source=/plan/{name}.json,target=/plan/{name}.json"], name
 
 
 def test_every_layer_keeps_the_budget_and_the_label_records_it(team_matrix):
@@ -137,36 +145,48 @@ def test_gpu_arch_narrows_a_thin_image_to_that_device_package_and_leaves_out_fam
 
 
 def test_amd_multi_arch_layout_asks_torch_for_its_device_extras(team_matrix):
-    path = team_matrix('''
+    path = team_matrix("""
         extends = "default"
         include = [{ id = "2.14.1-rocm7.14-mi300-py3.12-runtime" }]
         [compat.rocm."7.14"]
         layout = "amd-multi-arch"
-    ''')
+    """)
     (item,) = select_targets(Choices(matrix=path)).render()
     plan = plan_of(item)
     assert plan["index_url"] == "https://repo.amd.com/rocm/whl-multi-arch/"
     assert plan["requirements"][0] == "torch[device-gfx942]==2.14.1+rocm7.14.0" and plan["narrowing"] is None
     assert [layer for layer in plan["layers"] if layer["name"] == "device-gfx942"] == [
         # torch's own kernels for the arch are not one of ROCm's library wheels: built per Python, for all we know
-        {"name": "device-gfx942", "packages": ["amd-torch-device-gfx942", "rocm-sdk-device-gfx942"], "python_neutral": False, "any_python": False}]
+        {"name": "device-gfx942", "packages": ["amd-torch-device-gfx942", "rocm-sdk-device-gfx942"], "python_neutral": False, "any_python": False}
+    ]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('rocm_families = ["mi9000"]', "rocm_families[0]: unknown ROCm family 'mi9000'; known: mi100, mi200"),
-    ('max_layer_size = "10 gigs"', 'max_layer_size: expected a size such as "10GB", "9.5 GiB" or "500MB", got \'10 gigs\''),
-    # a name neither the data nor AMD's hierarchy knows: the known ones, families first, then rocm-bootstrap's bundles
-    ('rocm_families = ["gfx9_9"]', "unknown ROCm family 'gfx9_9'; known: mi100, mi200, mi300"),
-    ('rocm_families = ["gfx9_9"]', "mi450, rdna4, gfx9_0, gfx9_4, gfx9_5, gfx10_1, gfx10_3, gfx110x, gfx115x, gfx12_0, gfx12_5, gfx9, gfx10"),
-    ('[compat.families.vega]\nbundles = ["gfx9_1"]', "compat.families.vega.bundles[0]: unknown bundle 'gfx9_1'; AMD's hierarchy "
-                                                    "(rocm-bootstrap) knows: gfx9_0, gfx9_4"),
-    ('[compat.families.vega]\nbundles = ["gfx906"]\n[[torch]]\nversion = "2.14.1"\nrocm_families = ["vega"]',
-     "family vega (gfx906) has no gfx target in the ROCm 7.14 wheels' arch list"),
-    ('[compat.rocm."7.14"]\narchs = ["gfx906", "gfx942"]\n[[torch]]\nversion = "2.14.1"\nrocm_families = []\nrocm = ["7.14"]',
-     "gfx906: no device package (rocm-sdk-device-gfx906) on the ROCm 7.14 wheel index (pytorch layout)"),
-    ('[[torch]]\nversion = "2.13.0"\nrocm_families = ["mi300"]',
-     "rocm_families builds thin-wheel ROCm images per family, and this stack has no thin-wheel ROCm version (7.1, 7.2)"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('rocm_families = ["mi9000"]', "rocm_families[0]: unknown ROCm family 'mi9000'; known: mi100, mi200"),
+        ('max_layer_size = "10 gigs"', 'max_layer_size: expected a size such as "10GB", "9.5 GiB" or "500MB", got \'10 gigs\''),
+        # a name neither the data nor AMD's hierarchy knows: the known ones, families first, then rocm-bootstrap's bundles
+        ('rocm_families = ["gfx9_9"]', "unknown ROCm family 'gfx9_9'; known: mi100, mi200, mi300"),
+        ('rocm_families = ["gfx9_9"]', "mi450, rdna4, gfx9_0, gfx9_4, gfx9_5, gfx10_1, gfx10_3, gfx110x, gfx115x, gfx12_0, gfx12_5, gfx9, gfx10"),
+        (
+            '[compat.families.vega]\nbundles = ["gfx9_1"]',
+            "compat.families.vega.bundles[0]: unknown bundle 'gfx9_1'; AMD's hierarchy (rocm-bootstrap) knows: gfx9_0, gfx9_4",
+        ),
+        (
+            '[compat.families.vega]\nbundles = ["gfx906"]\n[[torch]]\nversion = "2.14.1"\nrocm_families = ["vega"]',
+            "family vega (gfx906) has no gfx target in the ROCm 7.14 wheels' arch list",
+        ),
+        (
+            '[compat.rocm."7.14"]\narchs = ["gfx906", "gfx942"]\n[[torch]]\nversion = "2.14.1"\nrocm_families = []\nrocm = ["7.14"]',
+            "gfx906: no device package (rocm-sdk-device-gfx906) on the ROCm 7.14 wheel index (pytorch layout)",
+        ),
+        (
+            '[[torch]]\nversion = "2.13.0"\nrocm_families = ["mi300"]',
+            "rocm_families builds thin-wheel ROCm images per family, and this stack has no thin-wheel ROCm version (7.1, 7.2)",
+        ),
+    ],
+)
 def test_family_and_budget_mistakes_are_refused_with_where_and_what(cli, team_matrix, text, expected):
     path = team_matrix(f'extends = "default"\n{text}\n')
     result = cli("matrix", "validate", "--matrix", path)
@@ -174,13 +194,16 @@ def test_family_and_budget_mistakes_are_refused_with_where_and_what(cli, team_ma
     assert expected in result.err, result.err
 
 
-@pytest.mark.parametrize("requirement, expected", [
-    ('rocm[device-all,libraries]==7.14.*', 'rocm[libraries,device-gfx942]==7.14.*'),
-    ('rocm [ libraries , device-all ] ==7.14.*; platform_system == "Linux"', 'rocm[libraries,device-gfx942] ==7.14.*; platform_system == "Linux"'),
-    ('ROCm[device-all]>=7.14', 'ROCm[device-gfx942]>=7.14'),
-    ('rocm-sdk-core==7.14.0', 'rocm-sdk-core==7.14.0'),  # not the requirement that names device code
-    ('filelock', 'filelock'),
-])
+@pytest.mark.parametrize(
+    "requirement, expected",
+    [
+        ("rocm[device-all,libraries]==7.14.*", "rocm[libraries,device-gfx942]==7.14.*"),
+        ('rocm [ libraries , device-all ] ==7.14.*; platform_system == "Linux"', 'rocm[libraries,device-gfx942] ==7.14.*; platform_system == "Linux"'),
+        ("ROCm[device-all]>=7.14", "ROCm[device-gfx942]>=7.14"),
+        ("rocm-sdk-core==7.14.0", "rocm-sdk-core==7.14.0"),  # not the requirement that names device code
+        ("filelock", "filelock"),
+    ],
+)
 def test_the_installer_swaps_device_all_for_the_images_own_extras(requirement, expected):
     assert with_extras(requirement, "rocm", "device-all", ("device-gfx942",)) == expected
 
@@ -188,7 +211,7 @@ def test_the_installer_swaps_device_all_for_the_images_own_extras(requirement, e
 def test_a_rocm_10_image_checks_the_hip_version_its_torch_reports(team_matrix, pair):
     """ROCm 10.1's torch reports HIP 7.16 (compat `runtime`): its install step checks that, and its label says so for
     the smoke test; a ROCm 7.14 image checks its own version and carries no such label."""
-    path = team_matrix('''
+    path = team_matrix("""
         extends = "default"
         include = [{ torch = "2.14.0", python = "3.11", flavor = "runtime" }]
         [compat.torch."2.14"]
@@ -198,7 +221,7 @@ def test_a_rocm_10_image_checks_the_hip_version_its_torch_reports(team_matrix, p
         cuda = []
         rocm = ["10.1"]
         rocm_families = ["gfx9_4"]
-    ''')
+    """)
     (item,) = select_targets(Choices(matrix=path)).render()
     assert item.target.backend_version == "10.1" and item.target.reported_backend_version == "7.16"
     assert "install.py check-backend rocm 7.16\n" in item.dockerfile

@@ -44,8 +44,13 @@ def temporaries(folder: Path) -> list[str]:
 
 def render_in_a_process(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, Path]:
     marker = tmp_path / "writing"
-    process = subprocess.Popen([sys.executable, "-c", HELD_RENAME, str(marker), "render", "--out", str(out), *SELECT],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-c", HELD_RENAME, str(marker), "render", "--out", str(out), *SELECT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     deadline = time.monotonic() + 300  # a guard against hangs only: the first write comes within seconds
     while not marker.exists():
         assert process.poll() is None, process.communicate()

@@ -33,10 +33,14 @@ NO_COMPILER = "InvalidCxxCompiler: no working C++ compiler (g++) in the image"
 
 def report(cuda=None, hip=None, local="", devices=(), archs=(), companions=None, checks=CPU_CHECKS):
     return {
-        "probe_version": 2, "python": "3.12.3", "os": {"id": "debian", "version_id": "12"},
+        "probe_version": 2,
+        "python": "3.12.3",
+        "os": {"id": "debian", "version_id": "12"},
         "distributions": {"torch": f"2.14.1+{local}" if local else "2.14.1", "numpy": "2.1.0"},
         "torch": {"version": f"2.14.1+{local}" if local else "2.14.1", "local": local, "cuda": cuda, "hip": hip},
-        "compiled_archs": list(archs), "devices": list(devices), "checks": copy.deepcopy(checks),
+        "compiled_archs": list(archs),
+        "devices": list(devices),
+        "checks": copy.deepcopy(checks),
         "companions": companions if companions is not None else {"torchvision": {"version": f"0.29.1+{local}", "local": local}},
     }
 
@@ -44,13 +48,19 @@ def report(cuda=None, hip=None, local="", devices=(), archs=(), companions=None,
 CUDA_OK = report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120", "compute_120"])
 ROCM_OK = report(hip="7.2.26015", local="rocm7.2", archs=["gfx90a", "gfx942", "gfx1100"])
 KERNELS = [{"name": "matmul_fp32", "passed": True, "error": 1e-6, "threshold": 2e-3, "seconds": 0.1}]
-DEVICE_CHECKS = [passed("torch.compile (Triton)", "inductor, Triton: relative error 3.0e-07 <= 1e-04 against eager float64", 14.2),
-                 passed("linalg", "svd: relative error 1.1e-06 <= 1e-04", 0.3)]
+DEVICE_CHECKS = [
+    passed("torch.compile (Triton)", "inductor, Triton: relative error 3.0e-07 <= 1e-04 against eager float64", 14.2),
+    passed("linalg", "svd: relative error 1.1e-06 <= 1e-04", 0.3),
+]
 H200 = {"index": 0, "name": "H200", "arch": "sm_90", "arch_in_build": True, "kernels": KERNELS, "checks": DEVICE_CHECKS}
-CUDA_LIBRARIES = [passed("DNN library", "cuDNN 9.10.2: loaded, a conv2d ran through it", 0.9, library="cuDNN", version="9.10.2"),
-                  passed("collective library", "NCCL 2.27.3: loaded, an all-reduce ran on cuda:0", 1.2, library="NCCL", version="2.27.3")]
-ROCM_LIBRARIES = [passed("DNN library", "MIOpen 3.5.0: loaded, a conv2d ran through it", 2.0, library="MIOpen", version="3.5.0"),
-                  passed("collective library", "RCCL 2.26.6: loaded, an all-reduce ran on cuda:0", 1.5, library="RCCL", version="2.26.6")]
+CUDA_LIBRARIES = [
+    passed("DNN library", "cuDNN 9.10.2: loaded, a conv2d ran through it", 0.9, library="cuDNN", version="9.10.2"),
+    passed("collective library", "NCCL 2.27.3: loaded, an all-reduce ran on cuda:0", 1.2, library="NCCL", version="2.27.3"),
+]
+ROCM_LIBRARIES = [
+    passed("DNN library", "MIOpen 3.5.0: loaded, a conv2d ran through it", 2.0, library="MIOpen", version="3.5.0"),
+    passed("collective library", "RCCL 2.26.6: loaded, an all-reduce ran on cuda:0", 1.5, library="RCCL", version="2.26.6"),
+]
 MI300X = {"index": 0, "name": "AMD Instinct MI300X", "arch": "gfx942", "arch_in_build": True, "kernels": KERNELS, "checks": DEVICE_CHECKS}
 
 
@@ -72,19 +82,26 @@ def test_cpu_torch_in_a_gpu_image_fails_with_that_sentence():
     assert CPU_BUILD in verdict.failures[0]
 
 
-@pytest.mark.parametrize("labels,probe,expected", [
-    (ROCM_LABELS, CUDA_OK, "torch is a CUDA build (cuda 13.0) in a ROCm image: it cannot use an AMD GPU and would run on the CPU"),
-    (CUDA_LABELS, ROCM_OK, "torch is a ROCm build (hip 7.2.26015) in a CUDA image: it cannot use an NVIDIA GPU"),
-    (CUDA_LABELS, report(cuda="12.6", local="cu126", archs=["sm_80", "sm_90", "sm_120"]), "torch.version.cuda is 12.6, the image is labelled CUDA 13.0"),
-    (ROCM_LABELS, report(hip="7.1.0", local="rocm7.1"), "torch.version.hip is 7.1.0, the image is labelled ROCm 7.2"),
-])
+@pytest.mark.parametrize(
+    "labels,probe,expected",
+    [
+        (ROCM_LABELS, CUDA_OK, "torch is a CUDA build (cuda 13.0) in a ROCm image: it cannot use an AMD GPU and would run on the CPU"),
+        (CUDA_LABELS, ROCM_OK, "torch is a ROCm build (hip 7.2.26015) in a CUDA image: it cannot use an NVIDIA GPU"),
+        (CUDA_LABELS, report(cuda="12.6", local="cu126", archs=["sm_80", "sm_90", "sm_120"]), "torch.version.cuda is 12.6, the image is labelled CUDA 13.0"),
+        (ROCM_LABELS, report(hip="7.1.0", local="rocm7.1"), "torch.version.hip is 7.1.0, the image is labelled ROCm 7.2"),
+    ],
+)
 def test_wrong_backend_builds_fail(labels, probe, expected):
     verdict = judge("img", ImageIdentity.read(labels), probe, "auto", host_has_gpu=False)
     assert not verdict.passed and any(expected in f for f in verdict.failures), verdict.failures
 
 
-ROCM_10_LABELS = {"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "10.0", "dev.buildkit.backend-runtime": "7.15",
-                  "dev.buildkit.gpu-archs": "gfx942"}
+ROCM_10_LABELS = {
+    "dev.buildkit.backend": "rocm",
+    "dev.buildkit.backend-version": "10.0",
+    "dev.buildkit.backend-runtime": "7.15",
+    "dev.buildkit.gpu-archs": "gfx942",
+}
 
 
 def test_a_rocm_10_image_is_held_to_the_hip_version_its_torch_reports():
@@ -130,8 +147,15 @@ def test_gpu_on_host_but_not_in_container_fails():
 
 
 def test_crash_timeout_or_garbage_is_a_failure_with_stderr():
-    verdict = judge("img", ImageIdentity.read(CUDA_LABELS), None, "auto", False, stderr_tail="Segmentation fault",
-                    probe_failure="the probe exited with 139 without a report")
+    verdict = judge(
+        "img",
+        ImageIdentity.read(CUDA_LABELS),
+        None,
+        "auto",
+        False,
+        stderr_tail="Segmentation fault",
+        probe_failure="the probe exited with 139 without a report",
+    )
     assert not verdict.passed and "Segmentation fault" in verdict.failures[0] and "139" in verdict.failures[0]
 
 
@@ -159,6 +183,7 @@ def test_parity_ignores_local_tags_and_vendor_runtimes_only():
 
 # ---- the named checks: what users run (torch.compile, OpenMP, numpy, linalg, the GPU libraries) ----
 
+
 def test_every_named_cpu_check_is_a_check_with_its_time():
     verdict = judge("img", ImageIdentity.read(CUDA_LABELS), CUDA_OK, "auto", host_has_gpu=False)
     by_name = {c.name: c for c in verdict.checks}
@@ -171,8 +196,11 @@ def test_every_named_cpu_check_is_a_check_with_its_time():
 @pytest.mark.parametrize("mode,host_has_gpu", [("auto", False), ("skip", True), ("require", True)])
 def test_a_failed_cpu_compile_fails_the_image_in_every_gpu_mode(mode, host_has_gpu):
     checks = [failed("torch.compile (CPU)", NO_COMPILER, 13.07), *CPU_CHECKS[1:]]
-    probe = {**report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120"], checks=checks),
-             "devices": [H200] if host_has_gpu else [], "gpu_checks": CUDA_LIBRARIES}
+    probe = {
+        **report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120"], checks=checks),
+        "devices": [H200] if host_has_gpu else [],
+        "gpu_checks": CUDA_LIBRARIES,
+    }
     verdict = judge("img", ImageIdentity.read(CUDA_LABELS), probe, mode, host_has_gpu)
     assert not verdict.passed
     assert verdict.failures == [f"torch.compile (CPU): {NO_COMPILER} (13.1 s)"]
@@ -185,8 +213,11 @@ def test_an_image_built_with_compile_false_reports_its_failed_compiles_as_not_re
     no_triton = failed("torch.compile (Triton)", "Triton found no C compiler (CC, gcc or clang) in the image to build its launcher", 2.0)
     device = {**H200, "checks": [no_triton, DEVICE_CHECKS[1]]}
     checks = [failed("torch.compile (CPU)", NO_COMPILER, 13.07), *CPU_CHECKS[1:]]
-    probe = {**report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120"], checks=checks),
-             "devices": [device] if host_has_gpu else [], "gpu_checks": CUDA_LIBRARIES}
+    probe = {
+        **report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120"], checks=checks),
+        "devices": [device] if host_has_gpu else [],
+        "gpu_checks": CUDA_LIBRARIES,
+    }
     slim = ImageIdentity.read({**CUDA_LABELS, "dev.buildkit.torch-compile": "false"})
     verdict = judge("img", slim, probe, mode, host_has_gpu)
     assert verdict.passed, verdict.failures
@@ -214,10 +245,15 @@ def test_numpy_not_installed_is_a_note_not_a_failure():
 
 
 def test_openmp_missing_fails():
-    probe = report(cuda="13.0", local="cu130", archs=["sm_80", "sm_90", "sm_120"],
-                   checks=[CPU_CHECKS[0], failed("OpenMP", "torch was built without OpenMP: CPU operators run on one thread")])
+    probe = report(
+        cuda="13.0",
+        local="cu130",
+        archs=["sm_80", "sm_90", "sm_120"],
+        checks=[CPU_CHECKS[0], failed("OpenMP", "torch was built without OpenMP: CPU operators run on one thread")],
+    )
     assert judge("img", ImageIdentity.read(CUDA_LABELS), probe, "auto", False).failures == [
-        "OpenMP: torch was built without OpenMP: CPU operators run on one thread (10 ms)"]
+        "OpenMP: torch was built without OpenMP: CPU operators run on one thread (10 ms)"
+    ]
 
 
 def test_a_report_without_named_checks_fails():
@@ -248,12 +284,25 @@ def test_gpu_checks_are_judged_with_their_times():
     assert details["collective library"] == "RCCL 2.26.6: loaded, an all-reduce ran on cuda:0 (1.5 s)"
 
 
-@pytest.mark.parametrize("labels,probe,device,libraries,expected", [
-    (ROCM_LABELS, ROCM_OK, MI300X, CUDA_LIBRARIES, ["DNN library: cuDNN 9.10.2 in a ROCm image, which needs MIOpen",
-                                                    "collective library: NCCL 2.27.3 in a ROCm image, which needs RCCL"]),
-    (CUDA_LABELS, CUDA_OK, H200, ROCM_LIBRARIES, ["DNN library: MIOpen 3.5.0 in a CUDA image, which needs cuDNN",
-                                                  "collective library: RCCL 2.26.6 in a CUDA image, which needs NCCL"]),
-])
+@pytest.mark.parametrize(
+    "labels,probe,device,libraries,expected",
+    [
+        (
+            ROCM_LABELS,
+            ROCM_OK,
+            MI300X,
+            CUDA_LIBRARIES,
+            ["DNN library: cuDNN 9.10.2 in a ROCm image, which needs MIOpen", "collective library: NCCL 2.27.3 in a ROCm image, which needs RCCL"],
+        ),
+        (
+            CUDA_LABELS,
+            CUDA_OK,
+            H200,
+            ROCM_LIBRARIES,
+            ["DNN library: MIOpen 3.5.0 in a CUDA image, which needs cuDNN", "collective library: RCCL 2.26.6 in a CUDA image, which needs NCCL"],
+        ),
+    ],
+)
 def test_the_libraries_must_be_the_backends_own(labels, probe, device, libraries, expected):
     verdict = judge("img", ImageIdentity.read(labels), {**probe, "devices": [device], "gpu_checks": libraries}, "require", host_has_gpu=True)
     assert verdict.failures == expected
@@ -262,29 +311,39 @@ def test_the_libraries_must_be_the_backends_own(labels, probe, device, libraries
 def test_kernels_without_library_or_compile_checks_fail():
     device = {key: value for key, value in H200.items() if key != "checks"}
     verdict = judge("img", ImageIdentity.read(CUDA_LABELS), {**CUDA_OK, "devices": [device]}, "require", host_has_gpu=True)
-    assert verdict.failures == ["device 0 (H200, sm_90) torch.compile: the probe tried no compiled kernel on this device",
-                                "GPU libraries: the probe did not try the DNN and collective libraries"]
+    assert verdict.failures == [
+        "device 0 (H200, sm_90) torch.compile: the probe tried no compiled kernel on this device",
+        "GPU libraries: the probe did not try the DNN and collective libraries",
+    ]
 
 
 # --- a companion's device code (AMD's whl-next: amd-torchvision-device-<gfx>) ----------------------------------
 
-WHL_NEXT_LABELS = {**ROCM_LABELS, "dev.buildkit.backend-version": "10.1", "dev.buildkit.gpu-archs": "gfx942",
-                   "dev.buildkit.device-packages": "amd-torch-device-gfx942,amd-torchvision-device-gfx942",
-                   "dev.buildkit.companion-device-code": "torchvision"}
+WHL_NEXT_LABELS = {
+    **ROCM_LABELS,
+    "dev.buildkit.backend-version": "10.1",
+    "dev.buildkit.gpu-archs": "gfx942",
+    "dev.buildkit.device-packages": "amd-torch-device-gfx942,amd-torchvision-device-gfx942",
+    "dev.buildkit.companion-device-code": "torchvision",
+}
 
 
 def whl_next_report(ops):
-    probe = report(hip="10.1.26500", local="rocm10.1.0", archs=["gfx942"],
-                   companions={"torchvision": {"version": "0.29.0+rocm10.1.0", "local": "rocm10.1.0", "ops": ops}})
+    probe = report(
+        hip="10.1.26500", local="rocm10.1.0", archs=["gfx942"], companions={"torchvision": {"version": "0.29.0+rocm10.1.0", "local": "rocm10.1.0", "ops": ops}}
+    )
     probe["distributions"].update({"amd-torch-device-gfx942": "2.14.0+rocm10.1.0", "amd-torchvision-device-gfx942": "0.29.0+rocm10.1.0"})
     return probe
 
 
-@pytest.mark.parametrize("ops, passes, detail", [
-    (True, True, "torchvision 0.29.0+rocm10.1.0: its compiled ops load"),
-    (False, False, "its compiled ops do not load; its GPU operators fail (hipErrorNoBinaryForGpu"),
-    (None, False, "its compiled ops cannot be asked for (no extension module)"),
-])
+@pytest.mark.parametrize(
+    "ops, passes, detail",
+    [
+        (True, True, "torchvision 0.29.0+rocm10.1.0: its compiled ops load"),
+        (False, False, "its compiled ops do not load; its GPU operators fail (hipErrorNoBinaryForGpu"),
+        (None, False, "its compiled ops cannot be asked for (no extension module)"),
+    ],
+)
 def test_an_image_declaring_torchvision_s_device_code_needs_its_ops_to_load(ops, passes, detail):
     verdict = judge("img", ImageIdentity.read(WHL_NEXT_LABELS), whl_next_report(ops), "auto", host_has_gpu=False)
     (check,) = [c for c in verdict.checks if c.name == "torchvision ops"]

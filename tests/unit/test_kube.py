@@ -43,7 +43,8 @@ def test_the_pair_gives_one_valid_job_per_twin(cli):
     items, result = documents(cli, PAIR, "--by-tag")
     validate(items)
     assert [(i["kind"], i["metadata"]["name"]) for i in items] == [("Job", "pytorch-2-14-1-cuda13-0-py3-12-runtime")] + [
-        ("Job", f"pytorch-2-14-1-rocm7-14-{family}-py3-12-runtime") for family in FAMILIES]
+        ("Job", f"pytorch-2-14-1-rocm7-14-{family}-py3-12-runtime") for family in FAMILIES
+    ]
     nvidia, *amd = (item["spec"]["template"]["spec"] for item in items)
     assert nvidia["containers"][0]["image"] == "ghcr.io/buildkit-images/pytorch:2.14.1-cuda13.0-py3.12-runtime"
     assert nvidia["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
@@ -97,6 +98,7 @@ def test_a_subject_that_is_no_pair_is_one_clear_error(cli):
 
 def selected(terms, labels):
     """Whether a node with these labels matches any term (the scheduler's rule for In, Gt, Exists)."""
+
     def matches(expression):
         value = labels.get(expression["key"])
         if value is None:
@@ -105,6 +107,7 @@ def selected(terms, labels):
             return value in expression["values"]
         assert expression["operator"] == "Gt"
         return int(value) > int(expression["values"][0])
+
     return any(all(matches(e) for e in term) for term in terms)
 
 
@@ -112,7 +115,8 @@ ARCH_LISTS = [
     ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0"),  # CUDA 13.x x86_64
     ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0"),  # CUDA 12.6
     ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX"),
-    ("8.6",), ("9.0+PTX",),
+    ("8.6",),
+    ("9.0+PTX",),
 ]
 
 
@@ -131,8 +135,17 @@ def labeller(device_id):
     return {AMD_FAMILY: COMPAT.gfx_targets[arch].amdgpu_family, AMD_DEVICE_ID: device_id.removeprefix("0x")}, arch
 
 
-@pytest.mark.parametrize("archs", [("gfx942",), ("gfx90a",), ("gfx90a", "gfx942"), tuple(COMPAT.backend("rocm", "7.2").archs),
-                                   tuple(COMPAT.backend("rocm", "7.14").archs), ("gfx1100", "gfx1101", "gfx1102")])
+@pytest.mark.parametrize(
+    "archs",
+    [
+        ("gfx942",),
+        ("gfx90a",),
+        ("gfx90a", "gfx942"),
+        tuple(COMPAT.backend("rocm", "7.2").archs),
+        tuple(COMPAT.backend("rocm", "7.14").archs),
+        ("gfx1100", "gfx1101", "gfx1102"),
+    ],
+)
 def test_amd_affinity_selects_the_nodes_whose_gpus_the_image_carries(archs):
     terms, unplaced = amd_terms(archs, COMPAT)
     for device_id in COMPAT.gpu_names["amd"]:
@@ -153,16 +166,16 @@ def test_one_amd_workload_per_rocm_family_image():
     """A pair whose CUDA twin pairs with several family images (one per GPU family, each with its gfx targets)."""
     cuda = next(t for t in PLAN.targets if t.id == "2.14.1-cuda13.0-py3.12-runtime")
     rocm = next(t for t in PLAN.targets if t.id == "2.14.1-rocm7.2-py3.12-runtime")
-    families = [replace(rocm, id=f"2.14.1-rocm7.2-{name}-py3.12-runtime", archs=archs)
-                for name, archs in (("mi200", ("gfx90a",)), ("mi300", ("gfx942",)))]
+    families = [replace(rocm, id=f"2.14.1-rocm7.2-{name}-py3.12-runtime", archs=archs) for name, archs in (("mi200", ("gfx90a",)), ("mi300", ("gfx942",)))]
     found = manifests((cuda, *families), {t.id: t.tags[0] for t in (cuda, *families)}, KubeOptions(), COMPAT)
     validate(found.objects)
     names = [item["metadata"]["name"] for item in found.objects]
-    assert names == ["pytorch-2-14-1-cuda13-0-py3-12-runtime", "pytorch-2-14-1-rocm7-2-mi200-py3-12-runtime",
-                     "pytorch-2-14-1-rocm7-2-mi300-py3-12-runtime"]
+    assert names == ["pytorch-2-14-1-cuda13-0-py3-12-runtime", "pytorch-2-14-1-rocm7-2-mi200-py3-12-runtime", "pytorch-2-14-1-rocm7-2-mi300-py3-12-runtime"]
     for item, device_id in zip(found.objects[1:], ("0x740f", "0x74a1")):
-        terms = [term["matchExpressions"] for term in
-                 item["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]]
+        terms = [
+            term["matchExpressions"]
+            for term in item["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        ]
         node, _ = labeller(device_id)
         assert selected(terms, {**node, "kubernetes.io/arch": "amd64"})
         other, _ = labeller("0x74a1" if device_id == "0x740f" else "0x740f")
@@ -179,7 +192,8 @@ def test_published_images_are_named_by_digest(cli, tmp_path, team_matrix):
         validate(items)
         images = [item["spec"]["template"]["spec"]["containers"][0]["image"] for item in items]
         assert images == [f"{registry.address}/team/pytorch@{digest}"] + [
-            f"{registry.address}/team/pytorch:2.14.1-rocm7.14-{family}-py3.12-runtime" for family in FAMILIES]
+            f"{registry.address}/team/pytorch:2.14.1-rocm7.14-{family}-py3.12-runtime" for family in FAMILIES
+        ]
         # one note for the images the registry lacks, each named
         (note,) = [line for line in result.err.splitlines() if "named by tag" in line]
         assert note.startswith(f"note: {len(FAMILIES)} images named by tag, not published in {registry.address} yet: ")

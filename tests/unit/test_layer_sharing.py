@@ -39,14 +39,15 @@ def test_on_an_official_python_base_the_layers_every_python_shares_come_first(la
         os_at = names.index(OS)
         assert BASE not in names  # the base's files are in the OS layer, copied in above them
         assert all(layers[CUDA.format(python=python)][name].python_neutral for name in names[:os_at])
-        assert names[:os_at][-1] == "triton-any-python" and names[os_at + 1:] == ["triton", "dependencies", "torch", "companions", OWN]
+        assert names[:os_at][-1] == "triton-any-python" and names[os_at + 1 :] == ["triton", "dependencies", "torch", "companions", OWN]
     mi300 = list(layers[FAMILY.format(family="mi300")])
     assert mi300[mi300.index(OS) - 1] == "rocm-sdk-libraries" and mi300[-2:] == ["device-gfx942", OWN]  # device code last
 
 
 def test_on_another_base_the_image_starts_with_the_base_s_layers(team_matrix):
-    path = team_matrix('extends = "default"\nruntime_base = "registry.example.com/team/python:{python}-slim"\n'
-                       'include = [{ id = "2.14.1-cuda13.0-py3.12-runtime" }]\n')
+    path = team_matrix(
+        'extends = "default"\nruntime_base = "registry.example.com/team/python:{python}-slim"\ninclude = [{ id = "2.14.1-cuda13.0-py3.12-runtime" }]\n'
+    )
     (item,) = select_targets(Choices(matrix=path)).plan()
     names = [layer.name for layer in planned_layers(item)]
     assert names[:3] == [BASE, OS, "nvidia-cudnn-cu13"] and names[-3:] == ["torch", "companions", OWN]
@@ -105,8 +106,15 @@ def test_a_node_fetches_what_it_lacks_and_unpacks_everything_above_where_the_cha
 
 
 def result(name: str, layers: list[tuple[str, str, int]]) -> TargetResult:
-    return TargetResult(name, "nvidia", None, [f"r/{name}"], status=BuildStatus.BUILT,
-                        layers=[digest for digest, _, _ in layers], history=[(step, size) for _, step, size in layers])
+    return TargetResult(
+        name,
+        "nvidia",
+        None,
+        [f"r/{name}"],
+        status=BuildStatus.BUILT,
+        layers=[digest for digest, _, _ in layers],
+        history=[(step, size) for _, step, size in layers],
+    )
 
 
 def test_the_build_report_says_what_a_node_holding_another_image_pays_for_each_one():
@@ -115,8 +123,13 @@ def test_the_build_report_says_what_a_node_holding_another_image_pays_for_each_o
     costs = node_costs({r.id: r.built_layers for r in (first, second)})
     run = BuildRun([first, second], [], costs)
     (shares,) = run_json(run, "engine")["targets"][1]["shares"]
-    assert shares == {"held": "a", "shared_layers": ["ADD rootfs.tar /", "nvidia-cudnn-cu13"], "shared_bytes": 1100,
-                      "fetched_bytes": 600, "unpacked_bytes": 600}
+    assert shares == {
+        "held": "a",
+        "shared_layers": ["ADD rootfs.tar /", "nvidia-cudnn-cu13"],
+        "shared_bytes": 1100,
+        "fetched_bytes": 600,
+        "unpacked_bytes": 600,
+    }
     assert "| `b` | `a` | 2 layers, 1.1 KiB | 600 B | 600 B |" in run_markdown(run)
 
 
@@ -129,8 +142,13 @@ def test_pushed_layers_are_the_manifests_blobs_named_by_their_steps():
     """What `verify --json` reports of a published image: each layer blob (what a node fetches) with the step
     that made it, from the config's history without its empty-layer steps; nothing where the two disagree."""
     manifest = {"layers": [{"digest": "sha256:" + "a" * 64, "size": 100}, {"digest": "sha256:" + "b" * 64, "size": 7}]}
-    config = {"history": [{"created_by": "ADD rootfs.tar /"}, {"created_by": "ENV PATH=/opt/venv/bin", "empty_layer": True},
-                          {"created_by": "COPY --link /layers/torch/ / # buildkit"}]}
+    config = {
+        "history": [
+            {"created_by": "ADD rootfs.tar /"},
+            {"created_by": "ENV PATH=/opt/venv/bin", "empty_layer": True},
+            {"created_by": "COPY --link /layers/torch/ / # buildkit"},
+        ]
+    }
     assert [(layer.size, layer.name) for layer in pushed_layers(manifest, config)] == [(100, "ADD rootfs.tar /"), (7, "torch")]
     assert pushed_layers(manifest, {"history": config["history"][:1]}) == ()
     assert pushed_layers({"layers": [{"digest": "sha256:" + "a" * 64, "size": "100"}]}, {"history": config["history"][:1]}) == ()

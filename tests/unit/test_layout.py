@@ -28,7 +28,8 @@ import buildkit
 
 PACKAGE = Path(buildkit.__file__).parent
 MODULES = sorted(
-    name for _, name, _ in pkgutil.walk_packages(buildkit.__path__, prefix="buildkit.")
+    name
+    for _, name, _ in pkgutil.walk_packages(buildkit.__path__, prefix="buildkit.")
     if name not in ("buildkit.__main__", "buildkit.cli.__main__")  # importing either runs the CLI
 )
 # Standard-library and third-party modules through which code reaches the world.
@@ -72,8 +73,9 @@ def test_every_module_imports(module):
 
 
 def test_modules_found():
-    assert {"buildkit.core.targets.plan", "buildkit.adapters.engine.docker_sdk", "buildkit.app.build", "buildkit.ui.report",
-            "buildkit.image.probe"} <= set(MODULES)
+    assert {"buildkit.core.targets.plan", "buildkit.adapters.engine.docker_sdk", "buildkit.app.build", "buildkit.ui.report", "buildkit.image.probe"} <= set(
+        MODULES
+    )
 
 
 def violations(module: str) -> list[str]:

@@ -13,10 +13,17 @@ DIGEST = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64
 
 
-@pytest.mark.parametrize("requirement,ranged", [
-    ("einops==0.8.1", False), ("timm>=1.0", True), ("numpy", True), ("torchmetrics==1.*", True), ("x[extra]===1.0", False),
-    ("pandas>=2,<3", True),
-])
+@pytest.mark.parametrize(
+    "requirement,ranged",
+    [
+        ("einops==0.8.1", False),
+        ("timm>=1.0", True),
+        ("numpy", True),
+        ("torchmetrics==1.*", True),
+        ("x[extra]===1.0", False),
+        ("pandas>=2,<3", True),
+    ],
+)
 def test_what_counts_as_a_range(requirement, ranged):
     assert is_range(requirement) is ranged
 
@@ -33,13 +40,16 @@ def test_a_lock_reads_back_what_it_wrote():
     assert again == lock and again.constraint("timm>=1.0") == "timm==1.0.15" and again.constraint("einops==0.8.1") == ""
 
 
-@pytest.mark.parametrize("text,key", [
-    ('[bases."python:3.12"]\ndigest = "sha256:short"\n', "bases.python:3.12"),
-    ('[bases."python:3.12"]\ndigest = "sha256:' + "a" * 64 + '\\nRUN id"\n', "bases.python:3.12"),
-    ('[bases."python 3.12"]\ndigest = "' + DIGEST + '"\n', "bases.python 3.12"),
-    ('[packages]\n"timm>=1.0" = "1.0.15\\nRUN id"\n', "packages.timm>=1.0"),
-    ('schema = 2\n', "schema"),
-])
+@pytest.mark.parametrize(
+    "text,key",
+    [
+        ('[bases."python:3.12"]\ndigest = "sha256:short"\n', "bases.python:3.12"),
+        ('[bases."python:3.12"]\ndigest = "sha256:' + "a" * 64 + '\\nRUN id"\n', "bases.python:3.12"),
+        ('[bases."python 3.12"]\ndigest = "' + DIGEST + '"\n', "bases.python 3.12"),
+        ('[packages]\n"timm>=1.0" = "1.0.15\\nRUN id"\n', "packages.timm>=1.0"),
+        ("schema = 2\n", "schema"),
+    ],
+)
 def test_a_hostile_lock_is_refused(text, key):
     with pytest.raises(UserError) as error:
         read_lock(tomllib.loads(text), "matrix.lock")
@@ -47,8 +57,7 @@ def test_a_hostile_lock_is_refused(text, key):
 
 
 def test_a_locked_base_reaches_from_the_label_and_the_fingerprint(team_matrix, tmp_path):
-    path = team_matrix('extends = "default"\ninclude = [{ id = "2.14.1-rocm7.2-py3.12-runtime" }]\n'
-                       '[[torch]]\nversion = "2.14.1"\npackages = ["timm>=1.0"]\n')
+    path = team_matrix('extends = "default"\ninclude = [{ id = "2.14.1-rocm7.2-py3.12-runtime" }]\n[[torch]]\nversion = "2.14.1"\npackages = ["timm>=1.0"]\n')
     (unlocked,) = select_targets(Choices(matrix=path)).render()
     (tmp_path / "matrix.lock").write_text(lock_text(Lock({"python:3.12-slim-bookworm": DIGEST}, {"timm>=1.0": "1.0.15"}), "now"))
     (locked,) = select_targets(Choices(matrix=path)).render()
@@ -69,8 +78,10 @@ def test_finding_pips_default_index_leaves_setuptools_importable(tmp_path):
     import subprocess
     import sys
 
-    script = ("import sys; from buildkit.adapters.index.wheel_index import default_package_index as find; index = find(); "
-              "import setuptools; print(index, 'pip' in sys.modules)")
+    script = (
+        "import sys; from buildkit.adapters.index.wheel_index import default_package_index as find; index = find(); "
+        "import setuptools; print(index, 'pip' in sys.modules)"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
     found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert found.returncode == 0, found.stderr

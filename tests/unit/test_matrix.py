@@ -89,8 +89,10 @@ def test_team_fork_adds_packages_and_narrows_rocm_archs(team_matrix, tmp_path):
     matrix = load_matrix(path)
     plan = expand(matrix)
     assert {t.id for t in plan.targets} == {
-        "2.14.1-cuda12.6-py3.12-runtime", "2.14.1-cuda13.0-py3.12-runtime",
-        "2.14.1-cuda13.2-py3.12-runtime", "2.14.1-rocm7.2-py3.12-runtime",
+        "2.14.1-cuda12.6-py3.12-runtime",
+        "2.14.1-cuda13.0-py3.12-runtime",
+        "2.14.1-cuda13.2-py3.12-runtime",
+        "2.14.1-rocm7.2-py3.12-runtime",
         "2.14.1-rocm7.14-mi300-py3.12-runtime",  # the one default family with gfx942; the others are left out
     }
     assert any("left out" in str(note) and "rdna3" in str(note) for note in plan.notes)
@@ -141,23 +143,33 @@ def test_notes_are_only_about_targets_the_rules_keep(team_matrix, cli):
     whose exclude removes devel, hears nothing about them (every command printed them, for stacks it never builds)."""
     devel_note = "devel: Python 3.10, 3.11, 3.13 skipped"
     assert any(devel_note in str(note) for note in expand(load_matrix(None)).notes)
-    include = team_matrix("""
+    include = team_matrix(
+        """
         extends = "default"
         include = [{ torch = "2.14.1", python = "3.12", flavor = "runtime" }]
-    """, "include.toml")
-    exclude = team_matrix("""
+    """,
+        "include.toml",
+    )
+    exclude = team_matrix(
+        """
         extends = "default"
         exclude = [{ flavor = "devel" }]
-    """, "exclude.toml")
-    keeps_2_14_devel = team_matrix("""
+    """,
+        "exclude.toml",
+    )
+    keeps_2_14_devel = team_matrix(
+        """
         extends = "default"
         include = [{ torch = "2.14.1" }]
-    """, "devel.toml")
+    """,
+        "devel.toml",
+    )
     for path in (include, exclude):
         assert not any("devel" in str(note) for note in expand(load_matrix(path)).notes), path
         assert "devel" not in cli("plan", "--matrix", path).err
     assert [str(note) for note in expand(load_matrix(keeps_2_14_devel)).notes if "devel:" in str(note)] == [
-        "2.14.1 devel: Python 3.10, 3.11, 3.13 skipped: the vendors' devel base images ship Python 3.12 only"]
+        "2.14.1 devel: Python 3.10, 3.11, 3.13 skipped: the vendors' devel base images ship Python 3.12 only"
+    ]
 
 
 def test_compat_override_describes_a_custom_stack(team_matrix):
@@ -233,12 +245,14 @@ def test_readme_matrix_reference_names_every_key_the_schema_reads():
     assert documented == set(TOP) | set(STACK)
 
 
-@pytest.mark.parametrize("options,expected", [
-    (["--select", "python=3.9"], "error: --select: python=3.9 leaves no target of the matrix's 132; see `buildkit plan`"),
-    (["--select", "torch=2.14.1", "--select", "flavor=nope"], "error: --select: flavor=nope leaves no target of the 50 that "
-                                                              "torch=2.14.1 selects"),
-    (["--vendor", "amd", "--select", "backend=cuda"], "error: --vendor: amd: no amd target of the 53 that backend=cuda selects"),
-])
+@pytest.mark.parametrize(
+    "options,expected",
+    [
+        (["--select", "python=3.9"], "error: --select: python=3.9 leaves no target of the matrix's 132; see `buildkit plan`"),
+        (["--select", "torch=2.14.1", "--select", "flavor=nope"], "error: --select: flavor=nope leaves no target of the 50 that torch=2.14.1 selects"),
+        (["--vendor", "amd", "--select", "backend=cuda"], "error: --vendor: amd: no amd target of the 53 that backend=cuda selects"),
+    ],
+)
 def test_a_selection_that_leaves_no_target_says_which_choice_removed_the_last(cli, options, expected, tmp_path):
     for command in (["plan"], ["render", "--out", tmp_path / "dist"]):
         result = cli(*command, *options)

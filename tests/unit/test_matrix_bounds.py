@@ -43,8 +43,7 @@ def packages_matrix(path: Path, count: int) -> Path:
 
 def measured(*arguments: object) -> tuple[int, str, int]:
     """(exit code, stderr without the measurement, peak resident memory in bytes) of the CLI in a child process."""
-    done = subprocess.run([sys.executable, "-c", _MEASURED, *map(str, arguments)], capture_output=True, text=True,
-                          cwd=REPO, timeout=300)  # a hang guard only
+    done = subprocess.run([sys.executable, "-c", _MEASURED, *map(str, arguments)], capture_output=True, text=True, cwd=REPO, timeout=300)  # a hang guard only
     err, _, peak = done.stderr.rstrip().rpartition("\npeak-kb=")
     return done.returncode, err.strip(), int(peak) * 1024
 
@@ -69,8 +68,10 @@ def test_three_hundred_thousand_packages_cost_the_parse_of_the_file(tmp_path):
         path = packages_matrix(tmp_path / f"m{count}.toml", count)
         code, err, peak = measured("matrix", "validate", "--matrix", path)
         assert code == 2 and "Traceback" not in err, err
-        assert err.splitlines() == [f"error: {path}:5: torch[0].packages: {count:,} entries, more than the "
-                                    f"{fields.MAX_ENTRIES:,} buildkit reads here (a generated list gone wrong?); shorten it"]
+        assert err.splitlines() == [
+            f"error: {path}:5: torch[0].packages: {count:,} entries, more than the "
+            f"{fields.MAX_ENTRIES:,} buildkit reads here (a generated list gone wrong?); shorten it"
+        ]
         assert peak < 300 << 20, peak
         growth[count] = (peak - base_peak) / (path.stat().st_size - base.stat().st_size)  # bytes of memory per byte of file
     assert growth[300_000] < 20 and growth[300_000] <= 1.5 * max(growth[30_000], 4), growth  # no faster than the file
@@ -88,15 +89,11 @@ PAST_THE_BOUND = {
     "packages": (_list("packages", fields.MAX_ENTRIES + 1), fields.MAX_ENTRIES),
     "os_packages": (_list("os_packages", fields.MAX_ENTRIES + 1), fields.MAX_ENTRIES),
     "rocm_families": (_list("rocm_families", fields.MAX_FAMILIES + 1), fields.MAX_FAMILIES),
-    "archs.rocm": ("archs = { rocm = [" + ", ".join(f'"gfx{i:x}"' for i in range(0x900, 0x900 + fields.MAX_ARCHS + 1)) + "] }\n",
-                   fields.MAX_ARCHS),
+    "archs.rocm": ("archs = { rocm = [" + ", ".join(f'"gfx{i:x}"' for i in range(0x900, 0x900 + fields.MAX_ARCHS + 1)) + "] }\n", fields.MAX_ARCHS),
     "exclude": ("exclude = [" + ", ".join(f'{{ python = "3.{i}" }}' for i in range(fields.MAX_RULES + 1)) + "]\n", fields.MAX_RULES),
-    "torch[0].cuda": ('[[torch]]\nversion = "2.14.1"\n' + _list("cuda", fields.MAX_BACKEND_VERSIONS + 1, lambda i: f'"13.{i}"'),
-                      fields.MAX_BACKEND_VERSIONS),
-    "compat.gfx": ("".join(f'[compat.gfx.gfx{i:x}]\nfamily = "x"\n' for i in range(0x2000, 0x2000 + fields.MAX_ENTRIES + 1)),
-                   fields.MAX_ENTRIES),
-    "compat.torch.2.14.releases": ('[compat.torch."2.14"]\n' + _list("releases", fields.MAX_ENTRIES + 1, lambda i: f'"2.14.{i}"'),
-                                   fields.MAX_ENTRIES),
+    "torch[0].cuda": ('[[torch]]\nversion = "2.14.1"\n' + _list("cuda", fields.MAX_BACKEND_VERSIONS + 1, lambda i: f'"13.{i}"'), fields.MAX_BACKEND_VERSIONS),
+    "compat.gfx": ("".join(f'[compat.gfx.gfx{i:x}]\nfamily = "x"\n' for i in range(0x2000, 0x2000 + fields.MAX_ENTRIES + 1)), fields.MAX_ENTRIES),
+    "compat.torch.2.14.releases": ('[compat.torch."2.14"]\n' + _list("releases", fields.MAX_ENTRIES + 1, lambda i: f'"2.14.{i}"'), fields.MAX_ENTRIES),
     "torch": ("".join(f'[[torch]]\nversion = "2.14.{i}"\n' for i in range(matrix.MAX_STACKS + 1)), matrix.MAX_STACKS),
 }
 
@@ -120,9 +117,11 @@ def test_lists_at_their_bounds_are_read(tmp_path):
     for flavor in flavors:
         (tmp_path / "t" / f"{flavor}.Dockerfile.j2").write_text('{% extends "runtime.Dockerfile.j2" %}')
     path = tmp_path / "m.toml"
-    path.write_text('extends = "default"\ntemplate_dir = "t"\ninclude = [{ torch = "2.14.1", python = "3.12", backend = "cuda", backend_version = "13.0" }]\n'
-                    + _list("flavors", fields.MAX_FLAVORS, lambda i: f'"{flavors[i]}"')
-                    + _list("packages", fields.MAX_ENTRIES, lambda i: f'"package-{i}"'))
+    path.write_text(
+        'extends = "default"\ntemplate_dir = "t"\ninclude = [{ torch = "2.14.1", python = "3.12", backend = "cuda", backend_version = "13.0" }]\n'
+        + _list("flavors", fields.MAX_FLAVORS, lambda i: f'"{flavors[i]}"')
+        + _list("packages", fields.MAX_ENTRIES, lambda i: f'"package-{i}"')
+    )
     assert problems_of(path) == []
 
 
@@ -137,19 +136,36 @@ def test_a_matrix_describing_too_many_targets_is_refused_before_expanding_them(t
     pythons = ["3.10", "3.11", "3.12", "3.13", "3.14"]
     per_stack = 4 * len(pythons) * len(flavors)
     stacks = matrix.MAX_TARGETS // per_stack + 1
-    lines = ['extends = "default"', 'template_dir = "t"', 'include = [{ torch = "9.*" }]', "rocm_families = []",
-             f"flavors = {json.dumps(flavors)}", f"python = {json.dumps(pythons)}"]
+    lines = [
+        'extends = "default"',
+        'template_dir = "t"',
+        'include = [{ torch = "9.*" }]',
+        "rocm_families = []",
+        f"flavors = {json.dumps(flavors)}",
+        f"python = {json.dumps(pythons)}",
+    ]
     for index in range(stacks):
-        lines += [f'[compat.torch."9.{index}"]', f"python = {json.dumps(pythons)}", 'cuda = ["13.0", "13.2"]', 'rocm = ["7.2", "7.14"]',
-                  'torchvision = "1.0"', "[[torch]]", f'version = "9.{index}.0"', 'cuda = ["13.0", "13.2"]', 'rocm = ["7.2", "7.14"]']
+        lines += [
+            f'[compat.torch."9.{index}"]',
+            f"python = {json.dumps(pythons)}",
+            'cuda = ["13.0", "13.2"]',
+            'rocm = ["7.2", "7.14"]',
+            'torchvision = "1.0"',
+            "[[torch]]",
+            f'version = "9.{index}.0"',
+            'cuda = ["13.0", "13.2"]',
+            'rocm = ["7.2", "7.14"]',
+        ]
     path = tmp_path / "m.toml"
     path.write_text("\n".join(lines) + "\n")
     problems = problems_of(path)
     assert len(problems) == 1 and problems[0].startswith(f"{path}: torch: the [[torch]] entries describe up to "), problems
     described = int(problems[0].split("describe up to ")[1].split()[0].replace(",", ""))
     assert described >= stacks * per_stack > matrix.MAX_TARGETS  # the generated stacks' own, and the default's inheriting the lists
-    assert problems[0].endswith(f"targets (each backend version x Python x flavor x ROCm family), more than the {matrix.MAX_TARGETS:,} "
-                                "buildkit expands at once; split the matrix or narrow its lists")
+    assert problems[0].endswith(
+        f"targets (each backend version x Python x flavor x ROCm family), more than the {matrix.MAX_TARGETS:,} "
+        "buildkit expands at once; split the matrix or narrow its lists"
+    )
 
 
 @pytest.mark.slow
@@ -164,8 +180,10 @@ def test_a_template_folder_of_thousands_of_flavors_is_refused_unparsed(tmp_path,
         (tmp_path / "t" / f"f{index}.Dockerfile.j2").write_text('{% extends "runtime.Dockerfile.j2" %}{% block extra %}\n{% endblock %}')
     path = tmp_path / "m.toml"
     path.write_text('extends = "default"\ntemplate_dir = "t"\n' + _list("flavors", 10_000, lambda i: f'"f{i}"'))
-    assert problems_of(path) == [f"{tmp_path / 't'}: template_dir: holds more than {matrix_files.MAX_FOLDER_TEMPLATES:,} templates "
-                                 "(*.j2 files), more than buildkit reads from a folder: keep the flavors a matrix uses there"]
+    assert problems_of(path) == [
+        f"{tmp_path / 't'}: template_dir: holds more than {matrix_files.MAX_FOLDER_TEMPLATES:,} templates "
+        "(*.j2 files), more than buildkit reads from a folder: keep the flavors a matrix uses there"
+    ]
     assert parsed == []
     (tmp_path / "t" / "f0.Dockerfile.j2").unlink()
     problems = problems_of(path)

@@ -33,7 +33,11 @@ from buildkit.core.matrix.fields import TOP
 from buildkit.errors import UserError
 
 SETTINGS = settings(
-    max_examples=120, deadline=None, derandomize=True, database=None, print_blob=True,
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 FACTS = compat_data()
@@ -81,16 +85,23 @@ REQUIREMENT = st.builds(
     st.sampled_from(["", "==1.0", ">=2", "~=0.8.1", ">=1,<3", "!=2.0.*"]),
 )
 HOST = st.from_regex(r"[a-z0-9]{1,8}(\.[a-z0-9]{1,8}){0,2}(:[0-9]{2,5})?", fullmatch=True)
-URL = st.builds(lambda host, path: f"https://{host}/{path}", st.from_regex(r"[a-z0-9]{1,8}\.[a-z]{2,4}", fullmatch=True),
-                st.from_regex(r"[a-z0-9/_.-]{0,20}", fullmatch=True))
-IMAGE = st.builds(lambda repo, tag: f"{repo}:{tag}", st.from_regex(r"[a-z0-9]{1,8}(/[a-z0-9]{1,8}){0,2}", fullmatch=True),
-                  st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,15}", fullmatch=True))
+URL = st.builds(
+    lambda host, path: f"https://{host}/{path}",
+    st.from_regex(r"[a-z0-9]{1,8}\.[a-z]{2,4}", fullmatch=True),
+    st.from_regex(r"[a-z0-9/_.-]{0,20}", fullmatch=True),
+)
+IMAGE = st.builds(
+    lambda repo, tag: f"{repo}:{tag}",
+    st.from_regex(r"[a-z0-9]{1,8}(/[a-z0-9]{1,8}){0,2}", fullmatch=True),
+    st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,15}", fullmatch=True),
+)
 
 
 def subset(items, min_size=1, max_size=None):
     items = list(items)
     return st.lists(st.sampled_from(items), min_size=min_size, max_size=max_size or len(items), unique=True).map(
-        lambda chosen: [item for item in items if item in chosen])
+        lambda chosen: [item for item in items if item in chosen]
+    )
 
 
 @st.composite
@@ -138,19 +149,22 @@ def valid_matrices(draw) -> dict:
         "wheel_index": URL,
         "runtime_base": IMAGE.map(lambda image: image.replace(":", ":{python}-", 1)),
         "source_runtime_base": IMAGE,
-        "user": st.fixed_dictionaries({"name": st.from_regex(r"[a-z_][a-z0-9_-]{0,10}", fullmatch=True),
-                                       "uid": st.integers(1, 65534)}),
+        "user": st.fixed_dictionaries({"name": st.from_regex(r"[a-z_][a-z0-9_-]{0,10}", fullmatch=True), "uid": st.integers(1, 65534)}),
         "run_as_root": st.booleans(),
         "compile": st.booleans(),
         "flavors": subset(["runtime", "devel", "source"]),
         "os_packages": st.lists(DEBIAN, max_size=3, unique=True),
         "packages": st.lists(REQUIREMENT, max_size=2, unique_by=lambda r: re.split(r"[\[=<>!~]", r)[0]),
         "exclude": st.lists(st.fixed_dictionaries({"python": st.sampled_from(["3.10", "3.1[13]", "3.9*"])}), max_size=1),
-        "compat": st.fixed_dictionaries({}, optional={
-            "wheel_index": st.fixed_dictionaries({}, optional={
-                "url": URL, "channels": st.fixed_dictionaries({}, optional={"test": st.from_regex(r"[a-z0-9]{1,6}/", fullmatch=True)})}),
-            "cuda": st.fixed_dictionaries({"13.0": st.fixed_dictionaries({"devel_base": IMAGE.map(lambda i: i + "-ubuntu24.04")})}),
-        }),
+        "compat": st.fixed_dictionaries(
+            {},
+            optional={
+                "wheel_index": st.fixed_dictionaries(
+                    {}, optional={"url": URL, "channels": st.fixed_dictionaries({}, optional={"test": st.from_regex(r"[a-z0-9]{1,6}/", fullmatch=True)})}
+                ),
+                "cuda": st.fixed_dictionaries({"13.0": st.fixed_dictionaries({"devel_base": IMAGE.map(lambda i: i + "-ubuntu24.04")})}),
+            },
+        ),
     }
     for key, strategy in optional.items():
         if draw(st.booleans()):
@@ -165,9 +179,14 @@ def benign(matrix: dict) -> dict:
     """The same matrix with every free-text value replaced by a plain placeholder of the same kind (the
     structure, versions, flavors and lists' lengths kept), so it renders the same instructions."""
     plain = dict(matrix.items())
-    placeholders = {"registry": "registry.example", "repository": "team/images", "source": "https://example.com/src",
-                    "wheel_index": "https://index.example/whl", "runtime_base": "python:{python}-slim",
-                    "source_runtime_base": "python:3.12-slim"}
+    placeholders = {
+        "registry": "registry.example",
+        "repository": "team/images",
+        "source": "https://example.com/src",
+        "wheel_index": "https://index.example/whl",
+        "runtime_base": "python:{python}-slim",
+        "source_runtime_base": "python:3.12-slim",
+    }
     plain.update({key: value for key, value in placeholders.items() if isinstance(plain.get(key), str)})
     for key in ("runtime_base", "source_runtime_base"):  # a base buildkit knows is assembled on; others keep FROM
         if isinstance(matrix.get(key), str) and base_environment(matrix[key].replace("{python}", "3.12")) is None:
@@ -228,8 +247,10 @@ def renderings(path: Path) -> dict[tuple, tuple[list[str], int]]:
             raise
         return {("refused",): (list(messages), 0)}
     return {
-        (t.target.torch, t.target.backend, t.target.backend_version, t.target.python, t.target.flavor):
-        (instructions(t.dockerfile), len(LINE_BREAK.split(t.dockerfile)))
+        (t.target.torch, t.target.backend, t.target.backend_version, t.target.python, t.target.flavor): (
+            instructions(t.dockerfile),
+            len(LINE_BREAK.split(t.dockerfile)),
+        )
         for t in rendered
     }
 
@@ -258,13 +279,16 @@ def test_valid_matrix_renders_the_instructions_of_its_placeholders(matrix):
 HOSTILE_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
 CONTROL = st.sampled_from(["\n", "\r", "\r\n", "\0", "\t", "\x0b", "\x1b", "\x85", "\u2028", "\u2029", "\u200b", "\ufeff", " ", "$(id)", '"', "\\", "${HOME}"])
 SCALARS = st.one_of(
-    HOSTILE_TEXT, st.integers(-(2**63), 2**63 - 1), st.floats(), st.booleans(), st.dates(),
+    HOSTILE_TEXT,
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(),
+    st.booleans(),
+    st.dates(),
     st.sampled_from(["9" * 5000, "2.14.1\nRUN id", "..", "/", "default", "*", "2.14.01", "13.0.0"]),
 )
 HOSTILE_VALUES = st.one_of(
     SCALARS,
-    st.recursive(SCALARS, lambda children: st.one_of(st.lists(children, max_size=3),
-                                                      st.dictionaries(HOSTILE_TEXT, children, max_size=3)), max_leaves=6),
+    st.recursive(SCALARS, lambda children: st.one_of(st.lists(children, max_size=3), st.dictionaries(HOSTILE_TEXT, children, max_size=3)), max_leaves=6),
     st.integers(1, 60).map(lambda depth: nested(depth)),
 )
 
@@ -333,4 +357,4 @@ def test_mutated_matrix_renders_safely_or_is_refused_with_keys(cli, matrix):
         assert result.code == 2 and result.out == "", (result.code, result.out, result.err)
         shown = f"error: {path}"
         for line in result.err.splitlines():
-            assert line.startswith(shown) and KEY_PATH.match(line[len(shown):]), f"not located at a key: {line!r}"
+            assert line.startswith(shown) and KEY_PATH.match(line[len(shown) :]), f"not located at a key: {line!r}"

@@ -44,6 +44,7 @@ def test_each_rule_costs_the_same_work_at_any_count(cli, tmp_path, shape):
     """The calls validate makes, counted at 1,000, 2,500 and 10,000 rules: the 7,500 rules past the first 2,500
     cost what the 1,500 before them did, rule for rule (linear, within 10 %), and a rule costs at most twice
     today's calls. (Not from 0 rules: an include rule that matches nothing also spares the render of every target.)"""
+
     def calls(count: int) -> int:
         path = write_rules(tmp_path / f"m{count}.toml", shape, count)
         return count_calls(lambda: cli("matrix", "validate", "--matrix", path))[1]
@@ -62,8 +63,11 @@ def test_forty_thousand_exclude_rules_validate(cli, tmp_path, shape):
     assert result.code == 0, result.err
     # no flavor x1 and no id with "-x" exist: nothing is removed; the matching shape has two distinct rules
     targets = expand(load_matrix(None)).targets
-    kept = len(targets) if shape != "matching" else sum(1 for t in targets if not (
-        (t.python == "3.10" and t.backend.startswith("cuda")) or (t.python == "3.11" and t.backend.startswith("rocm"))))
+    kept = (
+        len(targets)
+        if shape != "matching"
+        else sum(1 for t in targets if not ((t.python == "3.10" and t.backend.startswith("cuda")) or (t.python == "3.11" and t.backend.startswith("rocm"))))
+    )
     assert kept < len(targets) or shape != "matching"
     assert result.out.startswith(f"ok: {kept} targets"), result.out
 
@@ -85,11 +89,10 @@ rules = st.lists(st.tuples(st.sampled_from(["torch", "python", "backend"]), patt
 @settings(max_examples=400, deadline=None, database=None)
 @given(rules=st.lists(rules, max_size=6), targets=st.lists(facts, max_size=8))
 def test_the_rule_engine_agrees_with_fnmatch(rules, targets):
-    expected = [tuple(i for i, target in enumerate(targets) if all(fnmatch.fnmatchcase(target[k], p) for k, p in rule.criteria))
-                for rule in rules]
+    expected = [tuple(i for i, target in enumerate(targets) if all(fnmatch.fnmatchcase(target[k], p) for k, p in rule.criteria)) for rule in rules]
     assert matched_by(rules, targets) == expected
     assert [rule.matches(target) for rule in rules for target in targets] == [i in found for found in expected for i in range(len(targets))]
-    include, exclude = rules[: len(rules) // 2], rules[len(rules) // 2:]
+    include, exclude = rules[: len(rules) // 2], rules[len(rules) // 2 :]
     filtered = apply_rules(include, exclude, targets)
     candidates = [i for i in range(len(targets)) if not include or any(i in expected[r] for r in range(len(include)))]
     assert filtered.kept == tuple(i for i in candidates if not any(i in expected[len(include) + r] for r in range(len(exclude))))
@@ -128,8 +131,14 @@ def test_the_targets_constructor_is_the_dataclass_one_setting_its_fields_at_once
 
     from buildkit.core.targets.plan import Target
 
-    own = dataclasses.make_dataclass("Target", [(f.name, f.type, dataclasses.field(default=f.default)) if f.default is not dataclasses.MISSING
-                                                else (f.name, f.type) for f in dataclasses.fields(Target)], frozen=True)
+    own = dataclasses.make_dataclass(
+        "Target",
+        [
+            (f.name, f.type, dataclasses.field(default=f.default)) if f.default is not dataclasses.MISSING else (f.name, f.type)
+            for f in dataclasses.fields(Target)
+        ],
+        frozen=True,
+    )
 
     def shape(record):
         return [(p.name, p.kind, p.default) for p in inspect.signature(record.__init__).parameters.values()]

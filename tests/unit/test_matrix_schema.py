@@ -29,12 +29,15 @@ def test_the_default_matrix_is_valid_under_its_schema():
     assert list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data)) == []
 
 
-@pytest.mark.parametrize("change, where", [
-    ({"registy": "ghcr.io"}, "registy"),  # a misspelled key
-    ({"run_as_root": "yes"}, "run_as_root"),
-    ({"torch": [{"cuda": ["13.0"]}]}, "version"),  # an entry without its release
-    ({"include": [{"pyton": "3.12"}]}, "pyton"),
-])
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        ({"registy": "ghcr.io"}, "registy"),  # a misspelled key
+        ({"run_as_root": "yes"}, "run_as_root"),
+        ({"torch": [{"cuda": ["13.0"]}]}, "version"),  # an entry without its release
+        ({"include": [{"pyton": "3.12"}]}, "pyton"),
+    ],
+)
 def test_the_schema_refuses_what_validation_refuses(change, where):
     data = {**tomllib.loads((ROOT / "matrix.toml").read_text()), **change}
     errors = list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data))

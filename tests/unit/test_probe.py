@@ -61,11 +61,16 @@ def test_probe_prints_one_json_report_with_the_build_facts(fresh_report):
     assert report["os"]["id"]
     assert report["toolchain"]["cxx"] == shutil.which("g++") and report["toolchain"]["python_h"] is True
     assert [(c["name"], c["passed"]) for c in report["checks"]] == [
-        ("torch.compile (CPU)", True), ("OpenMP", True), ("numpy interop", True), ("linalg (CPU)", True)]
+        ("torch.compile (CPU)", True),
+        ("OpenMP", True),
+        ("numpy interop", True),
+        ("linalg (CPU)", True),
+    ]
     assert all(c["seconds"] >= 0 for c in report["checks"])
 
 
 # ---- the named CPU checks, from a fresh probe process ----
+
 
 @pytest.fixture(scope="module")
 def cpu_checks(fresh_report):
@@ -86,8 +91,11 @@ def test_openmp_numpy_and_linalg_pass(cpu_checks):
     import numpy
 
     assert cpu_checks["OpenMP"]["passed"] and cpu_checks["OpenMP"]["detail"] == f"available, {torch.get_num_threads()} threads"
-    assert cpu_checks["numpy interop"] == {**cpu_checks["numpy interop"], "passed": True,
-                                           "detail": f"numpy {numpy.__version__}: from_numpy / .numpy() round trip"}
+    assert cpu_checks["numpy interop"] == {
+        **cpu_checks["numpy interop"],
+        "passed": True,
+        "detail": f"numpy {numpy.__version__}: from_numpy / .numpy() round trip",
+    }
     assert "skipped" not in cpu_checks["numpy interop"]
     linalg = cpu_checks["linalg (CPU)"]
     assert linalg["passed"] and 0 < linalg["relative_error"] <= linalg["threshold"]
@@ -127,16 +135,20 @@ def test_the_gpu_libraries_of_a_cpu_torch_are_reported_missing():
 
 # ---- an image without a compiler or without the Python headers, for real ----
 
+
 def environment(**changes):
     env = {key: value for key, value in os.environ.items() if key not in ("CXX", "CC")}
     env.update(changes)
     return env
 
 
-@pytest.mark.parametrize("changes,compiler", [
-    ({"PATH": "EMPTY"}, "g++"),  # no g++ anywhere on PATH, CXX unset: inductor's default search
-    ({"CXX": "/opt/no-such-toolchain/bin/c++"}, "/opt/no-such-toolchain/bin/c++"),  # CXX names a compiler that is not there
-])
+@pytest.mark.parametrize(
+    "changes,compiler",
+    [
+        ({"PATH": "EMPTY"}, "g++"),  # no g++ anywhere on PATH, CXX unset: inductor's default search
+        ({"CXX": "/opt/no-such-toolchain/bin/c++"}, "/opt/no-such-toolchain/bin/c++"),  # CXX names a compiler that is not there
+    ],
+)
 @pytest.mark.slow
 def test_no_cxx_compiler_fails_torch_compile_naming_the_compiler(tmp_path, changes, compiler):
     if changes.get("PATH") == "EMPTY":
@@ -155,11 +167,7 @@ def test_missing_python_headers_fail_torch_compile_naming_python_h(tmp_path):
     # TEST DOUBLE of an image without the Python headers (no python3-dev): the real g++, run by a wrapper
     # that drops the -I of the Python include folder, since this machine's headers cannot be uninstalled
     wrapper = tmp_path / "g++"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        f'for a; do shift; [ "$a" = "-I{include}" ] || set -- "$@" "$a"; done\n'
-        f'exec {shutil.which("g++")} "$@"\n'
-    )
+    wrapper.write_text(f'#!/bin/sh\nfor a; do shift; [ "$a" = "-I{include}" ] || set -- "$@" "$a"; done\nexec {shutil.which("g++")} "$@"\n')
     wrapper.chmod(0o755)
     report = run_probe(environment(CXX=str(wrapper)))
     check = report["checks"][0]
@@ -169,22 +177,29 @@ def test_missing_python_headers_fail_torch_compile_naming_python_h(tmp_path):
 
 # ---- what a GPU compile's failures look like (Triton cannot run here: its errors, verbatim) ----
 
-@pytest.mark.parametrize("error,explained", [
-    # triton/runtime/build.py `_build`, when neither $CC nor gcc nor clang is found
-    (RuntimeError("Failed to find C compiler. Please specify via CC environment variable or set triton.knobs.build.impl."),
-     "Triton found no C compiler (CC, gcc or clang) in the image to build its launcher"),
-    # torch/_inductor/exc.py TritonMissing
-    (RuntimeError("Cannot find a working triton installation. Either the package is not installed or it is too old."),
-     "Triton is not installed: torch.compile on a GPU needs it (triton, or pytorch-triton-rocm)"),
-    (RuntimeError("/tmp/x/main.c:1:10: fatal error: cuda.h: No such file or directory"),
-     "cuda.h missing: a header the compiler needs is not installed"),
-    (RuntimeError("/usr/bin/ld: cannot find -lcuda: No such file or directory"), "the linker cannot find libcuda.so"),
-    (RuntimeError("/usr/bin/ld: cannot find -l:libcuda.so.1: No such file or directory"), "the linker cannot find libcuda.so.1"),
-    (RuntimeError("InductorError: CheckTimeout: did not finish within 240 s"), "did not finish within 240 s"),
-    # the same words from someone else, without a time in seconds: explained as any other error, never a crash
-    (RuntimeError("a compile worker did not finish within its time limit"), "RuntimeError: a compile worker did not finish within its time limit"),
-    (ValueError("something new\nwith detail"), "ValueError: something new"),
-])
+
+@pytest.mark.parametrize(
+    "error,explained",
+    [
+        # triton/runtime/build.py `_build`, when neither $CC nor gcc nor clang is found
+        (
+            RuntimeError("Failed to find C compiler. Please specify via CC environment variable or set triton.knobs.build.impl."),
+            "Triton found no C compiler (CC, gcc or clang) in the image to build its launcher",
+        ),
+        # torch/_inductor/exc.py TritonMissing
+        (
+            RuntimeError("Cannot find a working triton installation. Either the package is not installed or it is too old."),
+            "Triton is not installed: torch.compile on a GPU needs it (triton, or pytorch-triton-rocm)",
+        ),
+        (RuntimeError("/tmp/x/main.c:1:10: fatal error: cuda.h: No such file or directory"), "cuda.h missing: a header the compiler needs is not installed"),
+        (RuntimeError("/usr/bin/ld: cannot find -lcuda: No such file or directory"), "the linker cannot find libcuda.so"),
+        (RuntimeError("/usr/bin/ld: cannot find -l:libcuda.so.1: No such file or directory"), "the linker cannot find libcuda.so.1"),
+        (RuntimeError("InductorError: CheckTimeout: did not finish within 240 s"), "did not finish within 240 s"),
+        # the same words from someone else, without a time in seconds: explained as any other error, never a crash
+        (RuntimeError("a compile worker did not finish within its time limit"), "RuntimeError: a compile worker did not finish within its time limit"),
+        (ValueError("something new\nwith detail"), "ValueError: something new"),
+    ],
+)
 def test_compile_failures_are_explained(error, explained):
     assert probe.explain_compile_failure(error) == explained
 
@@ -193,8 +208,7 @@ def test_a_triton_launcher_build_failure_without_python_h_is_named(monkeypatch):
     # Triton's _build runs the compiler with check_call, so only the exit status reaches the exception
     monkeypatch.setattr(probe, "python_include_dir", lambda: "/nonexistent/include/python3.12")
     error = subprocess.CalledProcessError(1, ["gcc", "/tmp/x/main.c"])
-    assert probe.explain_compile_failure(error) == \
-        "Python.h missing: the Python headers are not installed (no /nonexistent/include/python3.12/Python.h)"
+    assert probe.explain_compile_failure(error) == "Python.h missing: the Python headers are not installed (no /nonexistent/include/python3.12/Python.h)"
 
 
 def test_arch_in_build_understands_ptx():
@@ -204,11 +218,14 @@ def test_arch_in_build_understands_ptx():
     assert not probe._arch_in_build("gfx1100", ["gfx90a", "gfx942"])
 
 
-@pytest.mark.parametrize("name, extension, expected", [
-    ("loadedvision", "def _has_ops():\n    return True\n", True),  # torchvision's own: its C++/HIP ops library loaded
-    ("brokenvision", "def _has_ops():\n    return False\n", False),
-    ("plainvision", None, None),  # a package without an extension module: nothing to ask
-])
+@pytest.mark.parametrize(
+    "name, extension, expected",
+    [
+        ("loadedvision", "def _has_ops():\n    return True\n", True),  # torchvision's own: its C++/HIP ops library loaded
+        ("brokenvision", "def _has_ops():\n    return False\n", False),
+        ("plainvision", None, None),  # a package without an extension module: nothing to ask
+    ],
+)
 def test_a_companion_s_compiled_ops_are_reported(tmp_path, monkeypatch, name, extension, expected):
     package = tmp_path / name
     package.mkdir()

@@ -31,16 +31,31 @@ def publish_with(registry: FakeRegistry, blob: bytes) -> str:
     """An image index with a buildx-style attestation manifest whose one layer is `blob`."""
     image = registry.add_image("team/app", None, {})
     registry.blobs[digest_of(blob)] = blob
-    attestation = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-                              "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": image, "size": 2},
-                              "layers": [{"mediaType": IN_TOTO, "digest": digest_of(blob), "size": len(blob),
-                                          "annotations": {PREDICATE_ANNOTATION: SLSA_V02}}]}).encode()
+    attestation = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": image, "size": 2},
+            "layers": [{"mediaType": IN_TOTO, "digest": digest_of(blob), "size": len(blob), "annotations": {PREDICATE_ANNOTATION: SLSA_V02}}],
+        }
+    ).encode()
     attestation_digest = registry.add_manifest("team/app", None, OCI_MANIFEST, attestation)
-    index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [
-        {"mediaType": OCI_MANIFEST, "digest": image, "size": 1, "platform": {"os": "linux", "architecture": "amd64"}},
-        {"mediaType": OCI_MANIFEST, "digest": attestation_digest, "size": len(attestation),
-         "platform": {"os": "unknown", "architecture": "unknown"}, "annotations": {REFERENCE_TYPE: ATTESTATION_MANIFEST}},
-    ]}).encode()
+    index = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [
+                {"mediaType": OCI_MANIFEST, "digest": image, "size": 1, "platform": {"os": "linux", "architecture": "amd64"}},
+                {
+                    "mediaType": OCI_MANIFEST,
+                    "digest": attestation_digest,
+                    "size": len(attestation),
+                    "platform": {"os": "unknown", "architecture": "unknown"},
+                    "annotations": {REFERENCE_TYPE: ATTESTATION_MANIFEST},
+                },
+            ],
+        }
+    ).encode()
     return registry.add_manifest("team/app", "1.0", OCI_INDEX, index)
 
 

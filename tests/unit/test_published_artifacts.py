@@ -84,11 +84,19 @@ def test_a_companion_pairs_with_the_torch_release_of_its_day_that_its_requiremen
 
 
 def test_release_files_give_pythons_platforms_and_the_newest_linux_wheel():
-    files = [PublishedFile(name, "2026-10-28", ">=3.11") for name in (
-        "torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl", "torch-2.15.0-cp315-cp315-manylinux_2_28_x86_64.whl",
-        "torch-2.15.0-cp315-cp315t-manylinux_2_28_x86_64.whl", "torch-2.15.0-cp312-cp312-manylinux_2_28_aarch64.whl",
-        "torch-2.15.0-cp312-cp312-win_amd64.whl", "torch-2.16.0.dev20261101-cp312-cp312-manylinux_2_28_x86_64.whl",
-        "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl", f"torch-2.{'9' * 5000}-cp312-cp312-manylinux_2_28_x86_64.whl")]
+    files = [
+        PublishedFile(name, "2026-10-28", ">=3.11")
+        for name in (
+            "torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "torch-2.15.0-cp315-cp315-manylinux_2_28_x86_64.whl",
+            "torch-2.15.0-cp315-cp315t-manylinux_2_28_x86_64.whl",
+            "torch-2.15.0-cp312-cp312-manylinux_2_28_aarch64.whl",
+            "torch-2.15.0-cp312-cp312-win_amd64.whl",
+            "torch-2.16.0.dev20261101-cp312-cp312-manylinux_2_28_x86_64.whl",
+            "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+            f"torch-2.{'9' * 5000}-cp312-cp312-manylinux_2_28_x86_64.whl",
+        )
+    ]
     found = releases("torch", files)
     assert list(found) == ["2.15.0"]  # no dev release, no 5,000-digit version
     release = found["2.15.0"]
@@ -116,15 +124,31 @@ def test_the_real_cuda_wheels_fat_binaries_name_its_arch_list():
     assert COMPAT.backend("cuda", "13.0").archs == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
 
 
-KERNEL = "__global__ void add(float* a) { a[threadIdx.x] += 1.0f; }\nextern \"C\" void launch(float* a) { add<<<1, 64>>>(a); }\n"
+KERNEL = '__global__ void add(float* a) { a[threadIdx.x] += 1.0f; }\nextern "C" void launch(float* a) { add<<<1, 64>>>(a); }\n'
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine")
 def test_nvcc_objects_sass_and_ptx_are_told_apart(tmp_path):
     (tmp_path / "k.cu").write_text(KERNEL)
-    subprocess.run(["nvcc", "-Xcompiler", "-fPIC", "-shared", "-gencode", "arch=compute_75,code=sm_75", "-gencode",
-                    "arch=compute_90,code=[sm_90,compute_90]", "k.cu", "-o", "k.so"], cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run(
+        [
+            "nvcc",
+            "-Xcompiler",
+            "-fPIC",
+            "-shared",
+            "-gencode",
+            "arch=compute_75,code=sm_75",
+            "-gencode",
+            "arch=compute_90,code=[sm_90,compute_90]",
+            "k.cu",
+            "-o",
+            "k.so",
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
     code = cuda_code((tmp_path / "k.so").read_bytes())
     assert code.sass_archs() == ("sm_75", "sm_90") and code.ptx_archs() == ("sm_90",)
 
@@ -137,8 +161,13 @@ def _hipcc_required() -> bool:
 @pytest.mark.skipif(shutil.which("hipcc") is None and not _hipcc_required(), reason="no hipcc on this machine")
 def test_hipcc_objects_offload_bundles_name_their_gfx_targets(tmp_path):
     (tmp_path / "k.hip").write_text("#include <hip/hip_runtime.h>\n" + KERNEL)
-    subprocess.run(["hipcc", "-fPIC", "-shared", "--offload-arch=gfx90a", "--offload-arch=gfx1030", "k.hip", "-o", "k.so"],
-                   cwd=tmp_path, check=True, capture_output=True, env={**os.environ, "HIP_PLATFORM": "amd"})
+    subprocess.run(
+        ["hipcc", "-fPIC", "-shared", "--offload-arch=gfx90a", "--offload-arch=gfx1030", "k.hip", "-o", "k.so"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "HIP_PLATFORM": "amd"},
+    )
     assert rocm_code((tmp_path / "k.so").read_bytes()).archs() == ("gfx90a", "gfx1030")
 
 
@@ -158,10 +187,14 @@ def test_what_is_not_a_library_is_one_error():
 def _pypi(extra: dict[str, list] | None = None) -> PypiDouble:
     """torch 2.14.1 and 2.15.0 with their companions, as PyPI publishes them, plus `extra`."""
     projects = {
-        "torch": [*torch_release_files("2.14.1", "2026-09-30", ("3.10", "3.11", "3.12", "3.13", "3.14"), ">=3.10", "cu130"),
-                  *torch_release_files("2.15.0", "2026-10-28", PYTHONS_2_15, ">=3.11")],
-        "torchvision": [*companion_files("torchvision", "0.29.1", "2026-09-30", "torch (>=2.14.0)"),
-                        *companion_files("torchvision", "0.29.2", "2026-10-28", "torch (>=2.14.0)")],
+        "torch": [
+            *torch_release_files("2.14.1", "2026-09-30", ("3.10", "3.11", "3.12", "3.13", "3.14"), ">=3.10", "cu130"),
+            *torch_release_files("2.15.0", "2026-10-28", PYTHONS_2_15, ">=3.11"),
+        ],
+        "torchvision": [
+            *companion_files("torchvision", "0.29.1", "2026-09-30", "torch (>=2.14.0)"),
+            *companion_files("torchvision", "0.29.2", "2026-10-28", "torch (>=2.14.0)"),
+        ],
         "torchaudio": companion_files("torchaudio", "2.11.1", "2026-10-28", "torch>=2.11"),
     }
     for project, files in (extra or {}).items():
@@ -185,18 +218,23 @@ ROCM_714_ARCHS = COMPAT.backend("rocm", "7.14").archs
 
 
 def _pins_2_16(toolkit: str) -> list[str]:
-    return [f'cuda-toolkit[cublas,cudart,cufft,cufile,cupti,cusolver,cusparse,nvjitlink,nvrtc,nvtx]=={toolkit}; platform_system == "Linux"',
-            'cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"',
-            'nvidia-cudnn-cu13==9.26.0.51; platform_system == "Linux"', 'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
-            'triton~=3.9.0; platform_system == "Linux" and python_version < "3.16"', 'optree>=0.13.0; extra == "optree"']
+    return [
+        f'cuda-toolkit[cublas,cudart,cufft,cufile,cupti,cusolver,cusparse,nvjitlink,nvrtc,nvtx]=={toolkit}; platform_system == "Linux"',
+        'cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"',
+        'nvidia-cudnn-cu13==9.26.0.51; platform_system == "Linux"',
+        'nvidia-nccl-cu13==2.30.7; platform_system == "Linux"',
+        'triton~=3.9.0; platform_system == "Linux" and python_version < "3.16"',
+        'optree>=0.13.0; extra == "optree"',
+    ]
 
 
 def _torch_2_16(folder: Path, local: str, build: str, python: str, machine: str) -> Path:
     cuda = build.startswith("cu")
     requires = _pins_2_16("13.4.3" if build == "cu134" else "13.0.3") if cuda else [f"rocm[device-all,libraries]=={build[4:]}.*"]
     flags = CUDA_FLAGS[machine] if cuda else " ".join(ROCM_714_ARCHS)
-    return published_torch(folder, "2.16.0", local, build, python, machine, requires_python=">=3.11", requires=["filelock", *requires],
-                           table=TABLE_2_16, flags=flags)
+    return published_torch(
+        folder, "2.16.0", local, build, python, machine, requires_python=">=3.11", requires=["filelock", *requires], table=TABLE_2_16, flags=flags
+    )
 
 
 @pytest.fixture
@@ -207,11 +245,15 @@ def release_2_16(tmp_path):
     built = tmp_path / "wheels"
     machines = ("x86_64", "aarch64")
     pypi_wheels = [_torch_2_16(built / "pypi", "", "cu130", p, m) for p in PYTHONS_2_16 for m in machines]
-    pypi = _pypi({
-        "torch": [PypiPublished(w.name, "2026-12-22T15:16:25Z", ">=3.11", w.read_bytes()) for w in pypi_wheels],
-        "torchvision": [*companion_files("torchvision", "0.30.0", "2026-12-22", "torch (==2.16.0)"),
-                        *companion_files("torchvision", "0.29.3", "2026-11-20", "torch (>=2.14.0)")],
-    })
+    pypi = _pypi(
+        {
+            "torch": [PypiPublished(w.name, "2026-12-22T15:16:25Z", ">=3.11", w.read_bytes()) for w in pypi_wheels],
+            "torchvision": [
+                *companion_files("torchvision", "0.30.0", "2026-12-22", "torch (==2.16.0)"),
+                *companion_files("torchvision", "0.29.3", "2026-11-20", "torch (>=2.14.0)"),
+            ],
+        }
+    )
     folders = wheels_from_compat(COMPAT)
     real = {}
     for local, platforms in (("cu130", machines), ("cu134", machines), ("rocm7.14", ("x86_64",))):
@@ -237,8 +279,14 @@ def _checkout(tmp_path: Path) -> Path:
 
 
 def _buildkit(checkout: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "buildkit.cli", *args], cwd=checkout, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(checkout)})
+    return subprocess.run(
+        [sys.executable, "-m", "buildkit.cli", *args],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+    )
 
 
 @pytest.mark.slow
@@ -252,8 +300,17 @@ def test_torch_2_16_on_day_one_becomes_a_complete_entry_and_plans_its_pairs(tmp_
     assert check.returncode == 3, check.stderr
     report = json.loads(check.stdout)
     subjects = {(d["torch"], d["subject"]) for d in report["differences"]}
-    assert {("2.16", "release 2.16.0"), ("2.16", "cuda 13.0"), ("2.16", "cuda 13.4"), ("2.16", "rocm 7.14"), ("2.16", "rocm 10.0"),
-            ("2.16", "published 2.16.0"), ("2.16", "cuda 13.0 archs"), ("2.16", "cuda 13.4 archs"), ("2.16", "rocm 7.14 archs")} <= subjects
+    assert {
+        ("2.16", "release 2.16.0"),
+        ("2.16", "cuda 13.0"),
+        ("2.16", "cuda 13.4"),
+        ("2.16", "rocm 7.14"),
+        ("2.16", "rocm 10.0"),
+        ("2.16", "published 2.16.0"),
+        ("2.16", "cuda 13.0 archs"),
+        ("2.16", "cuda 13.4 archs"),
+        ("2.16", "rocm 7.14 archs"),
+    } <= subjects
     assert report["unpaired"]["torchvision"] == ["0.29.3"]  # published without a torch release
     assert "+++ b/matrix.toml" in report["diff"] and "+++ b/buildkit/data/compat.toml" in report["diff"]
 
@@ -294,8 +351,12 @@ def test_torch_2_16_on_day_one_becomes_a_complete_entry_and_plans_its_pairs(tmp_
 
 @pytest.mark.slow
 def test_a_release_without_rocm_wheels_plans_its_cuda_images_and_says_why(tmp_path):
-    pypi = _pypi({"torch": torch_release_files("2.16.0", "2026-12-22", PYTHONS_2_15, ">=3.11"),
-                  "torchvision": companion_files("torchvision", "0.30.0", "2026-12-22", "torch (==2.16.0)")})
+    pypi = _pypi(
+        {
+            "torch": torch_release_files("2.16.0", "2026-12-22", PYTHONS_2_15, ">=3.11"),
+            "torchvision": companion_files("torchvision", "0.30.0", "2026-12-22", "torch (==2.16.0)"),
+        }
+    )
     try:
         checkout = _checkout(tmp_path)
         written = _buildkit(checkout, "compat", "check", "--index", "none", "--pypi", pypi.url, "--layout-index", "amd-whl-next=none", "--write")
@@ -324,8 +385,11 @@ def test_pypi_alone_reports_each_releases_published_facts(cli, tmp_path):
         row = next(r for r in report["releases"] if r["torch"] == "2.15.0")
         assert row["companions"] == {"torchvision": "0.29.2", "torchaudio": "2.11.1"} and row["pypi"] == "cuda 13.2"
         assert row["pythons"] == list(PYTHONS_2_15) and row["requires_python"] == ">=3.11"
-        assert result.code == 3 and {"torch": "2.15", "subject": "published 2.15.0", "on": "index"}.items() <= next(
-            d for d in report["differences"] if d["subject"] == "published 2.15.0").items()
+        assert (
+            result.code == 3
+            and {"torch": "2.15", "subject": "published 2.15.0", "on": "index"}.items()
+            <= next(d for d in report["differences"] if d["subject"] == "published 2.15.0").items()
+        )
         # only byte ranges of the wheels were asked for: a few per wheel, never a whole file
         assert pypi.ranges and all(r.startswith("bytes=") for r in pypi.ranges)
         assert len(pypi.ranges) <= 6 * len({p for p in pypi.requests if p.endswith(".whl")})
@@ -337,10 +401,16 @@ def test_a_new_stack_leaves_out_what_it_cannot_build_and_says_so():
     """A new minor with ROCm 7.14 (PyTorch's index) and 10.0 (AMD's): with 10.0's device packages known for the
     families' targets ([gfx] sdk_rocm), the stack takes both; with them unknown, it takes 7.14 alone and its entry
     names why 10.0 is left out. Either way the pair is PyPI's CUDA build with PyTorch's own ROCm."""
+
     def proposed_entry(device_packages_of_10_0: bool) -> tuple[dict, str]:
         document = tomlkit.parse((ROOT / "buildkit/data/compat.toml").read_text())
-        document["torch"]["2.16"] = {"releases": ["2.16.0"], "python": ["3.11", "3.12"], "cuda": ["13.0", "13.4"], "rocm": ["7.14", "10.0"],
-                                     "published": {"2.16.0": {"date": "2026-12-22", "pypi": "cuda 13.0", "torchvision": "0.30.0"}}}
+        document["torch"]["2.16"] = {
+            "releases": ["2.16.0"],
+            "python": ["3.11", "3.12"],
+            "cuda": ["13.0", "13.4"],
+            "rocm": ["7.14", "10.0"],
+            "published": {"2.16.0": {"date": "2026-12-22", "pypi": "cuda 13.0", "torchvision": "0.30.0"}},
+        }
         if not device_packages_of_10_0:
             for target in document["gfx"].values():
                 if "sdk_rocm" in target:
@@ -382,8 +452,9 @@ def test_a_server_without_byte_ranges_is_one_message_and_exit_1(cli):
 
         def do_GET(self):
             if self.path.endswith("/torch/"):
-                body = json.dumps({"meta": {"api-version": "1.1"}, "files": [
-                    {"filename": f.filename, "url": f"/f/{f.filename}", "upload-time": f.uploaded} for f in files]}).encode()
+                body = json.dumps(
+                    {"meta": {"api-version": "1.1"}, "files": [{"filename": f.filename, "url": f"/f/{f.filename}", "upload-time": f.uploaded} for f in files]}
+                ).encode()
                 kind = "application/vnd.pypi.simple.v1+json"
             elif self.path.startswith("/f/"):
                 body, kind = files[0].data, "application/octet-stream"
@@ -399,7 +470,9 @@ def test_a_server_without_byte_ranges_is_one_message_and_exit_1(cli):
 
     server = serve(NoRanges)
     try:
-        result = cli("compat", "check", "--index", "none", "--layout-index", "amd-whl-next=none", "--pypi", f"http://127.0.0.1:{server.server_address[1]}/simple")
+        result = cli(
+            "compat", "check", "--index", "none", "--layout-index", "amd-whl-next=none", "--pypi", f"http://127.0.0.1:{server.server_address[1]}/simple"
+        )
         assert result.code == 1 and "without a byte range" in result.err and "Traceback" not in result.err
     finally:
         stop_serving(server)
@@ -421,18 +494,19 @@ def test_deep_reads_the_real_wheels_gpu_code_over_byte_ranges_and_corrects_an_ar
     folders = wheels_from_compat(COMPAT)  # doubles carry no GPU library: deep passes them over
     # the real wheel is the newest CPython's x86_64 one of 2.14.1 on cu130, the one deep reads
     # (2.15.0 is left off cu130 so that 2.14.1 is the variant's newest release, the one deep reads)
-    folders["cu130"] = [n for n in folders["cu130"] if not n.startswith("torch-2.15.0+")
-                        and (not (n.startswith("torch-2.14.1+") and n.endswith("x86_64.whl")) or n == real)]
+    folders["cu130"] = [
+        n for n in folders["cu130"] if not n.startswith("torch-2.15.0+") and (not (n.startswith("torch-2.14.1+") and n.endswith("x86_64.whl")) or n == real)
+    ]
     index = PyTorchIndex(folders, real={real: _real_torch_wheel()}).start()
     try:
-        result = cli("compat", "check", "--json", "--deep", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none",
-                     "--data", str(data))
+        result = cli("compat", "check", "--json", "--deep", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none", "--data", str(data))
         report = json.loads(result.out)
         (finding,) = [f for f in report["code"] if f["backend_version"] == "13.0"]
         assert finding["archs"] == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and set(finding["partial"]) == {"8.9", "10.3", "12.1"}
         assert {(d["torch"], d["subject"]) for d in report["differences"]} == {("2.14", "cuda 13.0 archs"), ("2.15", "cuda 13.0")}
-        written = cli("compat", "check", "--deep", "--write", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none",
-                      "--data", str(data))
+        written = cli(
+            "compat", "check", "--deep", "--write", "--index", index.url, "--pypi", "none", "--layout-index", "amd-whl-next=none", "--data", str(data)
+        )
         assert written.code == 0, written.out + written.err
         own = tomlkit.parse(data.read_text())["torch"]["2.14"]["arch_lists"]["cuda 13.0"]
         assert list(own["archs"]) == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and own["release"] == "2.14.1"
@@ -474,8 +548,7 @@ def test_a_layout_index_adds_a_rocm_version_only_to_the_release_whose_newest_pat
         result = cli("compat", "check", "--json", "--index", "none", "--pypi", "none", "--layout-index", f"amd-whl-next={url}", "--data", str(data))
         report = json.loads(result.out)
         assert result.code == 3 and [(d["torch"], d["subject"], d["on"]) for d in report["differences"]] == [("2.15", "rocm 10.1", "index")]
-        assert cli("compat", "check", "--index", "none", "--pypi", "none", "--layout-index", f"amd-whl-next={url}", "--data", str(data),
-                   "--write").code == 0
+        assert cli("compat", "check", "--index", "none", "--pypi", "none", "--layout-index", f"amd-whl-next={url}", "--data", str(data), "--write").code == 0
         assert list(tomlkit.parse(data.read_text())["torch"]["2.15"]["rocm"]) == ["7.14", "10.1"]
     finally:
         stop_serving(server)

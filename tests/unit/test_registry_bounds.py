@@ -42,8 +42,7 @@ def fails_at_the_deadline(call, expected: str = "no complete answer within 1 s")
 def test_a_body_trickling_a_byte_at_a_time_fails_at_the_deadline(registry):
     reg = client(registry)
     reg.ping()  # the trickle then comes on a reused keep-alive connection
-    registry.on("GET", r"/v2/team/app/manifests/slow", Answer(200, {"Content-Type": "application/json"},
-                                                            trickle(b'{"schemaVersion": 2}' * 10), pause=0.5))
+    registry.on("GET", r"/v2/team/app/manifests/slow", Answer(200, {"Content-Type": "application/json"}, trickle(b'{"schemaVersion": 2}' * 10), pause=0.5))
     message = fails_at_the_deadline(lambda: reg.find_manifest("team/app", "slow"))
     assert message.startswith(f"{registry.address}: GET /v2/team/app/manifests/slow:")
 
@@ -92,9 +91,11 @@ def test_a_huge_error_body_is_cut_not_read_whole(registry):
 
 def taking(clock: FakeClock, seconds: float, answer: Answer) -> object:
     """A handler whose exchange takes `seconds` on the client's clock."""
+
     def handle(request):
         clock.advance(seconds)
         return answer
+
     return handle
 
 
@@ -148,8 +149,10 @@ def test_a_refused_connection_fails_at_once_and_says_so(registry):
     reg = Registry(address, timeout=DEADLINE, notify=notices.append, sleep=slept.append)  # the default retries
     with pytest.raises(RegistryError) as caught:
         reg.ping()
-    assert str(caught.value) == (f"{address}: GET /v2/: cannot connect to http://{address}: the connection was refused "
-                                 "(nothing listens there); check that the registry is up and the address is right")
+    assert str(caught.value) == (
+        f"{address}: GET /v2/: cannot connect to http://{address}: the connection was refused "
+        "(nothing listens there); check that the registry is up and the address is right"
+    )
     assert reg.requests == 1 and notices == [] and slept == []
 
 
@@ -186,8 +189,7 @@ def test_a_dropped_connection_is_retried_and_each_long_wait_is_announced():
         stop.set()
         listener.close()
     assert len(slept) == 2 and reg.requests == 3
-    assert [notice.split(" (attempt")[0].rsplit(" ", 2)[0] for notice in notices] == [
-        f"{address}: GET /v2/: cannot reach the registry; retrying in"] * 2
+    assert [notice.split(" (attempt")[0].rsplit(" ", 2)[0] for notice in notices] == [f"{address}: GET /v2/: cannot reach the registry; retrying in"] * 2
     assert [notice.rsplit("(", 1)[1].split(")")[0] for notice in notices] == ["attempt 2 of 3", "attempt 3 of 3"]
 
 
@@ -259,8 +261,11 @@ def test_the_retries_of_a_run_wait_no_more_than_its_retry_budget(registry):
     slept, notices = [], []
     registry.on("GET", r"/v2/", Answer(503, {"Retry-After": "60"}))
     reg = client(registry, retries=5, sleep=slept.append, notify=notices.append)
-    with pytest.raises(RegistryError, match=r"it answered 503, and waiting 60 s more to retry would pass the 90 s buildkit "
-                                            r"waits to retry it in all \(waited 60 s so far; \$BUILDKIT_RETRY_WAIT sets it\)"):
+    with pytest.raises(
+        RegistryError,
+        match=r"it answered 503, and waiting 60 s more to retry would pass the 90 s buildkit "
+        r"waits to retry it in all \(waited 60 s so far; \$BUILDKIT_RETRY_WAIT sets it\)",
+    ):
         reg.ping()
     assert slept == [60.0] and reg.requests == 2
     assert notices == [f"{registry.address}: GET /v2/: it answered 503; retrying in 60 s (attempt 2 of 6), 60 s of the 90 s it may wait to retry"]

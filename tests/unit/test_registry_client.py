@@ -10,10 +10,16 @@ from buildkit.adapters.registry.transport import MAX_RETRY_AFTER
 
 
 def test_credentials_from_docker_config(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"auths": {
-        "https://registry.example.com": {"auth": base64.b64encode(b"robot:s3cret").decode()},
-        "other.example.com": {"username": "u", "password": "p"},
-    }}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "auths": {
+                    "https://registry.example.com": {"auth": base64.b64encode(b"robot:s3cret").decode()},
+                    "other.example.com": {"username": "u", "password": "p"},
+                }
+            }
+        )
+    )
     env = {"DOCKER_CONFIG": str(tmp_path)}
     assert load_credentials("registry.example.com", environ=env) == Credentials("robot", "s3cret")
     assert load_credentials("other.example.com", environ=env) == Credentials("u", "p")

@@ -25,22 +25,25 @@ def docker_config(entry) -> dict:
     return {"auths": {f"https://{REGISTRY}": entry}}
 
 
-@pytest.mark.parametrize("document, expected", [
-    (docker_config({"auth": "not base64 at all!" + SECRET}), 'auths."registry.example.com".auth: is not base64'),
-    (docker_config({"auth": b64(b"\xff\xfe" + SECRET.encode())}), "does not decode to UTF-8 text"),
-    (docker_config({"auth": b64(b"no-colon-" + SECRET.replace(":", "").encode())}), 'does not hold "user:password"'),
-    (docker_config({"auth": 12345}), "must be a base64 string"),
-    (docker_config({"auth": ["robot", SECRET]}), "must be a base64 string"),
-    (docker_config({"username": "robot", "password": 1234}), '"username" and "password" must both be strings'),
-    (docker_config({"username": ["robot"], "password": SECRET}), '"username" and "password" must both be strings'),
-    (docker_config("robot:" + SECRET), 'auths."registry.example.com": must be an object'),
-    ({"auths": ["robot", SECRET]}, "auths: must be an object"),
-    ({"username": "robot", "password": None}, '"username" and "password" must both be strings'),
-    ({"username": 7, "password": SECRET}, '"username" and "password" must both be strings'),
-    ({"password": SECRET}, '"username" and "password" must both be strings'),
-    (["robot", SECRET], "expected a docker config.json"),
-    (SECRET, "expected a docker config.json"),
-])
+@pytest.mark.parametrize(
+    "document, expected",
+    [
+        (docker_config({"auth": "not base64 at all!" + SECRET}), 'auths."registry.example.com".auth: is not base64'),
+        (docker_config({"auth": b64(b"\xff\xfe" + SECRET.encode())}), "does not decode to UTF-8 text"),
+        (docker_config({"auth": b64(b"no-colon-" + SECRET.replace(":", "").encode())}), 'does not hold "user:password"'),
+        (docker_config({"auth": 12345}), "must be a base64 string"),
+        (docker_config({"auth": ["robot", SECRET]}), "must be a base64 string"),
+        (docker_config({"username": "robot", "password": 1234}), '"username" and "password" must both be strings'),
+        (docker_config({"username": ["robot"], "password": SECRET}), '"username" and "password" must both be strings'),
+        (docker_config("robot:" + SECRET), 'auths."registry.example.com": must be an object'),
+        ({"auths": ["robot", SECRET]}, "auths: must be an object"),
+        ({"username": "robot", "password": None}, '"username" and "password" must both be strings'),
+        ({"username": 7, "password": SECRET}, '"username" and "password" must both be strings'),
+        ({"password": SECRET}, '"username" and "password" must both be strings'),
+        (["robot", SECRET], "expected a docker config.json"),
+        (SECRET, "expected a docker config.json"),
+    ],
+)
 def test_unusable_credentials_are_one_user_error_naming_the_file_not_the_secret(tmp_path, document, expected):
     path = tmp_path / "auth.json"
     path.write_text(json.dumps(document))
@@ -51,12 +54,15 @@ def test_unusable_credentials_are_one_user_error_naming_the_file_not_the_secret(
     assert SECRET not in message and "Pa55" not in message
 
 
-@pytest.mark.parametrize("content, expected", [
-    (b'{"username": "robot", "password": "' + SECRET.encode() + b'"', "is not valid JSON"),
-    (b"\xff" + SECRET.encode(), "is not UTF-8 text"),
-    (b"[" * 5000 + b"]" * 5000, "is not a usable JSON credentials file"),
-    (b'{"n": ' + b"9" * 5000 + b"}", "is not a usable JSON credentials file"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b'{"username": "robot", "password": "' + SECRET.encode() + b'"', "is not valid JSON"),
+        (b"\xff" + SECRET.encode(), "is not UTF-8 text"),
+        (b"[" * 5000 + b"]" * 5000, "is not a usable JSON credentials file"),
+        (b'{"n": ' + b"9" * 5000 + b"}", "is not a usable JSON credentials file"),
+    ],
+)
 def test_files_that_are_not_json(tmp_path, content, expected):
     path = tmp_path / "auth.json"
     path.write_bytes(content)
@@ -81,7 +87,7 @@ def test_the_docker_config_is_checked_too_and_helper_entries_mean_anonymous(tmp_
     config.write_text(json.dumps({"auths": {REGISTRY: {}}, "credsStore": "desktop"}))
     assert load_credentials(REGISTRY, environ=env) is None
     config.write_text(json.dumps(docker_config({"auth": "%%%"})))
-    with pytest.raises(UserError, match=f"{config}: auths.\"{REGISTRY}\".auth: is not base64"):
+    with pytest.raises(UserError, match=f'{config}: auths."{REGISTRY}".auth: is not base64'):
         load_credentials(REGISTRY, environ=env)
     assert load_credentials(REGISTRY, environ={"DOCKER_CONFIG": str(tmp_path / "none")}) is None
 
@@ -104,14 +110,21 @@ json_values = st.recursive(
 )
 entries = st.one_of(
     json_values,
-    st.fixed_dictionaries({}, optional={"auth": st.one_of(json_values, st.binary(max_size=40).map(b64)),
-                                        "username": json_values, "password": json_values}),
+    st.fixed_dictionaries({}, optional={"auth": st.one_of(json_values, st.binary(max_size=40).map(b64)), "username": json_values, "password": json_values}),
 )
 documents = st.one_of(
     json_values,
-    st.fixed_dictionaries({}, optional={"auths": st.one_of(json_values, st.dictionaries(
-        st.sampled_from([REGISTRY, f"https://{REGISTRY}/v1/", "http://" + REGISTRY, "other.example.com"]), entries, max_size=3)),
-        "username": json_values, "password": json_values}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "auths": st.one_of(
+                json_values,
+                st.dictionaries(st.sampled_from([REGISTRY, f"https://{REGISTRY}/v1/", "http://" + REGISTRY, "other.example.com"]), entries, max_size=3),
+            ),
+            "username": json_values,
+            "password": json_values,
+        },
+    ),
 )
 
 

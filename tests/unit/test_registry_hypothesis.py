@@ -53,42 +53,90 @@ json_values = st.recursive(
     max_leaves=6,
 )
 digests = st.sampled_from([DIGEST, "BODY", "sha256:abc", "../../x", "", "sha512:" + "e" * 128]) | header_text
-platforms = st.fixed_dictionaries({"os": st.sampled_from(["linux", "unknown", "windows"]),
-                                   "architecture": st.sampled_from(["amd64", "arm64", "unknown", "arm"])},
-                                  optional={"variant": st.sampled_from(["v8", "v7", ""])}) | json_values
-descriptors = st.fixed_dictionaries({"digest": digests}, optional={
-    "mediaType": st.sampled_from(MANIFEST_TYPES), "size": st.integers(0, 10**6), "platform": platforms,
-    "annotations": st.just({"vnd.docker.reference.type": "attestation-manifest"}) | json_values,
-}) | json_values
+platforms = (
+    st.fixed_dictionaries(
+        {"os": st.sampled_from(["linux", "unknown", "windows"]), "architecture": st.sampled_from(["amd64", "arm64", "unknown", "arm"])},
+        optional={"variant": st.sampled_from(["v8", "v7", ""])},
+    )
+    | json_values
+)
+descriptors = (
+    st.fixed_dictionaries(
+        {"digest": digests},
+        optional={
+            "mediaType": st.sampled_from(MANIFEST_TYPES),
+            "size": st.integers(0, 10**6),
+            "platform": platforms,
+            "annotations": st.just({"vnd.docker.reference.type": "attestation-manifest"}) | json_values,
+        },
+    )
+    | json_values
+)
 documents = st.one_of(
     json_values,
-    st.fixed_dictionaries({}, optional={"schemaVersion": st.just(2), "mediaType": st.sampled_from(MANIFEST_TYPES) | header_text,
-                                        "config": descriptors, "layers": st.lists(descriptors, max_size=2),
-                                        "manifests": st.lists(descriptors, max_size=3) | json_values}),
-    st.fixed_dictionaries({}, optional={"os": st.sampled_from(["linux"]) | json_values, "architecture": st.just("amd64"),
-                                        "config": st.fixed_dictionaries({}, optional={"Labels": st.dictionaries(
-                                            st.text(max_size=8), st.text(max_size=8), max_size=3) | json_values}) | json_values}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "schemaVersion": st.just(2),
+            "mediaType": st.sampled_from(MANIFEST_TYPES) | header_text,
+            "config": descriptors,
+            "layers": st.lists(descriptors, max_size=2),
+            "manifests": st.lists(descriptors, max_size=3) | json_values,
+        },
+    ),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "os": st.sampled_from(["linux"]) | json_values,
+            "architecture": st.just("amd64"),
+            "config": st.fixed_dictionaries({}, optional={"Labels": st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3) | json_values})
+            | json_values,
+        },
+    ),
     st.fixed_dictionaries({}, optional={"name": json_values, "tags": st.lists(st.text(max_size=8), max_size=3) | json_values}),
-    st.fixed_dictionaries({}, optional={"token": st.sampled_from(["tok3n", "a b", ""]) | json_values,
-                                        "access_token": json_values}),
-    st.fixed_dictionaries({}, optional={
-        "errors": st.lists(st.fixed_dictionaries({"code": st.sampled_from(["UNSUPPORTED", "DENIED"]) | json_values}), max_size=2) | json_values}),
+    st.fixed_dictionaries({}, optional={"token": st.sampled_from(["tok3n", "a b", ""]) | json_values, "access_token": json_values}),
+    st.fixed_dictionaries(
+        {}, optional={"errors": st.lists(st.fixed_dictionaries({"code": st.sampled_from(["UNSUPPORTED", "DENIED"]) | json_values}), max_size=2) | json_values}
+    ),
     st.lists(st.fixed_dictionaries({"id": st.integers(0, 9) | json_values, "name": digests}), max_size=3),
 )
-bodies = st.one_of(documents.map(lambda d: json.dumps(d).encode()), st.binary(max_size=120),
-                   st.sampled_from([b"<html><body>login</body></html>", b'{"schemaVersion": 2, "conf', b"", b"BODY"]))
-headers = st.fixed_dictionaries({}, optional={
-    "Content-Type": st.sampled_from([*MANIFEST_TYPES, "application/json", "text/html", "", "x/y; charset=\xff"]),
-    "Docker-Content-Digest": digests,
-    "Link": st.sampled_from(['<SELF/v2/team/app/tags/list?last=a>; rel="next"', '</v2/team/app/tags/list?n=100>; rel="next"',
-                             '<http://127.0.0.1:1/x>; rel="next"', "<>; rel=next", '<SELF/next>; rel="prev"']) | header_text,
-    "WWW-Authenticate": st.sampled_from(['Bearer realm="SELF/token",service="s"', 'Bearer realm="http://192.0.2.1/token"',
-                                         'Bearer realm="https://127.0.0.1:1/t"', "Basic realm=x", "Bearer", "Negotiate"]) | header_text,
-    "Location": st.sampled_from(["/v2/", "SELF/elsewhere", "http://127.0.0.1:1/x", "ftp://x/", "", "http://[::1"]) | header_text,
-    "Retry-After": st.sampled_from(["0", "1", "x", "99999"]),
-    "Transfer-Encoding": st.sampled_from(["chunked", "gzip"]),
-    "Content-Encoding": st.sampled_from(["gzip", "br"]),
-})
+bodies = st.one_of(
+    documents.map(lambda d: json.dumps(d).encode()),
+    st.binary(max_size=120),
+    st.sampled_from([b"<html><body>login</body></html>", b'{"schemaVersion": 2, "conf', b"", b"BODY"]),
+)
+headers = st.fixed_dictionaries(
+    {},
+    optional={
+        "Content-Type": st.sampled_from([*MANIFEST_TYPES, "application/json", "text/html", "", "x/y; charset=\xff"]),
+        "Docker-Content-Digest": digests,
+        "Link": st.sampled_from(
+            [
+                '<SELF/v2/team/app/tags/list?last=a>; rel="next"',
+                '</v2/team/app/tags/list?n=100>; rel="next"',
+                '<http://127.0.0.1:1/x>; rel="next"',
+                "<>; rel=next",
+                '<SELF/next>; rel="prev"',
+            ]
+        )
+        | header_text,
+        "WWW-Authenticate": st.sampled_from(
+            [
+                'Bearer realm="SELF/token",service="s"',
+                'Bearer realm="http://192.0.2.1/token"',
+                'Bearer realm="https://127.0.0.1:1/t"',
+                "Basic realm=x",
+                "Bearer",
+                "Negotiate",
+            ]
+        )
+        | header_text,
+        "Location": st.sampled_from(["/v2/", "SELF/elsewhere", "http://127.0.0.1:1/x", "ftp://x/", "", "http://[::1"]) | header_text,
+        "Retry-After": st.sampled_from(["0", "1", "x", "99999"]),
+        "Transfer-Encoding": st.sampled_from(["chunked", "gzip"]),
+        "Content-Encoding": st.sampled_from(["gzip", "br"]),
+    },
+)
 answers = st.builds(
     Answer,
     status=st.sampled_from([200, 200, 200, 201, 202, 204, 206, 301, 302, 303, 307, 308, 400, 401, 403, 404, 405, 429, 500, 503, 599]),

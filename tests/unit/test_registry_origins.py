@@ -25,8 +25,7 @@ def journal():
 
 
 def client(registry: FakeOrigin, ca: SelfSignedCert | None = None, credentials=CREDENTIALS) -> Registry:
-    return Registry(registry.address, credentials, insecure=registry.scheme == "http", retries=0, timeout=5,
-                    ca_bundle=ca.cert if ca else None)
+    return Registry(registry.address, credentials, insecure=registry.scheme == "http", retries=0, timeout=5, ca_bundle=ca.cert if ca else None)
 
 
 def only_at(journal: Journal, origin: FakeOrigin, value: str) -> None:
@@ -125,8 +124,7 @@ def test_redirect_to_another_origin_carries_no_credentials(journal):
         digest = registry.add_image("team/app", "1.0", {"via": "cdn"})
         config_digest = next(iter(registry.blobs))
         cdn.on("GET", r"/blob", Answer(200, {}, registry.blobs[config_digest]))
-        registry.on("GET", rf"/v2/team/app/blobs/{config_digest}", registry.guarded(
-            lambda request: Answer(307, {"Location": f"{cdn.url}/blob"})))
+        registry.on("GET", rf"/v2/team/app/blobs/{config_digest}", registry.guarded(lambda request: Answer(307, {"Location": f"{cdn.url}/blob"})))
         assert client(registry).image_labels("team/app", "1.0") == (digest, {"via": "cdn"})
         assert [s.path for s in journal.at(cdn)] == ["/blob"]
         assert journal.credentials_by_origin().get(cdn.url) is None
@@ -138,8 +136,7 @@ def test_redirect_on_the_same_origin_keeps_the_credentials(journal):
         registry.add_image("team/app", "1.0", {"here": "yes"})
         config_digest = next(iter(registry.blobs))
         registry.on("GET", r"/elsewhere", registry.guarded(lambda request: Answer(200, {}, registry.blobs[config_digest])))
-        registry.on("GET", rf"/v2/team/app/blobs/{config_digest}", registry.guarded(
-            lambda request: Answer(302, {"Location": "/elsewhere"})))
+        registry.on("GET", rf"/v2/team/app/blobs/{config_digest}", registry.guarded(lambda request: Answer(302, {"Location": "/elsewhere"})))
         assert client(registry).image_labels("team/app", "1.0")[1] == {"here": "yes"}
 
 
@@ -156,8 +153,13 @@ def test_netrc_credentials_are_never_added_for_hosts_the_registry_names(journal,
 def test_off_origin_link_is_refused_and_never_requested(journal):
     with FakeRegistry(journal) as registry, FakeOrigin(journal) as elsewhere:
         registry.require_basic(CREDENTIALS.basic)
-        registry.on("GET", r"/v2/team/app/tags/list", registry.guarded(lambda request: json_answer(
-            {"name": "team/app", "tags": ["a"]}, Link=f'<{elsewhere.url}/v2/team/app/tags/list?last=a>; rel="next"')))
+        registry.on(
+            "GET",
+            r"/v2/team/app/tags/list",
+            registry.guarded(
+                lambda request: json_answer({"name": "team/app", "tags": ["a"]}, Link=f'<{elsewhere.url}/v2/team/app/tags/list?last=a>; rel="next"')
+            ),
+        )
         with pytest.raises(RegistryError, match="the next page is on another origin"):
             client(registry).list_tags("team/app")
         assert journal.at(elsewhere) == []
@@ -165,8 +167,11 @@ def test_off_origin_link_is_refused_and_never_requested(journal):
 
 def test_self_referencing_link_stops_at_once(journal):
     with FakeRegistry(journal) as registry:
-        registry.on("GET", r"/v2/team/app/tags/list", lambda request: json_answer(
-            {"name": "team/app", "tags": ["a"]}, Link='</v2/team/app/tags/list?n=100>; rel="next"'))
+        registry.on(
+            "GET",
+            r"/v2/team/app/tags/list",
+            lambda request: json_answer({"name": "team/app", "tags": ["a"]}, Link='</v2/team/app/tags/list?n=100>; rel="next"'),
+        )
         with pytest.raises(RegistryError, match="the listing loops") as caught:
             client(registry).list_tags("team/app")
         assert str(caught.value).startswith(f"{registry.address}: GET /v2/team/app/tags/list?n=100:")
@@ -175,9 +180,11 @@ def test_self_referencing_link_stops_at_once(journal):
 
 def test_two_pages_pointing_at_each_other_stop(journal):
     with FakeRegistry(journal) as registry:
+
         def page(request):
             other = "b" if request.query.get("last") != "b" else "a"
             return json_answer({"tags": [other]}, Link=f'</v2/team/app/tags/list?last={other}>; rel="next"')
+
         registry.on("GET", r"/v2/team/app/tags/list", page)
         with pytest.raises(RegistryError, match="the listing loops"):
             client(registry).list_tags("team/app")
@@ -187,8 +194,11 @@ def test_two_pages_pointing_at_each_other_stop(journal):
 def test_endless_distinct_pages_stop_at_the_page_cap(journal, monkeypatch):
     monkeypatch.setattr(transport, "MAX_PAGES", 25)
     with FakeRegistry(journal) as registry:
-        registry.on("GET", r"/v2/team/app/tags/list", lambda request: json_answer(
-            {"tags": ["t"]}, Link=f'</v2/team/app/tags/list?last={int(request.query.get("last", 0)) + 1}>; rel="next"'))
+        registry.on(
+            "GET",
+            r"/v2/team/app/tags/list",
+            lambda request: json_answer({"tags": ["t"]}, Link=f'</v2/team/app/tags/list?last={int(request.query.get("last", 0)) + 1}>; rel="next"'),
+        )
         with pytest.raises(RegistryError, match="more than 25 pages"):
             client(registry).list_tags("team/app")
         assert len(journal.at(registry)) == 25
@@ -196,10 +206,12 @@ def test_endless_distinct_pages_stop_at_the_page_cap(journal, monkeypatch):
 
 def test_pagination_on_the_registry_collects_every_page(journal):
     with FakeRegistry(journal) as registry:
+
         def page(request):
             start = int(request.query.get("last", 0))
             link = {"Link": f'</v2/team/app/tags/list?n=2&last={start + 2}>; rel="next"'} if start < 4 else {}
             return json_answer({"tags": [f"t{start}", f"t{start + 1}"]}, **link)
+
         registry.on("GET", r"/v2/team/app/tags/list", page)
         assert client(registry).list_tags("team/app") == ["t0", "t1", "t2", "t3", "t4", "t5"]
 
@@ -225,8 +237,7 @@ def test_an_untrusted_certificate_is_one_clear_error_and_no_retry(ca, journal, m
 
 
 def test_a_token_service_redirecting_elsewhere_sends_no_credentials_along(journal):
-    with FakeRegistry(journal) as registry, FakeTokenService(registry, CREDENTIALS.basic) as tokens, \
-            FakeTokenService(registry, None) as elsewhere:
+    with FakeRegistry(journal) as registry, FakeTokenService(registry, CREDENTIALS.basic) as tokens, FakeTokenService(registry, None) as elsewhere:
         registry.require_bearer(tokens.realm)
         tokens.on("GET", r"/token", lambda request: Answer(307, {"Location": f"{elsewhere.url}/token?{request.path.split('?')[1]}"}))
         client(registry).ping()

@@ -75,17 +75,22 @@ def test_a_single_platform_image_serves_only_its_own_platform(registry):
 
 def test_docker_manifest_lists_read_like_oci_indexes(registry):
     amd = registry.add_image("team/app", None, {"arch": "amd64"}, media_type=DOCKER_MANIFEST)
-    body = json.dumps({"schemaVersion": 2, "mediaType": DOCKER_LIST, "manifests": [
-        {"mediaType": DOCKER_MANIFEST, "digest": amd, "size": 1, "platform": {"os": "linux", "architecture": "amd64"}},
-    ]}).encode()
+    body = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": DOCKER_LIST,
+            "manifests": [
+                {"mediaType": DOCKER_MANIFEST, "digest": amd, "size": 1, "platform": {"os": "linux", "architecture": "amd64"}},
+            ],
+        }
+    ).encode()
     registry.add_manifest("team/app", "1.0", DOCKER_LIST, body)
     assert client(registry).image_labels("team/app", "1.0") == (digest_of(body), {"arch": "amd64"})
 
 
 def test_an_index_inside_an_index_is_an_error(registry, multi):
     index, _, _ = multi
-    body = json.dumps({"schemaVersion": 2, "manifests": [
-        {"digest": index, "platform": {"os": "linux", "architecture": "amd64"}}]}).encode()
+    body = json.dumps({"schemaVersion": 2, "manifests": [{"digest": index, "platform": {"os": "linux", "architecture": "amd64"}}]}).encode()
     registry.add_manifest("team/app", "2.0", "application/vnd.oci.image.index.v1+json", body)
     with pytest.raises(RegistryError, match="an index inside an index"):
         client(registry).image_labels("team/app", "2.0")
@@ -103,8 +108,7 @@ def test_picking_prefers_the_exact_variant_and_skips_entries_without_a_platform(
         {"digest": "junk", "platform": {"os": 1, "architecture": None}},
         {"digest": "v6", "platform": {"os": "linux", "architecture": "arm", "variant": "v6"}},
         {"digest": "v7", "platform": {"os": "linux", "architecture": "arm", "variant": "v7"}},
-        {"digest": "att", "platform": {"os": "linux", "architecture": "amd64"},
-         "annotations": {"vnd.docker.reference.type": "attestation-manifest"}},
+        {"digest": "att", "platform": {"os": "linux", "architecture": "amd64"}, "annotations": {"vnd.docker.reference.type": "attestation-manifest"}},
     ]
     assert pick(entries, Platform.parse("linux/arm/v7"))["digest"] == "v7"
     assert pick(entries, Platform.parse("linux/arm"))["digest"] == "v6"  # no variant asked: the first arm

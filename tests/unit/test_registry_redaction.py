@@ -31,12 +31,17 @@ def test_token_in_the_user_name_and_host_and_path_stay():
     assert redact("GET https://gl-token-12345@gitlab.example.com/api/v4/simple") == "GET https://****@gitlab.example.com/api/v4/simple"
 
 
-@pytest.mark.parametrize("content, expected", [
-    ("index-url = https://robot:tok3n-s3cret@pypi.example.com/simple/\n", ":1: a setting before any section header"),
-    ("[global]\nhttps://robot:tok3n-s3cret@pypi.example.com/simple/\n  trusted-host\n[x\n", "neither a setting"),
-    ("[global]\nindex-url = https://robot:tok3n-s3cret@a/simple/\nindex-url = https://robot:tok3n-s3cret@b/\n",
-     "setting 'index-url' appears twice in [global]"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("index-url = https://robot:tok3n-s3cret@pypi.example.com/simple/\n", ":1: a setting before any section header"),
+        ("[global]\nhttps://robot:tok3n-s3cret@pypi.example.com/simple/\n  trusted-host\n[x\n", "neither a setting"),
+        (
+            "[global]\nindex-url = https://robot:tok3n-s3cret@a/simple/\nindex-url = https://robot:tok3n-s3cret@b/\n",
+            "setting 'index-url' appears twice in [global]",
+        ),
+    ],
+)
 def test_a_broken_pip_conf_is_reported_without_its_lines(tmp_path, content, expected):
     path = tmp_path / "pip.conf"
     path.write_text(content)

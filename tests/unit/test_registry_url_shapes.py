@@ -52,21 +52,50 @@ def landed(journal: Journal, before: int) -> list[tuple[str, str | None]]:
 
 def pieces(registry: FakeOrigin, other: FakeOrigin):
     ports = [registry.server.server_address[1], other.server.server_address[1]]
-    authorities = st.sampled_from([
-        *(f"{host}:{port}" for host in ("127.0.0.1", "localhost", "LOCALHOST", "127.1", "[::1]", "[::ffff:127.0.0.1]")
-          for port in ports),
-        *(f"127.0.0.1:{form}" for port in ports for form in (f"0{port}", f"+{port}", f" {port}", f"{port}.", f"{port}:")),
-        "127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:99999",
-    ])
-    separators = st.sampled_from(["\\", "@", "/", "\\@", "@\\", "%40", "%5C", "%5c", ":", "#", "?", "\t", "\n", " ", ";", ".",
-                                  "user:pw@", "user@", ":@", "%2F", "//", "\\\\", "\u3002", "\uff0e", "%00"])
+    authorities = st.sampled_from(
+        [
+            *(f"{host}:{port}" for host in ("127.0.0.1", "localhost", "LOCALHOST", "127.1", "[::1]", "[::ffff:127.0.0.1]") for port in ports),
+            *(f"127.0.0.1:{form}" for port in ports for form in (f"0{port}", f"+{port}", f" {port}", f"{port}.", f"{port}:")),
+            "127.0.0.1",
+            "127.0.0.1:",
+            "127.0.0.1:0",
+            "127.0.0.1:99999",
+        ]
+    )
+    separators = st.sampled_from(
+        [
+            "\\",
+            "@",
+            "/",
+            "\\@",
+            "@\\",
+            "%40",
+            "%5C",
+            "%5c",
+            ":",
+            "#",
+            "?",
+            "\t",
+            "\n",
+            " ",
+            ";",
+            ".",
+            "user:pw@",
+            "user@",
+            ":@",
+            "%2F",
+            "//",
+            "\\\\",
+            "\u3002",
+            "\uff0e",
+            "%00",
+        ]
+    )
     schemes = st.sampled_from(["http://", "HTTP://", "http:/", "http:\\\\", "http:\\/", "//", "http:", "https://", " http://"])
     tails = st.sampled_from(["/probe", "", "?q=1", "#frag", "/a/../probe", "\\probe"])
     # one authority, a separator, another: where parsers split authorities differently
-    two = st.builds(lambda scheme, first, between, second, tail: scheme + first + between + second + tail,
-                    schemes, authorities, separators, authorities, tails)
-    anything = st.builds(lambda scheme, parts, tail: scheme + "".join(parts) + tail,
-                         schemes, st.lists(authorities | separators, min_size=1, max_size=5), tails)
+    two = st.builds(lambda scheme, first, between, second, tail: scheme + first + between + second + tail, schemes, authorities, separators, authorities, tails)
+    anything = st.builds(lambda scheme, parts, tail: scheme + "".join(parts) + tail, schemes, st.lists(authorities | separators, min_size=1, max_size=5), tails)
     return two | anything
 
 
@@ -117,7 +146,10 @@ def test_the_origin_check_names_what_the_connection_layer_connects_to(origins, d
     # Accepted: the standard library's parser reads the same authority (nothing two parsers split differently).
     plain = urlsplit(url.text)
     assert (plain.scheme, (plain.hostname or "").lower(), plain.port or {"http": 80, "https": 443}[plain.scheme]) == (
-        url.origin.scheme, url.origin.host, url.origin.port)
+        url.origin.scheme,
+        url.origin.host,
+        url.origin.port,
+    )
     for bound_to in (own_origin(registry), url.origin):
         before = len(journal.seen)
         with contextlib.suppress(RegistryError):  # nothing listens there, or not TLS: no server recorded anything
@@ -137,8 +169,15 @@ def test_the_origin_check_names_what_the_connection_layer_connects_to(origins, d
 def test_no_redirect_carries_the_registry_password_to_another_origin(origins, data):
     journal, registry, other = origins
     location = data.draw(pieces(registry, other) | st.sampled_from(["/probe", "//" + other.address + "/probe", "probe"]))
-    registry.on("GET", r"/v2/", lambda request: Answer(401, {"WWW-Authenticate": 'Basic realm="r"'})
-                if request.headers.get("Authorization") != CREDENTIALS.basic else Answer(307, {"Location": location}))
+    registry.on(
+        "GET",
+        r"/v2/",
+        lambda request: (
+            Answer(401, {"WWW-Authenticate": 'Basic realm="r"'})
+            if request.headers.get("Authorization") != CREDENTIALS.basic
+            else Answer(307, {"Location": location})
+        ),
+    )
     before = len(journal.seen)
     failure = ""
     try:

@@ -25,8 +25,9 @@ def moved(plan) -> set[tuple[str, str]]:
     return {(move.target, move.tag) for move in plan.moves}
 
 
-@pytest.mark.parametrize("cuda, rocm, gate", list(itertools.product(Outcome, Outcome, GATES)),
-                         ids=lambda value: value.value if isinstance(value, Outcome) else str(value))
+@pytest.mark.parametrize(
+    "cuda, rocm, gate", list(itertools.product(Outcome, Outcome, GATES)), ids=lambda value: value.value if isinstance(value, Outcome) else str(value)
+)
 def test_a_pair_floating_tags_move_only_when_both_twins_qualify(cuda, rocm, gate):
     plan = tag_moves([CUDA, ROCM], {CUDA.id: cuda, ROCM.id: rocm}, gate)
     both_good = cuda.good and rocm.good
@@ -78,14 +79,17 @@ def test_a_target_without_an_outcome_counts_as_failed():
     assert moved(plan) == set() and f"{ROCM.id} is failed" in plan.pairs[PAIR]
 
 
-@pytest.mark.parametrize("published, build, expected", [
-    (None, True, Outcome.WOULD_BUILD),
-    (None, False, Outcome.MISSING),
-    (Published("sha256:a", "f1"), True, Outcome.UNCHANGED),
-    (Published("sha256:a", "f1"), False, Outcome.UNCHANGED),
-    (Published("sha256:a", "f0"), True, Outcome.WOULD_BUILD),  # an older fingerprint: rebuild
-    (Published("sha256:a", "f0"), False, Outcome.MISSING),  # the tag job never builds
-])
+@pytest.mark.parametrize(
+    "published, build, expected",
+    [
+        (None, True, Outcome.WOULD_BUILD),
+        (None, False, Outcome.MISSING),
+        (Published("sha256:a", "f1"), True, Outcome.UNCHANGED),
+        (Published("sha256:a", "f1"), False, Outcome.UNCHANGED),
+        (Published("sha256:a", "f0"), True, Outcome.WOULD_BUILD),  # an older fingerprint: rebuild
+        (Published("sha256:a", "f0"), False, Outcome.MISSING),  # the tag job never builds
+    ],
+)
 def test_initial_outcome_skips_exactly_what_the_registry_holds_with_this_fingerprint(published, build, expected):
     assert initial_outcome("f1", published, build) is expected
 

@@ -28,9 +28,18 @@ def _pypi(tmp_path: Path, table: str = TABLE_2_13, flags: dict[str, str] | None 
     """torch 2.13.0 on PyPI as published (its CUDA 13.0 build, cp312 for both machines), with `table` and `flags`."""
     files = []
     for machine in ("x86_64", "aarch64"):
-        wheel = published_torch(tmp_path / "pypi", "2.13.0", "", "cu130", "3.12", machine, requires_python=">=3.10",
-                                requires=['cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"'],
-                                table=table, flags=(flags or FLAGS)[machine])
+        wheel = published_torch(
+            tmp_path / "pypi",
+            "2.13.0",
+            "",
+            "cu130",
+            "3.12",
+            machine,
+            requires_python=">=3.10",
+            requires=['cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"'],
+            table=table,
+            flags=(flags or FLAGS)[machine],
+        )
         files.append(PublishedFile(wheel.name, "2026-07-08T16:00:00Z", ">=3.10", wheel.read_bytes()))
     return PypiDouble({"torch": files, "torchvision": [], "torchaudio": []}).start()
 
@@ -47,8 +56,7 @@ def _data_before_2_13s_table_was_read(tmp_path: Path) -> Path:
 
 
 def check(cli, pypi: PypiDouble, data: Path, *more: str):
-    result = cli("compat", "check", "--json", "--index", "none", "--pypi", pypi.url, "--layout-index", "amd-whl-next=none",
-                 "--data", str(data), *more)
+    result = cli("compat", "check", "--json", "--index", "none", "--pypi", pypi.url, "--layout-index", "amd-whl-next=none", "--data", str(data), *more)
     return result.code, (json.loads(result.out) if result.out else None), result
 
 
@@ -76,8 +84,9 @@ def test_the_builds_a_releases_own_table_lists_join_the_data_unconfirmed(cli, tm
         before = len(pypi.ranges)
         code, report, _ = check(cli, pypi, data)
         assert code == 0 and not [d for d in report["differences"] if d["torch"] == "2.13"]
-        assert {"torch": "2.13", "subject": "cuda 12.9",
-                "why": "torch 2.13.0's own table lists it; unconfirmed until PyTorch's index serves it"} in report["pending"]
+        assert {"torch": "2.13", "subject": "cuda 12.9", "why": "torch 2.13.0's own table lists it; unconfirmed until PyTorch's index serves it"} in report[
+            "pending"
+        ]
         # the flags of a release are read once: the written entry names them, so no library is read again
         assert len(pypi.ranges) - before < (before - first) / 2
     finally:
@@ -110,8 +119,19 @@ def test_pytorchs_index_decides_the_builds_when_it_is_read(cli, tmp_path):
     document = tomlkit.parse(_data_before_2_13s_table_was_read(tmp_path).read_text())
     index = PyTorchIndex(wheels_from_compat(compat_from_data(document.unwrap()))).start()
     try:
-        result = cli("compat", "check", "--json", "--index", index.url, "--pypi", pypi.url, "--layout-index", "amd-whl-next=none",
-                     "--data", str(tmp_path / "compat.toml"))
+        result = cli(
+            "compat",
+            "check",
+            "--json",
+            "--index",
+            index.url,
+            "--pypi",
+            pypi.url,
+            "--layout-index",
+            "amd-whl-next=none",
+            "--data",
+            str(tmp_path / "compat.toml"),
+        )
         report = json.loads(result.out)
         assert ("2.13", "cuda 12.9") not in {(d["torch"], d["subject"]) for d in report["differences"]}
         assert not [p for p in report["pending"] if p["torch"] == "2.13"]
@@ -121,16 +141,30 @@ def test_pytorchs_index_decides_the_builds_when_it_is_read(cli, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("table, flags, why", [
-    ("PYTORCH_RELEASES_CODE_CC = " + "{" * 5000 + "}" * 5000 + "\n", None, "torch/cuda/__init__.py: PYTORCH_RELEASES_CODE_CC is nested deeper"),
-    ("PYTORCH_RELEASES_CODE_CC = __import__('os').getcwd()\n", None, "PYTORCH_RELEASES_CODE_CC is not a literal table"),
-    (TABLE_2_13, {"x86_64": "sm_80 sm_90", "aarch64": "sm_80 sm_90\x00sm_75 sm_86"}, "libtorch_python.so: its .rodata holds 2 different"),
-], ids=["a 5000-deep table", "a call", "two flag strings"])
+@pytest.mark.parametrize(
+    "table, flags, why",
+    [
+        ("PYTORCH_RELEASES_CODE_CC = " + "{" * 5000 + "}" * 5000 + "\n", None, "torch/cuda/__init__.py: PYTORCH_RELEASES_CODE_CC is nested deeper"),
+        ("PYTORCH_RELEASES_CODE_CC = __import__('os').getcwd()\n", None, "PYTORCH_RELEASES_CODE_CC is not a literal table"),
+        (TABLE_2_13, {"x86_64": "sm_80 sm_90", "aarch64": "sm_80 sm_90\x00sm_75 sm_86"}, "libtorch_python.so: its .rodata holds 2 different"),
+    ],
+    ids=["a 5000-deep table", "a call", "two flag strings"],
+)
 def test_a_hostile_artifact_is_one_message_and_exit_1(cli, tmp_path, table, flags, why):
     pypi = _pypi(tmp_path, table, flags)
     try:
-        result = cli("compat", "check", "--index", "none", "--pypi", pypi.url, "--layout-index", "amd-whl-next=none",
-                     "--data", str(_data_before_2_13s_table_was_read(tmp_path)))
+        result = cli(
+            "compat",
+            "check",
+            "--index",
+            "none",
+            "--pypi",
+            pypi.url,
+            "--layout-index",
+            "amd-whl-next=none",
+            "--data",
+            str(_data_before_2_13s_table_was_read(tmp_path)),
+        )
         assert result.code == 1 and result.out == "" and result.err.count("error:") == 1
         assert why in result.err and "torch-2.13.0-cp312-cp312-manylinux_2_28_" in result.err and "Traceback" not in result.err
     finally:

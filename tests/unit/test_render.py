@@ -58,8 +58,7 @@ def test_runtime_twins_are_identical_above_the_torch_install(default):
     for pair in {item.target.pair for item in default.values() if item.target.pair and item.target.flavor == "runtime"}:
         members = [i for i in default.values() if i.target.pair == pair]
         assert {i.target.backend for i in members} == {"cuda", "rocm"}
-        prefixes = {(stages(i.dockerfile)["tools"].split("# ---- resolve")[0], stages(i.dockerfile)["shared"].split(DIVERGE_MARKER)[0])
-                    for i in members}
+        prefixes = {(stages(i.dockerfile)["tools"].split("# ---- resolve")[0], stages(i.dockerfile)["shared"].split(DIVERGE_MARKER)[0]) for i in members}
         assert len(prefixes) == 1, pair
         assert "libnuma1" in prefixes.pop()[1]  # ROCm's runtime need, shared by both
 
@@ -97,13 +96,12 @@ def test_templates_keep_their_invariants(default):
         assert split == [name for name in target.layers if not name.startswith(("nvidia-", "rocm-sdk-"))]  # triton
         assert copies == ([*below, ("shared", ""), *above] if assembled else below + above), target.id
         if assembled:
-            assert 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\\n    LANG=C.UTF-8\n' in image
+            assert "ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\\n    LANG=C.UTF-8\n" in image
             assert image.index("COPY --link --from=shared / /") < image.index("PATH=/opt/venv/bin:$PATH") < image.index("SHELL [")
         check = image.index(f"install.py check-backend {target.backend} {target.backend_version}\n")
         assert image.rindex("COPY --link") < check < image.index("ENV PIP_CONSTRAINT=/opt/venv/torch-constraint.txt")
         # before it, pip installs nothing but the pinned uv
-        assert [line for line in text.split("ENV PIP_CONSTRAINT")[0].splitlines() if "pip install" in line] == [
-            f' && pip install "uv=={target.uv}"']
+        assert [line for line in text.split("ENV PIP_CONSTRAINT")[0].splitlines() if "pip install" in line] == [f' && pip install "uv=={target.uv}"']
         assert "USER 1000\n" in text
         assert ("NVIDIA_DRIVER_CAPABILITIES=compute,utility" in text) == (target.vendor == "nvidia")
         assert ("NVIDIA_VISIBLE_DEVICES=all" in text) == (target.vendor == "nvidia")
@@ -181,35 +179,42 @@ def test_an_unset_template_dir_is_named_where_a_flavor_has_no_template(cli, team
     unread = team_matrix('extends = "default"\nflavors = ["runtime", "vision"]\n')
     result = cli("plan", "--matrix", unread)
     assert result.code == 2
-    assert (f"no template vision.Dockerfile.j2 for flavor 'vision' in the template folders; template_dir is unset, so "
-            f"templates/vision.Dockerfile.j2 beside {unread} is not read: add template_dir = \"templates\" to {unread}") in result.err
+    assert (
+        f"no template vision.Dockerfile.j2 for flavor 'vision' in the template folders; template_dir is unset, so "
+        f'templates/vision.Dockerfile.j2 beside {unread} is not read: add template_dir = "templates" to {unread}'
+    ) in result.err
     builds = team_matrix('extends = "default"\nflavors = ["runtime"]\n')
     result = cli("plan", "--matrix", builds)
     assert result.code == 0, result.err
-    assert (f"warning: {builds}: templates/ beside this file holds vision.Dockerfile.j2, but template_dir is unset, so it is "
-            "not read: add template_dir = \"templates\" to use it") in result.err
+    assert (
+        f"warning: {builds}: templates/ beside this file holds vision.Dockerfile.j2, but template_dir is unset, so it is "
+        'not read: add template_dir = "templates" to use it'
+    ) in result.err
     set_up = team_matrix('extends = "default"\ntemplate_dir = "templates"\nflavors = ["runtime", "vision"]\n', "set_up.toml")
     assert "template_dir" not in cli("plan", "--matrix", set_up).err
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "matrix.toml").write_text('extends = "default"\nflavors = ["jupyter"]\n')
     result = cli("plan", "--matrix", elsewhere / "matrix.toml")
-    assert ("template_dir is unset, so only buildkit's own templates are searched: put jupyter.Dockerfile.j2 in a folder "
-            f"beside {elsewhere / 'matrix.toml'} and name it there, e.g. template_dir = \"templates\"") in result.err
+    assert (
+        "template_dir is unset, so only buildkit's own templates are searched: put jupyter.Dockerfile.j2 in a folder "
+        f'beside {elsewhere / "matrix.toml"} and name it there, e.g. template_dir = "templates"'
+    ) in result.err
 
 
 def test_a_block_the_parent_does_not_define_is_an_error_with_the_nearest_name(cli, team_matrix, tmp_path):
     """Jinja drops `{% block extar %}` without a word (the image lacks the team's lines): buildkit refuses it."""
     templates = tmp_path / "templates"
     templates.mkdir()
-    (templates / "vision.Dockerfile.j2").write_text(
-        '{% extends "runtime.Dockerfile.j2" %}\n{% block extar %}\nRUN pip install timm\n{% endblock %}\n')
+    (templates / "vision.Dockerfile.j2").write_text('{% extends "runtime.Dockerfile.j2" %}\n{% block extar %}\nRUN pip install timm\n{% endblock %}\n')
     path = team_matrix('extends = "default"\ntemplate_dir = "templates"\nflavors = ["vision"]\n')
     for command in (("matrix", "validate"), ("plan",), ("render", "--out", tmp_path / "dist")):
         result = cli(*command, "--matrix", path)
         assert result.code == 2, command
-        assert (f"error: {templates / 'vision.Dockerfile.j2'}:2: block 'extar' is not defined by runtime.Dockerfile.j2 or what it "
-                "extends, so it would be dropped without a word; blocks to fill: ") in result.err
+        assert (
+            f"error: {templates / 'vision.Dockerfile.j2'}:2: block 'extar' is not defined by runtime.Dockerfile.j2 or what it "
+            "extends, so it would be dropped without a word; blocks to fill: "
+        ) in result.err
         assert 'did you mean "extra"?' in result.err and "Traceback" not in result.err
 
 
@@ -218,11 +223,12 @@ def test_blocks_a_team_part_defines_or_nests_are_blocks_to_fill(team_matrix, tmp
     templates = tmp_path / "templates"
     templates.mkdir()
     (templates / "_team.Dockerfile.j2").write_text(
-        '{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}{% block team_tools %}{% endblock %}{% endblock %}\n')
+        '{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}{% block team_tools %}{% endblock %}{% endblock %}\n'
+    )
     (templates / "vision.Dockerfile.j2").write_text(
-        '{% extends "_team.Dockerfile.j2" %}\n{% block team_tools %}\nRUN pip install timm==1.0.15\n{% endblock %}\n')
-    path = team_matrix('extends = "default"\ntemplate_dir = "templates"\nflavors = ["vision"]\n'
-                       'include = [{ id = "2.14.1-cuda13.0-py3.12-vision" }]\n')
+        '{% extends "_team.Dockerfile.j2" %}\n{% block team_tools %}\nRUN pip install timm==1.0.15\n{% endblock %}\n'
+    )
+    path = team_matrix('extends = "default"\ntemplate_dir = "templates"\nflavors = ["vision"]\ninclude = [{ id = "2.14.1-cuda13.0-py3.12-vision" }]\n')
     (item,) = select_targets(Choices(matrix=path)).render()
     assert "RUN pip install timm==1.0.15" in item.dockerfile
 
@@ -231,8 +237,9 @@ def test_a_fork_publishing_elsewhere_is_warned_that_it_inherits_the_source_label
     moved = team_matrix('extends = "default"\nregistry = "registry.example.com"\nrepository = "vision/pytorch"\n')
     result = cli("plan", "--matrix", moved)
     assert result.code == 0
-    assert (f"warning: {moved}:2: registry: registry and repository changed here, but source "
-            "(https://github.com/buildkit-images/buildkit) is inherited from ") in result.err
+    assert (
+        f"warning: {moved}:2: registry: registry and repository changed here, but source (https://github.com/buildkit-images/buildkit) is inherited from "
+    ) in result.err
     assert "org.opencontainers.image.source label, naming another project as theirs; set source to your own" in result.err
     own = team_matrix('extends = "default"\nrepository = "vision/pytorch"\nsource = "https://git.example.com/vision/images"\n', "own.toml")
     prefix_only = team_matrix('extends = "default"\ntag_prefix = "vision-"\n', "prefix.toml")
@@ -243,8 +250,9 @@ def test_a_fork_publishing_elsewhere_is_warned_that_it_inherits_the_source_label
 def test_strict_undefined_turns_a_typo_into_an_error():
     matrix = load_matrix(None)
     target = expand(matrix).targets[0]
-    renderer = Renderer(jinja2.DictLoader({"runtime.Dockerfile.j2": "FROM {{ target.base_imag }}\n",
-                                           "devel.Dockerfile.j2": "x"}), matrix.source, {}, matrix.compat)
+    renderer = Renderer(
+        jinja2.DictLoader({"runtime.Dockerfile.j2": "FROM {{ target.base_imag }}\n", "devel.Dockerfile.j2": "x"}), matrix.source, {}, matrix.compat
+    )
     with pytest.raises(UserError) as error:
         renderer.render(renderer.plan(target))
     assert "undefined value" in str(error.value) and "runtime.Dockerfile.j2" in str(error.value)
@@ -290,8 +298,7 @@ def test_fingerprint_follows_a_package_change_and_a_template_change(default, tmp
     assert edited.plan(original.target).fingerprint != original.fingerprint
     # so does a support script the build context carries (the installer its RUN steps mount)
     scripts = image_support_files()
-    changed_script = Renderer(matrix.templates, matrix.source, {**scripts, "install.py": scripts["install.py"] + b"# changed\n"},
-                              matrix.compat)
+    changed_script = Renderer(matrix.templates, matrix.source, {**scripts, "install.py": scripts["install.py"] + b"# changed\n"}, matrix.compat)
     assert changed_script.plan(original.target).fingerprint != original.fingerprint
 
 
@@ -328,7 +335,9 @@ def test_nightly_channel_takes_dev_builds_and_the_date_changes_the_fingerprint()
     first, second = rendered("20261130"), rendered("20261201")
     assert first.target.index_url == "https://download.pytorch.org/whl/nightly/rocm7.2/"
     assert first.build_args == {
-        "TORCH_INDEX_URL": "https://download.pytorch.org/whl/nightly/rocm7.2/", "PIP_PRE": "1", "NIGHTLY_DATE": "20261130",
+        "TORCH_INDEX_URL": "https://download.pytorch.org/whl/nightly/rocm7.2/",
+        "PIP_PRE": "1",
+        "NIGHTLY_DATE": "20261130",
     }
     plan = json.loads(first.support["torch-install.json"])
     assert plan["pre"] and plan["requirements"] == ["torch", "torchvision"]  # the nightly index's newest dev builds

@@ -58,7 +58,9 @@ def test_dpkg_paragraphs_keep_continuation_lines():
 def test_only_installed_packages_with_purls():
     packages = deb_packages(CRAFTED, "debian", "12")
     assert [(p.name, p.version, p.arch, p.source) for p in packages] == [
-        ("libc6", "2.36-9+deb12u14", "amd64", "glibc"), ("zlib1g", "1:1.2.13.dfsg-1", "amd64", "zlib")]
+        ("libc6", "2.36-9+deb12u14", "amd64", "glibc"),
+        ("zlib1g", "1:1.2.13.dfsg-1", "amd64", "zlib"),
+    ]
     assert packages[0].purl == "pkg:deb/debian/libc6@2.36-9%2Bdeb12u14?arch=amd64&distro=debian-12"
     assert packages[1].purl.startswith("pkg:deb/debian/zlib1g@1:1.2.13.dfsg-1?")
 
@@ -77,10 +79,19 @@ def test_this_machines_status_database_matches_dpkg_query():
 
 
 def test_python_distributions_are_normalised_and_listed_once():
-    packages = pypi_packages([{"name": "Typing_Extensions", "version": "4.12.2"}, {"name": "typing-extensions", "version": "4.12.2"},
-                              {"name": "zope.interface", "version": "7.0"}, {"name": "", "version": "1"}, "junk"])
+    packages = pypi_packages(
+        [
+            {"name": "Typing_Extensions", "version": "4.12.2"},
+            {"name": "typing-extensions", "version": "4.12.2"},
+            {"name": "zope.interface", "version": "7.0"},
+            {"name": "", "version": "1"},
+            "junk",
+        ]
+    )
     assert [(p.name, p.purl) for p in packages] == [
-        ("typing-extensions", "pkg:pypi/typing-extensions@4.12.2"), ("zope-interface", "pkg:pypi/zope-interface@7.0")]
+        ("typing-extensions", "pkg:pypi/typing-extensions@4.12.2"),
+        ("zope-interface", "pkg:pypi/zope-interface@7.0"),
+    ]
 
 
 def test_the_inventory_script_reads_a_real_python_environment():
@@ -97,8 +108,13 @@ def test_the_inventory_script_reads_a_real_python_environment():
 
 
 def test_the_cyclonedx_document_is_valid_and_describes_the_image():
-    contents = Contents("debian", "12", "Debian GNU/Linux 12 (bookworm)", "3.11.2", tuple(
-        deb_packages(CRAFTED, "debian", "12") + pypi_packages([{"name": "torch", "version": "2.14.1+rocm7.2"}])))
+    contents = Contents(
+        "debian",
+        "12",
+        "Debian GNU/Linux 12 (bookworm)",
+        "3.11.2",
+        tuple(deb_packages(CRAFTED, "debian", "12") + pypi_packages([{"name": "torch", "version": "2.14.1+rocm7.2"}])),
+    )
     labels = {"dev.buildkit.target": "2.14.1-rocm7.2-py3.11-runtime", "dev.buildkit.vendor": "amd", "maintainer": "someone", "dev.buildkit.pair": ""}
     document = cyclonedx(contents, "127.0.0.1:5000/team/pytorch", "sha256:" + "a" * 64, labels)
     assert JsonStrictValidator(SchemaVersion.V1_5).validate_str(json.dumps(document)) is None
@@ -108,10 +124,12 @@ def test_the_cyclonedx_document_is_valid_and_describes_the_image():
     # the image's own labels, not unrelated or empty ones
     assert {p["name"]: p["value"] for p in root["properties"]} == {"dev.buildkit.target": "2.14.1-rocm7.2-py3.11-runtime", "dev.buildkit.vendor": "amd"}
     purls = {c["name"]: c.get("purl") for c in document["components"]}
-    assert purls == {"debian": None, "libc6": "pkg:deb/debian/libc6@2.36-9%2Bdeb12u14?arch=amd64&distro=debian-12",
-                     "zlib1g": "pkg:deb/debian/zlib1g@1:1.2.13.dfsg-1?arch=amd64&distro=debian-12",
-                     "torch": "pkg:pypi/torch@2.14.1%2Brocm7.2"}
+    assert purls == {
+        "debian": None,
+        "libc6": "pkg:deb/debian/libc6@2.36-9%2Bdeb12u14?arch=amd64&distro=debian-12",
+        "zlib1g": "pkg:deb/debian/zlib1g@1:1.2.13.dfsg-1?arch=amd64&distro=debian-12",
+        "torch": "pkg:pypi/torch@2.14.1%2Brocm7.2",
+    }
     described = next(d for d in document["dependencies"] if d["ref"] == root["bom-ref"])
     assert len(described["dependsOn"]) == 4
     assert document["metadata"]["tools"]["components"][0]["name"] == "buildkit"
-

@@ -22,17 +22,21 @@ from buildkit.errors import UserError
 
 MARKER = "\ue000test-marker"
 # several Pythons and backends, a nightly and a source build, so values differ in every way a target's can
-TEAM = ('extends = "default"\ntemplate_dir = "t"\nflavors = ["runtime", "team"]\n'
-        'include = [{ torch = "2.14.1", python = "3.1[23]" }, { torch = "2.13.0", python = "3.11", backend = "rocm" }]\n')
+TEAM = (
+    'extends = "default"\ntemplate_dir = "t"\nflavors = ["runtime", "team"]\n'
+    'include = [{ torch = "2.14.1", python = "3.1[23]" }, { torch = "2.13.0", python = "3.11", backend = "rocm" }]\n'
+)
 
 
 def shaped_and_alone(renderer: Renderer, planned) -> tuple[list[str | Exception], list[str | Exception]]:
     """Each target's text (or its error) written from shapes, and rendered on its own."""
+
     def attempt(render):
         try:
             return render()
         except UserError as error:
             return str(error)
+
     shaped = [attempt(lambda item=item: renderer.render(item).dockerfile) for item in planned]
     alone = [attempt(lambda item=item: renderer.text(item)) for item in planned]
     return shaped, alone
@@ -58,34 +62,34 @@ LOOKS = {
     "compare": '{% if target.python == "3.12" %}A{% else %}B{% endif %}',
     "order": '{% if target.python > "3.11" %}newer{% endif %}',
     "captured_then_compared": '{% set v %}{{ target.python }}{% endset %}{% if v == "3.12" %}A{% endif %}{{ v }}',
-    "captured_truth": '{% set v %}{{ target.family }}{% endset %}{% if v %}family {{ v }}{% else %}no family{% endif %}',
+    "captured_truth": "{% set v %}{{ target.family }}{% endset %}{% if v %}family {{ v }}{% else %}no family{% endif %}",
     "macro_result_compared": '{% macro m() %}{{ target.python }}{% endmacro %}{% if m() == "3.12" %}A{% endif %}{{ m() }}',
-    "super_filtered": '{{ super() | upper }}',
-    "filter_block": '{% filter upper %}{{ target.id }}{% endfilter %}',
+    "super_filtered": "{{ super() | upper }}",
+    "filter_block": "{% filter upper %}{{ target.id }}{% endfilter %}",
     "text_filters": '{{ target.python | upper }} {{ target.id | replace("-", "_") }} {{ target.python | length }}',
     "formatting": '{{ "%s" | format(target.python) }} {{ "%s-x" % target.python }}',
     "contains": '{% if "3.1" in target.python %}A{% endif %}{% if target.python in "3.12 3.13" %}B{% endif %}',
-    "indexing": '{{ target.python[0] }}{{ target.python[1:] }}{% for c in target.python %}[{{ c }}]{% endfor %}',
+    "indexing": "{{ target.python[0] }}{{ target.python[1:] }}{% for c in target.python %}[{{ c }}]{% endfor %}",
     "method": '{{ target.id.split("-")[0] }} {{ target.python.startswith("3.1") }}',
     "sequences": '{{ target.archs | join(";") }} {{ target.archs | length }} {{ target.archs | first }} {{ target.archs[-1] }}'
-                 '{% if target.archs | length > 3 %} many{% endif %}',
-    "sequence_printed_whole": '{{ target.archs }} {{ target.companions | list }}',
-    "record_printed": '{{ target.user }}',
+    "{% if target.archs | length > 3 %} many{% endif %}",
+    "sequence_printed_whole": "{{ target.archs }} {{ target.companions | list }}",
+    "record_printed": "{{ target.user }}",
     "concat": '{{ target.python ~ "-" ~ target.backend }} {{ (target.python ~ "x") | upper }}',
-    "namespace_and_dict": '{% set ns = namespace(v=target.python) %}{{ ns.v }} {{ dict(a=target.python) }}',
+    "namespace_and_dict": "{% set ns = namespace(v=target.python) %}{{ ns.v }} {{ dict(a=target.python) }}",
     "tests": '{{ target.python is string }} {{ target.pair is none }} {{ target.archs is sequence }} {{ target.python is eq("3.12") }}',
-    "quote_and_labels": '{{ target.user.name | shell_quote }} {{ labels.values() | list | length }} {{ labels | length }}',
-    "labels_searched": '{% for k, v in labels | dictsort %}{% if v == target.python %}{{ k }}{% endif %}{% endfor %}',
-    "mapping_printed": '{{ build_args.items() | list }} {{ build_args }}',
+    "quote_and_labels": "{{ target.user.name | shell_quote }} {{ labels.values() | list | length }} {{ labels | length }}",
+    "labels_searched": "{% for k, v in labels | dictsort %}{% if v == target.python %}{{ k }}{% endif %}{% endfor %}",
+    "mapping_printed": "{{ build_args.items() | list }} {{ build_args }}",
     "mapped": '{{ target.companions | map("upper") | join(",") }} {{ target.archs | select("equalto", "gfx942") | list }}',
-    "call_with_a_value": '{{ support_file(target.python) }}',
-    "range_of_a_length": '{{ range(target.archs | length) | list }}',
-    "arithmetic": '{{ target.max_layer_size // 1000 }} {{ gb_per_job * 2 }}',
-    "tojson": '{{ target.python | tojson }} {{ target.archs | tojson }}',
+    "call_with_a_value": "{{ support_file(target.python) }}",
+    "range_of_a_length": "{{ range(target.archs | length) | list }}",
+    "arithmetic": "{{ target.max_layer_size // 1000 }} {{ gb_per_job * 2 }}",
+    "tojson": "{{ target.python | tojson }} {{ target.archs | tojson }}",
     # a real marker's token is drawn at random per run: a template can only guess one
-    "guessed_marker": '\ue000' + "0" * 32 + '0\ue001 \ue000 {{ target.id }}',
+    "guessed_marker": "\ue000" + "0" * 32 + "0\ue001 \ue000 {{ target.id }}",
     "joined_whole": '{{ target.archs | map("shell_quote") | join(" ") }} {{ target.archs | join(";") }} {{ target.archs | reverse | join(",") }}'
-                    ' {{ (target.archs | join("-")) | upper }} {% if target.archs | join("") %}some{% endif %} {{ target.archs | join(target.python) }}',
+    ' {{ (target.archs | join("-")) | upper }} {% if target.archs | join("") %}some{% endif %} {{ target.archs | join(target.python) }}',
     "imported_text": '{% import "_macros.Dockerfile.j2" as steps %}{{ steps | string | length }}',
 }
 
@@ -93,8 +97,7 @@ LOOKS = {
 @pytest.mark.parametrize("look", sorted(LOOKS))
 def test_a_team_template_that_looks_into_its_values_is_written_as_it_renders_alone(look, tmp_path):
     (tmp_path / "t").mkdir()
-    (tmp_path / "t" / "team.Dockerfile.j2").write_text('{% extends "runtime.Dockerfile.j2" %}{% block extra %}\n'
-                                                       + LOOKS[look] + "\n{% endblock %}\n")
+    (tmp_path / "t" / "team.Dockerfile.j2").write_text('{% extends "runtime.Dockerfile.j2" %}{% block extra %}\n' + LOOKS[look] + "\n{% endblock %}\n")
     (tmp_path / "m.toml").write_text(TEAM)
     renderer, planned = in_process(tmp_path / "m.toml")
     team = [item for item in planned if item.template == "team.Dockerfile.j2"]
@@ -103,16 +106,20 @@ def test_a_team_template_that_looks_into_its_values_is_written_as_it_renders_alo
     assert shaped == alone
 
 
-@pytest.mark.parametrize("body, fails_for", [
-    ('{% if target.python == "3.13" %}{{ target.no_such_field }}{% endif %}', "py3.13"),
-    ('{% if target.backend == "rocm" %}{{ 1 // 0 }}{% endif %}', "rocm"),
-])
+@pytest.mark.parametrize(
+    "body, fails_for",
+    [
+        ('{% if target.python == "3.13" %}{{ target.no_such_field }}{% endif %}', "py3.13"),
+        ('{% if target.backend == "rocm" %}{{ 1 // 0 }}{% endif %}', "rocm"),
+    ],
+)
 def test_a_fault_only_some_targets_reach_is_found_by_validate(cli, tmp_path, body, fails_for):
     """Targets whose values take the template down another path have a shape of their own: validation renders it."""
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "team.Dockerfile.j2").write_text('{% extends "runtime.Dockerfile.j2" %}{% block extra %}\n' + body + "\n{% endblock %}\n")
-    (tmp_path / "m.toml").write_text(TEAM.replace('python = "3.1[23]"', 'python = "3.1[23]", flavor = "team"')
-                                     .replace('backend = "rocm"', 'backend = "rocm", flavor = "team"'))
+    (tmp_path / "m.toml").write_text(
+        TEAM.replace('python = "3.1[23]"', 'python = "3.1[23]", flavor = "team"').replace('backend = "rocm"', 'backend = "rocm", flavor = "team"')
+    )
     result = cli("matrix", "validate", "--matrix", tmp_path / "m.toml")
     assert result.code == 2 and result.err.count("error: ") == 1, result.err
     assert "t/team.Dockerfile.j2:2: " in result.err and fails_for in result.err.split("(target ")[1]
@@ -133,9 +140,11 @@ def test_a_target_over_the_output_budget_is_found_by_its_own_length(tmp_path):
     thousands = 4 * 2**20 // (long * 1000) + 1  # the sandbox's range() stops at 100,000: loops in a loop
     times = thousands * 1000  # long ids over 4 MiB, short ones under
     assert short * times <= 4 * 2**20 < long * times
-    template.write_text('{% extends "runtime.Dockerfile.j2" %}{% block extra %}\n'
-                        f'{{% for i in range({thousands}) %}}{{% for j in range(1000) %}}{{{{ target.id }}}}{{% endfor %}}{{% endfor %}}\n'
-                        '{% endblock %}\n')
+    template.write_text(
+        '{% extends "runtime.Dockerfile.j2" %}{% block extra %}\n'
+        f"{{% for i in range({thousands}) %}}{{% for j in range(1000) %}}{{{{ target.id }}}}{{% endfor %}}{{% endfor %}}\n"
+        "{% endblock %}\n"
+    )
     selection = select_targets(Choices(matrix=tmp_path / "m.toml"))
     worker = selection.renderer.bounded
     assert isinstance(worker, TemplateWorker) and worker.process is None  # not started: its budgets can still be set
@@ -157,10 +166,12 @@ def test_a_target_over_the_output_budget_is_found_by_its_own_length(tmp_path):
 
 def test_the_worker_renders_a_few_shapes_for_many_team_targets(tmp_path):
     (tmp_path / "t").mkdir()
-    (tmp_path / "t" / "team.Dockerfile.j2").write_text('{% extends "runtime.Dockerfile.j2" %}{% block extra %}\n'
-                                                       'LABEL team.id="{{ target.id }}"\n{% endblock %}\n')
-    (tmp_path / "m.toml").write_text(TEAM.replace("include = ", 'python = ["3.10", "3.11", "3.12", "3.13"]\ninclude = ')
-                                     .replace('python = "3.1[23]"', 'flavor = "team"'))
+    (tmp_path / "t" / "team.Dockerfile.j2").write_text(
+        '{% extends "runtime.Dockerfile.j2" %}{% block extra %}\nLABEL team.id="{{ target.id }}"\n{% endblock %}\n'
+    )
+    (tmp_path / "m.toml").write_text(
+        TEAM.replace("include = ", 'python = ["3.10", "3.11", "3.12", "3.13"]\ninclude = ').replace('python = "3.1[23]"', 'flavor = "team"')
+    )
     selection = select_targets(Choices(matrix=tmp_path / "m.toml"))
     asked = []
     worker = selection.renderer.bounded
@@ -180,8 +191,10 @@ def test_a_joined_list_is_one_slot_however_long(tmp_path):
     slots = {}
     for count in (3, 1000):
         path = tmp_path / f"m{count}.toml"
-        path.write_text('extends = "default"\ninclude = [{ torch = "2.14.1", python = "3.12" }]\n'
-                        f'packages = {json.dumps([f"package-{index}>=1" for index in range(count)])}\n')
+        path.write_text(
+            'extends = "default"\ninclude = [{ torch = "2.14.1", python = "3.12" }]\n'
+            f"packages = {json.dumps([f'package-{index}>=1' for index in range(count)])}\n"
+        )
         renderer, planned = in_process(path)
         shaped, alone = shaped_and_alone(renderer, planned)
         assert shaped == alone and all(f"'package-{count - 1}>=1'" in text for text in shaped)

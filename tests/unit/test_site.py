@@ -69,7 +69,7 @@ def image_part(site: Path, target_id: str) -> str:
     assert found, f"the index does not link {target_id}"
     page = page_text(site / found.group(1))
     start = page.index(f'<section id="{target_id}">')
-    return page[start:page.index("</section>", start)]
+    return page[start : page.index("</section>", start)]
 
 
 # --- the command ---------------------------------------------------------------------------------------------
@@ -112,14 +112,18 @@ def test_the_matrix_alone_is_a_site(cli, tmp_path):
     assert "No report of a run was given" in page_text(out / "index.html")
 
 
-@pytest.mark.parametrize("content, says", [
-    ("{not json", "is not JSON (line 1, column 2)"),
-    ('{"targets": []}', "is not a build or publish report"),
-    ("[1, 2]", "its JSON is not an object"),
-    ('{"engine": "x", "targets": [{"id": "a", "size": "big"}]}', "targets[0].size: expected a whole number of bytes, got 'big'"),
-    ('{"engine": "x", "targets": [{"id": "a", "smoke": {"passed": "yes"}}]}', "targets[0].smoke.passed: expected true or false"),
-    ('{"bomFormat": "CycloneDX", "components": []}', "an SBOM of an image without the dev.buildkit.target label"),
-], ids=["truncated", "unknown-shape", "not-an-object", "wrong-type", "wrong-bool", "foreign-sbom"])
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        ("{not json", "is not JSON (line 1, column 2)"),
+        ('{"targets": []}', "is not a build or publish report"),
+        ("[1, 2]", "its JSON is not an object"),
+        ('{"engine": "x", "targets": [{"id": "a", "size": "big"}]}', "targets[0].size: expected a whole number of bytes, got 'big'"),
+        ('{"engine": "x", "targets": [{"id": "a", "smoke": {"passed": "yes"}}]}', "targets[0].smoke.passed: expected true or false"),
+        ('{"bomFormat": "CycloneDX", "components": []}', "an SBOM of an image without the dev.buildkit.target label"),
+    ],
+    ids=["truncated", "unknown-shape", "not-an-object", "wrong-type", "wrong-bool", "foreign-sbom"],
+)
 def test_a_corrupt_document_is_named_and_nothing_is_written(cli, tmp_path, content, says):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "report.json").write_text(content)
@@ -201,10 +205,57 @@ def test_hostile_documents_render_escaped(cli, tmp_path):
         assert all(len(line) < 40_000 for line in html.splitlines()), path  # the 10,000-character tag is shortened
         parsed = _Elements()
         parsed.feed(html)
-        assert set(parsed.tags) <= {"html", "head", "meta", "title", "link", "body", "header", "a", "span", "code", "main", "h1", "h2",
-                                    "h3", "p", "dl", "dt", "dd", "section", "pre", "details", "summary", "table", "thead", "tbody", "tr", "th",
-                                    "td", "div", "ul", "li", "strong", "del", "ins", "footer", "figure", "svg", "desc", "text", "g",
-                                    "rect", "figcaption", "form", "label", "select", "option", "optgroup", "noscript", "script"}, path
+        assert set(parsed.tags) <= {
+            "html",
+            "head",
+            "meta",
+            "title",
+            "link",
+            "body",
+            "header",
+            "a",
+            "span",
+            "code",
+            "main",
+            "h1",
+            "h2",
+            "h3",
+            "p",
+            "dl",
+            "dt",
+            "dd",
+            "section",
+            "pre",
+            "details",
+            "summary",
+            "table",
+            "thead",
+            "tbody",
+            "tr",
+            "th",
+            "td",
+            "div",
+            "ul",
+            "li",
+            "strong",
+            "del",
+            "ins",
+            "footer",
+            "figure",
+            "svg",
+            "desc",
+            "text",
+            "g",
+            "rect",
+            "figcaption",
+            "form",
+            "label",
+            "select",
+            "option",
+            "optgroup",
+            "noscript",
+            "script",
+        }, path
         assert parsed.tags.count("script") <= 2, path  # the index's data block and chooser.js, nothing else
     first = image_part(out, items[0].target.id)
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&#39;&#34;\\u202eevil" in first  # shown, escaped, the override written out
@@ -314,8 +365,13 @@ def test_layer_holders_are_named_as_the_group_they_make():
     twin = next(t for t in targets if t.id == "2.15.0-rocm7.14-mi300-py3.12-runtime")
     same_backend = [t.id for t in targets if (t.vendor, t.backend_version, t.family) == ("nvidia", "13.2", "")]
     same_python = [t.id for t in targets if t.python == "3.12"]
-    holders = {"cuda": same_backend, "os": same_python, "pair": [image.id, twin.id],
-               "some": [image.id, *[held for held in same_python if held != image.id][:4]], "own": [image.id]}
+    holders = {
+        "cuda": same_backend,
+        "os": same_python,
+        "pair": [image.id, twin.id],
+        "some": [image.id, *[held for held in same_python if held != image.id][:4]],
+        "own": [image.id],
+    }
     sharing = Sharing(targets, holders, shown=2)
     assert sharing.of("cuda", image, []).group == f"the {len(same_backend) - 1} other CUDA 13.2 images"
     assert sharing.of("os", image, []).group == f"the {len(same_python) - 1} other Python 3.12 images"
@@ -341,10 +397,20 @@ def test_placements_are_written_once_per_gpu_request_and_affinity():
 
 
 def test_package_diff():
-    before = [Package("pypi", "numpy", "2.3.5", ""), Package("pypi", "torch", "2.14.1", ""), Package("deb", "libc6", "2.36-9", ""),
-              Package("pypi", "pillow", "12.0.0", ""), Package("pypi", "odd", "not-a-version", "")]
-    after = [Package("pypi", "numpy", "2.4.0", ""), Package("pypi", "torch", "2.14.0", ""), Package("deb", "libc6", "2.36-9+deb12u10", ""),
-             Package("pypi", "uv", "0.9.0", ""), Package("pypi", "odd", "other", "")]
+    before = [
+        Package("pypi", "numpy", "2.3.5", ""),
+        Package("pypi", "torch", "2.14.1", ""),
+        Package("deb", "libc6", "2.36-9", ""),
+        Package("pypi", "pillow", "12.0.0", ""),
+        Package("pypi", "odd", "not-a-version", ""),
+    ]
+    after = [
+        Package("pypi", "numpy", "2.4.0", ""),
+        Package("pypi", "torch", "2.14.0", ""),
+        Package("deb", "libc6", "2.36-9+deb12u10", ""),
+        Package("pypi", "uv", "0.9.0", ""),
+        Package("pypi", "odd", "other", ""),
+    ]
     diff = package_diff(before, after)
     assert [(c.name, c.before, c.after) for c in diff.upgraded] == [("numpy", "2.3.5", "2.4.0")]
     assert [(c.name, c.before, c.after) for c in diff.downgraded] == [("torch", "2.14.1", "2.14.0")]
@@ -354,8 +420,7 @@ def test_package_diff():
 
 
 def test_chart_geometry():
-    chart = bar_chart("t", "d", [("a", [Item("big", 400, "nvidia"), Item("half", 200, "amd")]), ("", [Item("none", 0, "hand"),
-                                                                                                   Item("l" * 80, 1, "muted")])])
+    chart = bar_chart("t", "d", [("a", [Item("big", 400, "nvidia"), Item("half", 200, "amd")]), ("", [Item("none", 0, "hand"), Item("l" * 80, 1, "muted")])])
     assert chart is not None
     big, half, none, tiny = chart.bars
     assert big.length + LABEL_WIDTH <= WIDTH and big.value_x + 60 <= WIDTH  # room for "12.3 GiB" after the longest bar

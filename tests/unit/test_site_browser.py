@@ -44,8 +44,10 @@ def printed_image(cli, root, torch: str, python: str) -> str:
 
 def test_the_chooser_names_run_prints_image_and_logs_nothing(site, cli, tmp_path):
     out, _ = site
-    expected = {"Instinct MI300X (gfx942)": printed_image(cli, hosts.mi300x(tmp_path / "mi300x"), "2.14.1", "3.12"),
-                "H100 SXM5 80GB (sm_90)": printed_image(cli, hosts.h100(tmp_path / "h100"), "2.14.1", "3.12")}
+    expected = {
+        "Instinct MI300X (gfx942)": printed_image(cli, hosts.mi300x(tmp_path / "mi300x"), "2.14.1", "3.12"),
+        "H100 SXM5 80GB (sm_90)": printed_image(cli, hosts.h100(tmp_path / "h100"), "2.14.1", "3.12"),
+    }
     assert expected["Instinct MI300X (gfx942)"].startswith("2.14.1-rocm") and expected["H100 SXM5 80GB (sm_90)"].startswith("2.14.1-cuda")
     with browser.chromium() as driver:
         driver.get((out / "index.html").as_uri())

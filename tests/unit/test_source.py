@@ -43,10 +43,10 @@ def test_stages_and_their_order(source_matrix):
     builder = named["builder"]
     # hipify runs before anything compiles, and the wheel build gets the arch list and the job count
     assert builder.index("python tools/amd_build/build_amd.py") < builder.index("python setup.py bdist_wheel")
-    build_step = builder[builder.index("ARG PYTORCH_ROCM_ARCH"):]
+    build_step = builder[builder.index("ARG PYTORCH_ROCM_ARCH") :]
     assert 'PYTORCH_ROCM_ARCH="${PYTORCH_ROCM_ARCH}" MAX_JOBS="${jobs}"' in build_step and "USE_ROCM=1" in build_step
     assert f"/ 1024 / 1024 / {GB_PER_JOB}" in build_step and "--mount=type=cache,target=/root/.cache/ccache" in build_step
-    assert "git clone --depth 1 --branch \"${PYTORCH_REF}\" --recurse-submodules --shallow-submodules" in builder
+    assert 'git clone --depth 1 --branch "${PYTORCH_REF}" --recurse-submodules --shallow-submodules' in builder
     assert item.build_args["PYTORCH_REF"] == "v2.14.1" and item.build_args["TORCHVISION_REF"] == "v0.29.1"
     assert "python setup.py bdist_wheel" in named["torchvision"] and "pip install --no-cache-dir --no-deps /wheels/torch-" in named["torchvision"]
 
@@ -96,9 +96,17 @@ def test_local_checkout_is_the_build_context(source_matrix, tmp_path):
         render(source_matrix, pytorch_src=tmp_path)
 
 
-@pytest.mark.parametrize("memory_gib,cores,expected", [
-    (24, 2, 2), (24, 16, 3), (256, 64, 36), (512, 32, 32), (4, 8, 1), (0, 8, 1),
-])
+@pytest.mark.parametrize(
+    "memory_gib,cores,expected",
+    [
+        (24, 2, 2),
+        (24, 16, 3),
+        (256, 64, 36),
+        (512, 32, 32),
+        (4, 8, 1),
+        (0, 8, 1),
+    ],
+)
 def test_max_jobs_follows_memory_then_cores(memory_gib, cores, expected):
     assert max_jobs(memory_gib * GIB, cores) == expected
 
@@ -108,8 +116,10 @@ def test_dockerfile_arithmetic_matches_max_jobs(tmp_path):
     meminfo = tmp_path / "meminfo"
     for memory_gib, cores in ((24, 2), (24, 16), (256, 64), (4, 8)):
         meminfo.write_text(f"MemTotal: {memory_gib * 1024 * 1024 + 1} kB\nMemAvailable: {memory_gib * 1024 * 1024} kB\n")
-        script = (f'jobs="$(awk \'/MemAvailable/ {{ print int($2 / 1024 / 1024 / {GB_PER_JOB}) }}\' {meminfo})"'
-                  f' && jobs=$(( jobs < 1 ? 1 : jobs )) && jobs=$(( jobs > {cores} ? {cores} : jobs )) && echo $jobs')
+        script = (
+            f"jobs=\"$(awk '/MemAvailable/ {{ print int($2 / 1024 / 1024 / {GB_PER_JOB}) }}' {meminfo})\""
+            f" && jobs=$(( jobs < 1 ? 1 : jobs )) && jobs=$(( jobs > {cores} ? {cores} : jobs )) && echo $jobs"
+        )
         shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout.strip()
         assert int(shell) == max_jobs(memory_gib * GIB, cores)
 
@@ -128,9 +138,11 @@ def test_source_dockerfile_passes_hadolint(source_matrix, tmp_path):
 def test_a_debian_devel_image_builds_with_the_python_its_os_ships(team_matrix):
     """A team's own ROCm devel base on Debian (the toolchain image the source build test uses is one): its
     OS is read from the tag, and [compat.os_python] names that OS's Python."""
-    path = team_matrix('extends = "default"\nflavors = ["source"]\ninclude = [{ torch = "2.14.1" }]\npython = ["3.14"]\n'
-                       '[compat.rocm."7.2"]\ndevel_base = "registry.example.com/rocm-toolchain:debian-sid"\n'
-                       '[compat.os_python]\ndebiansid = "3.14"\n')
+    path = team_matrix(
+        'extends = "default"\nflavors = ["source"]\ninclude = [{ torch = "2.14.1" }]\npython = ["3.14"]\n'
+        '[compat.rocm."7.2"]\ndevel_base = "registry.example.com/rocm-toolchain:debian-sid"\n'
+        '[compat.os_python]\ndebiansid = "3.14"\n'
+    )
     (target,) = select_targets(Choices(matrix=path)).targets
     assert (target.id, target.builder_image) == ("2.14.1-rocm7.2-py3.14-source", "registry.example.com/rocm-toolchain:debian-sid")
     item = render(path)

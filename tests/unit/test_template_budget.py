@@ -23,20 +23,22 @@ OVER_OUTPUT = "the template writes more than 4,194,304 characters, beyond its bu
 
 BOMBS = {  # class: (template, what the one error says)
     "exponent_tower": ("{% set a = 2 ** 256 %}{% set b = a ** 256 %}{% set c = b ** 256 %}{{ (c ** 256) > 0 }}", (OVER_TIME, OVER_MEMORY)),
-    "big_int_products": ("{% set ns = namespace(x=7 ** 256) %}{% for i in range(40) %}{% set ns.x = ns.x * ns.x %}{% endfor %}"
-                         "{{ ns.x > 0 }}", (OVER_TIME, OVER_MEMORY)),
+    "big_int_products": (
+        "{% set ns = namespace(x=7 ** 256) %}{% for i in range(40) %}{% set ns.x = ns.x * ns.x %}{% endfor %}{{ ns.x > 0 }}",
+        (OVER_TIME, OVER_MEMORY),
+    ),
     "nested_loops": ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", (OVER_TIME,)),
     "center_width": ('{{ "x"|center(2000000000) }}', (OVER_MEMORY,)),
     "indent_width": ('{{ "a\nb"|indent(2000000000) }}', (OVER_MEMORY,)),
     "format_width": ('{{ "%2000000000s"|format("x") }}', (OVER_MEMORY,)),
     "lipsum": ("{{ lipsum(n=100000000) }}", (OVER_TIME, OVER_MEMORY, OVER_OUTPUT)),
-    "macro_doubling": ('{% macro d(s, n) %}{% if n %}{{ d(s ~ s, n - 1) }}{% else %}{{ s|length }}{% endif %}{% endmacro %}'
-                       '{{ d("x", 40) }}', (OVER_MEMORY, OVER_TIME)),
-    "loop_writing_gigabytes": ("{% for i in range(100000) %}{% for j in range(100000) %}" + "x" * 64 + "{% endfor %}{% endfor %}",
-                               (OVER_OUTPUT,)),
+    "macro_doubling": (
+        '{% macro d(s, n) %}{% if n %}{{ d(s ~ s, n - 1) }}{% else %}{{ s|length }}{% endif %}{% endmacro %}{{ d("x", 40) }}',
+        (OVER_MEMORY, OVER_TIME),
+    ),
+    "loop_writing_gigabytes": ("{% for i in range(100000) %}{% for j in range(100000) %}" + "x" * 64 + "{% endfor %}{% endfor %}", (OVER_OUTPUT,)),
 }
-CAPPED_CLI = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
-              "from buildkit.cli import main; sys.exit(main(sys.argv[1:]))")
+CAPPED_CLI = "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); from buildkit.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def team(folder: Path, template: str, name: str = "runtime.Dockerfile.j2") -> Path:
@@ -51,9 +53,13 @@ def team(folder: Path, template: str, name: str = "runtime.Dockerfile.j2") -> Pa
 def test_each_class_of_resource_bomb_is_one_error_within_the_budget_and_1_gib(bomb, tmp_path):
     template, expected = BOMBS[bomb]
     matrix = team(tmp_path, template)
-    result = subprocess.run([sys.executable, "-c", CAPPED_CLI, "render", "--matrix", str(matrix), "--out", str(tmp_path / "dist")],
-                            capture_output=True, text=True, cwd=tmp_path,
-                            timeout=600)  # a guard against hangs only: the worker's budget stops each bomb in seconds
+    result = subprocess.run(
+        [sys.executable, "-c", CAPPED_CLI, "render", "--matrix", str(matrix), "--out", str(tmp_path / "dist")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )  # a guard against hangs only: the worker's budget stops each bomb in seconds
     errors = [line for line in result.stderr.splitlines() if not line.startswith("note: ")]
     assert result.returncode == 2 and len(errors) == 1, result.stderr[-3000:]
     assert errors[0].startswith(f"error: {tmp_path / 't' / 'runtime.Dockerfile.j2'}: ") and any(e in errors[0] for e in expected), errors
@@ -63,8 +69,9 @@ def test_each_class_of_resource_bomb_is_one_error_within_the_budget_and_1_gib(bo
 @pytest.mark.slow
 def test_a_render_that_stays_within_the_budget_is_untouched_and_the_worker_serves_every_target(tmp_path):
     """A team template renders as it would in process; one worker renders all of a run's team targets."""
-    matrix = team(tmp_path, '{% extends "_image.Dockerfile.j2" %}{% block base %}FROM {{ target.base_image }}\n'
-                            'LABEL team.mark="{{ target.id }}"\n{% endblock %}')
+    matrix = team(
+        tmp_path, '{% extends "_image.Dockerfile.j2" %}{% block base %}FROM {{ target.base_image }}\nLABEL team.mark="{{ target.id }}"\n{% endblock %}'
+    )
     (tmp_path / "m.toml").write_text('extends = "default"\ntemplate_dir = "t"\ninclude = [{ torch = "2.14.1", flavor = "runtime" }]\n')
     selection = select_targets(Choices(matrix=matrix))
     worker = selection.renderer.bounded
@@ -95,8 +102,9 @@ def test_a_team_file_shadowing_a_builtin_part_sends_the_render_to_the_worker(tmp
 def test_after_a_bomb_the_next_render_gets_a_fresh_worker(tmp_path):
     team(tmp_path, BOMBS["nested_loops"][0], "boom.Dockerfile.j2")
     team(tmp_path, '{% extends "runtime.Dockerfile.j2" %}', "calm.Dockerfile.j2")
-    (tmp_path / "m.toml").write_text('extends = "default"\ntemplate_dir = "t"\nflavors = ["boom", "calm"]\n'
-                                     'include = [{ torch = "2.13.0", python = "3.12", backend_version = "7.2" }]\n')
+    (tmp_path / "m.toml").write_text(
+        'extends = "default"\ntemplate_dir = "t"\nflavors = ["boom", "calm"]\ninclude = [{ torch = "2.13.0", python = "3.12", backend_version = "7.2" }]\n'
+    )
     selection = select_targets(Choices(matrix=tmp_path / "m.toml"))
     boom, calm = sorted(selection.plan(), key=lambda planned: planned.target.flavor)
     with pytest.raises(UserError, match="runs longer than the 2 s"):

@@ -16,15 +16,20 @@ from pathlib import Path
 import pytest
 
 FAULTS = {  # fault: (the team's runtime.Dockerfile.j2, what its one error says)
-    "syntax_error": ('{% extends "_image.Dockerfile.j2" %}{% block base %}\nFROM {{ target.base_image }\n{% endblock %}',
-                     "runtime.Dockerfile.j2:2: template syntax error"),
-    "sandbox_violation": ('{% extends "_image.Dockerfile.j2" %}{% block base %}\nFROM {{ target.__class__.__init__.__globals__ }}\n'
-                          '{% endblock %}', "runtime.Dockerfile.j2:2: template tried something the sandbox forbids"),
-    "self_extending": ('{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}RUN true{% endblock %}',
-                       "runtime.Dockerfile.j2:1: template extends itself"),
-    "resource_bomb": ('{% extends "_image.Dockerfile.j2" %}{% block base %}\n'
-                      '{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n{% endblock %}',
-                      "over budget: the render runs longer than the 2 s"),
+    "syntax_error": (
+        '{% extends "_image.Dockerfile.j2" %}{% block base %}\nFROM {{ target.base_image }\n{% endblock %}',
+        "runtime.Dockerfile.j2:2: template syntax error",
+    ),
+    "sandbox_violation": (
+        '{% extends "_image.Dockerfile.j2" %}{% block base %}\nFROM {{ target.__class__.__init__.__globals__ }}\n{% endblock %}',
+        "runtime.Dockerfile.j2:2: template tried something the sandbox forbids",
+    ),
+    "self_extending": ('{% extends "runtime.Dockerfile.j2" %}\n{% block extra %}RUN true{% endblock %}', "runtime.Dockerfile.j2:1: template extends itself"),
+    "resource_bomb": (
+        '{% extends "_image.Dockerfile.j2" %}{% block base %}\n'
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n{% endblock %}",
+        "over budget: the render runs longer than the 2 s",
+    ),
 }
 
 
@@ -59,9 +64,13 @@ def test_validate_reports_a_faulty_template_once_and_at_once(fault, tmp_path):
     (tmp_path / "t" / "runtime.Dockerfile.j2").write_text(template)
     (tmp_path / "m.toml").write_text('extends = "default"\ntemplate_dir = "t"\n')
     counts = tmp_path / "sent.json"
-    result = subprocess.run([sys.executable, "-c", COUNTED_SENDS, str(counts), "matrix", "validate", "--matrix", str(tmp_path / "m.toml")],
-                            capture_output=True, text=True, cwd=tmp_path,
-                            timeout=600)  # a guard against hangs only: a fault is found in seconds
+    result = subprocess.run(
+        [sys.executable, "-c", COUNTED_SENDS, str(counts), "matrix", "validate", "--matrix", str(tmp_path / "m.toml")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )  # a guard against hangs only: a fault is found in seconds
     errors = result.stderr.splitlines()
     assert result.returncode == 2 and len(errors) == 1 and result.stdout == "", result.stderr
     assert errors[0].startswith(f"error: {tmp_path / 't'}/") and says in errors[0], errors
@@ -93,15 +102,15 @@ def test_templates_that_extend_each_other_are_one_error_before_any_render(cli, t
     (tmp_path / "m.toml").write_text('extends = "default"\ntemplate_dir = "t"\n')
     result = cli("matrix", "validate", "--matrix", Path(tmp_path / "m.toml"))
     assert result.code == 2 and result.err.count("error: ") == 1, result.err
-    assert ("runtime.Dockerfile.j2:1: template extends itself "
-            "(runtime.Dockerfile.j2 -> _base.Dockerfile.j2 -> runtime.Dockerfile.j2)") in result.err
+    assert ("runtime.Dockerfile.j2:1: template extends itself (runtime.Dockerfile.j2 -> _base.Dockerfile.j2 -> runtime.Dockerfile.j2)") in result.err
 
 
 def test_a_conditional_extends_of_itself_is_left_to_the_render(cli, tmp_path):
     """An `{% extends %}` inside an `{% if %}` is not a loop by itself: the render decides, and here it never takes it."""
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "team.Dockerfile.j2").write_text(
-        '{% if target.python == "2.7" %}{% extends "team.Dockerfile.j2" %}{% else %}{% extends "runtime.Dockerfile.j2" %}{% endif %}\n')
+        '{% if target.python == "2.7" %}{% extends "team.Dockerfile.j2" %}{% else %}{% extends "runtime.Dockerfile.j2" %}{% endif %}\n'
+    )
     (tmp_path / "m.toml").write_text('extends = "default"\ntemplate_dir = "t"\nflavors = ["team"]\n')
     result = cli("matrix", "validate", "--matrix", Path(tmp_path / "m.toml"))
     assert result.code == 0, result.err

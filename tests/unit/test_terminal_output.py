@@ -58,8 +58,7 @@ def test_detect_and_doctor_show_host_strings_escaped(cli, tmp_path):
 def test_doctor_advice_keeps_its_brackets(tmp_path):
     """doctor once printed "add it to  to build for it from source": rich had read [compat.gfx] as markup."""
     host = read_host(shipped_compat(), hostile_amd_host(tmp_path / "host"))
-    identity = ImageIdentity.read({"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2",
-                                   "dev.buildkit.gpu-archs": "gfx942"})
+    identity = ImageIdentity.read({"dev.buildkit.backend": "rocm", "dev.buildkit.backend-version": "7.2", "dev.buildkit.gpu-archs": "gfx942"})
     image = f"registry.example.com/team/app:{RED}1"
     out = io.StringIO()
     show_doctor(Console(file=out, width=400), DoctorReport(host, image, tuple(assess(host, shipped_compat(), image, identity))))

@@ -52,6 +52,7 @@ NARROWED = '[[torch]]\nversion = "2.13.0"\narchs = { rocm = ["gfx942"] }\n'
 
 # --- when and where the trim runs -------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_the_default_matrix_plans_no_fat_trim_and_labels_only_family_images_as_trimmed():
     for item in select_targets(Choices()).render():
@@ -109,7 +110,9 @@ def test_thin_wheels_install_only_the_declared_archs_device_packages(team_matrix
         assert plan["trim"] is None  # nothing to delete: the other archs' packages never install
         assert plan["narrowing"] == {"requirement": "rocm", "drop": "device-all", "add": ["device-gfx942", "device-gfx90a"]}
         assert [layer["packages"] for layer in plan["layers"] if layer["name"].startswith("device-")] == [
-            ["rocm-sdk-device-gfx942"], ["rocm-sdk-device-gfx90a"]]
+            ["rocm-sdk-device-gfx942"],
+            ["rocm-sdk-device-gfx90a"],
+        ]
         assert item.labels[labels.TRIMMED_ARCHS] == ";".join(a for a in COMPAT.backend("rocm", "7.14").archs if a not in ("gfx942", "gfx90a"))
 
 
@@ -126,29 +129,42 @@ def test_trimmed_dockerfile_passes_hadolint(team_matrix, tmp_path):
 
 # --- the file-name rule ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,arch", [
-    ("TensileLibrary_lazy_gfx942.dat", "gfx942"),  # rocBLAS tensile_host.cpp
-    ("Kernels.so-000-gfx1100.hsaco", "gfx1100"),  # Tensile TensileCreateLibrary.py
-    ("TensileLibrary_Type_4xi8I_HPA_Contraction_l_Alik_Bjlk_Cijk_Dijk_fallback_gfx906-xnack-.hsaco", "gfx906"),
-    ("Kernels.so-000-gfx90a-xnack+.hsaco", "gfx90a"),
-    ("extop_gfx950.co", "gfx950"),  # hipBLASLt gen_assembly.sh
-    ("gfx90a6e.db", "gfx90a"),  # MIOpen: 110 CUs in hex, no separator
-    ("gfx942130.HIP.fdb.txt", "gfx942"),  # 304 CUs
-    ("gfx1030_36.db", "gfx1030"),  # 64 CUs or fewer: _<CUs>
-    ("gfx942.kdb", "gfx942"),
-    ("gfx1201/TensileLibrary_lazy_gfx1201.dat", "gfx1201"),  # rocBLAS's per-processor folder
-])
+
+@pytest.mark.parametrize(
+    "name,arch",
+    [
+        ("TensileLibrary_lazy_gfx942.dat", "gfx942"),  # rocBLAS tensile_host.cpp
+        ("Kernels.so-000-gfx1100.hsaco", "gfx1100"),  # Tensile TensileCreateLibrary.py
+        ("TensileLibrary_Type_4xi8I_HPA_Contraction_l_Alik_Bjlk_Cijk_Dijk_fallback_gfx906-xnack-.hsaco", "gfx906"),
+        ("Kernels.so-000-gfx90a-xnack+.hsaco", "gfx90a"),
+        ("extop_gfx950.co", "gfx950"),  # hipBLASLt gen_assembly.sh
+        ("gfx90a6e.db", "gfx90a"),  # MIOpen: 110 CUs in hex, no separator
+        ("gfx942130.HIP.fdb.txt", "gfx942"),  # 304 CUs
+        ("gfx1030_36.db", "gfx1030"),  # 64 CUs or fewer: _<CUs>
+        ("gfx942.kdb", "gfx942"),
+        ("gfx1201/TensileLibrary_lazy_gfx1201.dat", "gfx1201"),  # rocBLAS's per-processor folder
+    ],
+)
 def test_rule_finds_the_arch_in_real_file_names(name, arch):
     assert names_any(name, (arch,))
     others = tuple(a for a in COMPAT.known_archs["rocm"] if a != arch)
     assert not names_any(name, others)
 
 
-@pytest.mark.parametrize("name", [
-    "hipblasltExtOpLibrary.dat", "hipblasltTransform.hsaco", "TensileLibrary.dat",
-    "TensileLibrary_Type_4xi8I_HPA_Contraction_l_Ailk_Bjlk_Cijk_Dijk_fallback.dat",
-    "gfx11-generic.co", "Conv_Winograd_v30_3_1_gfx94x_fp16.inc", "libamdhip64.so", "xgfx942.dat", "gfx9420000.db",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hipblasltExtOpLibrary.dat",
+        "hipblasltTransform.hsaco",
+        "TensileLibrary.dat",
+        "TensileLibrary_Type_4xi8I_HPA_Contraction_l_Ailk_Bjlk_Cijk_Dijk_fallback.dat",
+        "gfx11-generic.co",
+        "Conv_Winograd_v30_3_1_gfx94x_fp16.inc",
+        "libamdhip64.so",
+        "xgfx942.dat",
+        "gfx9420000.db",
+    ],
+)
 def test_rule_leaves_names_without_a_known_gfx_target(name):
     assert not names_any(name, COMPAT.known_archs["rocm"])
 
@@ -162,6 +178,7 @@ def test_no_known_gfx_target_is_a_prefix_of_another():
 
 
 # --- the installer's trim, run against the double ------------------------------------------------------
+
 
 def unpack(wheel: Path, into: Path) -> Path:
     with zipfile.ZipFile(wheel) as archive:

@@ -43,8 +43,9 @@ def assert_no_token(result, folder: Path, *inputs: Path) -> None:
 
 def matrix_with_range(folder: Path, base: str = f"python@{DIGEST}") -> Path:
     path = folder / "matrix.toml"
-    path.write_text(f'extends = "default"\nruntime_base = "{base}"\n'
-                    'include = [{ torch = "2.14.1", python = "3.12", flavor = "runtime" }]\npackages = ["timm>=1.0"]\n')
+    path.write_text(
+        f'extends = "default"\nruntime_base = "{base}"\ninclude = [{{ torch = "2.14.1", python = "3.12", flavor = "runtime" }}]\npackages = ["timm>=1.0"]\n'
+    )
     return path
 
 
@@ -97,8 +98,9 @@ def test_lock_package_index_from_each_source(cli, tmp_path, monkeypatch, simple_
         monkeypatch.delenv("PIP_INDEX_URL", raising=False)
         conf = tmp_path / "config" / "pip" / "pip.conf"  # the user's pip configuration, as `pip config` reads it
         conf.parent.mkdir(parents=True)
-        conf.write_text(f"[global]\nindex-url = {url}\n" if source == "pip.conf" else
-                        f"[global]\nindex-url = http://127.0.0.1:9/simple\n\n[install]\nindex-url = {url}\n")
+        conf.write_text(
+            f"[global]\nindex-url = {url}\n" if source == "pip.conf" else f"[global]\nindex-url = http://127.0.0.1:9/simple\n\n[install]\nindex-url = {url}\n"
+        )
         monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
         inputs.append(conf)
     matrix = matrix_with_range(tmp_path)
@@ -128,8 +130,7 @@ def test_a_registry_bearer_realm_with_credentials(cli, tmp_path):
     with FakeRegistry() as registry:
         registry.add_image("python", "3.12-slim", {})
         registry.require_bearer(f"http://{USERINFO}@{registry.address}/token")
-        result = cli("lock", "--matrix", matrix_with_range(tmp_path, f"{registry.address}/python:3.12-slim"),
-                     "--package-index", "http://127.0.0.1:9/simple")
+        result = cli("lock", "--matrix", matrix_with_range(tmp_path, f"{registry.address}/python:3.12-slim"), "--package-index", "http://127.0.0.1:9/simple")
     assert result.code == 2 and f"http://****@{registry.address}/token" in result.err, result.err
     assert_no_token(result, tmp_path)
 
@@ -140,10 +141,13 @@ exit 1
 """
 
 
-@pytest.mark.parametrize("said", [
-    "GET: UNAUTHORIZED: authentication required at",  # an error: the message says it
-    "no matching signatures: a signature that is not trusted, fetched from",  # a finding: the report says it
-])
+@pytest.mark.parametrize(
+    "said",
+    [
+        "GET: UNAUTHORIZED: authentication required at",  # an error: the message says it
+        "no matching signatures: a signature that is not trusted, fetched from",  # a finding: the report says it
+    ],
+)
 def test_cosign_output_with_credentials(cli, tmp_path, monkeypatch, said):
     cosign = tmp_path / "cosign"
     cosign.write_text(COSIGN.format(said=said, userinfo=USERINFO))
@@ -166,8 +170,15 @@ def test_build_index_options(tmp_path):
 
     out = tmp_path / "out"
     result = run_buildkit(
-        "build", "--select", "id=2.14.1-cuda13.0-py3.12-runtime", "--out", out,
-        "--index-url", f"https://{USERINFO}@pypi.example/simple/", "--extra-index-url", f"https://{USERINFO}@extra.example/",
+        "build",
+        "--select",
+        "id=2.14.1-cuda13.0-py3.12-runtime",
+        "--out",
+        out,
+        "--index-url",
+        f"https://{USERINFO}@pypi.example/simple/",
+        "--extra-index-url",
+        f"https://{USERINFO}@extra.example/",
         env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"},
     )
     assert result.returncode in (1, 2)

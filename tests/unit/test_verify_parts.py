@@ -18,17 +18,19 @@ from buildkit.core.supply_chain.provenance import read_provenance
 from buildkit.errors import UserError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "provenance"
-PYTHON_BASE = ("pkg:docker/python@3.11-slim-bookworm?platform=linux%2Famd64"
-               "@sha256:098dfdd6f44142ac5faa6575fb5a16167e76cbe0b61b5d0a9ed8d182fc2da3e4")
+PYTHON_BASE = "pkg:docker/python@3.11-slim-bookworm?platform=linux%2Famd64@sha256:098dfdd6f44142ac5faa6575fb5a16167e76cbe0b61b5d0a9ed8d182fc2da3e4"
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("127.0.0.1:5000/team/pytorch:2.14.1-rocm7.2-py3.12-runtime", ("127.0.0.1:5000", "team/pytorch", "2.14.1-rocm7.2-py3.12-runtime", "")),
-    ("ghcr.io/org/img@sha256:" + "a" * 64, ("ghcr.io", "org/img", "", "sha256:" + "a" * 64)),
-    ("localhost/img:1", ("localhost", "img", "1", "")),
-    ("python:3.11-slim-bookworm", ("", "python", "3.11-slim-bookworm", "")),
-    ("team/pytorch", ("", "team/pytorch", "", "")),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("127.0.0.1:5000/team/pytorch:2.14.1-rocm7.2-py3.12-runtime", ("127.0.0.1:5000", "team/pytorch", "2.14.1-rocm7.2-py3.12-runtime", "")),
+        ("ghcr.io/org/img@sha256:" + "a" * 64, ("ghcr.io", "org/img", "", "sha256:" + "a" * 64)),
+        ("localhost/img:1", ("localhost", "img", "1", "")),
+        ("python:3.11-slim-bookworm", ("", "python", "3.11-slim-bookworm", "")),
+        ("team/pytorch", ("", "team/pytorch", "", "")),
+    ],
+)
 def test_references_split_like_docker(text, expected):
     reference = ImageReference.parse(text)
     assert (reference.registry, reference.repository, reference.tag, reference.digest) == expected
@@ -59,19 +61,27 @@ def test_provenance_records_the_fingerprint_label():
 
 
 def test_slsa_v1_provenance():
-    statement = {"predicateType": "https://slsa.dev/provenance/v1", "predicate": {
-        "buildDefinition": {"buildType": "https://mobyproject.org/buildkit@v1",
-                            "externalParameters": {"request": {"args": {"label:dev.buildkit.fingerprint": "d" * 64}}},
-                            "resolvedDependencies": [{"uri": "pkg:docker/rocm/dev-ubuntu-24.04@7.2.1-complete", "digest": {"sha256": "e" * 64}}]},
-        "runDetails": {"builder": {"id": "https://github.com/org/repo/actions/runs/1"}, "metadata": {"finishedOn": "2026-11-30T03:00:00Z"}}}}
+    statement = {
+        "predicateType": "https://slsa.dev/provenance/v1",
+        "predicate": {
+            "buildDefinition": {
+                "buildType": "https://mobyproject.org/buildkit@v1",
+                "externalParameters": {"request": {"args": {"label:dev.buildkit.fingerprint": "d" * 64}}},
+                "resolvedDependencies": [{"uri": "pkg:docker/rocm/dev-ubuntu-24.04@7.2.1-complete", "digest": {"sha256": "e" * 64}}],
+            },
+            "runDetails": {"builder": {"id": "https://github.com/org/repo/actions/runs/1"}, "metadata": {"finishedOn": "2026-11-30T03:00:00Z"}},
+        },
+    }
     provenance = read_provenance(statement)
     assert provenance.builder == "https://github.com/org/repo/actions/runs/1"
     assert provenance.materials == ("pkg:docker/rocm/dev-ubuntu-24.04@7.2.1-complete@sha256:" + "e" * 64,)
     assert provenance.fingerprint == "d" * 64
 
 
-@pytest.mark.parametrize("statement", [{}, {"predicateType": "https://cyclonedx.org/bom", "predicate": {}},
-                                       {"predicateType": "https://slsa.dev/provenance/v0.2", "predicate": "text"}])
+@pytest.mark.parametrize(
+    "statement",
+    [{}, {"predicateType": "https://cyclonedx.org/bom", "predicate": {}}, {"predicateType": "https://slsa.dev/provenance/v0.2", "predicate": "text"}],
+)
 def test_other_statements_are_not_provenance(statement):
     assert read_provenance(copy.deepcopy(statement)) is None
 
@@ -79,15 +89,22 @@ def test_other_statements_are_not_provenance(statement):
 def test_trust_is_a_key_or_an_identity_with_its_issuer():
     assert trust_of("k.pub", None, None) == Trust(key="k.pub")
     assert trust_of(None, "https://github.com/o/r/.github/workflows/nightly.yml@refs/heads/main", "https://token.actions.githubusercontent.com") == Trust(
-        identity="https://github.com/o/r/.github/workflows/nightly.yml@refs/heads/main", issuer="https://token.actions.githubusercontent.com",
-        transparency_log=True)
+        identity="https://github.com/o/r/.github/workflows/nightly.yml@refs/heads/main",
+        issuer="https://token.actions.githubusercontent.com",
+        transparency_log=True,
+    )
     assert trust_of(None, None, None, required=False) is None
 
 
-@pytest.mark.parametrize("key,identity,issuer,option", [
-    ("k.pub", "id", "issuer", "--key"), (None, "id", None, "--certificate-oidc-issuer"),
-    (None, None, "issuer", "--certificate-identity"), (None, None, None, "--key"),
-])
+@pytest.mark.parametrize(
+    "key,identity,issuer,option",
+    [
+        ("k.pub", "id", "issuer", "--key"),
+        (None, "id", None, "--certificate-oidc-issuer"),
+        (None, None, "issuer", "--certificate-identity"),
+        (None, None, None, "--key"),
+    ],
+)
 def test_unclear_trust_is_a_usage_error(key, identity, issuer, option):
     with pytest.raises(UserError) as raised:
         trust_of(key, identity, issuer)
@@ -147,8 +164,9 @@ def test_help(cli, command):
     assert result.code == 0 and f"usage: buildkit {command}" in result.out and "--certificate-identity" in result.out
 
 
-@pytest.mark.parametrize("registry", ["127.0.0.1:5000", "127.0.0.2:5000", "[::1]:5000", "localhost:5000", "10.0.0.5:5000",
-                                      "ghcr.io", "localhost.example.com:5000"])
+@pytest.mark.parametrize(
+    "registry", ["127.0.0.1:5000", "127.0.0.2:5000", "[::1]:5000", "localhost:5000", "10.0.0.5:5000", "ghcr.io", "localhost.example.com:5000"]
+)
 def test_cosign_speaks_plain_http_exactly_where_the_registry_client_does(tmp_path, registry):
     """One loopback rule: 127.0.0.0/8, ::1 and localhost are this machine for both."""
     script = tmp_path / "cosign"
@@ -156,8 +174,6 @@ def test_cosign_speaks_plain_http_exactly_where_the_registry_client_does(tmp_pat
     script.chmod(0o755)
     key = tmp_path / "cosign.pub"
     key.write_text("-----BEGIN PUBLIC KEY-----\n")
-    Cosign(registry, executable=str(script), environ={"PATH": os.environ["PATH"]}).verify(
-        f"{registry}/img@sha256:" + "a" * 64, Trust(key=str(key)))
+    Cosign(registry, executable=str(script), environ={"PATH": os.environ["PATH"]}).verify(f"{registry}/img@sha256:" + "a" * 64, Trust(key=str(key)))
     plain_for_cosign = "--allow-http-registry" in (tmp_path / "args").read_text().split()
-    assert plain_for_cosign == Registry(registry).base.startswith("http://") == (registry.split(":5000")[0] in (
-        "127.0.0.1", "127.0.0.2", "[::1]", "localhost"))
+    assert plain_for_cosign == Registry(registry).base.startswith("http://") == (registry.split(":5000")[0] in ("127.0.0.1", "127.0.0.2", "[::1]", "localhost"))

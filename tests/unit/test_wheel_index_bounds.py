@@ -44,12 +44,14 @@ def html(*hrefs: str) -> bytes:
 def locking(team_matrix, requirement: str = "timm>=1.0") -> str:
     """A matrix whose lock needs one package range and no base image from a registry (digest-pinned bases)."""
     digest = "sha256:" + "a" * 64
-    return str(team_matrix(f'''
+    return str(
+        team_matrix(f'''
         extends = "default"
         runtime_base = "python@{digest}"
         include = [{{ torch = "2.14.1", python = "3.12", flavor = "runtime" }}]
         packages = ["{requirement}"]
-    '''))
+    ''')
+    )
 
 
 def assert_one_failure(result, *expected: str) -> None:
@@ -61,12 +63,26 @@ def assert_one_failure(result, *expected: str) -> None:
         assert text in errors[0], result.err
 
 
-@pytest.mark.parametrize("value, seconds", [
-    ("5", 5.0), (" 7 ", 7.0), ("0", 0.0), ("3600", MAX_RETRY_AFTER), ("9" * 5000, MAX_RETRY_AFTER),
-    ("²", None), ("٣", None), ("1.5", None), ("-1", None), ("soon", None), ("", None), (None, None),
-    ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # in the past: retry now
-    ("Mon, 99 Foo 9999 99:99:99 GMT", None), ("Wed, 21 Oct 2015 07:28:00 GMT" + "x" * 100, None),
-])
+@pytest.mark.parametrize(
+    "value, seconds",
+    [
+        ("5", 5.0),
+        (" 7 ", 7.0),
+        ("0", 0.0),
+        ("3600", MAX_RETRY_AFTER),
+        ("9" * 5000, MAX_RETRY_AFTER),
+        ("²", None),
+        ("٣", None),
+        ("1.5", None),
+        ("-1", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # in the past: retry now
+        ("Mon, 99 Foo 9999 99:99:99 GMT", None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT" + "x" * 100, None),
+    ],
+)
 def test_retry_after_is_ascii_delay_seconds_or_an_http_date_and_capped(value, seconds):
     assert retry_after_seconds(value) == seconds
 
@@ -102,8 +118,9 @@ def test_a_retry_after_of_an_hour_is_waited_at_most_the_cap_and_announced(cli, o
     origin.on("GET", r"/whl/.+/torch/", Answer(404))
     result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert waits == [MAX_RETRY_AFTER]
-    assert (f"it answered 503; retrying in {MAX_RETRY_AFTER:.0f} s (attempt 2 of 4), {MAX_RETRY_AFTER:.0f} s of the "
-            f"{DEFAULT_RETRY_WAIT:.0f} s it may wait to retry") in result.err
+    assert (
+        f"it answered 503; retrying in {MAX_RETRY_AFTER:.0f} s (attempt 2 of 4), {MAX_RETRY_AFTER:.0f} s of the {DEFAULT_RETRY_WAIT:.0f} s it may wait to retry"
+    ) in result.err
     assert_one_failure(result, "none of")  # the index then answered, with no variant folder
 
 
@@ -121,8 +138,11 @@ def test_an_index_that_keeps_asking_for_an_hour_costs_one_capped_wait(cli, origi
     origin.on("GET", r"/whl/", Answer(503, {"Retry-After": "3600"}))
     result = cli("compat", "check", *OFFLINE, "--index", f"{origin.url}/whl")
     assert waits == [MAX_RETRY_AFTER] and len(origin.journal.seen) == 2
-    assert_one_failure(result, "it answered 503, and waiting 60 s more to retry would pass the 90 s buildkit waits to retry it "
-                               "in all (waited 60 s so far; $BUILDKIT_RETRY_WAIT sets it)")
+    assert_one_failure(
+        result,
+        "it answered 503, and waiting 60 s more to retry would pass the 90 s buildkit waits to retry it "
+        "in all (waited 60 s so far; $BUILDKIT_RETRY_WAIT sets it)",
+    )
 
 
 def test_the_retry_budget_is_the_users_to_set(cli, origin, waits, monkeypatch):
@@ -168,9 +188,20 @@ def test_folder_names_of_5000_digits_are_no_variants(cli, origin):
 
 def test_wheel_names_with_5000_digit_versions_are_skipped(cli, origin, team_matrix):
     huge = "1" * 5000
-    origin.on("GET", r"/simple/timm/", Answer(200, {}, html(
-        f"timm-{huge}-py3-none-any.whl", f"timm-1.{huge}.tar.gz", "timm-1.0.9-py3-none-any.whl", "timm-1.0.10.tar.gz",
-    )))
+    origin.on(
+        "GET",
+        r"/simple/timm/",
+        Answer(
+            200,
+            {},
+            html(
+                f"timm-{huge}-py3-none-any.whl",
+                f"timm-1.{huge}.tar.gz",
+                "timm-1.0.9-py3-none-any.whl",
+                "timm-1.0.10.tar.gz",
+            ),
+        ),
+    )
     result = cli("lock", "--matrix", locking(team_matrix), "--package-index", f"{origin.url}/simple")
     assert result.code == 0, result.err
     assert "timm>=1.0 -> 1.0.10" in result.out

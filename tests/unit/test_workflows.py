@@ -134,6 +134,5 @@ def test_zizmor_finds_nothing_at_medium_or_above():
     zizmor = tool("zizmor")
     if zizmor is None:
         pytest.fail("zizmor is missing: install the test extras")
-    result = subprocess.run([zizmor, "--offline", "--min-severity", "medium", *map(str, WORKFLOWS), *map(str, ACTIONS)],
-                            capture_output=True, text=True)
+    result = subprocess.run([zizmor, "--offline", "--min-severity", "medium", *map(str, WORKFLOWS), *map(str, ACTIONS)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -39,8 +39,7 @@ def pinned_matrix(folder: Path) -> Path:
     """A matrix whose lock needs nothing remote: digest-pinned bases, no package range."""
     folder.mkdir(exist_ok=True)
     path = folder / "matrix.toml"
-    path.write_text(f'extends = "default"\nruntime_base = "python@{DIGEST}"\n'
-                    'include = [{ torch = "2.14.1", python = "3.12", flavor = "runtime" }]\n')
+    path.write_text(f'extends = "default"\nruntime_base = "python@{DIGEST}"\ninclude = [{{ torch = "2.14.1", python = "3.12", flavor = "runtime" }}]\n')
     return path
 
 
@@ -167,6 +166,5 @@ def test_builds_of_one_run_create_their_shared_folders_side_by_side(tmp_path):
     for attempt in range(20):
         out = tmp_path / f"out{attempt}"
         with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(write_below, [out] * 8, [f"contexts/t{index}/buildkit/install.py" for index in range(8)], [b"print()\n"] * 8,
-                          ["--out"] * 8))
+            list(pool.map(write_below, [out] * 8, [f"contexts/t{index}/buildkit/install.py" for index in range(8)], [b"print()\n"] * 8, ["--out"] * 8))
         assert sorted(path.parent.parent.name for path in out.glob("contexts/*/buildkit/install.py")) == [f"t{i}" for i in range(8)]

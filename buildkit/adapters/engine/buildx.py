@@ -118,10 +118,13 @@ def find_builder(docker: str | None = None, builder: str | None = None) -> Build
     if version is None or version.returncode != 0:
         client = _run([cli, "version", "--format", "{{.Client.Version}}"])
         shown = client.stdout.strip() if client and client.stdout.strip() else "unknown"
-        raise UserError(Problem(
-            "docker", f"{cli} (client {shown}) has no buildx plugin, and buildkit builds with BuildKit through buildx: "
-            "install it (Debian/Ubuntu: docker-buildx or docker-buildx-plugin; elsewhere: Docker's buildx release)",
-        ))
+        raise UserError(
+            Problem(
+                "docker",
+                f"{cli} (client {shown}) has no buildx plugin, and buildkit builds with BuildKit through buildx: "
+                "install it (Debian/Ubuntu: docker-buildx or docker-buildx-plugin; elsewhere: Docker's buildx release)",
+            )
+        )
     name, context = "", ""
     if builder:
         contexts = _run([cli, "context", "inspect", builder])
@@ -131,9 +134,11 @@ def find_builder(docker: str | None = None, builder: str | None = None) -> Build
             name = builder
     found = _inspect(cli, name, context)
     if found is None:
-        raise UserError(Problem("--builder", f"no buildx builder or docker context named {builder!r}; "
-                                             "see `docker buildx ls` and `docker context ls`") if builder else
-                        Problem("docker", "`docker buildx inspect` failed: is the Docker engine running?"))
+        raise UserError(
+            Problem("--builder", f"no buildx builder or docker context named {builder!r}; see `docker buildx ls` and `docker context ls`")
+            if builder
+            else Problem("docker", "`docker buildx inspect` failed: is the Docker engine running?")
+        )
     driver, platforms = found
     store = _image_store(cli, context) if (driver or "docker") == "docker" else ""
     return Builder(cli, driver or "docker", platforms, name, context, store)
@@ -190,8 +195,7 @@ def _output(request: BuildRequest) -> list[str]:
     """Where the image goes: pushed by digest, into the engine's store, or loaded as a tarball."""
     compression = exporter_options(request.compression)
     if request.push_to:
-        return ["--output", ",".join([f"type=image,name={request.push_to},push-by-digest=true,name-canonical=true,push=true",
-                                      *compression])]
+        return ["--output", ",".join([f"type=image,name={request.push_to},push-by-digest=true,name-canonical=true,push=true", *compression])]
     if request.stage:
         return []  # the shared prefix stays in the build cache
     if compression and request.into_engine:
@@ -248,8 +252,13 @@ def run_build(
     with open(descriptor, "w", encoding="utf-8", buffering=1) as handle:  # line-buffered: users tail it
         handle.write(redact("$ " + command_line(*argv)) + "\n")
         process = subprocess.Popen(
-            argv, env=environment or dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            errors="replace", start_new_session=True,  # Ctrl-C reaches us, and we stop the build's whole group
+            argv,
+            env=environment or dict(os.environ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # Ctrl-C reaches us, and we stop the build's whole group
         )
         watcher = threading.Thread(target=_stop_on_cancel, args=(process, cancel), daemon=True)
         watcher.start()
@@ -289,7 +298,7 @@ def failure_summary(lines: list[str]) -> str:
         if line.strip() != "------" or not lines[start + 1].lstrip().startswith(">"):
             continue
         end = next((index for index in range(start + 1, len(lines)) if lines[index].strip() == "------"), len(lines))
-        block = [line for line in lines[start + 1:end] if line.strip() and not line.lstrip().startswith(">")]
+        block = [line for line in lines[start + 1 : end] if line.strip() and not line.lstrip().startswith(">")]
         if block:
             found = _STEP_OUTPUT_RE.match(block[-1].strip())
             return (found.group(1) if found else block[-1].strip())[:300]

@@ -129,8 +129,7 @@ def image_facts(client: docker.DockerClient, reference: str) -> ImageFacts:
     labels = dict(config.get("Labels") or {})
     layers = tuple(image.attrs.get("RootFS", {}).get("Layers", []))
     unstamped = {**config, "Labels": {k: v for k, v in labels.items() if k not in STAMP_LABELS}}
-    content = json.dumps({"layers": layers, "config": unstamped, "platform": [image.attrs.get("Os"), image.attrs.get("Architecture")]},
-                         sort_keys=True)
+    content = json.dumps({"layers": layers, "config": unstamped, "platform": [image.attrs.get("Os"), image.attrs.get("Architecture")]}, sort_keys=True)
     return ImageFacts(
         image_id=image.id,
         size=int(image.attrs.get("Size", 0)),
@@ -152,8 +151,9 @@ def loaded_image(client: docker.DockerClient, *candidates: str) -> str:
             return image_id
         except docker.errors.ImageNotFound:
             continue
-    raise UserError(Problem("docker engine", f"the built image ({', '.join(c for c in candidates if c)}) is not in the "
-                                             "engine: the builder did not load it here"))
+    raise UserError(
+        Problem("docker engine", f"the built image ({', '.join(c for c in candidates if c)}) is not in the engine: the builder did not load it here")
+    )
 
 
 def image_labels(client: docker.DockerClient, reference: str) -> dict[str, str] | None:
@@ -251,7 +251,7 @@ def _layer_entries(stream: IO[bytes]) -> list[tuple[str, int]]:
             if name == _OPAQUE:
                 entries.append((folder + "/", -2))
             elif name.startswith(_WHITEOUT):
-                entries.append((f"{folder}/{name[len(_WHITEOUT):]}".lstrip("/"), -1))
+                entries.append((f"{folder}/{name[len(_WHITEOUT) :]}".lstrip("/"), -1))
             elif member.isreg():
                 entries.append((path, member.size))
             elif member.issym():

@@ -46,14 +46,18 @@ def _parse(stdout: str) -> dict[str, Any] | None:
 
 
 def run_probe(
-    client: docker.DockerClient, image: str, access: GpuAccess, kernels: bool, timeout: int = DEFAULT_TIMEOUT, platform: str | None = None,
+    client: docker.DockerClient,
+    image: str,
+    access: GpuAccess,
+    kernels: bool,
+    timeout: int = DEFAULT_TIMEOUT,
+    platform: str | None = None,
 ) -> ProbeRun:
     """The probe in a container of `image` (its `platform` image of an index, under emulation where it is not
     the engine's own)."""
     command = ["python", "-c", probe_source(), *(["--kernels"] if kernels else [])]
     try:
-        ran = run_once(client, image, timeout, command=command, labels={labels.PROBE_CONTAINER: "1"}, platform=platform,
-                       **sdk_gpu_options(access))
+        ran = run_once(client, image, timeout, command=command, labels={labels.PROBE_CONTAINER: "1"}, platform=platform, **sdk_gpu_options(access))
     except docker.errors.APIError as error:
         return ProbeRun(None, "", f"the container could not run: {error.explanation or error}")
     if ran.timed_out:

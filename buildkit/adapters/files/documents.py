@@ -43,6 +43,7 @@ def read_documents(paths: Sequence[Path], option: str) -> list[tuple[str, Any]]:
                 documents.append((str(file), json.loads(data)))
             except ValueError as error:  # JSONDecodeError, and bytes that are no UTF-8
                 where = f" (line {error.lineno}, column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
-                raise UserError(Problem(str(file), f"is not JSON{where}: a report cut short, or another file; "
-                                                   "write it again with the command that made it")) from None
+                raise UserError(
+                    Problem(str(file), f"is not JSON{where}: a report cut short, or another file; write it again with the command that made it")
+                ) from None
     return documents

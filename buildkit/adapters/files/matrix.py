@@ -80,8 +80,11 @@ def _template_dir(current: Path, file: TextFile) -> str | None:
     if candidate is None or not candidate.is_dir():
         raise UserError(Problem(file.shown, f"template_dir {template_dir!r} is not a folder (relative to {_display(folder)})", **where))
     if candidate != folder and folder not in candidate.parents:
-        raise UserError(Problem(file.shown, f"template_dir {template_dir!r} leads outside {_display(folder)}: team templates must "
-                                            "live in the matrix's own folder tree", **where))
+        raise UserError(
+            Problem(
+                file.shown, f"template_dir {template_dir!r} leads outside {_display(folder)}: team templates must live in the matrix's own folder tree", **where
+            )
+        )
     return str(candidate)
 
 
@@ -115,8 +118,12 @@ def read_layers(path: Path) -> list[Layer]:
             raise UserError(Problem(shown, f"`extends` forms a cycle: {cycle}", key="extends"))
         seen.append(current)
         file = _read(current)
-        chain.insert(0, Layer(path=shown, data=file.data, template_dir=_template_dir(current, file), lines=file.lines.lines,
-                              unread_templates=_unread_templates(current, file)))
+        chain.insert(
+            0,
+            Layer(
+                path=shown, data=file.data, template_dir=_template_dir(current, file), lines=file.lines.lines, unread_templates=_unread_templates(current, file)
+            ),
+        )
         parent = file.data.get("extends")
         where: dict[str, Any] = dict(key="extends", line=file.lines.line("extends"))
         if parent is None:
@@ -129,8 +136,7 @@ def read_layers(path: Path) -> list[Layer]:
             current = _resolved(current.parent / parent, shown, 'expected a matrix file or "default"', f"extends {parent!r}: ", **where)
             what = describe_path(current)
             if what:
-                raise UserError(Problem(shown, f"extends {parent!r}: {what}; expected a matrix file (a path relative to "
-                                               "this file) or \"default\"", **where))
+                raise UserError(Problem(shown, f'extends {parent!r}: {what}; expected a matrix file (a path relative to this file) or "default"', **where))
     return chain
 
 
@@ -165,8 +171,7 @@ def _template(root: Path, path: Path, name: str, builtin: bool) -> TemplateFile:
     try:
         real = path.resolve(strict=True)
     except (OSError, RuntimeError) as error:  # a link to nothing, or a loop of links
-        return problem(f"is a link that leads nowhere ({getattr(error, 'strerror', None) or error}): "
-                       "a template must be a file in its template folder")
+        return problem(f"is a link that leads nowhere ({getattr(error, 'strerror', None) or error}): a template must be a file in its template folder")
     if real != root and root not in real.parents:
         return problem("is a link leading out of its template folder: templates must be files inside it")
     try:
@@ -188,20 +193,29 @@ def _folder_templates(folder: Path, builtin: bool) -> list[TemplateFile]:
         folders[:] = sorted(name for name in folders if not name.startswith("."))
         entries += len(folders) + len(files)
         if entries > MAX_FOLDER_ENTRIES:
-            raise UserError(Problem(_display(folder), f"holds more than {MAX_FOLDER_ENTRIES:,} files and folders: point "
-                                                      "template_dir at a folder of templates", key="template_dir"))
+            raise UserError(
+                Problem(
+                    _display(folder),
+                    f"holds more than {MAX_FOLDER_ENTRIES:,} files and folders: point template_dir at a folder of templates",
+                    key="template_dir",
+                )
+            )
         for name in sorted(files + [folder for folder in folders if folder.endswith(".j2")]):  # a folder named x.j2 is refused
             if name.endswith(".j2"):
                 if len(found) == MAX_FOLDER_TEMPLATES:
-                    raise UserError(Problem(_display(folder), f"holds more than {MAX_FOLDER_TEMPLATES:,} templates (*.j2 files), more "
-                                                              "than buildkit reads from a folder: keep the flavors a matrix uses there",
-                                            key="template_dir"))
+                    raise UserError(
+                        Problem(
+                            _display(folder),
+                            f"holds more than {MAX_FOLDER_TEMPLATES:,} templates (*.j2 files), more "
+                            "than buildkit reads from a folder: keep the flavors a matrix uses there",
+                            key="template_dir",
+                        )
+                    )
                 path = Path(current, name)
                 found.append(_template(root, path, path.relative_to(root).as_posix(), builtin))
                 size += len(found[-1].text)
         if size > MAX_FOLDER_TEMPLATE_BYTES:
-            raise UserError(Problem(_display(folder), f"holds more than {MAX_FOLDER_TEMPLATE_BYTES // 2**20} MB of templates",
-                                    key="template_dir"))
+            raise UserError(Problem(_display(folder), f"holds more than {MAX_FOLDER_TEMPLATE_BYTES // 2**20} MB of templates", key="template_dir"))
     return found
 
 

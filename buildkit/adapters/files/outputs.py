@@ -95,8 +95,10 @@ def check_writable_file(path: Path, option: str) -> None:
         raise UserError(Problem(option, f"{path} is in the way and is not a regular file (a FIFO, a device?); move it away or name another file"))
 
 
-_NAMED_SYMLINK = ("is a symlink; buildkit never writes through a link (a cloned repository's matrix.lock or report could "
-                  "point at any file of yours): remove the link or name the file itself")
+_NAMED_SYMLINK = (
+    "is a symlink; buildkit never writes through a link (a cloned repository's matrix.lock or report could "
+    "point at any file of yours): remove the link or name the file itself"
+)
 
 
 def write_atomic(path: Path, data: bytes, option: str) -> None:
@@ -215,9 +217,15 @@ def update_tree(folder: OwnedFolder, files: Mapping[str, bytes | Path]) -> TreeU
             return TreeUpdate((), tuple(sorted(wanted)), ())
         folders = earlier.folders | created
         # First a list that covers both states, so a run stopped half-way leaves nothing unaccounted for.
-        _write_manifest(root, folder, _Manifest(
-            {**earlier.files, **hashes}, folders, {path: current for path in changing if (current := on_disk.get(path))},
-        ))
+        _write_manifest(
+            root,
+            folder,
+            _Manifest(
+                {**earlier.files, **hashes},
+                folders,
+                {path: current for path in changing if (current := on_disk.get(path))},
+            ),
+        )
         for path in stale:
             _remove_file(root, path)
         umask = _umask()
@@ -269,11 +277,13 @@ def _read_manifest(root: int, folder: OwnedFolder) -> _Manifest:
         descriptor = os.open(folder.manifest, _READ, dir_fd=root)
     except FileNotFoundError:
         if any(not _is_temporary(name) for name in os.listdir(root)):
-            raise UserError(Problem(
-                folder.option,
-                f"{folder.root} is not empty and is not an earlier {folder.tool} output (it has no {folder.manifest}, "
-                f"the list of files {folder.tool} wrote); pick an empty or new folder",
-            )) from None
+            raise UserError(
+                Problem(
+                    folder.option,
+                    f"{folder.root} is not empty and is not an earlier {folder.tool} output (it has no {folder.manifest}, "
+                    f"the list of files {folder.tool} wrote); pick an empty or new folder",
+                )
+            ) from None
         return _Manifest({}, frozenset(), {})
     except OSError as error:
         raise UserError(Problem(str(shown), f"cannot be read as {folder.tool}'s list of written files: {error.strerror}")) from None
@@ -292,8 +302,7 @@ def _read_manifest(root: int, folder: OwnedFolder) -> _Manifest:
         if not isinstance(data, dict) or data.get("written_by") != folder.tool or data.get("format") != MANIFEST_FORMAT:
             raise ValueError(f"not written by this version of {folder.tool}")
         files, folders, replacing = data.get("files"), data.get("folders"), data.get("replacing", {})
-        if not (_is_hash_map(files) and _is_hash_map(replacing) and isinstance(folders, list)
-                and all(isinstance(f, str) for f in folders)):
+        if not (_is_hash_map(files) and _is_hash_map(replacing) and isinstance(folders, list) and all(isinstance(f, str) for f in folders)):
             raise ValueError("unexpected structure")
         manifest = _Manifest(
             {_checked_relative(p, folder): h for p, h in files.items()},
@@ -301,17 +310,19 @@ def _read_manifest(root: int, folder: OwnedFolder) -> _Manifest:
             {_checked_relative(p, folder): h for p, h in replacing.items()},
         )
     except (ValueError, UnicodeDecodeError, UserError) as error:
-        raise UserError(Problem(
-            str(shown), f"is not a valid list of files {folder.tool} wrote ({error}); {folder.tool} cannot tell its files "
-            f"from yours there: pick another {folder.option}",
-        )) from None
+        raise UserError(
+            Problem(
+                str(shown),
+                f"is not a valid list of files {folder.tool} wrote ({error}); {folder.tool} cannot tell its files "
+                f"from yours there: pick another {folder.option}",
+            )
+        ) from None
     return manifest
 
 
 def _is_hash_map(value: object) -> TypeGuard[dict[str, str]]:
     return isinstance(value, dict) and all(
-        isinstance(k, str) and isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v)
-        for k, v in value.items()
+        isinstance(k, str) and isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v) for k, v in value.items()
     )
 
 
@@ -324,9 +335,11 @@ def _checked_relative(path: str, folder: OwnedFolder) -> str:
 
 def _write_manifest(root: int, folder: OwnedFolder, manifest: _Manifest) -> None:
     document = {
-        "written_by": folder.tool, "format": MANIFEST_FORMAT,
+        "written_by": folder.tool,
+        "format": MANIFEST_FORMAT,
         "note": "the files and folders buildkit wrote here; it removes only these, and only while unchanged",
-        "files": dict(sorted(manifest.files.items())), "folders": sorted(manifest.folders),
+        "files": dict(sorted(manifest.files.items())),
+        "folders": sorted(manifest.folders),
     }
     if manifest.replacing:
         document["replacing"] = dict(sorted(manifest.replacing.items()))
@@ -354,17 +367,20 @@ def _inspect(root: int, folder: OwnedFolder, earlier: _Manifest, hashes: dict[st
                 created |= _missing_folders(root, path)
         elif path in earlier.files:
             if current not in (earlier.files[path], earlier.replacing.get(path)) and current != hashes.get(path):
-                problems.append(Problem(
-                    str(folder.root / path),
-                    f"was changed since {folder.tool} wrote it; it neither overwrites nor removes it: move it away "
-                    "(or delete it) and run again",
-                ))
+                problems.append(
+                    Problem(
+                        str(folder.root / path),
+                        f"was changed since {folder.tool} wrote it; it neither overwrites nor removes it: move it away (or delete it) and run again",
+                    )
+                )
         else:  # even with the same content: a file buildkit lists as its own is one it may delete later
-            problems.append(Problem(
-                str(folder.root / path),
-                f"is not a file {folder.tool} wrote (it is not in {folder.manifest}), so it is not overwritten: "
-                f"move it away or pick another {folder.option}",
-            ))
+            problems.append(
+                Problem(
+                    str(folder.root / path),
+                    f"is not a file {folder.tool} wrote (it is not in {folder.manifest}), so it is not overwritten: "
+                    f"move it away or pick another {folder.option}",
+                )
+            )
     return on_disk, created, problems
 
 
@@ -490,14 +506,14 @@ def _replace_file(folder: int, name: str, data: bytes | None, source: Path | Non
             if data is not None:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(descriptor, view):]
+                    view = view[os.write(descriptor, view) :]
             else:
                 assert source is not None  # one of the two is given
                 with open(source, "rb") as handle:
                     while chunk := handle.read(_CHUNK):
                         view = memoryview(chunk)
                         while view:
-                            view = view[os.write(descriptor, view):]
+                            view = view[os.write(descriptor, view) :]
             os.fchmod(descriptor, mode)
         finally:
             os.close(descriptor)

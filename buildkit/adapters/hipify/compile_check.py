@@ -40,8 +40,13 @@ _OUTPUT_KEPT = 4000  # characters of compiler output kept per file in the report
 
 
 def compile_check(
-    report: HipifyReport, offload_arch: str, known: Sequence[str], hipcc: toolchain.Hipcc | None,
-    build: torch_extension.ExtensionBuild | None = None, project: ProjectFlags | None = None, include_dirs: Sequence[str] = (),
+    report: HipifyReport,
+    offload_arch: str,
+    known: Sequence[str],
+    hipcc: toolchain.Hipcc | None,
+    build: torch_extension.ExtensionBuild | None = None,
+    project: ProjectFlags | None = None,
+    include_dirs: Sequence[str] = (),
     keep_objects: Path | None = None,
 ) -> HipifyReport:
     """Compile each hipified unit for one arch. A missing header is this machine's gap, an arch hipcc does
@@ -52,8 +57,9 @@ def compile_check(
     project = project or ProjectFlags()
     report.build_flags = project.described()
     if hipcc is None:
-        report.compile_skipped = ("hipcc not found (Debian/Ubuntu: apt-get install hipcc libamdhip64-dev), "
-                                  "or check in a ROCm toolchain image: --toolchain-image IMAGE")
+        report.compile_skipped = (
+            "hipcc not found (Debian/Ubuntu: apt-get install hipcc libamdhip64-dev), or check in a ROCm toolchain image: --toolchain-image IMAGE"
+        )
         return report
     report.toolchain = hipcc.described
     if not toolchain.supports(hipcc, offload_arch):
@@ -70,8 +76,16 @@ def compile_check(
         objects.mkdir(parents=True, exist_ok=True)
         report.objects = str(keep_objects or "")
         shared = [*headers.include_dirs, *build.include_dirs, *build.python_include_dirs, *_rocm_include(hipcc)]
-        check = _Check(report, hipcc, offload_arch, known, [out, *headers.include_dirs, *build.include_dirs, *build.python_include_dirs],
-                       objects, _UsersCode(report, out), _CompilerName(hipcc))
+        check = _Check(
+            report,
+            hipcc,
+            offload_arch,
+            known,
+            [out, *headers.include_dirs, *build.include_dirs, *build.python_include_dirs],
+            objects,
+            _UsersCode(report, out),
+            _CompilerName(hipcc),
+        )
         for name in units:
             hip = name.endswith(_HIPCC_UNITS)
             flags = project.for_unit(report.origins.get(name, name))
@@ -84,8 +98,7 @@ def compile_check(
     return report
 
 
-def _command(hipcc: toolchain.Hipcc, build: torch_extension.ExtensionBuild, flags: UnitFlags, arch: str, hip: bool,
-             includes: Sequence[Path]) -> list[str]:
+def _command(hipcc: toolchain.Hipcc, build: torch_extension.ExtensionBuild, flags: UnitFlags, arch: str, hip: bool, includes: Sequence[Path]) -> list[str]:
     """The compiler and flags torch's ROCm build uses for one unit (unix_wrap_single_compile): torch's own, the
     project's, -std only when the project names none, then the include folders."""
     own = [*flags.defines, *(flags.hipcc if hip else flags.cxx)]
@@ -124,24 +137,39 @@ class _Check:
             self.report.toolchain_limit = toolchain.toolchain_limit_message(self.hipcc, self.arch, self.known)
             return Compiled(name, source, shown, analysis.TOOLCHAIN, "", output[-_OUTPUT_KEPT:], command=command)
         if ran.returncode == 127 and not hip:
-            return Compiled(name, source, shown, analysis.MISSING, f"the C++ compiler {command[0]} is not installed {self.hipcc.runner.where} "
-                            "(Debian/Ubuntu: apt-get install g++)", output, command=command)
-        verdict = analysis.judge_compile(output, ran.returncode, self.user.location, self.hipcc.name if hip else self.cxx.name(),
-                                        self.hipcc.version)
+            return Compiled(
+                name,
+                source,
+                shown,
+                analysis.MISSING,
+                f"the C++ compiler {command[0]} is not installed {self.hipcc.runner.where} (Debian/Ubuntu: apt-get install g++)",
+                output,
+                command=command,
+            )
+        verdict = analysis.judge_compile(output, ran.returncode, self.user.location, self.hipcc.name if hip else self.cxx.name(), self.hipcc.version)
         summary = verdict.summary
         if verdict.status == analysis.MISSING and self.hipcc.runner.on_host:
             summary += "; or check in a ROCm toolchain image that has it (--toolchain-image IMAGE)"
         out = Path(self.report.output)
         includes = _dependencies(Path(f"{target}.d"), out) if verdict.status == analysis.COMPILED else self._preprocessed(argv, target)
-        return Compiled(name, source, shown, verdict.status, summary, output[-_OUTPUT_KEPT:],
-                        str(verdict.location) if verdict.status == analysis.DEFECT else "", verdict.errors, command, includes)
+        return Compiled(
+            name,
+            source,
+            shown,
+            verdict.status,
+            summary,
+            output[-_OUTPUT_KEPT:],
+            str(verdict.location) if verdict.status == analysis.DEFECT else "",
+            verdict.errors,
+            command,
+            includes,
+        )
 
     def _preprocessed(self, argv: list[str], target: Path) -> tuple[str, ...] | None:
         """What a unit that did not compile includes: its preprocessor's dependency list (-M -MG: a missing header
         is listed, not fatal); None when even that fails."""
         source = str(Path(self.report.output) / target.relative_to(self.objects).as_posix().removesuffix(".o"))
-        ran = self.hipcc.run([*argv, source, "-M", "-MG", "-MF", f"{target}.d"], _COMPILE_SECONDS, read_only=self.mounts,
-                             writable=[self.objects])
+        ran = self.hipcc.run([*argv, source, "-M", "-MG", "-MF", f"{target}.d"], _COMPILE_SECONDS, read_only=self.mounts, writable=[self.objects])
         return _dependencies(Path(f"{target}.d"), Path(self.report.output)) if ran.returncode == 0 else None
 
 
@@ -203,12 +231,16 @@ def build_macros(hipcc: toolchain.Hipcc | None, build: torch_extension.Extension
         return analysis.BuildMacros.assumed(hipcc_defines, cxx_defines, assumed + " (no hipcc to ask for its own)")
     base = [flag for flag in _command(hipcc, build, flags, arch, True, []) if flag not in ("-x", "hip")]
     dumps = []
-    for argv in ([*base, "-x", "hip", "--cuda-host-only", "-dM", "-E", "/dev/null"], [*base, "-x", "hip", "--cuda-device-only", "-dM", "-E", "/dev/null"],
-                 [*_command(hipcc, build, flags, arch, False, []), "-x", "c++", "-dM", "-E", "/dev/null"]):
+    for argv in (
+        [*base, "-x", "hip", "--cuda-host-only", "-dM", "-E", "/dev/null"],
+        [*base, "-x", "hip", "--cuda-device-only", "-dM", "-E", "/dev/null"],
+        [*_command(hipcc, build, flags, arch, False, []), "-x", "c++", "-dM", "-E", "/dev/null"],
+    ):
         ran = hipcc.run(argv, _COMPILE_SECONDS)
         if ran.returncode != 0:
-            return analysis.BuildMacros.assumed(hipcc_defines, cxx_defines, f"{assumed} ({argv[0]} -dM -E failed: "
-                                               f"{(ran.output.strip().splitlines() or ['no output'])[-1]})")
+            return analysis.BuildMacros.assumed(
+                hipcc_defines, cxx_defines, f"{assumed} ({argv[0]} -dM -E failed: {(ran.output.strip().splitlines() or ['no output'])[-1]})"
+            )
         dumps.append(parse_dump(ran.output))
     origin = f"{hipcc.name}'s and {hipcc.runner.cxx()}'s own macros (-dM -E) with torch's and the project's flags"
     return analysis.BuildMacros.dumped(dumps[0], dumps[1], dumps[2], origin)
@@ -249,6 +281,7 @@ class _UsersCode:
         if source is None:
             return analysis.Location(name, line)
         if name not in self.maps:
-            self.maps[name] = analysis.LineMap((self.out / source).read_text(encoding="utf-8", errors="replace"),
-                                              resolved.read_text(encoding="utf-8", errors="replace"))
+            self.maps[name] = analysis.LineMap(
+                (self.out / source).read_text(encoding="utf-8", errors="replace"), resolved.read_text(encoding="utf-8", errors="replace")
+            )
         return analysis.Location(source, self.maps[name].original(line), f"{name}:{line}")

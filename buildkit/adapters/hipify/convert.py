@@ -63,9 +63,12 @@ def torch_hipify() -> ModuleType:
             warnings.simplefilter("ignore")
             from torch.utils.hipify import hipify_python
     except ImportError:
-        raise UserError(Problem(
-            "hipify", "needs torch's hipify (torch.utils.hipify, in every torch wheel): pip install 'buildkit[hipify]'",
-        )) from None
+        raise UserError(
+            Problem(
+                "hipify",
+                "needs torch's hipify (torch.utils.hipify, in every torch wheel): pip install 'buildkit[hipify]'",
+            )
+        ) from None
     return hipify_python
 
 
@@ -101,9 +104,7 @@ def run_hipify(source: Path, out: Path, macros: BuildMacros) -> HipifyReport:
         originals, skipped = copy_tree(source, staging)
         _check_tree(hipify_python, staging, source)
         results = _hipify_in_place(hipify_python, staging)
-        update = update_tree(folder, {
-            path.relative_to(staging).as_posix(): path for path in sorted(staging.rglob("*")) if path.is_file()
-        })
+        update = update_tree(folder, {path.relative_to(staging).as_posix(): path for path in sorted(staging.rglob("*")) if path.is_file()})
         report = HipifyReport(str(source), str(out), skipped=skipped, removed=list(update.removed))
         produced_files = []
         for original, result in sorted(results.items()):
@@ -162,9 +163,14 @@ def copy_tree(source: Path, staging: Path) -> tuple[dict[str, str], list[Skipped
                 continue
         if real.is_dir():  # real is no symlink here: a plain entry, or where an inside link resolves to
             if len(stack) >= MAX_DEPTH:
-                raise UserError(Problem(str(source / shown), f"is more than {MAX_DEPTH} folders below the tree's top: torch's "
-                                                             "hipify walks a tree recursively and cannot go that deep; move "
-                                                             "the sources higher up"))
+                raise UserError(
+                    Problem(
+                        str(source / shown),
+                        f"is more than {MAX_DEPTH} folders below the tree's top: torch's "
+                        "hipify walks a tree recursively and cannot go that deep; move "
+                        "the sources higher up",
+                    )
+                )
             (target / entry.name).mkdir()
             stack.append((listing(real, shown), shown, target / entry.name, ancestors | {real}))
         elif real.is_file():
@@ -222,19 +228,27 @@ def _check_tree(hipify_python: ModuleType, staging: Path, source: Path) -> None:
             texts[name] = data.decode("utf-8")
         except UnicodeDecodeError as error:
             shown = source / Path(name).relative_to(staging)
-            problems.append(Problem(
-                str(shown), f"is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}): hipify reads "
-                f"{', '.join(EXTENSIONS)} files as UTF-8 source; convert it (iconv -t UTF-8) or move it out of the tree",
-            ))
+            problems.append(
+                Problem(
+                    str(shown),
+                    f"is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}): hipify reads "
+                    f"{', '.join(EXTENSIONS)} files as UTF-8 source; convert it (iconv -t UTF-8) or move it out of the tree",
+                )
+            )
     if problems:
         raise UserError(problems[:_SHOWN_PROBLEMS])
     chain = _deepest_includes(hipify_python, texts)
     if len(chain) > MAX_INCLUDE_DEPTH:
         relative = [Path(os.path.relpath(name, os.path.realpath(staging))).as_posix() for name in chain]
         listed = " -> ".join([*relative[:3], "...", *relative[-2:]])
-        raise UserError(Problem(str(source / relative[0]), f"begins a chain of more than {MAX_INCLUDE_DEPTH} nested #includes ({listed}), "
-                                                           f"deeper than compilers read (GCC and clang stop at {MAX_INCLUDE_DEPTH}) "
-                                                           "and than torch's hipify follows; break the chain"))
+        raise UserError(
+            Problem(
+                str(source / relative[0]),
+                f"begins a chain of more than {MAX_INCLUDE_DEPTH} nested #includes ({listed}), "
+                f"deeper than compilers read (GCC and clang stop at {MAX_INCLUDE_DEPTH}) "
+                "and than torch's hipify follows; break the chain",
+            )
+        )
 
 
 def _deepest_includes(hipify_python: ModuleType, texts: dict[str, str]) -> list[str]:
@@ -308,18 +322,28 @@ def _hipify_in_place(hipify_python: ModuleType, staging: Path) -> dict[str, Hipi
     # torch's hipify keeps its results in a module-level dict that grows with every call: start it empty,
     # so this run's results are exactly this tree's.
     hipify_python.HIPIFY_FINAL_RESULT.clear()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            unittest.mock.patch.object(hipify_python, "os", _TreeOnlyOs(staging)):  # its banner; the tree only
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+        unittest.mock.patch.object(hipify_python, "os", _TreeOnlyOs(staging)),
+    ):  # its banner; the tree only
         try:
             results = hipify_python.hipify(
-                project_directory=str(staging), output_directory=str(staging), includes=["*"], extensions=EXTENSIONS,
-                show_progress=False, is_pytorch_extension=True,
+                project_directory=str(staging),
+                output_directory=str(staging),
+                includes=["*"],
+                extensions=EXTENSIONS,
+                show_progress=False,
+                is_pytorch_extension=True,
             )
         except OSError as error:
             raise UserError(Problem("hipify", f"could not write its scratch copy: {error.strerror} ({error.filename})")) from None
     # whatever else it reports (a path outside the tree) was neither read nor written: only the tree's files count
-    return {original: result for original, result in results.items() if _inside(Path(original), staging)
-            and (result.hipified_path is None or _inside(Path(result.hipified_path), staging))}
+    return {
+        original: result
+        for original, result in results.items()
+        if _inside(Path(original), staging) and (result.hipified_path is None or _inside(Path(result.hipified_path), staging))
+    }
 
 
 def _inside(path: Path, tree: Path) -> bool:

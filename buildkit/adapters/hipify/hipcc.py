@@ -62,13 +62,19 @@ class HostRunner:
     where = "on this machine"
     on_host = True
 
-    def run(self, argv: Sequence[str], environment: dict[str, str], timeout: int, read_only: Sequence[Path] = (),
-            writable: Sequence[Path] = ()) -> Ran:
+    def run(self, argv: Sequence[str], environment: dict[str, str], timeout: int, read_only: Sequence[Path] = (), writable: Sequence[Path] = ()) -> Ran:
         # hipcc's clang leaves a folder per input (gemm-1a2b3c) in TMPDIR: a scratch one goes away with them
         with tempfile.TemporaryDirectory(prefix="buildkit-hipcc-") as scratch:
             try:
-                result = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                        env={**os.environ, **environment, "TMPDIR": scratch}, timeout=timeout)
+                result = subprocess.run(
+                    list(argv),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    errors="replace",
+                    env={**os.environ, **environment, "TMPDIR": scratch},
+                    timeout=timeout,
+                )
             except subprocess.TimeoutExpired:
                 return Ran(None, "")
             except OSError as error:
@@ -103,28 +109,39 @@ class ImageRunner:
         try:
             client.images.get(image)
         except docker.errors.ImageNotFound:
-            raise UserError(Problem("--toolchain-image", f"{image} is not in the engine: pull it first (docker pull {image}; AMD's "
-                                    "rocm/dev-ubuntu-24.04 images carry hipcc), or build one from Debian's packages as buildkit's "
-                                    ".ci/rocm-toolchain-image.sh does")) from None
+            raise UserError(
+                Problem(
+                    "--toolchain-image",
+                    f"{image} is not in the engine: pull it first (docker pull {image}; AMD's "
+                    "rocm/dev-ubuntu-24.04 images carry hipcc), or build one from Debian's packages as buildkit's "
+                    ".ci/rocm-toolchain-image.sh does",
+                )
+            ) from None
         except docker.errors.APIError as error:
             raise UserError(Problem("--toolchain-image", f"{image}: {error.explanation or error}")) from None
         return cls(image, client)
 
-    def run(self, argv: Sequence[str], environment: dict[str, str], timeout: int, read_only: Sequence[Path] = (),
-            writable: Sequence[Path] = ()) -> Ran:
+    def run(self, argv: Sequence[str], environment: dict[str, str], timeout: int, read_only: Sequence[Path] = (), writable: Sequence[Path] = ()) -> Ran:
         volumes = {str(path): {"bind": str(path), "mode": "ro"} for path in _outermost(read_only)}
         volumes.update({str(path): {"bind": str(path), "mode": "rw"} for path in writable})
         try:
-            ran = run_once(self.client, self.image, timeout, command=list(argv), environment={"HOME": "/tmp", **environment},
-                           volumes=volumes, network_disabled=True, user=f"{os.getuid()}:{os.getgid()}",
-                           labels={"dev.buildkit.toolchain-run": "1"})
+            ran = run_once(
+                self.client,
+                self.image,
+                timeout,
+                command=list(argv),
+                environment={"HOME": "/tmp", **environment},
+                volumes=volumes,
+                network_disabled=True,
+                user=f"{os.getuid()}:{os.getgid()}",
+                labels={"dev.buildkit.toolchain-run": "1"},
+            )
         except docker.errors.APIError as error:
             return Ran(127, f"the container could not run: {error.explanation or error}")
         return Ran(ran.status, "" if ran.timed_out else ran.output)  # HostRunner's answer to a timeout: nothing was read
 
     def locate_hipcc(self) -> tuple[str, str] | None:
-        found = self.run(["sh", "-c", f'p=$(command -v hipcc || echo {_ROCM_HIPCC}); [ -x "$p" ] && echo "$p" && readlink -f "$p"'],
-                         {}, _QUERY_SECONDS)
+        found = self.run(["sh", "-c", f'p=$(command -v hipcc || echo {_ROCM_HIPCC}); [ -x "$p" ] && echo "$p" && readlink -f "$p"'], {}, _QUERY_SECONDS)
         lines = found.output.split()
         return (lines[0], lines[1]) if found.returncode == 0 and len(lines) == 2 else None
 
@@ -232,6 +249,7 @@ def is_toolchain_limit(output: str, arch: str) -> bool:
 def toolchain_limit_message(hipcc: Hipcc, arch: str, known: Sequence[str]) -> str:
     choices = [a for a in known if hipcc.archs is None or a in hipcc.archs]
     pick = f"pick --offload-arch from: {', '.join(choices)}" if hipcc.archs is not None else "pick another --offload-arch"
-    newer = "install a newer ROCm, check in a newer ROCm toolchain image (--toolchain-image IMAGE)," if hipcc.runner.on_host else \
-        "use an image with a newer ROCm,"
+    newer = (
+        "install a newer ROCm, check in a newer ROCm toolchain image (--toolchain-image IMAGE)," if hipcc.runner.on_host else "use an image with a newer ROCm,"
+    )
     return f"{hipcc.name} cannot compile for {arch} (a toolchain limit, not your code): {newer} or {pick}"

@@ -42,8 +42,10 @@ _STANDARD_RE = re.compile(r"'c\+\+(\d\d)'")
 _CUDA_HEADER_FOLDERS = {"ATen/cuda": "aten/src/ATen/cuda", "c10/cuda": "c10/cuda"}
 # c10/hip/CMakeLists.txt: set(C10_HIP_BUILD_SHARED_LIBS ${BUILD_SHARED_LIBS}) and configure_file(
 # impl/hip_cmake_macros.h.in ...); torch's wheels are shared-library builds.
-_HIP_CMAKE_MACROS = ("// Written by buildkit hipify as PyTorch's ROCm CMake writes it (c10/hip/CMakeLists.txt,\n"
-                     "// a shared-library build, as torch's wheels are).\n#pragma once\n#define C10_HIP_BUILD_SHARED_LIBS\n")
+_HIP_CMAKE_MACROS = (
+    "// Written by buildkit hipify as PyTorch's ROCm CMake writes it (c10/hip/CMakeLists.txt,\n"
+    "// a shared-library build, as torch's wheels are).\n#pragma once\n#define C10_HIP_BUILD_SHARED_LIBS\n"
+)
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,12 @@ def _cpp_extension() -> tuple[ModuleType, ModuleType]:
             import torch
             from torch.utils import cpp_extension
     except ImportError as error:
-        raise UserError(Problem("--compile-check", f"needs torch.utils.cpp_extension, which could not be imported ({error}); "
-                                "pip install setuptools (cpp_extension imports it) and torch")) from None
+        raise UserError(
+            Problem(
+                "--compile-check",
+                f"needs torch.utils.cpp_extension, which could not be imported ({error}); pip install setuptools (cpp_extension imports it) and torch",
+            )
+        ) from None
     return torch, cpp_extension
 
 
@@ -85,10 +91,11 @@ def read_extension_build(arch: str, extension_name: str) -> ExtensionBuild:
     # BuildExtension appends -std=c++NN when the user gave none; the number lives in its code only.
     standard = max(_STANDARD_RE.findall(inspect.getsource(cpp_extension.BuildExtension.build_extensions)), default="17")
     return ExtensionBuild(
-        torch=str(torch.__version__), hip=torch.version.hip, include_dirs=tuple(include_dirs),
+        torch=str(torch.__version__),
+        hip=torch.version.hip,
+        include_dirs=tuple(include_dirs),
         python_include_dirs=python_include_dirs(),
-        every_file_flags=(*cpp_extension.COMMON_HIP_FLAGS, *_EXTENSION_DEFINES, f"-DTORCH_EXTENSION_NAME={extension_name}",
-                          f"-std=c++{standard}"),
+        every_file_flags=(*cpp_extension.COMMON_HIP_FLAGS, *_EXTENSION_DEFINES, f"-DTORCH_EXTENSION_NAME={extension_name}", f"-std=c++{standard}"),
         hipcc_flags=tuple(cpp_extension.COMMON_HIPCC_FLAGS),
         arch_flags=tuple(cpp_extension._get_rocm_arch_flags([f"--offload-arch={arch}"])),
     )
@@ -118,14 +125,24 @@ def rocm_headers(build: ExtensionBuild, hipify_python: ModuleType, scratch: Path
     for installed, checkout in _CUDA_HEADER_FOLDERS.items():
         source = build.torch_include / installed
         if not source.is_dir():
-            raise UserError(Problem("--compile-check", f"torch {build.torch} has no {installed} headers in {build.torch_include}, "
-                                    "so its ROCm headers cannot be made; install a torch wheel from PyTorch's index"))
+            raise UserError(
+                Problem(
+                    "--compile-check",
+                    f"torch {build.torch} has no {installed} headers in {build.torch_include}, "
+                    "so its ROCm headers cannot be made; install a torch wheel from PyTorch's index",
+                )
+            )
         shutil.copytree(source, tree / checkout)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         hipify_python.HIPIFY_FINAL_RESULT.clear()  # module-level results of earlier calls
         hipify_python.hipify(
-            project_directory=str(tree), output_directory=str(tree), includes=[str(tree / f"{c}/*") for c in _CUDA_HEADER_FOLDERS.values()],
-            ignores=[str(tree / "*/hip/*")], extensions=(".h", ".cuh", ".hpp"), show_progress=False, is_pytorch_extension=False,
+            project_directory=str(tree),
+            output_directory=str(tree),
+            includes=[str(tree / f"{c}/*") for c in _CUDA_HEADER_FOLDERS.values()],
+            ignores=[str(tree / "*/hip/*")],
+            extensions=(".h", ".cuh", ".hpp"),
+            show_progress=False,
+            is_pytorch_extension=False,
         )
     macros = tree / "c10" / "hip" / "impl" / "hip_cmake_macros.h"
     macros.parent.mkdir(parents=True, exist_ok=True)

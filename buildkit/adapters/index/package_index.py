@@ -60,18 +60,28 @@ def parse_project_page(page_url: str, content_type: str, body: str) -> list[Inde
         files = document.get("files", []) if isinstance(document, dict) else []
         if not isinstance(files, list):
             files = []
-        listed = [(str(entry.get("filename", "")), str(entry.get("url", "")), str(entry.get("upload-time") or "")[:10],
-                   str(entry.get("requires-python") or ""), entry.get("size") if type(entry.get("size")) is int else None)
-                  for entry in files[:MAX_FILES + 1] if isinstance(entry, dict) and entry.get("filename") and entry.get("url")]
+        listed = [
+            (
+                str(entry.get("filename", "")),
+                str(entry.get("url", "")),
+                str(entry.get("upload-time") or "")[:10],
+                str(entry.get("requires-python") or ""),
+                entry.get("size") if type(entry.get("size")) is int else None,
+            )
+            for entry in files[: MAX_FILES + 1]
+            if isinstance(entry, dict) and entry.get("filename") and entry.get("url")
+        ]
     else:
         parser = _Anchors()
         parser.feed(body)
-        listed = [(file_name(href), href, "", requires, None) for href, requires in parser.found[:MAX_FILES + 1]]
+        listed = [(file_name(href), href, "", requires, None) for href, requires in parser.found[: MAX_FILES + 1]]
     if len(listed) > MAX_FILES:
         raise TooManyFiles(f"it lists more than {MAX_FILES:,} files, more than a project's page holds")
-    return [IndexFile(name, urljoin(page_url, url), uploaded, requires_python if len(requires_python) <= MAX_REQUIRES_PYTHON_CHARS else "",
-                      size)
-            for name, url, uploaded, requires_python, size in listed if len(name) <= MAX_NAME_CHARS and len(url) <= MAX_URL_CHARS]
+    return [
+        IndexFile(name, urljoin(page_url, url), uploaded, requires_python if len(requires_python) <= MAX_REQUIRES_PYTHON_CHARS else "", size)
+        for name, url, uploaded, requires_python, size in listed
+        if len(name) <= MAX_NAME_CHARS and len(url) <= MAX_URL_CHARS
+    ]
 
 
 class PackageIndex:
@@ -94,5 +104,6 @@ class PackageIndex:
             raise WheelIndexError(Problem(self.reader.shown, f"GET {redact_urls(page_url)}: {error}; is this a package index?")) from None
         except (ValueError, RecursionError) as error:  # json.JSONDecodeError; JSON nested thousands deep
             why = "nested too deeply" if isinstance(error, RecursionError) else printable(str(error))
-            raise WheelIndexError(Problem(self.reader.shown, f"GET {redact_urls(page_url)}: the answer is not a PEP 691 project page ({why}); "
-                                                    "is this a package index?")) from None
+            raise WheelIndexError(
+                Problem(self.reader.shown, f"GET {redact_urls(page_url)}: the answer is not a PEP 691 project page ({why}); is this a package index?")
+            ) from None

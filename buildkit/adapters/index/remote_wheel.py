@@ -79,8 +79,7 @@ class RangeFile(io.RawIOBase):
         self.seek(offset)
         wanted = max(0, min(length, self.size - offset))
         if self.fetched + wanted > self.budget and not self._cached(offset, wanted):
-            raise WheelIndexError(Problem(self.reader.shown, f"reading {self.name} needs more than {self.budget >> 20} MiB of it; "
-                                                             "is it a wheel?"))
+            raise WheelIndexError(Problem(self.reader.shown, f"reading {self.name} needs more than {self.budget >> 20} MiB of it; is it a wheel?"))
         chunks = []
         while wanted > 0:
             chunk = self.read(min(wanted, _MAX_BLOCK))
@@ -108,11 +107,12 @@ class RangeFile(io.RawIOBase):
             end = min(self.position + max(wanted, self._block), self.size) - 1
             start, data, _total = self._ranged(f"bytes={self.position}-{end}", end - self.position + 1)
             if start != self.position or not data:
-                raise WheelIndexError(Problem(self.reader.shown, f"GET {self.name} with Range: bytes={self.position}-{end}: the server "
-                                                                 f"answered another range (from {start})"))
+                raise WheelIndexError(
+                    Problem(self.reader.shown, f"GET {self.name} with Range: bytes={self.position}-{end}: the server answered another range (from {start})")
+                )
             self._cache_start, self._cache, cached = start, data, 0
-        chunk = self._cache[cached:cached + wanted]
-        view[:len(chunk)] = chunk
+        chunk = self._cache[cached : cached + wanted]
+        view[: len(chunk)] = chunk
         self.position += len(chunk)
         return len(chunk)
 
@@ -120,13 +120,16 @@ class RangeFile(io.RawIOBase):
         """(first byte, bytes, the file's size) of one range request for at most `length` bytes."""
         self.requests += 1
         if self.fetched + length > self.budget:
-            raise WheelIndexError(Problem(self.reader.shown, f"reading {self.name} needs more than {self.budget >> 20} MiB of it; "
-                                                             "is it a wheel?"))
+            raise WheelIndexError(Problem(self.reader.shown, f"reading {self.name} needs more than {self.budget >> 20} MiB of it; is it a wheel?"))
         answer = self.reader.session.get(self.url, limit=length, headers={"Range": byte_range})
         found = _CONTENT_RANGE.match(answer.headers.get("Content-Range", ""))
         if answer.status != 206 or not found:
-            raise WheelIndexError(Problem(self.reader.shown, f"GET {self.name} with Range: {byte_range}: the server answered "
-                                                             f"{answer.status} without a byte range; buildkit reads wheels by ranges only"))
+            raise WheelIndexError(
+                Problem(
+                    self.reader.shown,
+                    f"GET {self.name} with Range: {byte_range}: the server answered {answer.status} without a byte range; buildkit reads wheels by ranges only",
+                )
+            )
         self.fetched += len(answer.body)
         return int(found.group(1)), answer.body, int(found.group(3))
 
@@ -146,8 +149,7 @@ def _member_data(remote: RangeFile, directory: Directory, member: Member) -> int
     return wheel_zip.data_offset(remote.read_at(member.local_offset, 30), member, directory)
 
 
-def read_members(reader: WheelIndex, url: str, wanted: Callable[[str], bool], budget: int = SMALL_BUDGET,
-                 most: int = MAX_SMALL_MEMBER) -> dict[str, bytes]:
+def read_members(reader: WheelIndex, url: str, wanted: Callable[[str], bool], budget: int = SMALL_BUDGET, most: int = MAX_SMALL_MEMBER) -> dict[str, bytes]:
     """The members of a remote wheel whose names `wanted` accepts, each at most `most` bytes once inflated (the
     budget caps the bytes fetched)."""
     remote = RangeFile(reader, url, budget)

@@ -59,8 +59,16 @@ def file_name(href: str) -> str:
 
 
 class WheelIndex:
-    def __init__(self, url: str, timeout: float | None = None, max_bytes: int = MAX_PAGE_BYTES, workers: int = 8,
-                 retries: int = 3, deadline: float | None = None, option: str = "--index URL") -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float | None = None,
+        max_bytes: int = MAX_PAGE_BYTES,
+        workers: int = 8,
+        retries: int = 3,
+        deadline: float | None = None,
+        option: str = "--index URL",
+    ) -> None:
         """`timeout`, `deadline`: bounded_http's DEFAULT_TIMEOUT and DEFAULT_DEADLINE unless given; `option`: how
         the command names this index, for the hint in its errors."""
         self.url = url.rstrip("/")
@@ -68,8 +76,7 @@ class WheelIndex:
         self.option = option
         self.max_bytes = max_bytes
         self.workers = workers
-        self.session = BoundedSession(self.url, timeout=timeout, deadline=deadline, retries=retries, pool_size=workers,
-                                      failure=WheelIndexError)
+        self.session = BoundedSession(self.url, timeout=timeout, deadline=deadline, retries=retries, pool_size=workers, failure=WheelIndexError)
 
     def root_folders(self) -> tuple[str, ...]:
         """The folders the root page links to (a/ -> a); none when there is no root page."""
@@ -81,9 +88,14 @@ class WheelIndex:
     def torch_pages(self, folders: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
         """Folder -> file names on its torch page, for the folders that have one."""
         if len(folders) > MAX_FOLDERS:
-            raise WheelIndexError(Problem(self.shown, f"{len(folders)} variant folders to read, more than the {MAX_FOLDERS} a "
-                                                      "wheel index can have (its root page lists them); is this a PyTorch "
-                                                      "wheel index? Pass --index URL"))
+            raise WheelIndexError(
+                Problem(
+                    self.shown,
+                    f"{len(folders)} variant folders to read, more than the {MAX_FOLDERS} a "
+                    "wheel index can have (its root page lists them); is this a PyTorch "
+                    "wheel index? Pass --index URL",
+                )
+            )
         with ThreadPoolExecutor(self.workers) as pool:
             pages = dict(zip(folders, pool.map(lambda folder: self._get(f"{self.url}/{folder}/torch/"), folders)))
         return {folder: tuple(file_name(href) for href in links(page)) for folder, page in pages.items() if page is not None}
@@ -115,8 +127,7 @@ class WheelIndex:
         if answer.status in MISSING:
             return None
         if answer.status != 200:
-            raise WheelIndexError(Problem(self.shown, f"GET {redact_urls(url)}: the index answered {answer.status}; "
-                                                      f"try again later, or pass {self.option}"))
+            raise WheelIndexError(Problem(self.shown, f"GET {redact_urls(url)}: the index answered {answer.status}; try again later, or pass {self.option}"))
         return answer.headers.get("Content-Type", ""), answer.text
 
 
@@ -151,5 +162,4 @@ def default_package_index() -> str:
         answer = None
     if answer is not None and answer.returncode == 0 and answer.stdout.strip():
         return answer.stdout.split()[0]
-    raise WheelIndexError(Problem("pip", "cannot tell which package index pip uses here (pip did not answer); "
-                                         "set PIP_INDEX_URL or pass the index explicitly"))
+    raise WheelIndexError(Problem("pip", "cannot tell which package index pip uses here (pip did not answer); set PIP_INDEX_URL or pass the index explicitly"))

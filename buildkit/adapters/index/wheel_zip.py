@@ -82,7 +82,7 @@ def end_record(tail: bytes, tail_offset: int, file_size: int) -> EndRecord:
     absolute = tail_offset + at
     if 0xFFFF in (here, count) or 0xFFFFFFFF in (size, offset):  # zip64: the locator sits right before the record
         locator = at - _ZIP64_LOCATOR.size
-        if locator < 0 or tail[locator:locator + 4] != _LOCATOR_SIGNATURE:
+        if locator < 0 or tail[locator : locator + 4] != _LOCATOR_SIGNATURE:
             raise ZipError("its end record claims zip64 sizes, but no zip64 locator precedes it")
         _, _, zip64_at, _ = _ZIP64_LOCATOR.unpack_from(tail, locator)
         if zip64_at + _ZIP64_EOCD.size > tail_offset + locator:
@@ -105,13 +105,11 @@ def zip64_directory(record: bytes, end: EndRecord, file_size: int) -> Directory:
 
 def _checked(directory: Directory, end_at: int, file_size: int) -> Directory:
     if directory.size > MAX_DIRECTORY_BYTES:
-        raise ZipError(f"its central directory claims {directory.size:,} bytes, more than the {MAX_DIRECTORY_BYTES >> 20} MiB a wheel's "
-                       "takes")
+        raise ZipError(f"its central directory claims {directory.size:,} bytes, more than the {MAX_DIRECTORY_BYTES >> 20} MiB a wheel's takes")
     if directory.count > MAX_MEMBERS or directory.count * _CENTRAL.size > directory.size:
         raise ZipError(f"its central directory claims {directory.count:,} members in {directory.size:,} bytes")
     if directory.offset + directory.size > min(end_at, file_size):
-        raise ZipError(f"its central directory (offset {directory.offset:,}, {directory.size:,} bytes) runs past the end record "
-                       f"at {end_at:,}")
+        raise ZipError(f"its central directory (offset {directory.offset:,}, {directory.size:,} bytes) runs past the end record at {end_at:,}")
     return directory
 
 
@@ -122,19 +120,19 @@ def members(data: bytes, directory: Directory) -> list[Member]:
     found: list[Member] = []
     position = 0
     for _ in range(directory.count):
-        if position + _CENTRAL.size > len(data) or data[position:position + 4] != _CENTRAL_SIGNATURE:
+        if position + _CENTRAL.size > len(data) or data[position : position + 4] != _CENTRAL_SIGNATURE:
             raise ZipError(f"its central directory holds {len(found):,} members, not the {directory.count:,} its end record claims")
-        (_, _, _, flags, method, _, _, crc, compressed, size, name_length, extra_length, comment_length, _, _, _,
-         local_offset) = _CENTRAL.unpack_from(data, position)
+        (_, _, _, flags, method, _, _, crc, compressed, size, name_length, extra_length, comment_length, _, _, _, local_offset) = _CENTRAL.unpack_from(
+            data, position
+        )
         start = position + _CENTRAL.size
         position = start + name_length + extra_length + comment_length
         if position > len(data):
             raise ZipError(f"a member's name and fields run past the central directory (member {len(found) + 1})")
-        raw = data[start:start + name_length]
+        raw = data[start : start + name_length]
         name = raw.decode("utf-8", "replace") if flags & _UTF8 else raw.decode("cp437")
         if 0xFFFFFFFF in (compressed, size, local_offset):
-            size, compressed, local_offset = _zip64_sizes(data[start + name_length:start + name_length + extra_length], size, compressed,
-                                                          local_offset, name)
+            size, compressed, local_offset = _zip64_sizes(data[start + name_length : start + name_length + extra_length], size, compressed, local_offset, name)
         if local_offset + _LOCAL.size + compressed > directory.offset:
             raise ZipError(f"{_shown(name)}: its data (offset {local_offset:,}, {compressed:,} bytes) runs into the central directory")
         found.append(Member(name, method, flags, crc, compressed, size, local_offset))
@@ -148,7 +146,7 @@ def _zip64_sizes(extra: bytes, size: int, compressed: int, offset: int, name: st
     position = 0
     while position + 4 <= len(extra):
         kind, length = struct.unpack_from("<HH", extra, position)
-        body = extra[position + 4:position + 4 + length]
+        body = extra[position + 4 : position + 4 + length]
         position += 4 + length
         if kind != 1:
             continue
@@ -222,8 +220,7 @@ class Inflater:
 
     def finish(self) -> None:
         if self.written != self.member.size or self._crc != self.member.crc:
-            raise ZipError(f"{_shown(self.member.name)} inflates to {self.written:,} bytes that do not match its directory record "
-                           "(size or CRC)")
+            raise ZipError(f"{_shown(self.member.name)} inflates to {self.written:,} bytes that do not match its directory record (size or CRC)")
 
 
 def inflate(member: Member, compressed: bytes) -> bytes:

@@ -33,7 +33,14 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
-    "Credentials", "DeletionUnsupported", "Manifest", "Registry", "RegistryError", "Resolved", "annotated", "load_credentials",
+    "Credentials",
+    "DeletionUnsupported",
+    "Manifest",
+    "Registry",
+    "RegistryError",
+    "Resolved",
+    "annotated",
+    "load_credentials",
 ]
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -173,8 +180,17 @@ class Registry:
             return self.credentials.basic
         return None
 
-    def request(self, method: str, path: str, scope: str, ok: tuple[int, ...] = (200,), *, limit: int = SMALL_LIMIT,
-                headers: dict[str, str] | None = None, data: bytes | None = None) -> Reply:
+    def request(
+        self,
+        method: str,
+        path: str,
+        scope: str,
+        ok: tuple[int, ...] = (200,),
+        *,
+        limit: int = SMALL_LIMIT,
+        headers: dict[str, str] | None = None,
+        data: bytes | None = None,
+    ) -> Reply:
         call = f"{method} {path}"
         url = self.base + path
         authorization = self._authorization(scope)
@@ -193,10 +209,8 @@ class Registry:
             self._fail(call, reply)
         return reply
 
-    def _send(self, method: str, url: str, limit: int, headers: dict[str, str] | None, data: bytes | None, authorization: str | None,
-              call: str) -> Reply:
-        return self.transport.send(method, url, limit=limit, headers=headers, data=data,
-                                   authorization=authorization, bound_to=self.origin, call=call)
+    def _send(self, method: str, url: str, limit: int, headers: dict[str, str] | None, data: bytes | None, authorization: str | None, call: str) -> Reply:
+        return self.transport.send(method, url, limit=limit, headers=headers, data=data, authorization=authorization, bound_to=self.origin, call=call)
 
     def _token(self, challenge: str, scope: str, call: str, refresh: bool) -> str:
         params = dict(_CHALLENGE_RE.findall(challenge))
@@ -208,25 +222,30 @@ class Registry:
         try:
             realm_url = parse_url(realm)
         except UnsafeUrl as unsafe:
-            raise self.error(call, f"the registry asked for a bearer token at the realm {printable(realm, 120)!r}, which "
-                                   f"{unsafe.reason}; not requested") from None
+            raise self.error(
+                call, f"the registry asked for a bearer token at the realm {printable(realm, 120)!r}, which {unsafe.reason}; not requested"
+            ) from None
         named = f"{realm_url.origin}{realm_url.path.partition('?')[0]}"
         authorization = None
         if self.credentials:
             if not may_receive_credentials(self.origin, realm_url.origin):
-                raise self.error(call, f"refusing to send the credentials to the token service {printable(named, 160)} that the "
-                                       f"registry's challenge names: credentials go only to {self.origin} itself, or to a token "
-                                       "service over https when the registry is on https (plain http only when both are on "
-                                       "this machine); check the registry address")
+                raise self.error(
+                    call,
+                    f"refusing to send the credentials to the token service {printable(named, 160)} that the "
+                    f"registry's challenge names: credentials go only to {self.origin} itself, or to a token "
+                    "service over https when the registry is on https (plain http only when both are on "
+                    "this machine); check the registry address",
+                )
             authorization = self.credentials.basic
         token_call = f"GET {printable(named, 160)} (token for {scope})"
         query = urlencode({"service": params.get("service", ""), "scope": scope})
         token_url = self.transport.url(f"{realm_url.text}{'&' if '?' in realm_url.text else '?'}{query}", token_call)
-        reply = self.transport.send("GET", token_url, limit=TOKEN_LIMIT, authorization=authorization,
-                                    bound_to=realm_url.origin, call=token_call)
+        reply = self.transport.send("GET", token_url, limit=TOKEN_LIMIT, authorization=authorization, bound_to=realm_url.origin, call=token_call)
         if reply.status in (401, 403):
-            raise self.error(token_call, f"the token service refused the credentials ({reply.status}); check "
-                                         "--registry-auth-file, $BUILDKIT_REGISTRY_USER/PASSWORD or docker login")
+            raise self.error(
+                token_call,
+                f"the token service refused the credentials ({reply.status}); check --registry-auth-file, $BUILDKIT_REGISTRY_USER/PASSWORD or docker login",
+            )
         if reply.status != 200:
             self._fail(token_call, reply)
         document = _json(self, token_call, reply, "a token answer")
@@ -258,8 +277,7 @@ class Registry:
     def head_manifest(self, repository: str, reference: str) -> str | None:
         """The digest a tag or digest resolves to, or None when the registry does not have it."""
         path = self._manifest_path(repository, reference)
-        reply = self.request("HEAD", path, scope=f"repository:{repository}:pull", ok=(200, 404),
-                             headers={"Accept": ", ".join(MANIFEST_TYPES)})
+        reply = self.request("HEAD", path, scope=f"repository:{repository}:pull", ok=(200, 404), headers={"Accept": ", ".join(MANIFEST_TYPES)})
         if reply.status == 404:
             return None
         digest = reply.headers.get("Docker-Content-Digest", "").strip()
@@ -279,8 +297,9 @@ class Registry:
         the hash of its bytes (the reference itself when it is a digest)."""
         path = self._manifest_path(repository, reference)
         call = f"GET {path}"
-        reply = self.request("GET", path, scope=f"repository:{repository}:pull", ok=(200, 404), limit=MANIFEST_LIMIT,
-                             headers={"Accept": ", ".join(MANIFEST_TYPES)})
+        reply = self.request(
+            "GET", path, scope=f"repository:{repository}:pull", ok=(200, 404), limit=MANIFEST_LIMIT, headers={"Accept": ", ".join(MANIFEST_TYPES)}
+        )
         if reply.status == 404:
             return None
         document = _json(self, call, reply, "a manifest")
@@ -291,11 +310,11 @@ class Registry:
         _check_shape(self, call, media_type, document)
         claimed = reply.headers.get("Docker-Content-Digest", "").strip()
         if _DIGEST_RE.fullmatch(reference) and _digest_of(reference, reply.body) != reference:
-            raise self.error(call, f"the manifest's bytes hash to {_digest_of(reference, reply.body)}, not the digest asked "
-                                   "for: the registry served other content")
+            raise self.error(
+                call, f"the manifest's bytes hash to {_digest_of(reference, reply.body)}, not the digest asked for: the registry served other content"
+            )
         if _DIGEST_RE.fullmatch(claimed) and _digest_of(claimed, reply.body) != claimed:
-            raise self.error(call, f"Docker-Content-Digest says {claimed} but the manifest's bytes hash to "
-                                   f"{_digest_of(claimed, reply.body)}")
+            raise self.error(call, f"Docker-Content-Digest says {claimed} but the manifest's bytes hash to {_digest_of(claimed, reply.body)}")
         digest = reference if _DIGEST_RE.fullmatch(reference) else claimed if _DIGEST_RE.fullmatch(claimed) else _sha256(reply.body)
         return Manifest(digest, media_type, reply.body)
 
@@ -322,8 +341,7 @@ class Registry:
         manifest = self.find_manifest(repository, reference)
         return None if manifest is None else self.labels_per_platform(repository, manifest)
 
-    def labels_per_platform(self, repository: str, manifest: Manifest,
-                            only: tuple[str, ...] | None = None) -> dict[str, tuple[str, dict[str, str]]]:
+    def labels_per_platform(self, repository: str, manifest: Manifest, only: tuple[str, ...] | None = None) -> dict[str, tuple[str, dict[str, str]]]:
         """platform_labels of a manifest already fetched (find_manifest); of an index, only the platforms in
         `only` where given (two requests per platform: what publish needs, not what the index offers)."""
         if not manifest.is_index:
@@ -343,8 +361,10 @@ class Registry:
         manifest = self.get_manifest(repository, reference)
         image = self._image_for(repository, manifest, wanted)
         if image is None:
-            raise self.error(f"GET {self._manifest_path(repository, reference)}",
-                             f"no image for {wanted}; it has {', '.join(self._platforms(repository, manifest)) or 'none'}")
+            raise self.error(
+                f"GET {self._manifest_path(repository, reference)}",
+                f"no image for {wanted}; it has {', '.join(self._platforms(repository, manifest)) or 'none'}",
+            )
         return Resolved(manifest.digest, image[0].digest, str(wanted))
 
     def list_tags(self, repository: str) -> list[str]:
@@ -369,15 +389,24 @@ class Registry:
                 raise self.error(call, 'the tag list\'s "tags" is not a list of names')
             listed += len(page or ())
             if listed > MAX_TAGS:
-                raise self.error(call, f"the tag list runs past {MAX_TAGS:,} tags over {page_number + 1} pages, more than a repository "
-                                       "buildkit publishes to holds; refusing to read further (is this the right repository? "
-                                       "prune its old tags with the registry's own tools)")
+                raise self.error(
+                    call,
+                    f"the tag list runs past {MAX_TAGS:,} tags over {page_number + 1} pages, more than a repository "
+                    "buildkit publishes to holds; refusing to read further (is this the right repository? "
+                    "prune its old tags with the registry's own tools)",
+                )
             yield from page or []
 
     def put_manifest(self, repository: str, tag: str, manifest: Manifest) -> str:
         """Tags an existing manifest: the same bytes under another name, so no layer moves."""
-        self.request("PUT", self._manifest_path(repository, tag), scope=f"repository:{repository}:pull,push",
-                     ok=(201,), data=manifest.body, headers={"Content-Type": manifest.media_type})
+        self.request(
+            "PUT",
+            self._manifest_path(repository, tag),
+            scope=f"repository:{repository}:pull,push",
+            ok=(201,),
+            data=manifest.body,
+            headers={"Content-Type": manifest.media_type},
+        )
         return _sha256(manifest.body)
 
     def delete_manifest(self, repository: str, digest: str) -> None:
@@ -407,9 +436,11 @@ class Registry:
         of platforms is no image buildkit built, and reading each would cost two requests."""
         entries = image_entries(json.loads(manifest.body)["manifests"])
         if len(entries) > MAX_INDEX_IMAGES:
-            raise self.error(f"GET /v2/{repository}/manifests/{manifest.digest}",
-                             f"the index lists {len(entries)} images, more than the {MAX_INDEX_IMAGES} platforms buildkit "
-                             "reads from one index; is this the image it should be?")
+            raise self.error(
+                f"GET /v2/{repository}/manifests/{manifest.digest}",
+                f"the index lists {len(entries)} images, more than the {MAX_INDEX_IMAGES} platforms buildkit "
+                "reads from one index; is this the image it should be?",
+            )
         return entries
 
     def _child(self, repository: str, digest: str) -> Manifest:
@@ -437,8 +468,10 @@ class Registry:
     def _config_platform(self, repository: str, manifest: Manifest, config: dict[str, Any]) -> Platform:
         platform = platform_of(config)
         if platform is None:
-            raise self.error(f"GET /v2/{repository}/blobs/{json.loads(manifest.body)['config']['digest']}",
-                             'the image config names no platform ("os" and "architecture" are required)')
+            raise self.error(
+                f"GET /v2/{repository}/blobs/{json.loads(manifest.body)['config']['digest']}",
+                'the image config names no platform ("os" and "architecture" are required)',
+            )
         return platform
 
     def _image_for(self, repository: str, manifest: Manifest, wanted: Platform) -> tuple[Manifest, dict[str, Any]] | None:

@@ -121,8 +121,7 @@ def _from_entry(entry: object, where: str, key: str) -> Credentials | None:
         try:
             raw = base64.b64decode(auth + "=" * (-len(auth) % 4), validate=True)
         except ValueError:
-            raise UserError(Problem(where, 'is not base64; expected base64 of "user:password" (docker login writes it)',
-                                    key=f"{key}.auth")) from None
+            raise UserError(Problem(where, 'is not base64; expected base64 of "user:password" (docker login writes it)', key=f"{key}.auth")) from None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:

@@ -56,8 +56,7 @@ class GitHubPackages:
         authorization = self._authorization()
         version, base = self._find(owner, package, digest, authorization)
         url = self.registry.transport.url(f"{base}/{version}", f"DELETE {repository}@{digest}")
-        reply = self.registry.transport.send("DELETE", url, limit=API_LIMIT, headers=_API_HEADERS,
-                                             authorization=authorization, bound_to=self.origin)
+        reply = self.registry.transport.send("DELETE", url, limit=API_LIMIT, headers=_API_HEADERS, authorization=authorization, bound_to=self.origin)
         if reply.status != 204:
             self._refused(f"DELETE {url.path}", reply)
 
@@ -67,8 +66,11 @@ class GitHubPackages:
         if credentials is None or not credentials.password:
             raise self._error(call, "deleting on ghcr.io needs a token: give GITHUB_TOKEN (packages: write) as the registry password")
         if not may_receive_credentials(self.registry.origin, self.origin):
-            raise self._error(call, f"refusing to send the registry's token to {self.origin}: only over https "
-                                    "(or plain http when the registry and the API are both on this machine)")
+            raise self._error(
+                call,
+                f"refusing to send the registry's token to {self.origin}: only over https "
+                "(or plain http when the registry and the API are both on this machine)",
+            )
         return f"Bearer {credentials.password}"
 
     def _find(self, owner: str, package: str, digest: str, authorization: str) -> tuple[int, str]:
@@ -80,7 +82,8 @@ class GitHubPackages:
             first = self.registry.transport.url(f"{base}?per_page=100", f"GET {owner}/{package} versions")
             call = f"GET {first.path}"
             fetch = lambda url: self.registry.transport.send(  # noqa: E731
-                "GET", url, limit=API_LIMIT, headers=_API_HEADERS, authorization=authorization, bound_to=self.origin)
+                "GET", url, limit=API_LIMIT, headers=_API_HEADERS, authorization=authorization, bound_to=self.origin
+            )
             for reply in self.registry.transport.pages(first, fetch, call):
                 if reply.status == 404 and kind != kinds[-1]:
                     break  # not an organization: try the user
@@ -101,8 +104,10 @@ class GitHubPackages:
         if reply.status == 401:
             why = "the GitHub API refused the token (401); give a valid GITHUB_TOKEN as the registry password"
         elif reply.status == 403:
-            why = ("the token may not delete this package version (403): GITHUB_TOKEN needs `permissions: packages: write` "
-                   "and admin access to the package, a classic token read:packages and delete:packages")
+            why = (
+                "the token may not delete this package version (403): GITHUB_TOKEN needs `permissions: packages: write` "
+                "and admin access to the package, a classic token read:packages and delete:packages"
+            )
         elif reply.status == 404:
             why = "the GitHub API knows no such package (404): check the owner and the package name, and the token's access"
         else:
@@ -116,9 +121,7 @@ def _versions(packages: GitHubPackages, call: str, reply: Reply) -> list[dict[st
         document = json.loads(reply.body.decode("utf-8"))
     except (ValueError, RecursionError):
         raise packages._error(call, "the GitHub API answered something that is not JSON") from None
-    if not isinstance(document, list) or not all(
-        isinstance(v, dict) and type(v.get("id")) is int and isinstance(v.get("name"), str) for v in document
-    ):
+    if not isinstance(document, list) or not all(isinstance(v, dict) and type(v.get("id")) is int and isinstance(v.get("name"), str) for v in document):
         raise packages._error(call, 'expected a list of package versions, each with an integer "id" and a "name"')
     return document
 
@@ -139,10 +142,16 @@ class Deletion:
             except DeletionUnsupported as refused:
                 self.refusal = refused.problems[0].message
         if self.github is None:
-            raise RetentionUnsupported(Problem(self.registry.registry, (
-                f"{self.refusal}. The registry supports no deletion, so retention (--keep) cannot remove old nightly "
-                "tags: run publish without --keep, or enable deletion in the registry (docker-registry: "
-                "storage.delete.enabled: true)")))
+            raise RetentionUnsupported(
+                Problem(
+                    self.registry.registry,
+                    (
+                        f"{self.refusal}. The registry supports no deletion, so retention (--keep) cannot remove old nightly "
+                        "tags: run publish without --keep, or enable deletion in the registry (docker-registry: "
+                        "storage.delete.enabled: true)"
+                    ),
+                )
+            )
         self.github.delete(repository, digest)
 
 

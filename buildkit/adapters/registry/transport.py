@@ -45,8 +45,21 @@ from buildkit.errors import Problem, UserError, printable
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-__all__ = ["MAX_PAGES", "MAX_RETRY_AFTER", "Origin", "RegistryError", "RegistryUnreachable", "Reply", "Transport", "UnsafeUrl",
-           "Url", "is_loopback", "parse_url", "registry_is_loopback", "resolve"]
+__all__ = [
+    "MAX_PAGES",
+    "MAX_RETRY_AFTER",
+    "Origin",
+    "RegistryError",
+    "RegistryUnreachable",
+    "Reply",
+    "Transport",
+    "UnsafeUrl",
+    "Url",
+    "is_loopback",
+    "parse_url",
+    "registry_is_loopback",
+    "resolve",
+]
 
 MAX_PAGES = 1000  # a registry's tag list or an API listing longer than this is not one we should walk
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -152,17 +165,18 @@ def parse_url(text: str) -> Url:
     if parts.scheme not in _DEFAULT_PORTS:
         raise UnsafeUrl("is not an http(s) URL")
     if parts.auth is not None:
-        raise UnsafeUrl("names user-info before its host (user@host), which parsers split differently; credentials "
-                        "come only from the registry's credentials, never from a URL")
+        raise UnsafeUrl(
+            "names user-info before its host (user@host), which parsers split differently; credentials "
+            "come only from the registry's credentials, never from a URL"
+        )
     if not parts.host or not _HOST_RE.fullmatch(parts.host):
         raise UnsafeUrl("has no plain host name or address")
     if parts.port == 0:
         raise UnsafeUrl("names port 0")
     authority = f"{parts.scheme}://{parts.host}" + (f":{parts.port}" if parts.port is not None else "")
-    rest = text[len(authority):]
+    rest = text[len(authority) :]
     if text[: len(authority)].lower() != authority or (rest and rest[0] not in "/?#"):
-        raise UnsafeUrl(f"writes its authority unusually (expected {authority} exactly: a port without leading zeros, "
-                        "no empty port)")
+        raise UnsafeUrl(f"writes its authority unusually (expected {authority} exactly: a port without leading zeros, no empty port)")
     canonical = parts._replace(fragment=None).url  # a fragment is never sent
     return Url(canonical, Origin.of(parts.scheme, parts.host, parts.port))
 
@@ -171,7 +185,7 @@ def _check_characters(text: str) -> None:
     if not (text.isascii() and text.isprintable()) or " " in text:
         raise UnsafeUrl("holds spaces, control or non-ASCII characters (a URL carries them percent-encoded)")
     if "\\" in text:
-        raise UnsafeUrl("holds a backslash, which URL parsers read differently (as \"/\", or as part of the host)")
+        raise UnsafeUrl('holds a backslash, which URL parsers read differently (as "/", or as part of the host)')
 
 
 def resolve(base: Url, reference: str) -> Url:
@@ -214,9 +228,15 @@ class _Grant:
 
 
 class _GrantingAdapter(WatchedAdapter):
-    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: float | tuple[float, float] | tuple[float, None] | None = None,
-             verify: bool | str = True, cert: bytes | str | tuple[bytes | str, bytes | str] | None = None,
-             proxies: Mapping[str, str] | None = None) -> requests.Response:
+    def send(
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: float | tuple[float, float] | tuple[float, None] | None = None,
+        verify: bool | str = True,
+        cert: bytes | str | tuple[bytes | str, bytes | str] | None = None,
+        proxies: Mapping[str, str] | None = None,
+    ) -> requests.Response:
         """The exchange's Authorization is attached here, the last step before urllib3 takes a connection, and
         only when the scheme, host and port that requests hands urllib3 for this very request are the origin
         it is bound to (the same values serve a direct connection, a tunnel through a proxy and a proxy that
@@ -337,17 +357,24 @@ class Transport:
                     reply = self._follow(method, target, headers or {}, data, grant, limit, call)
                 except (requests.ConnectionError, _CutShort) as error:
                     if isinstance(error, requests.exceptions.SSLError):
-                        raise self.error(call, "the TLS connection failed (certificate not trusted, or not a TLS server); "
-                                               "for a registry with a private CA, set $REQUESTS_CA_BUNDLE to its CA bundle") from None
+                        raise self.error(
+                            call,
+                            "the TLS connection failed (certificate not trusted, or not a TLS server); "
+                            "for a registry with a private CA, set $REQUESTS_CA_BUNDLE to its CA bundle",
+                        ) from None
                     why_hopeless = hopeless(error)
                     if why_hopeless:
-                        raise self.error(call, f"cannot connect to {target.origin}: {why_hopeless}; check that the registry "
-                                               "is up and the address is right", RegistryUnreachable) from None
+                        raise self.error(
+                            call,
+                            f"cannot connect to {target.origin}: {why_hopeless}; check that the registry is up and the address is right",
+                            RegistryUnreachable,
+                        ) from None
                     what = "the answer was cut short" if isinstance(error, _CutShort) else "cannot reach the registry"
                     if attempt == self.retries:
                         attempts = f"{self.retries + 1} attempts" if self.retries else "1 attempt"
-                        raise self.error(call, f"{what} ({type(error).__name__}) after {attempts}; "
-                                               "check that it is up and the address is right", RegistryUnreachable) from None
+                        raise self.error(
+                            call, f"{what} ({type(error).__name__}) after {attempts}; check that it is up and the address is right", RegistryUnreachable
+                        ) from None
                     self._pause(self.delay(attempt, None), call, what, attempt)
                     continue
                 if (reply.status == 429 or reply.status >= 500) and attempt < self.retries:
@@ -360,18 +387,25 @@ class Transport:
                 self.spent += self.clock() - started
 
     def _pause(self, seconds: float, call: str, what: str, attempt: int) -> None:
-        self.waits.pause(seconds, subject=f"{self.name}: {call}", what=what, attempt=attempt, attempts=self.retries + 1,
-                         refuse=lambda why: self.error(call, why), left=self.budget - self.spent,
-                         passes=f"the registry keeps failing and the run's budget of {self.budget:g} s for registry "
-                                "requests would be spent waiting to retry; try again later")
+        self.waits.pause(
+            seconds,
+            subject=f"{self.name}: {call}",
+            what=what,
+            attempt=attempt,
+            attempts=self.retries + 1,
+            refuse=lambda why: self.error(call, why),
+            left=self.budget - self.spent,
+            passes=f"the registry keeps failing and the run's budget of {self.budget:g} s for registry "
+            "requests would be spent waiting to retry; try again later",
+        )
 
-    def _follow(self, method: str, url: Url, headers: Mapping[str, str], data: bytes | None, grant: _Grant | None,
-                limit: int, call: str) -> Reply:
+    def _follow(self, method: str, url: Url, headers: Mapping[str, str], data: bytes | None, grant: _Grant | None, limit: int, call: str) -> Reply:
         """The request and its redirects, all within one deadline."""
         left = self.budget - self.spent
         if left <= 0:
-            raise self.error(call, f"the run's budget of {self.budget:g} s for registry requests is spent; "
-                                   "the registry is too slow or keeps stalling", RegistryUnreachable)
+            raise self.error(
+                call, f"the run's budget of {self.budget:g} s for registry requests is spent; the registry is too slow or keeps stalling", RegistryUnreachable
+            )
         seconds = min(self.timeout, left)
         deadline = self.clock() + seconds
         within = f"{seconds:g} s" if seconds == self.timeout else f"the {seconds:.1f} s left of the run's budget of {self.budget:g} s"
@@ -381,14 +415,17 @@ class Transport:
                 # the connection goes there too.
                 reply = self._exchange(method, url, headers, data, deadline, limit, grant if grant and url.origin == grant.origin else None)
             except Expired:
-                raise self.error(call, f"no complete answer within {within} (the server stalls or sends too slowly); "
-                                       "try again later, or check the registry", RegistryUnreachable) from None
+                raise self.error(
+                    call,
+                    f"no complete answer within {within} (the server stalls or sends too slowly); try again later, or check the registry",
+                    RegistryUnreachable,
+                ) from None
             except TooLarge:
-                raise self.error(call, f"the answer is larger than {limit // 1024} KiB, far beyond what this request "
-                                       "returns by spec; refusing to read it") from None
+                raise self.error(
+                    call, f"the answer is larger than {limit // 1024} KiB, far beyond what this request returns by spec; refusing to read it"
+                ) from None
             except requests.exceptions.InvalidHeader:
-                raise self.error(call, "the request would carry an invalid header (a token or credential with "
-                                       "control characters?)") from None
+                raise self.error(call, "the request would carry an invalid header (a token or credential with control characters?)") from None
             except requests.RequestException as error:
                 if isinstance(error, requests.ConnectionError):
                     raise  # retried by send()
@@ -404,8 +441,7 @@ class Transport:
                 method, data = ("HEAD" if method == "HEAD" else "GET"), None
         raise self.error(call, f"more than {MAX_REDIRECTS} redirects")
 
-    def _exchange(self, method: str, url: Url, headers: Mapping[str, str], data: bytes | None, deadline: float,
-                  limit: int, grant: _Grant | None) -> Reply:
+    def _exchange(self, method: str, url: Url, headers: Mapping[str, str], data: bytes | None, deadline: float, limit: int, grant: _Grant | None) -> Reply:
         with self.lock:
             self.requests += 1
         remaining = deadline - self.clock()
@@ -414,8 +450,9 @@ class Transport:
         with Watchdog(remaining) as watchdog:
             _current.grant = grant
             try:
-                response = self.session.request(method, url.text, headers=dict(headers), data=data, stream=True,
-                                                verify=self.verify, allow_redirects=False, timeout=(remaining, remaining))
+                response = self.session.request(
+                    method, url.text, headers=dict(headers), data=data, stream=True, verify=self.verify, allow_redirects=False, timeout=(remaining, remaining)
+                )
             except requests.Timeout:
                 raise Expired from None
             except requests.ConnectionError:
@@ -442,8 +479,9 @@ class Transport:
             seen.add(url)
             reply = fetch(url)
             yield reply
-            link = next((entry.get("url", "") for entry in requests.utils.parse_header_links(reply.headers.get("Link", ""))
-                         if entry.get("rel") == "next"), None)
+            link = next(
+                (entry.get("url", "") for entry in requests.utils.parse_header_links(reply.headers.get("Link", "")) if entry.get("rel") == "next"), None
+            )
             if not link:
                 return
             try:
@@ -451,8 +489,7 @@ class Transport:
             except UnsafeUrl as unsafe:
                 raise self.error(call, f"the Link to the next page, {printable(link, 120)!r}, {unsafe.reason}; not followed") from None
             if following.origin != first.origin:
-                raise self.error(call, f"the next page is on another origin ({printable(following.text, 120)}); a listing "
-                                       f"is only followed on {first.origin}")
+                raise self.error(call, f"the next page is on another origin ({printable(following.text, 120)}); a listing is only followed on {first.origin}")
             if following in seen:
                 raise self.error(call, "the Link header points back to a page already read; the listing loops")
             url = following

@@ -40,8 +40,15 @@ PASSWORD_ENV = "COSIGN_PASSWORD"
 TIMEOUT = 300  # seconds per cosign call: each is a few registry round trips
 _KEY_URI_SCHEMES = ("awskms://", "gcpkms://", "azurekms://", "hashivault://", "k8s://", "gitlab://", "env://", "pkcs11:", "https://", "http://")
 # cosign's words when a signature or attestation is absent or not trusted: a finding, not an error
-_NOT_SIGNED = ("no signatures found", "no matching signatures", "no matching attestations", "found no attestations",
-               "none of the attestations matched", "no certificate found", "expected identity not found")
+_NOT_SIGNED = (
+    "no signatures found",
+    "no matching signatures",
+    "no matching attestations",
+    "found no attestations",
+    "none of the attestations matched",
+    "no certificate found",
+    "expected identity not found",
+)
 
 
 class CosignError(UserError):
@@ -112,8 +119,13 @@ class Cosign:
         found = shutil.which(explicit or "cosign", path=self.environ.get("PATH", os.defpath))
         if found is None:
             where = f"{explicit!r} (${COSIGN_ENV})" if explicit else "cosign on PATH"
-            raise CosignError(Problem("cosign", f"{where} not found: install cosign 2.x (Debian 13: apt-get install cosign; "
-                                                f"or a release from github.com/sigstore/cosign) or point ${COSIGN_ENV} at it"))
+            raise CosignError(
+                Problem(
+                    "cosign",
+                    f"{where} not found: install cosign 2.x (Debian 13: apt-get install cosign; "
+                    f"or a release from github.com/sigstore/cosign) or point ${COSIGN_ENV} at it",
+                )
+            )
         self.executable = found
         self.redact = Redactor([self.environ.get(PASSWORD_ENV, ""), *([self.credentials.password] if self.credentials else [])])
 
@@ -128,8 +140,7 @@ class Cosign:
         with tempfile.TemporaryDirectory(prefix="buildkit-attest-") as folder:
             path = Path(folder) / "predicate.json"
             path.write_text(json.dumps(predicate, sort_keys=True), encoding="utf-8")
-            self._run(["attest", "--yes", "--type", predicate_type, "--predicate", str(path), *self._signing(signer), image],
-                      image, signer)
+            self._run(["attest", "--yes", "--type", predicate_type, "--predicate", str(path), *self._signing(signer), image], image, signer)
 
     def verify(self, image: str, trust: Trust) -> Checked:
         """Whether the digest carries a signature the trust accepts."""
@@ -187,8 +198,7 @@ class Cosign:
         what = describe_path(Path(key)) if key and not is_key_uri(key) else None
         if what:  # a FIFO or device would hold cosign itself until its timeout
             what = "no such key file" if what == "no such file" else what
-            raise CosignError(Problem(key, f"{what}; give the cosign {kind} key file (cosign generate-key-pair writes "
-                                           f"cosign.key and cosign.pub) or a KMS URI"))
+            raise CosignError(Problem(key, f"{what}; give the cosign {kind} key file (cosign generate-key-pair writes cosign.key and cosign.pub) or a KMS URI"))
 
     def _run(self, arguments: list[str], image: str, signer: Signer | None = None, accept_unsigned: bool = False) -> subprocess.CompletedProcess[str]:
         if signer is not None and signer.key and not is_key_uri(signer.key):
@@ -198,8 +208,13 @@ class Cosign:
         with tempfile.TemporaryDirectory(prefix="buildkit-cosign-") as folder:
             try:
                 result = subprocess.run(
-                    [self.executable, *arguments], env=self._environment(folder), stdin=subprocess.DEVNULL,
-                    capture_output=True, text=True, errors="replace", timeout=self.timeout,
+                    [self.executable, *arguments],
+                    env=self._environment(folder),
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                    timeout=self.timeout,
                 )
             except subprocess.TimeoutExpired:
                 raise CosignError(Problem(image, f"cosign {arguments[0]} did not finish within {self.timeout} s; is the registry answering?")) from None
@@ -213,8 +228,20 @@ class Cosign:
             return f"cosign {command}: ${PASSWORD_ENV} does not open the key {signer.key if signer else ''}".rstrip()
         if any(words in text for words in ("reading key", "loading public key", "PEM")):
             return f"cosign {command}: cannot use the key: {_error_line(text)}"
-        if any(words in text for words in ("connection refused", "no such host", "UNAUTHORIZED", "DENIED", "MANIFEST_UNKNOWN",
-                                           "NAME_UNKNOWN", "server gave HTTP response", "x509", "i/o timeout")):
+        if any(
+            words in text
+            for words in (
+                "connection refused",
+                "no such host",
+                "UNAUTHORIZED",
+                "DENIED",
+                "MANIFEST_UNKNOWN",
+                "NAME_UNKNOWN",
+                "server gave HTTP response",
+                "x509",
+                "i/o timeout",
+            )
+        ):
             return f"the registry {self.registry} refused cosign {command}: {_error_line(text)}"
         return f"cosign {command} failed: {_error_line(text)}"
 

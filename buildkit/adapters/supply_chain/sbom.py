@@ -40,8 +40,15 @@ def inventory_source() -> str:
 def image_inventory(client: docker.DockerClient, image: str, timeout: int = INVENTORY_TIMEOUT) -> dict[str, Any]:
     """The inventory JSON of a local image, or a UserError saying why it could not be read."""
     try:
-        ran = run_once(client, image, timeout, entrypoint=["python3", "-c", inventory_source()], command=[], network_disabled=True,
-                       labels={label_keys.PROBE_CONTAINER: "1"})
+        ran = run_once(
+            client,
+            image,
+            timeout,
+            entrypoint=["python3", "-c", inventory_source()],
+            command=[],
+            network_disabled=True,
+            labels={label_keys.PROBE_CONTAINER: "1"},
+        )
     except docker.errors.ImageNotFound:
         raise UserError(Problem(image, "no such image in the engine; build it or pull it first")) from None
     except docker.errors.APIError as error:
@@ -51,8 +58,9 @@ def image_inventory(client: docker.DockerClient, image: str, timeout: int = INVE
     try:
         inventory: dict[str, Any] = json.loads(ran.stdout.strip().splitlines()[-1])  # buildkit/image/inventory.py's one object
     except (ValueError, IndexError):
-        raise UserError(Problem(image, f"its package inventory failed (exit {ran.status}): "
-                                       f"{ran.stderr.strip()[-300:] or 'no output'}; the image needs python3 on its PATH")) from None
+        raise UserError(
+            Problem(image, f"its package inventory failed (exit {ran.status}): {ran.stderr.strip()[-300:] or 'no output'}; the image needs python3 on its PATH")
+        ) from None
     return inventory
 
 
@@ -68,21 +76,40 @@ def cyclonedx(contents: Contents, name: str, version: str, image_labels: Mapping
     from packageurl import PackageURL
 
     root = Component(
-        name=name, version=version, type=ComponentType.CONTAINER, bom_ref=f"image:{name}@{version}",
-        properties=[Property(name=key, value=value) for key, value in sorted(image_labels.items())
-                    if key.startswith((label_keys.PREFIX, label_keys.OCI)) and value],
+        name=name,
+        version=version,
+        type=ComponentType.CONTAINER,
+        bom_ref=f"image:{name}@{version}",
+        properties=[
+            Property(name=key, value=value) for key, value in sorted(image_labels.items()) if key.startswith((label_keys.PREFIX, label_keys.OCI)) and value
+        ],
     )
     bom = Bom()
     bom.metadata.component = root
     bom.metadata.tools.components.add(Component(type=ComponentType.APPLICATION, name="buildkit", version=__version__))
     components = []
     if contents.os_id:
-        components.append(Component(name=contents.os_id, version=contents.os_version, type=ComponentType.OPERATING_SYSTEM,
-                                    bom_ref=f"os:{contents.os_id}@{contents.os_version}", description=contents.os_name or None))
+        components.append(
+            Component(
+                name=contents.os_id,
+                version=contents.os_version,
+                type=ComponentType.OPERATING_SYSTEM,
+                bom_ref=f"os:{contents.os_id}@{contents.os_version}",
+                description=contents.os_name or None,
+            )
+        )
     for package in contents.packages:
         properties = [Property(name="dev.buildkit:source-package", value=package.source)] if package.source else []
-        components.append(Component(name=package.name, version=package.version, type=ComponentType.LIBRARY,
-                                    purl=PackageURL.from_string(package.purl), bom_ref=package.purl, properties=properties))
+        components.append(
+            Component(
+                name=package.name,
+                version=package.version,
+                type=ComponentType.LIBRARY,
+                purl=PackageURL.from_string(package.purl),
+                bom_ref=package.purl,
+                properties=properties,
+            )
+        )
     for component in components:
         bom.components.add(component)
     bom.register_dependency(root, components)

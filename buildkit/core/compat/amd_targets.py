@@ -25,8 +25,7 @@ if TYPE_CHECKING:
 
 # rocm_bootstrap.PackagingLevel's values, finest first: how buildkit's data names a level (a layout's device
 # packages are cut at one of them)
-TARGET, SUB_FAMILY, FAMILY = (level.value for level in (amd.PackagingLevel.TARGET, amd.PackagingLevel.SUB_FAMILY,
-                                                        amd.PackagingLevel.FAMILY))
+TARGET, SUB_FAMILY, FAMILY = (level.value for level in (amd.PackagingLevel.TARGET, amd.PackagingLevel.SUB_FAMILY, amd.PackagingLevel.FAMILY))
 LEVELS = (TARGET, SUB_FAMILY, FAMILY)
 # The WheelNext variant feature AMD's plugin (rocm_bootstrap.variant_provider.AMDVariantPlugin) reports: a
 # property `amd :: gfx_arch :: <package owner>` per target (PEP 825's namespace :: feature :: value)
@@ -111,10 +110,18 @@ def amd_targets() -> AmdTargets:
     by_name = {target.name: target for target in amd.ALL_TARGETS}
     owner_of: dict[str, str] = {}
     for owner, members in owners.items():
-        bundles.setdefault(owner, Bundle(owner, TARGET, owner, tuple(members), amd.TargetBundle(
-            key=owner, level=amd.PackagingLevel.TARGET, display_name=owner, llvm_generic=None,
-            members=tuple(by_name[name] for name in members))))
+        bundles.setdefault(
+            owner,
+            Bundle(
+                owner,
+                TARGET,
+                owner,
+                tuple(members),
+                amd.TargetBundle(
+                    key=owner, level=amd.PackagingLevel.TARGET, display_name=owner, llvm_generic=None, members=tuple(by_name[name] for name in members)
+                ),
+            ),
+        )
         owner_of.update((name, owner) for name in members)
-    chains = {name: (owner_of[name], sub_family_of[name], family_of[name]) for name in names
-              if name in sub_family_of and name in family_of}
+    chains = {name: (owner_of[name], sub_family_of[name], family_of[name]) for name in names if name in sub_family_of and name in family_of}
     return AmdTargets(names, bundles, chains)

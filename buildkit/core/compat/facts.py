@@ -363,9 +363,14 @@ def compat_from_data(data: Mapping[str, Any]) -> Compat:
         gfx_targets=gfx_targets,
         rocm_layouts={
             name: RocmLayout(
-                name=name, device=tuple(entry.get("device", ())), extras_of=entry.get("extras_of", "rocm"),
-                all_extra=entry.get("all_extra", ""), arch_extra=entry.get("arch_extra", ""), index=entry.get("index", ""),
-                local=entry.get("local", ""), unconfirmed=tuple(entry.get("unconfirmed", ())),
+                name=name,
+                device=tuple(entry.get("device", ())),
+                extras_of=entry.get("extras_of", "rocm"),
+                all_extra=entry.get("all_extra", ""),
+                arch_extra=entry.get("arch_extra", ""),
+                index=entry.get("index", ""),
+                local=entry.get("local", ""),
+                unconfirmed=tuple(entry.get("unconfirmed", ())),
                 companion_device={companion: tuple(names) for companion, names in entry.get("companion_device", {}).items()},
             )
             for name, entry in data.get("rocm_layouts", {}).items()
@@ -386,7 +391,9 @@ def _family(amd: AmdTargets, name: str, entry: Mapping[str, Any]) -> Family:
 
 def _published(entry: Mapping[str, Any]) -> Published:
     return Published(
-        date=entry.get("date", ""), requires_python=entry.get("requires_python", ""), pypi=entry.get("pypi", ""),
+        date=entry.get("date", ""),
+        requires_python=entry.get("requires_python", ""),
+        pypi=entry.get("pypi", ""),
         companions={name: entry[name] for name in COMPANION_PACKAGES if name in entry},
         pins={variant: tuple(pins) for variant, pins in entry.get("pins", {}).items()},
         wheel=entry.get("wheel", ""),

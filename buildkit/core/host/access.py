@@ -79,8 +79,7 @@ def gpu_access(vendor: Vendor, host: HostFacts) -> GpuAccess:
             # whose gid differs between distributions
     # --gpus goes through Docker's NVIDIA runtime; podman has none (access_findings says what it needs instead)
     gpu_request = vendor.gpu_request and not cdi and not _podman(host)
-    return GpuAccess(gpu_request, devices, groups, vendor.security_options if opened else (),
-                     cdi_devices=(f"{vendor.cdi_kind}=all",) if cdi else ())
+    return GpuAccess(gpu_request, devices, groups, vendor.security_options if opened else (), cdi_devices=(f"{vendor.cdi_kind}=all",) if cdi else ())
 
 
 def _podman(host: HostFacts) -> bool:
@@ -92,8 +91,9 @@ def access_findings(host: HostFacts, vendor: Vendor, access: GpuAccess) -> list[
     findings: list[Finding] = []
     rootless = host.engine is not None and host.engine.rootless
     if "/dev/dri" in vendor.device_nodes and not host.render_nodes:
-        findings.append(Finding(True, "render-node-missing", "no /dev/dri/renderD* node for the AMD GPU",
-                                "load the amdgpu driver; the render node appears with it"))
+        findings.append(
+            Finding(True, "render-node-missing", "no /dev/dri/renderD* node for the AMD GPU", "load the amdgpu driver; the render node appears with it")
+        )
     for node in [n for n in (host.kfd, *host.render_nodes, *host.nvidia_nodes) if n is not None and not n.accessible]:
         group = node.group or str(node.gid)
         # The name comes from the host's /etc/group and can be anything, shell syntax included: the command
@@ -101,26 +101,45 @@ def access_findings(host: HostFacts, vendor: Vendor, access: GpuAccess) -> list[
         member_of = node.group if _GROUP_NAME_RE.fullmatch(node.group) else str(node.gid)
         add_to_groups = pasted("sudo", "usermod", "-aG", f"{member_of},video", USER)
         if rootless:  # the container's user is this user: it opens the node with this user's groups or not at all
-            findings.append(Finding(True, "device-permission", f"{node.path} is not readable and writable by this user "
-                                    f"(owned by group {group}), and a rootless engine's containers open it as this user",
-                                    f"{add_to_groups} and log in again"))
+            findings.append(
+                Finding(
+                    True,
+                    "device-permission",
+                    f"{node.path} is not readable and writable by this user (owned by group {group}), and a rootless engine's containers open it as this user",
+                    f"{add_to_groups} and log in again",
+                )
+            )
         else:
-            findings.append(Finding(False, "device-permission", f"{node.path} is not readable and writable by this user "
-                                    f"(owned by group {group}): torch outside containers cannot use it",
-                                    f"{add_to_groups} and log in again; containers get it through "
-                                    f"--group-add (buildkit run adds it)"))
+            findings.append(
+                Finding(
+                    False,
+                    "device-permission",
+                    f"{node.path} is not readable and writable by this user (owned by group {group}): torch outside containers cannot use it",
+                    f"{add_to_groups} and log in again; containers get it through --group-add (buildkit run adds it)",
+                )
+            )
     if vendor.gpu_request and not access.cdi_devices and _podman(host):
         # podman attaches NVIDIA GPUs through CDI (NVIDIA's AI Workbench guide, "Podman"); without a spec a container
         # gets none: `podman run --gpus all` gave no device nodes there (NVIDIA/nvidia-container-runtime#190)
-        findings.append(Finding(True, "podman-without-cdi", f"podman hands {vendor.display} GPUs to containers through CDI only, "
-                                f"and this host has no CDI spec for {vendor.cdi_kind}", f"write one: `{vendor.cdi_generate}`"))
+        findings.append(
+            Finding(
+                True,
+                "podman-without-cdi",
+                f"podman hands {vendor.display} GPUs to containers through CDI only, and this host has no CDI spec for {vendor.cdi_kind}",
+                f"write one: `{vendor.cdi_generate}`",
+            )
+        )
     engine = host.engine
     if access.gpu_request and engine is not None and engine.runtimes is not None and "nvidia" not in engine.runtimes:
-        findings.append(Finding(
-            True, "nvidia-runtime-missing", "the Docker engine has no NVIDIA container runtime, so --gpus cannot hand it the GPU",
-            "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker` and restart dockerd "
-            f"(or write a CDI spec, `{vendor.cdi_generate}`, for an engine that takes CDI names)",
-        ))
+        findings.append(
+            Finding(
+                True,
+                "nvidia-runtime-missing",
+                "the Docker engine has no NVIDIA container runtime, so --gpus cannot hand it the GPU",
+                "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker` and restart dockerd "
+                f"(or write a CDI spec, `{vendor.cdi_generate}`, for an engine that takes CDI names)",
+            )
+        )
     findings += _cdi_findings(host, vendor, access)
     return findings
 
@@ -133,26 +152,49 @@ def _cdi_findings(host: HostFacts, vendor: Vendor, access: GpuAccess) -> list[Fi
     used = bool(access.cdi_devices)
     if spec.missing_nodes:
         shown = ", ".join(spec.missing_nodes[:4]) + (" and more" if len(spec.missing_nodes) > 4 else "")
-        findings.append(Finding(
-            used, "cdi-stale", f"the CDI spec {spec.path} names device nodes this host does not have ({shown}): it is stale"
-            + (", and the engine refuses a container that asks for them" if used else ""),
-            f"write it again: `{vendor.cdi_generate}`",
-        ))
+        findings.append(
+            Finding(
+                used,
+                "cdi-stale",
+                f"the CDI spec {spec.path} names device nodes this host does not have ({shown}): it is stale"
+                + (", and the engine refuses a container that asks for them" if used else ""),
+                f"write it again: `{vendor.cdi_generate}`",
+            )
+        )
     listed, present = len(spec.gpu_devices), len(host.gpus_of(vendor.name))
     if listed < present:
-        findings.append(Finding(False, "cdi-missing-gpus", f"the CDI spec {spec.path} lists {listed} of this host's {present} "
-                                f"{vendor.display} GPUs: containers that ask for {vendor.cdi_kind}=all get only those",
-                                f"write it again: `{vendor.cdi_generate}`"))
+        findings.append(
+            Finding(
+                False,
+                "cdi-missing-gpus",
+                f"the CDI spec {spec.path} lists {listed} of this host's {present} "
+                f"{vendor.display} GPUs: containers that ask for {vendor.cdi_kind}=all get only those",
+                f"write it again: `{vendor.cdi_generate}`",
+            )
+        )
     engine = host.engine
     if engine is not None and not engine.takes_cdi:
-        enable = ("upgrade to Docker 28.2 or newer (CDI on by default), or turn on its CDI feature "
-                  "(`\"features\": {\"cdi\": true}` in /etc/docker/daemon.json, Docker 25 and newer)")
-        findings.append(Finding(False, "cdi-unused", f"a CDI spec for {vendor.cdi_kind} exists ({spec.path}), but "
-                                f"{engine.describe()} does not take CDI device names, so buildkit hands it the device nodes itself",
-                                enable))
+        enable = (
+            "upgrade to Docker 28.2 or newer (CDI on by default), or turn on its CDI feature "
+            '(`"features": {"cdi": true}` in /etc/docker/daemon.json, Docker 25 and newer)'
+        )
+        findings.append(
+            Finding(
+                False,
+                "cdi-unused",
+                f"a CDI spec for {vendor.cdi_kind} exists ({spec.path}), but "
+                f"{engine.describe()} does not take CDI device names, so buildkit hands it the device nodes itself",
+                enable,
+            )
+        )
     elif engine is None:
-        findings.append(Finding(False, "cdi-engine-unknown", f"a CDI spec for {vendor.cdi_kind} exists ({spec.path}), but the engine "
-                                "was not asked (--host-root), so buildkit cannot tell whether it takes CDI device names",
-                                "name it with --engine docker:VERSION, podman or podman-rootless"))
+        findings.append(
+            Finding(
+                False,
+                "cdi-engine-unknown",
+                f"a CDI spec for {vendor.cdi_kind} exists ({spec.path}), but the engine "
+                "was not asked (--host-root), so buildkit cannot tell whether it takes CDI device names",
+                "name it with --engine docker:VERSION, podman or podman-rootless",
+            )
+        )
     return findings
-

@@ -51,9 +51,16 @@ def environment_findings(host: HostFacts, compat: Compat) -> list[Finding]:
     findings = []
     if values.get(DISABLE) == "1":
         ignored = f" (and {FORCE} is ignored)" if values.get(FORCE) else ""
-        findings.append(Finding(False, "amd-detection-disabled", f"{DISABLE}=1: rocm-bootstrap's detection reports no AMD GPU here"
-                                f"{ignored}, so a variant-aware install (uv or pip with AMD's variant plugin) picks no device wheel for "
-                                f"this host's {shown}", f"unset {DISABLE} unless you name device packages yourself"))
+        findings.append(
+            Finding(
+                False,
+                "amd-detection-disabled",
+                f"{DISABLE}=1: rocm-bootstrap's detection reports no AMD GPU here"
+                f"{ignored}, so a variant-aware install (uv or pip with AMD's variant plugin) picks no device wheel for "
+                f"this host's {shown}",
+                f"unset {DISABLE} unless you name device packages yourself",
+            )
+        )
     elif values.get(FORCE):
         findings += _forced(values[FORCE], archs, shown, compat)
     if values.get(OVERRIDE):
@@ -66,42 +73,85 @@ def _forced(value: str, archs: list[str], shown: str, compat: Compat) -> list[Fi
     names = [name.strip() for name in value.split(",") if name.strip()]
     unknown = [name for name in names if name not in amd.chains]
     if unknown:
-        return [Finding(False, "amd-forced-arch-unknown", f"{FORCE}={value} names {', '.join(unknown)}, which rocm-bootstrap does not "
-                        "know: its detection, and so every variant-aware install on this host, fails (Unknown GFX target)",
-                        f"name targets it knows ({', '.join(amd.targets)}) or unset it")]
+        return [
+            Finding(
+                False,
+                "amd-forced-arch-unknown",
+                f"{FORCE}={value} names {', '.join(unknown)}, which rocm-bootstrap does not "
+                "know: its detection, and so every variant-aware install on this host, fails (Unknown GFX target)",
+                f"name targets it knows ({', '.join(amd.targets)}) or unset it",
+            )
+        ]
     forced = ", ".join(amd.describe(name) for name in dict.fromkeys(names))
     missing = [arch for arch in archs if arch not in names]
     if not missing:
-        return [Finding(False, "amd-forced-arch", f"{FORCE}={value} names this host's own targets ({shown}): it changes nothing "
-                        "rocm-bootstrap would detect here", f"unset it to let rocm-bootstrap detect the GPUs; {_NOT_IN_CONTAINERS}")]
-    return [Finding(False, "amd-forced-arch", f"{FORCE}={value}: rocm-bootstrap reports {forced} instead of this host's {shown}, so a "
-                    f"variant-aware install here picks their device wheels, which carry no code for {', '.join(missing)}",
-                    f"unset it (or set it to {','.join(archs)}) on this host; {_NOT_IN_CONTAINERS}")]
+        return [
+            Finding(
+                False,
+                "amd-forced-arch",
+                f"{FORCE}={value} names this host's own targets ({shown}): it changes nothing rocm-bootstrap would detect here",
+                f"unset it to let rocm-bootstrap detect the GPUs; {_NOT_IN_CONTAINERS}",
+            )
+        ]
+    return [
+        Finding(
+            False,
+            "amd-forced-arch",
+            f"{FORCE}={value}: rocm-bootstrap reports {forced} instead of this host's {shown}, so a "
+            f"variant-aware install here picks their device wheels, which carry no code for {', '.join(missing)}",
+            f"unset it (or set it to {','.join(archs)}) on this host; {_NOT_IN_CONTAINERS}",
+        )
+    ]
 
 
 def _override(value: str, archs: list[str], compat: Compat) -> list[Finding]:
     amd = compat.amd
     runs_as = override_target(value)
     if runs_as is None:
-        return [Finding(False, "hsa-override-invalid", f"{OVERRIDE}={value} is not a gfx version such as 11.0.0 (gfx1100): the ROCm "
-                        "runtime cannot use it", f"unset {OVERRIDE}; {_NOT_IN_CONTAINERS}")]
+        return [
+            Finding(
+                False,
+                "hsa-override-invalid",
+                f"{OVERRIDE}={value} is not a gfx version such as 11.0.0 (gfx1100): the ROCm runtime cannot use it",
+                f"unset {OVERRIDE}; {_NOT_IN_CONTAINERS}",
+            )
+        ]
     findings = []
     for arch in archs:
         if arch == runs_as:
             continue
         borrow = compat.hsa_override.get(arch)
         if borrow and borrow[1] == runs_as:
-            findings.append(Finding(False, "hsa-override", f"{OVERRIDE}={value} makes the ROCm runtime run this host's {amd.describe(arch)} "
-                                    f"as {amd.describe(runs_as)}: the close neighbour's code it can borrow, at your own risk "
-                                    "(unsupported by AMD; wrong results or hangs are possible)",
-                                    f"prefer an image that carries {arch} (see `buildkit detect`); {_NOT_IN_CONTAINERS}"))
+            findings.append(
+                Finding(
+                    False,
+                    "hsa-override",
+                    f"{OVERRIDE}={value} makes the ROCm runtime run this host's {amd.describe(arch)} "
+                    f"as {amd.describe(runs_as)}: the close neighbour's code it can borrow, at your own risk "
+                    "(unsupported by AMD; wrong results or hangs are possible)",
+                    f"prefer an image that carries {arch} (see `buildkit detect`); {_NOT_IN_CONTAINERS}",
+                )
+            )
             continue
         carriers = compat.gfx_targets[arch].rocm_versions if arch in compat.gfx_targets else ()
         fix = f"use a ROCm {' or '.join(carriers)} image, which carries {arch}" if carriers else f"build for {arch} from source"
-        findings.append(Finding(False, "hsa-override", f"{OVERRIDE}={value} makes the ROCm runtime run this host's {amd.describe(arch)} as "
-                                f"{amd.describe(runs_as)}, another ISA's code: programs started here with it get wrong results, "
-                                "hangs or invalid device functions", f"unset {OVERRIDE} for this GPU and {fix}; {_NOT_IN_CONTAINERS}"))
+        findings.append(
+            Finding(
+                False,
+                "hsa-override",
+                f"{OVERRIDE}={value} makes the ROCm runtime run this host's {amd.describe(arch)} as "
+                f"{amd.describe(runs_as)}, another ISA's code: programs started here with it get wrong results, "
+                "hangs or invalid device functions",
+                f"unset {OVERRIDE} for this GPU and {fix}; {_NOT_IN_CONTAINERS}",
+            )
+        )
     if not findings:
-        findings.append(Finding(False, "hsa-override", f"{OVERRIDE}={value} names this host's own target ({amd.describe(runs_as)}): it "
-                                "changes nothing", f"unset it; {_NOT_IN_CONTAINERS}"))
+        findings.append(
+            Finding(
+                False,
+                "hsa-override",
+                f"{OVERRIDE}={value} names this host's own target ({amd.describe(runs_as)}): it changes nothing",
+                f"unset it; {_NOT_IN_CONTAINERS}",
+            )
+        )
     return findings

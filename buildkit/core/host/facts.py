@@ -148,4 +148,3 @@ class HostFacts:
             if node is not None:
                 return node.gid
         return None
-

@@ -101,8 +101,7 @@ def amd_terms(archs: tuple[str, ...], compat: Compat) -> tuple[list[Term], list[
             members.setdefault(target.amdgpu_family, set()).add(name)
     families = sorted(family for family, names in members.items() if names <= set(archs))
     rest = [arch for arch in archs if (compat.gfx_targets.get(arch) is None or compat.gfx_targets[arch].amdgpu_family not in families)]
-    ids = {arch: sorted(pci.removeprefix("0x") for pci, facts in compat.gpu_names.get(AMD.name, {}).items() if facts.get("arch") == arch)
-           for arch in rest}
+    ids = {arch: sorted(pci.removeprefix("0x") for pci, facts in compat.gpu_names.get(AMD.name, {}).items() if facts.get("arch") == arch) for arch in rest}
     device_ids = sorted({pci for found in ids.values() for pci in found})
     terms = []
     if families:
@@ -121,7 +120,7 @@ def object_name(prefix: str, target: Target) -> str:
     name = _slug(f"{prefix}-{target.id}")
     if len(name) <= MAX_NAME:
         return name
-    return f"{name[:MAX_NAME - 9].rstrip('-')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return f"{name[: MAX_NAME - 9].rstrip('-')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def _labels(target: Target, name: str) -> dict[str, str]:
@@ -141,13 +140,18 @@ def _affinity(target: Target, compat: Compat) -> tuple[KubeObject | None, list[s
             found = nvidia_terms(archs, int(target.backend_version.split(".")[0]))
         else:
             found, unplaced = amd_terms(archs, compat)
-            notes += [f"no node label names {arch} alone (the AMD labeller publishes family and device id, and the "
-                      f"compatibility data lists no device id for it): nodes with it are not selected; add its PCI ids to "
-                      f"[gpus.amd] with arch = \"{arch}\"" for arch in unplaced]
+            notes += [
+                f"no node label names {arch} alone (the AMD labeller publishes family and device id, and the "
+                f"compatibility data lists no device id for it): nodes with it are not selected; add its PCI ids to "
+                f'[gpus.amd] with arch = "{arch}"'
+                for arch in unplaced
+            ]
         terms += [[_expression(NODE_ARCH, "In", platform.split("/")[1]), *term] for term in found]
     if not terms:
-        notes.append(f"no node label identifies the GPUs of its arch list ({' '.join(target.archs)}): "
-                     "the workload has no node affinity and may land on GPUs it has no code for")
+        notes.append(
+            f"no node label identifies the GPUs of its arch list ({' '.join(target.archs)}): "
+            "the workload has no node affinity and may land on GPUs it has no code for"
+        )
         return None, notes
     required = {"nodeSelectorTerms": [{"matchExpressions": term} for term in terms]}
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}, notes
@@ -165,8 +169,11 @@ def workload(target: Target, image: str, options: KubeOptions, compat: Compat) -
         "env": [{"name": GUARD_ENV, "value": "strict"}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
-    pod: KubeObject = {"restartPolicy": "Never", "containers": [container],
-                 "tolerations": [{"key": vendor.k8s_resource, "operator": "Exists", "effect": "NoSchedule"}]}
+    pod: KubeObject = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        "tolerations": [{"key": vendor.k8s_resource, "operator": "Exists", "effect": "NoSchedule"}],
+    }
     notes: list[str] = []
     if target.user is not None:
         uid = target.user.uid
@@ -175,12 +182,23 @@ def workload(target: Target, image: str, options: KubeOptions, compat: Compat) -
         notes.append("the image runs as root (run_as_root = true in the matrix): no runAsNonRoot")
     objects: list[KubeObject] = []
     if options.dra:
-        claim = f"{name[:MAX_NAME - 4].rstrip('-')}-gpu"
-        objects.append({
-            "apiVersion": DRA_API, "kind": "ResourceClaimTemplate", "metadata": {"name": claim, "labels": labels},
-            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                "deviceClassName": vendor.dra_device_class, "allocationMode": "ExactCount", "count": options.gpus}}]}}},
-        })
+        claim = f"{name[: MAX_NAME - 4].rstrip('-')}-gpu"
+        objects.append(
+            {
+                "apiVersion": DRA_API,
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": claim, "labels": labels},
+                "spec": {
+                    "spec": {
+                        "devices": {
+                            "requests": [
+                                {"name": "gpu", "exactly": {"deviceClassName": vendor.dra_device_class, "allocationMode": "ExactCount", "count": options.gpus}}
+                            ]
+                        }
+                    }
+                },
+            }
+        )
         pod["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": claim}]
         container["resources"] = {"claims": [{"name": "gpu"}]}
     else:
@@ -188,10 +206,14 @@ def workload(target: Target, image: str, options: KubeOptions, compat: Compat) -
     affinity, affinity_notes = _affinity(target, compat)
     if affinity:
         pod["affinity"] = affinity
-    objects.append({
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": labels},
-        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod}},
-    })
+    objects.append(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod}},
+        }
+    )
     return objects, notes + affinity_notes
 
 

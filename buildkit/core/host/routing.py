@@ -30,16 +30,26 @@ if TYPE_CHECKING:
 def no_gpu_finding(subject: str) -> Finding:
     """A host without GPUs (a CI runner): images run on the CPU there, as expected, so nothing blocks; `detect`,
     `doctor` and `run` all exit 0 and say so."""
-    return Finding(False, "no-gpu", f"this host has no GPU: {subject} on the CPU",
-                   "nothing to fix if that is expected (CI runners); on a GPU host, check the PCI device and its driver")
+    return Finding(
+        False,
+        "no-gpu",
+        f"this host has no GPU: {subject} on the CPU",
+        "nothing to fix if that is expected (CI runners); on a GPU host, check the PCI device and its driver",
+    )
 
 
 def assess(host: HostFacts, compat: Compat, reference: str, identity: ImageIdentity | None, twin: str | None = None) -> list[Finding]:
     """Why this image would or would not use this host's GPUs, blocking findings first, each with its fix.
     `identity` is what its labels say it is (None: no buildkit labels); `twin` its other vendor's image."""
     if identity is None:
-        return [Finding(True, "no-labels", f"{reference} carries no {labels.BACKEND} label, so its GPU backend is unknown",
-                        "build it with buildkit, or check it with `buildkit test`")]
+        return [
+            Finding(
+                True,
+                "no-labels",
+                f"{reference} carries no {labels.BACKEND} label, so its GPU backend is unknown",
+                "build it with buildkit, or check it with `buildkit test`",
+            )
+        ]
     vendors = host.vendors()
     if not vendors:
         return [no_gpu_finding(f"{reference} runs")]
@@ -47,11 +57,15 @@ def assess(host: HostFacts, compat: Compat, reference: str, identity: ImageIdent
     if vendor.name not in vendors:
         other = of_vendor(vendors[0])
         hint = f"run {twin} instead" if twin else f"use its {other.backend_display} twin (`buildkit detect` names it)"
-        return [Finding(
-            True, "wrong-vendor", f"{reference} is a {vendor.backend_display} image and this host has only {other.display} GPUs: "
-            f"torch will find no GPU it can use and run on the CPU; {hint}",
-            "`buildkit run` picks the image that fits this host",
-        )]
+        return [
+            Finding(
+                True,
+                "wrong-vendor",
+                f"{reference} is a {vendor.backend_display} image and this host has only {other.display} GPUs: "
+                f"torch will find no GPU it can use and run on the CPU; {hint}",
+                "`buildkit run` picks the image that fits this host",
+            )
+        ]
     findings = access_findings(host, vendor, gpu_access(vendor, host)) + fit_findings(host, compat, identity)
     if vendor.arch_from_kfd:
         findings += environment_findings(host, compat)
@@ -119,8 +133,7 @@ def _runtime_candidates(plan: Plan, vendor: str, python: str | None) -> list[Tar
     """The vendor's runtime targets in the order routing prefers them: newest torch; the pair's twin before other
     backend versions; the newest backend version; the requested (else newest) Python."""
     candidates = [t for t in plan.targets if t.vendor == vendor and t.flavor == "runtime" and (python is None or t.python == python)]
-    return sorted(candidates, key=lambda t: (Version(t.torch), t.pair is not None, Version(t.backend_version), Version(t.python)),
-                  reverse=True)
+    return sorted(candidates, key=lambda t: (Version(t.torch), t.pair is not None, Version(t.backend_version), Version(t.python)), reverse=True)
 
 
 def best_target(host: HostFacts, plan: Plan, compat: Compat, vendor: str, python: str | None = None) -> Choice:
@@ -136,8 +149,13 @@ def best_target(host: HostFacts, plan: Plan, compat: Compat, vendor: str, python
             break
         groups.setdefault(blockers[0].title, (blockers[0], []))[1].append(target)
     passed_over = tuple(PassedOver(finding, tuple(targets)) for finding, targets in groups.values())
-    uncarried = sorted({gpu.arch for gpu in host.gpus_of(vendor)
-                        if gpu.arch and chosen is None and candidates and not any(arch_covered(gpu.arch, t.archs) for t in candidates)})
+    uncarried = sorted(
+        {
+            gpu.arch
+            for gpu in host.gpus_of(vendor)
+            if gpu.arch and chosen is None and candidates and not any(arch_covered(gpu.arch, t.archs) for t in candidates)
+        }
+    )
     return Choice(vendor, chosen, passed_over, len(candidates), tuple(uncarried))
 
 
@@ -179,25 +197,35 @@ def route(host: HostFacts, plan: Plan, compat: Compat, python: str | None = None
     if choice.target is None:
         blocker = choice.passed_over[0].finding if choice.passed_over else None
         if choice.uncarried:  # every candidate lacks the same archs: say that, not the same reason per target
-            why = (f"no {record.display} image of the matrix carries {', '.join(choice.uncarried)}, this host's GPU arch "
-                   f"(kernels fail with {record.missing_arch_error})")
+            why = (
+                f"no {record.display} image of the matrix carries {', '.join(choice.uncarried)}, this host's GPU arch "
+                f"(kernels fail with {record.missing_arch_error})"
+            )
         elif blocker is None:
             why = f"the matrix has no {record.display} runtime target{f' for Python {python}' if python else ''}"
         else:
             why = f"no {record.display} image of the matrix fits this host: {'; '.join(g.describe(choice.candidates) for g in choice.passed_over)}"
-        findings.append(Finding(
-            True, "no-fitting-image", why,
-            blocker.fix if blocker else f"add a {record.backend_display} runtime target to the matrix",
-        ))
+        findings.append(
+            Finding(
+                True,
+                "no-fitting-image",
+                why,
+                blocker.fix if blocker else f"add a {record.backend_display} runtime target to the matrix",
+            )
+        )
     else:
         findings += [f for f in fit_findings(host, compat, ImageIdentity.of_target(choice.target)) if not f.blocking]
         newer = choice.newer_passed_over()
         if newer:
-            findings.append(Finding(
-                False, "newer-images-passed-over", f"{choice.target.id} is picked because newer {record.display} images do not "
-                f"fit this host: {'; '.join(group.describe() for group in newer)}",
-                "; ".join(dict.fromkeys(group.finding.fix for group in newer)),
-            ))
+            findings.append(
+                Finding(
+                    False,
+                    "newer-images-passed-over",
+                    f"{choice.target.id} is picked because newer {record.display} images do not "
+                    f"fit this host: {'; '.join(group.describe() for group in newer)}",
+                    "; ".join(dict.fromkeys(group.finding.fix for group in newer)),
+                )
+            )
     findings += environment_findings(host, compat)
     return Routing(vendor, choices, access, tuple(sorted(findings, key=lambda f: not f.blocking)))
 

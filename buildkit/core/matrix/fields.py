@@ -34,8 +34,7 @@ MAX_RULES = 100_000  # include/exclude rules: matched in time linear in rules an
 
 def too_many(count: int, most: int, what: str = "entries") -> str:
     """The message for a list or table past its bound: its size and the bound."""
-    return (f"{count:,} {what}, more than the {most:,} buildkit reads here (a generated list gone wrong?); "
-            "shorten it")
+    return f"{count:,} {what}, more than the {most:,} buildkit reads here (a generated list gone wrong?); shorten it"
 
 
 class Checker:
@@ -86,6 +85,7 @@ def _glob_test(pattern: str) -> Callable[[str], bool]:
                 return False
             at += len(part)
         return True
+
     return test
 
 
@@ -143,16 +143,16 @@ def matched_by(rules: Sequence[Rule], facts: Sequence[Mapping[str, str]]) -> lis
     return results
 
 
-def _holding(wanted: tuple[tuple[str, frozenset[str]], ...], holders: Mapping[str, Mapping[str, list[int]]],
-             facts: Sequence[Mapping[str, str]]) -> tuple[int, ...]:
+def _holding(
+    wanted: tuple[tuple[str, frozenset[str]], ...], holders: Mapping[str, Mapping[str, list[int]]], facts: Sequence[Mapping[str, str]]
+) -> tuple[int, ...]:
     """The targets whose value for every key is one of the wanted ones."""
     if any(not values for _, values in wanted):
         return ()
     narrowest = min(wanted, key=lambda item: sum(len(holders[item[0]][value]) for value in item[1]))
     rest = [item for item in wanted if item is not narrowest]
     key, values = narrowest
-    return tuple(sorted(index for value in values for index in holders[key][value]
-                        if all(facts[index][other] in allowed for other, allowed in rest)))
+    return tuple(sorted(index for value in values for index in holders[key][value] if all(facts[index][other] in allowed for other, allowed in rest)))
 
 
 @dataclass(frozen=True)
@@ -387,17 +387,17 @@ MAX_FAMILIES = 64
 MAX_ARCHS = 256
 MAX_BACKEND_VERSIONS = 64
 MAX_COMPANIONS = 16
-ARCHS = Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False, most=MAX_ARCHS),
-               "rocm": Texts(grammar.rocm_arch, allow_empty=False, most=MAX_ARCHS)},
-              example='{ rocm = ["gfx942"] }')
+ARCHS = Table(
+    {"cuda": Texts(grammar.cuda_arch, allow_empty=False, most=MAX_ARCHS), "rocm": Texts(grammar.rocm_arch, allow_empty=False, most=MAX_ARCHS)},
+    example='{ rocm = ["gfx942"] }',
+)
 
 SCHEMA_VERSION = 1  # of matrix files
 
 # Top-level keys. `extends` and `template_dir` are read by the file loader; `compat` and `torch` have their
 # own tables below. Defaults are the shipped ones: the default matrix sets only what has no default.
 TOP: dict[str, Field] = {
-    "schema": Field(Whole(SCHEMA_VERSION, SCHEMA_VERSION, f"{SCHEMA_VERSION} (the schema this buildkit reads)"), SCHEMA_VERSION,
-                    doc="matrix schema version"),
+    "schema": Field(Whole(SCHEMA_VERSION, SCHEMA_VERSION, f"{SCHEMA_VERSION} (the schema this buildkit reads)"), SCHEMA_VERSION, doc="matrix schema version"),
     "extends": Field(Text(lambda _: None), None, doc='"default" (the shipped matrix) or a path to another matrix'),
     "template_dir": Field(Text(lambda _: None), None, doc="a folder of team templates, searched before the built-in ones"),
     "registry": Field(Text(grammar.registry), doc="image registry host"),
@@ -408,33 +408,56 @@ TOP: dict[str, Field] = {
     "runtime_base": Field(Text(_base_template), "python:{python}-slim-bookworm", doc="base of the runtime flavor"),
     # A wheel compiled on the ROCm devel image (Ubuntu 24.04, glibc 2.39) needs a runtime OS at least as new.
     "source_runtime_base": Field(Text(_base_template), "python:{python}-slim-trixie", doc="runtime base of the source flavor"),
-    "user": Field(Table({"name": Text(grammar.user_name), "uid": Whole(1, 65534, "a non-root UID from 1 to 65534")},
-                        example='{ name = "buildkit", uid = 1000 }'),
-                  {"name": "buildkit", "uid": 1000}, doc="the non-root user images run as"),
+    "user": Field(
+        Table({"name": Text(grammar.user_name), "uid": Whole(1, 65534, "a non-root UID from 1 to 65534")}, example='{ name = "buildkit", uid = 1000 }'),
+        {"name": "buildkit", "uid": 1000},
+        doc="the non-root user images run as",
+    ),
     "run_as_root": Field(Flag(), False, doc="keep root as the images' user"),
     "include": Field(Rules(), [], doc="keep only targets matching one rule"),
     "exclude": Field(Rules(), [], doc="drop targets matching any rule"),
-    "python": Field(Texts(grammar.python_version, allow_empty=False, most=MAX_PYTHONS), ["3.10", "3.11", "3.12", "3.13"], inherited=True,
-                    doc="CPython versions (each must be one the torch release has wheels for)"),
-    "flavors": Field(Texts(grammar.name, allow_empty=False, most=MAX_FLAVORS), ["runtime", "devel"], inherited=True,
-                     doc="image flavors, one template each (templates/<flavor>.Dockerfile.j2)"),
-    "companions": Field(Texts(grammar.name, most=MAX_COMPANIONS), ["torchvision"], inherited=True,
-                        doc="torchvision, torchaudio: built per backend, the release published with torch"),
+    "python": Field(
+        Texts(grammar.python_version, allow_empty=False, most=MAX_PYTHONS),
+        ["3.10", "3.11", "3.12", "3.13"],
+        inherited=True,
+        doc="CPython versions (each must be one the torch release has wheels for)",
+    ),
+    "flavors": Field(
+        Texts(grammar.name, allow_empty=False, most=MAX_FLAVORS),
+        ["runtime", "devel"],
+        inherited=True,
+        doc="image flavors, one template each (templates/<flavor>.Dockerfile.j2)",
+    ),
+    "companions": Field(
+        Texts(grammar.name, most=MAX_COMPANIONS),
+        ["torchvision"],
+        inherited=True,
+        doc="torchvision, torchaudio: built per backend, the release published with torch",
+    ),
     "packages": Field(Texts(grammar.requirement), [], inherited=True, doc="pip requirements: name, extras, version"),
     "os_packages": Field(Texts(grammar.debian_package), ["libnuma1"], inherited=True, doc="Debian/Ubuntu packages"),
     "archs": Field(ARCHS, {}, inherited=True, doc="narrow a backend's arch list (never widen a wheel's)"),
     "channel": Field(Text(_channel), "release", inherited=True, doc="release | test | nightly"),
-    "compile": Field(Flag(), True, inherited=True,
-                     doc="a C/C++ toolchain and the Python headers in runtime images, so torch.compile works"),
-    "installer": Field(Text(lambda value: None if value in INSTALLERS else f"one of {', '.join(INSTALLERS)}"), "uv",
-                       inherited=True, doc="what installs torch and the stack's packages in the image: uv or pip"),
-    "compression": Field(Text(lambda value: None if value in COMPRESSIONS else f"one of {', '.join(COMPRESSIONS)}"), "zstd",
-                         doc="how image layers are compressed: zstd, or gzip for engines older than Docker 23"),
-    "rocm_families": Field(Texts(grammar.rocm_family, most=MAX_FAMILIES), [], inherited=True,
-                           doc="thin-wheel ROCm images per GPU family: a [families] name of the compatibility data (mi300) or a "
-                               "bundle of AMD's hierarchy (gfx9_4, gfx115x, gfx12); [] builds one with every arch"),
-    "max_layer_size": Field(Text(grammar.size), "10GB", inherited=True,
-                            doc="the largest layer an image may have (GHCR refuses layers above 10 GB)"),
+    "compile": Field(Flag(), True, inherited=True, doc="a C/C++ toolchain and the Python headers in runtime images, so torch.compile works"),
+    "installer": Field(
+        Text(lambda value: None if value in INSTALLERS else f"one of {', '.join(INSTALLERS)}"),
+        "uv",
+        inherited=True,
+        doc="what installs torch and the stack's packages in the image: uv or pip",
+    ),
+    "compression": Field(
+        Text(lambda value: None if value in COMPRESSIONS else f"one of {', '.join(COMPRESSIONS)}"),
+        "zstd",
+        doc="how image layers are compressed: zstd, or gzip for engines older than Docker 23",
+    ),
+    "rocm_families": Field(
+        Texts(grammar.rocm_family, most=MAX_FAMILIES),
+        [],
+        inherited=True,
+        doc="thin-wheel ROCm images per GPU family: a [families] name of the compatibility data (mi300) or a "
+        "bundle of AMD's hierarchy (gfx9_4, gfx115x, gfx12); [] builds one with every arch",
+    ),
+    "max_layer_size": Field(Text(grammar.size), "10GB", inherited=True, doc="the largest layer an image may have (GHCR refuses layers above 10 GB)"),
 }
 INHERITED = tuple(key for key, spec in TOP.items() if spec.inherited)
 
@@ -444,8 +467,11 @@ STACK: dict[str, Field] = {
     "version": Field(Text(grammar.release_version), doc='the torch release, e.g. "2.14.1"'),
     "cuda": Field(BACKEND_VERSIONS, None, doc="CUDA versions (default: every one the release ships)"),
     "rocm": Field(BACKEND_VERSIONS, None, doc="ROCm versions (default: every one the release ships)"),
-    "pair": Field(Table({"cuda": Text(grammar.release_version), "rocm": Text(grammar.release_version)},
-                        example='{ cuda = "13.0", rocm = "7.2" }'), {}, doc="the twins' backend versions"),
+    "pair": Field(
+        Table({"cuda": Text(grammar.release_version), "rocm": Text(grammar.release_version)}, example='{ cuda = "13.0", rocm = "7.2" }'),
+        {},
+        doc="the twins' backend versions",
+    ),
     **{key: TOP[key] for key in INHERITED},
 }
 
@@ -465,59 +491,102 @@ _BACKEND_FACTS: dict[str, Kind] = {
     "sources": _NOTES,
     "from_index": _NOTES,
 }
-COMPAT = Table({
-    "torch": Table(names=_minor, each=Table({
-        "python": Texts(grammar.python_version, allow_empty=False),
-        "cuda": VERSIONS,
-        "rocm": VERSIONS,
-        "torchvision": Text(grammar.release_version),
-        "releases": VERSIONS,
-        # what each release's artifacts say (compat check writes it from the indexes)
-        "published": Table(names=grammar.release_version, each=Table({
-            "date": Text(grammar.note), "requires_python": Text(grammar.note), "pypi": Text(grammar.note),
-            **{package: Text(grammar.release_version) for package in COMPANION_PACKAGES},
-            "pins": Table(names=grammar.note, each=Texts(grammar.pin)),
-            "wheel": Text(grammar.note),
-            "sources": _NOTES,
-        })),
-        "amd64_only": _NOTES,
-        # per build ("cuda 12.9"), the archs this release's wheels carry (compat check reads them from the wheels)
-        "arch_lists": Table(names=grammar.note, each=Table({
-            "archs": Texts(grammar.gpu_arch), "arm64_archs": Texts(grammar.cuda_arch),
-            "release": Text(grammar.release_version), "sources": _NOTES,
-        })),
-        "not_built": Table(names=grammar.note, each=Text(grammar.note)),  # build -> the source that says so
-        "unconfirmed": _NOTES,
-        "sources": _NOTES,
-        "from_index": _NOTES,
-    })),
-    "cuda": Table(names=grammar.release_version, each=Table({
-        **_BACKEND_FACTS, "archs": Texts(grammar.cuda_arch, allow_empty=False), "arm64_archs": Texts(grammar.cuda_arch)})),
-    "rocm": Table(names=grammar.release_version, each=Table({
-        **_BACKEND_FACTS, "archs": Texts(grammar.rocm_arch, allow_empty=False), "layout": Text(grammar.name)})),
-    "rocm_layouts": Table(names=grammar.name, each=Table({
-        "device": Texts(grammar.distribution_template, allow_empty=False),
-        "extras_of": Text(lambda value: None if value in ("rocm", "torch") else 'rocm or torch'),
-        "all_extra": Text(grammar.name),
-        "arch_extra": Text(grammar.distribution_template),
-        "companion_device": Table(names=grammar.name, each=Texts(grammar.distribution_template, allow_empty=False)),
-        "index": Text(grammar.http_url),
-        "local": Text(grammar.local_template),
-        "unconfirmed": _NOTES,
-        "sources": _NOTES,
-    })),
-    "installers": Table({"uv": Text(grammar.package_version), "sources": _NOTES}),
-    "families": Table(names=grammar.name, each=Table({
-        "bundles": Texts(grammar.bundle, allow_empty=False), "products": _NOTES, "therock": Text(grammar.note), "sources": _NOTES})),
-    "wheel_index": Table({
-        "url": Text(grammar.http_url),
-        "channels": Table({channel: Text(grammar.channel_path) for channel in CHANNELS}),
-        "source": Text(grammar.note),
-    }),
-    "archs": Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False), "sources": _NOTES}),
-    # A gfx target the shipped table lacks (a new GPU a team's own source build targets).
-    "gfx": Table(names=grammar.rocm_arch, each=Table({
-        "family": Text(grammar.note), "products": _NOTES, "sdk_rocm": VERSIONS, "amdgpu_family": Text(grammar.note),
-        "unconfirmed": _NOTES, "sources": _NOTES})),
-    "os_python": Table(names=grammar.os_name, each=Text(grammar.python_version)),
-})
+COMPAT = Table(
+    {
+        "torch": Table(
+            names=_minor,
+            each=Table(
+                {
+                    "python": Texts(grammar.python_version, allow_empty=False),
+                    "cuda": VERSIONS,
+                    "rocm": VERSIONS,
+                    "torchvision": Text(grammar.release_version),
+                    "releases": VERSIONS,
+                    # what each release's artifacts say (compat check writes it from the indexes)
+                    "published": Table(
+                        names=grammar.release_version,
+                        each=Table(
+                            {
+                                "date": Text(grammar.note),
+                                "requires_python": Text(grammar.note),
+                                "pypi": Text(grammar.note),
+                                **{package: Text(grammar.release_version) for package in COMPANION_PACKAGES},
+                                "pins": Table(names=grammar.note, each=Texts(grammar.pin)),
+                                "wheel": Text(grammar.note),
+                                "sources": _NOTES,
+                            }
+                        ),
+                    ),
+                    "amd64_only": _NOTES,
+                    # per build ("cuda 12.9"), the archs this release's wheels carry (compat check reads them from the wheels)
+                    "arch_lists": Table(
+                        names=grammar.note,
+                        each=Table(
+                            {
+                                "archs": Texts(grammar.gpu_arch),
+                                "arm64_archs": Texts(grammar.cuda_arch),
+                                "release": Text(grammar.release_version),
+                                "sources": _NOTES,
+                            }
+                        ),
+                    ),
+                    "not_built": Table(names=grammar.note, each=Text(grammar.note)),  # build -> the source that says so
+                    "unconfirmed": _NOTES,
+                    "sources": _NOTES,
+                    "from_index": _NOTES,
+                }
+            ),
+        ),
+        "cuda": Table(
+            names=grammar.release_version,
+            each=Table({**_BACKEND_FACTS, "archs": Texts(grammar.cuda_arch, allow_empty=False), "arm64_archs": Texts(grammar.cuda_arch)}),
+        ),
+        "rocm": Table(
+            names=grammar.release_version, each=Table({**_BACKEND_FACTS, "archs": Texts(grammar.rocm_arch, allow_empty=False), "layout": Text(grammar.name)})
+        ),
+        "rocm_layouts": Table(
+            names=grammar.name,
+            each=Table(
+                {
+                    "device": Texts(grammar.distribution_template, allow_empty=False),
+                    "extras_of": Text(lambda value: None if value in ("rocm", "torch") else "rocm or torch"),
+                    "all_extra": Text(grammar.name),
+                    "arch_extra": Text(grammar.distribution_template),
+                    "companion_device": Table(names=grammar.name, each=Texts(grammar.distribution_template, allow_empty=False)),
+                    "index": Text(grammar.http_url),
+                    "local": Text(grammar.local_template),
+                    "unconfirmed": _NOTES,
+                    "sources": _NOTES,
+                }
+            ),
+        ),
+        "installers": Table({"uv": Text(grammar.package_version), "sources": _NOTES}),
+        "families": Table(
+            names=grammar.name,
+            each=Table({"bundles": Texts(grammar.bundle, allow_empty=False), "products": _NOTES, "therock": Text(grammar.note), "sources": _NOTES}),
+        ),
+        "wheel_index": Table(
+            {
+                "url": Text(grammar.http_url),
+                "channels": Table({channel: Text(grammar.channel_path) for channel in CHANNELS}),
+                "source": Text(grammar.note),
+            }
+        ),
+        "archs": Table({"cuda": Texts(grammar.cuda_arch, allow_empty=False), "sources": _NOTES}),
+        # A gfx target the shipped table lacks (a new GPU a team's own source build targets).
+        "gfx": Table(
+            names=grammar.rocm_arch,
+            each=Table(
+                {
+                    "family": Text(grammar.note),
+                    "products": _NOTES,
+                    "sdk_rocm": VERSIONS,
+                    "amdgpu_family": Text(grammar.note),
+                    "unconfirmed": _NOTES,
+                    "sources": _NOTES,
+                }
+            ),
+        ),
+        "os_python": Table(names=grammar.os_name, each=Text(grammar.python_version)),
+    }
+)

@@ -85,13 +85,13 @@ def read_lock(data: Mapping[str, Any], where: str) -> Lock:
     for reference, entry in tables["bases"].items():
         digest = entry.get("digest") if isinstance(entry, Mapping) else None
         if grammar.image_reference(reference) or not isinstance(digest, str) or not grammar.DIGEST_RE.fullmatch(digest):
-            problems.append(Problem(where, "expected an image reference with digest = \"sha256:<64 hex>\"", key=f"bases.{reference}"))
+            problems.append(Problem(where, 'expected an image reference with digest = "sha256:<64 hex>"', key=f"bases.{reference}"))
         else:
             bases[reference] = digest
     packages: dict[str, str] = {}
     for requirement, version in tables["packages"].items():
         if grammar.requirement(requirement) or not isinstance(version, str) or grammar.package_version(version):
-            problems.append(Problem(where, "expected a requirement = \"version\"", key=f"packages.{requirement}"))
+            problems.append(Problem(where, 'expected a requirement = "version"', key=f"packages.{requirement}"))
         else:
             packages[requirement] = version
     if problems:

@@ -127,16 +127,16 @@ class Merged:
 def _merge_stacks(merged: Merged, child: list[Any], path: str) -> None:
     stacks: list[dict[str, Any]] = merged.data.setdefault("torch", [])
     # entries merge by their version; one whose version is not a string (refused by validation) merges with nothing
-    by_version = {entry["version"]: index for index, entry in enumerate(stacks)
-                  if isinstance(entry, dict) and isinstance(entry.get("version"), str)}
+    by_version = {entry["version"]: index for index, entry in enumerate(stacks) if isinstance(entry, dict) and isinstance(entry.get("version"), str)}
     in_this_file: set[str] = set()
     for position, entry in enumerate(child):
         if not isinstance(entry, Mapping):
             entry = {"__invalid__": entry}
         version = entry.get("version")
         if isinstance(version, str) and version in in_this_file:
-            merged.problems.append(Problem(path, f"duplicate [[torch]] entry for {printable(version)} in this file; merge the two",
-                                           key=f"torch[{position}].version"))
+            merged.problems.append(
+                Problem(path, f"duplicate [[torch]] entry for {printable(version)} in this file; merge the two", key=f"torch[{position}].version")
+            )
             continue
         if isinstance(version, str):
             in_this_file.add(version)
@@ -184,10 +184,13 @@ def parse_selectors(values: list[str], where: str = "--select") -> Rule:
     for value in values:
         selector, sep, pattern = value.partition("=")
         if not sep or selector not in fields.SELECTOR_KEYS or fields.glob(pattern):
-            problems.append(Problem(
-                where, f"{value!r}: expected KEY=GLOB with KEY one of {', '.join(fields.SELECTOR_KEYS)}, e.g. torch=2.14.*"
-                       f"{fields.did_you_mean(selector, fields.SELECTOR_KEYS) if sep else ''}",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{value!r}: expected KEY=GLOB with KEY one of {', '.join(fields.SELECTOR_KEYS)}, e.g. torch=2.14.*"
+                    f"{fields.did_you_mean(selector, fields.SELECTOR_KEYS) if sep else ''}",
+                )
+            )
         else:
             criteria.append((selector, pattern))
     if problems:
@@ -199,8 +202,18 @@ class _StackReader:
     """Reads one [[torch]] entry: its own keys, or the top-level values it inherits, each located in the
     file that set it; then checks it against the compatibility data."""
 
-    def __init__(self, check: Checker, merged: Merged, index: int, entry: Mapping[str, Any], top: Mapping[str, Any], compat: Compat,
-                 facts_changed_by: str | None = None, flavors: frozenset[str] | None = None, layers: tuple[Layer, ...] = ()) -> None:
+    def __init__(
+        self,
+        check: Checker,
+        merged: Merged,
+        index: int,
+        entry: Mapping[str, Any],
+        top: Mapping[str, Any],
+        compat: Compat,
+        facts_changed_by: str | None = None,
+        flavors: frozenset[str] | None = None,
+        layers: tuple[Layer, ...] = (),
+    ) -> None:
         self.check, self.merged, self.index, self.entry, self.top, self.compat = check, merged, index, entry, top, compat
         self.facts_changed_by = facts_changed_by  # the file whose [compat] overrides changed the shipped facts
         self.flavors = flavors  # the flavors that have a template (None: not known here)
@@ -224,8 +237,10 @@ class _StackReader:
         """A problem with a stack's value. When a file's [compat] overrides changed the facts that a stack of
         another file (the default matrix) was written for, say so: the fix is in the overriding file."""
         if self.facts_changed_by and where != self.facts_changed_by:
-            message += (f" ({where} is extended by {self.facts_changed_by}, whose [compat] changed the facts this entry was "
-                        f"written for: give torch {self.entry.get('version')} a [[torch]] entry there that sets it)")
+            message += (
+                f" ({where} is extended by {self.facts_changed_by}, whose [compat] changed the facts this entry was "
+                f"written for: give torch {self.entry.get('version')} a [[torch]] entry there that sets it)"
+            )
         self.check.fail(where, key, message)
 
     def value(self, name: str) -> Any:
@@ -268,10 +283,21 @@ class _StackReader:
         if len(self.check.problems) > before or pair is None:
             return None
         return Stack(
-            torch=torch, backends=backends, python=values["python"], flavors=values["flavors"], companions=values["companions"],
-            packages=values["packages"], os_packages=values["os_packages"], archs=values["archs"], pair=pair,
-            channel=values["channel"], compile=values["compile"], rocm_families=values["rocm_families"], installer=values["installer"],
-            max_layer_size=grammar.size_bytes(values["max_layer_size"]), origin=f"{self.file} {self.key}",
+            torch=torch,
+            backends=backends,
+            python=values["python"],
+            flavors=values["flavors"],
+            companions=values["companions"],
+            packages=values["packages"],
+            os_packages=values["os_packages"],
+            archs=values["archs"],
+            pair=pair,
+            channel=values["channel"],
+            compile=values["compile"],
+            rocm_families=values["rocm_families"],
+            installer=values["installer"],
+            max_layer_size=grammar.size_bytes(values["max_layer_size"]),
+            origin=f"{self.file} {self.key}",
         )
 
     def _release(self, torch: str) -> TorchRelease | None:
@@ -280,12 +306,19 @@ class _StackReader:
         if release is None:
             known = ", ".join(sorted(self.compat.torch, key=Version))
             minor = ".".join(torch.split(".")[:2])
-            self.check.fail(where, key, f"torch {torch} is not in the compatibility data (known: {known}); "
-                                        f"add [compat.torch.\"{minor}\"] to your matrix to describe a custom stack")
+            self.check.fail(
+                where,
+                key,
+                f'torch {torch} is not in the compatibility data (known: {known}); add [compat.torch."{minor}"] to your matrix to describe a custom stack',
+            )
             return None
         if release.releases and torch not in release.releases:
-            self.fail(where, key, f"torch {torch} is not a release of {release.minor} (known: {', '.join(release.releases)}); "
-                                  f"add it to [compat.torch.\"{release.minor}\"].releases if it is new")
+            self.fail(
+                where,
+                key,
+                f"torch {torch} is not a release of {release.minor} (known: {', '.join(release.releases)}); "
+                f'add it to [compat.torch."{release.minor}"].releases if it is new',
+            )
             return None
         return release
 
@@ -299,11 +332,11 @@ class _StackReader:
             for index, version in enumerate(versions):
                 if version not in release.backends[backend]:
                     offered = ", ".join(release.backends[backend]) or "none"
-                    self.fail(where, f"{key}[{index}]", f"torch {release.minor} has no "
-                              f"{of_backend(backend).backend_label(version)} wheels; supported: {offered}")
+                    self.fail(
+                        where, f"{key}[{index}]", f"torch {release.minor} has no {of_backend(backend).backend_label(version)} wheels; supported: {offered}"
+                    )
                 elif self.compat.backend(backend, version) is None:
-                    self.fail(where, f"{key}[{index}]", f"no {backend} {version} entry in the compatibility data; "
-                                                        f"add [compat.{backend}.\"{version}\"]")
+                    self.fail(where, f"{key}[{index}]", f'no {backend} {version} entry in the compatibility data; add [compat.{backend}."{version}"]')
             backends[backend] = versions
         return backends
 
@@ -313,8 +346,12 @@ class _StackReader:
         if self.is_default("python"):
             missing = [python for python in pythons if python not in release.python]
             if missing:
-                self.fail(where, key, f"torch {release.minor} has no wheels for Python {', '.join(missing)} of the default python "
-                                      f"list ({', '.join(pythons)}); supported: {supported}; set python in this [[torch]] entry")
+                self.fail(
+                    where,
+                    key,
+                    f"torch {release.minor} has no wheels for Python {', '.join(missing)} of the default python "
+                    f"list ({', '.join(pythons)}); supported: {supported}; set python in this [[torch]] entry",
+                )
             return
         for index, python in enumerate(pythons):
             if python not in release.python:
@@ -324,18 +361,20 @@ class _StackReader:
         where, key = self.located("companions")
         for index, companion in enumerate(companions):
             if release.companion_version(companion, torch) is None:
-                fix = (f'set torchvision in [compat.torch."{release.minor}"], or companions = [] in this [[torch]] entry'
-                       if self.is_default("companions") else
-                       "companions are built per backend (torchvision); put other packages in `packages`")
-                self.fail(where, key if self.is_default("companions") else f"{key}[{index}]",
-                          f"no version of {companion!r} is known for torch {release.minor}; {fix}")
+                fix = (
+                    f'set torchvision in [compat.torch."{release.minor}"], or companions = [] in this [[torch]] entry'
+                    if self.is_default("companions")
+                    else "companions are built per backend (torchvision); put other packages in `packages`"
+                )
+                self.fail(
+                    where, key if self.is_default("companions") else f"{key}[{index}]", f"no version of {companion!r} is known for torch {release.minor}; {fix}"
+                )
 
     def _packages(self, packages: tuple[str, ...]) -> None:
         where, key = self.located("packages")
         for index, package in enumerate(packages):
             if canonicalize_name(Requirement(package).name) == "torch":
-                self.check.fail(where, f"{key}[{index}]", "torch is installed by buildkit from the backend's wheel index; "
-                                                          "remove it from `packages`")
+                self.check.fail(where, f"{key}[{index}]", "torch is installed by buildkit from the backend's wheel index; remove it from `packages`")
 
     def _flavors(self, flavors: tuple[str, ...]) -> None:
         """A flavor is a template: one without its template would pass validation and fail at `plan`."""
@@ -344,9 +383,13 @@ class _StackReader:
         where, key = self.located("flavors")
         for index, flavor in enumerate(flavors):
             if flavor not in self.flavors:
-                self.fail(where, f"{key}[{index}]", f"no template {flavor}{FLAVOR_SUFFIX} for flavor {flavor!r} in the template "
-                          f"folders; {_template_fix(self.layers, where, flavor + FLAVOR_SUFFIX)}, or use one of: "
-                          f"{', '.join(sorted(self.flavors))}")
+                self.fail(
+                    where,
+                    f"{key}[{index}]",
+                    f"no template {flavor}{FLAVOR_SUFFIX} for flavor {flavor!r} in the template "
+                    f"folders; {_template_fix(self.layers, where, flavor + FLAVOR_SUFFIX)}, or use one of: "
+                    f"{', '.join(sorted(self.flavors))}",
+                )
 
     def _archs(self, minor: str, archs: Mapping[str, tuple[str, ...]], backends: Mapping[str, tuple[str, ...]]) -> None:
         where, key = self.located("archs")
@@ -362,11 +405,14 @@ class _StackReader:
                 official = self.compat.wheel_archs(minor, backend, version).archs  # this torch release's build
                 extra = [arch for arch in names if arch not in official and arch.removesuffix("+PTX") in known]
                 if extra:
-                    self.fail(where, f"{key}.{backend}", f"{', '.join(extra)} not in the {backend} {version} wheels' arch list of "
-                                                         f"torch {minor} ({', '.join(official)}); a wheel image can only narrow it")
+                    self.fail(
+                        where,
+                        f"{key}.{backend}",
+                        f"{', '.join(extra)} not in the {backend} {version} wheels' arch list of "
+                        f"torch {minor} ({', '.join(official)}); a wheel image can only narrow it",
+                    )
 
-    def _families(self, minor: str, families: tuple[str, ...], archs: Mapping[str, tuple[str, ...]],
-                  backends: Mapping[str, tuple[str, ...]]) -> None:
+    def _families(self, minor: str, families: tuple[str, ...], archs: Mapping[str, tuple[str, ...]], backends: Mapping[str, tuple[str, ...]]) -> None:
         """Each family is a product family of the data or a bundle of AMD's hierarchy, and at every thin-wheel
         ROCm version of the stack it keeps a gfx target the wheels carry; every gfx target an image declares
         has a device package on its index."""
@@ -374,33 +420,49 @@ class _StackReader:
         groups = {name: self.compat.image_group(name) for name in families}
         for index, name in enumerate(families):
             if groups[name] is None:
-                self.fail(where, f"{key}[{index}]", f"unknown ROCm family {name!r}; known: {', '.join(self.compat.known_groups())} "
-                                                    "(the compatibility data's families, then the sub-families and families of AMD's "
-                                                    "hierarchy, from rocm-bootstrap; or describe a family in [compat.families])")
+                self.fail(
+                    where,
+                    f"{key}[{index}]",
+                    f"unknown ROCm family {name!r}; known: {', '.join(self.compat.known_groups())} "
+                    "(the compatibility data's families, then the sub-families and families of AMD's "
+                    "hierarchy, from rocm-bootstrap; or describe a family in [compat.families])",
+                )
         # families are AMD's (its thin wheels' gfx targets by product line), as the rocm_families key says
         releases = [self.compat.backend(AMD.backend, v) for v in backends.get(AMD.backend, ())]
         thin = [release for release in releases if release is not None and release.thin_wheels]
         if families and not thin and "rocm_families" in self.entry:  # set for this stack, not inherited
-            self.fail(where, key, "rocm_families builds thin-wheel ROCm images per family, and this stack has no thin-wheel "
-                                  f"ROCm version ({', '.join(backends.get(AMD.backend, ())) or 'none'})")
+            self.fail(
+                where,
+                key,
+                "rocm_families builds thin-wheel ROCm images per family, and this stack has no thin-wheel "
+                f"ROCm version ({', '.join(backends.get(AMD.backend, ())) or 'none'})",
+            )
         for release in thin:
             wheel_archs = archs.get(AMD.backend, self.compat.wheel_archs(minor, AMD.backend, release.version).archs)
-            declared = [(f"{key}[{i}]", name, [g for g in groups[name] or () if g in wheel_archs])
-                        for i, name in enumerate(families) if groups[name] is not None]
+            declared = [
+                (f"{key}[{i}]", name, [g for g in groups[name] or () if g in wheel_archs]) for i, name in enumerate(families) if groups[name] is not None
+            ]
             for path, name, kept in declared:
                 # an inherited family that the stack's own arch list leaves empty is left out (plan notes it)
                 if (not kept and "rocm_families" in self.entry) or (not kept and self.is_default("archs")):
-                    self.fail(where, path, f"family {name} ({', '.join(groups[name] or ())}) has no gfx target "
-                                           f"in the ROCm {release.version} wheels' arch list ({', '.join(wheel_archs)})")
+                    self.fail(
+                        where,
+                        path,
+                        f"family {name} ({', '.join(groups[name] or ())}) has no gfx target "
+                        f"in the ROCm {release.version} wheels' arch list ({', '.join(wheel_archs)})",
+                    )
             carried = {gfx for _, _, kept in declared for gfx in kept} if declared else set(wheel_archs)
             layout = self.compat.layout_of(release)
             missing = sorted(gfx for gfx in carried if gfx not in self.compat.device_archs(release.version))
             if layout is not None and missing:
                 shown = layout.index or f"the ROCm {release.version} wheel index"
                 names = [name for code in layout.device_code(self.compat.amd, (missing[0],)) for name in code.packages]
-                self.fail(where, key if declared else self.located("archs")[1],
-                          f"{', '.join(missing)}: no device package ({', '.join(names)}) on "
-                          f"{shown} ({layout.name} layout); its device packages cover: {', '.join(self.compat.device_archs(release.version))}")
+                self.fail(
+                    where,
+                    key if declared else self.located("archs")[1],
+                    f"{', '.join(missing)}: no device package ({', '.join(names)}) on "
+                    f"{shown} ({layout.name} layout); its device packages cover: {', '.join(self.compat.device_archs(release.version))}",
+                )
 
     def _pair(self, backends: Mapping[str, tuple[str, ...]]) -> dict[str, str] | None:
         chosen = self.value("pair") if "pair" in self.entry else {}
@@ -411,8 +473,7 @@ class _StackReader:
         for backend in BACKENDS:
             version = chosen.get(backend)
             if version is not None and version not in backends[backend]:
-                self.fail(where, f"{key}.{backend}", f"{version!r} is not one of this stack's {backend} versions "
-                                                     f"({', '.join(backends[backend]) or 'none'})")
+                self.fail(where, f"{key}.{backend}", f"{version!r} is not one of this stack's {backend} versions ({', '.join(backends[backend]) or 'none'})")
             elif version is not None:
                 pair[backend] = version
             elif backends[backend]:
@@ -427,10 +488,11 @@ def _template_fix(layers: tuple[Layer, ...], where: str, template: str) -> str:
         return "add it to your template_dir"
     unread = next((layer for layer in reversed(layers) if template in layer.unread_templates), None)
     if unread is not None:
-        return (f"template_dir is unset, so {UNREAD_FOLDER}/{template} beside {unread.path} is not read: add "
-                f'template_dir = "{UNREAD_FOLDER}" to {unread.path}')
-    return (f"template_dir is unset, so only buildkit's own templates are searched: put {template} in a folder beside "
-            f'{where} and name it there, e.g. template_dir = "{UNREAD_FOLDER}"')
+        return f'template_dir is unset, so {UNREAD_FOLDER}/{template} beside {unread.path} is not read: add template_dir = "{UNREAD_FOLDER}" to {unread.path}'
+    return (
+        f"template_dir is unset, so only buildkit's own templates are searched: put {template} in a folder beside "
+        f'{where} and name it there, e.g. template_dir = "{UNREAD_FOLDER}"'
+    )
 
 
 def _warnings(merged: Merged, layers: tuple[Layer, ...], lines: Mapping[str, Mapping[str, int]]) -> tuple[Problem, ...]:
@@ -442,18 +504,29 @@ def _warnings(merged: Merged, layers: tuple[Layer, ...], lines: Mapping[str, Map
             names = layer.unread_templates
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             they, are, them = ("they", "are", "them") if len(names) > 1 else ("it", "is", "it")
-            found.append(Problem(layer.path, f"{UNREAD_FOLDER}/ beside this file holds {shown}, but template_dir is unset, so {they} "
-                                             f'{are} not read: add template_dir = "{UNREAD_FOLDER}" to use {them}'))
+            found.append(
+                Problem(
+                    layer.path,
+                    f"{UNREAD_FOLDER}/ beside this file holds {shown}, but template_dir is unset, so {they} "
+                    f'{are} not read: add template_dir = "{UNREAD_FOLDER}" to use {them}',
+                )
+            )
     order = [layer.path for layer in layers]
     source_from = merged.key_origin.get("source")
     if source_from in order:
         changed = [key for key in PUBLISHED_AT if order.index(merged.key_origin.get(key, source_from)) > order.index(source_from)]
         if changed:
             file = merged.key_origin[changed[0]]
-            found.append(Problem(file, f"{' and '.join(changed)} changed here, but source ({printable(str(merged.data['source']))}) is "
-                                       f"inherited from {source_from}: the images would carry its org.opencontainers.image.source "
-                                       "label, naming another project as theirs; set source to your own repository's URL",
-                                 key=changed[0], line=line_of(lines.get(file, {}), changed[0])))
+            found.append(
+                Problem(
+                    file,
+                    f"{' and '.join(changed)} changed here, but source ({printable(str(merged.data['source']))}) is "
+                    f"inherited from {source_from}: the images would carry its org.opencontainers.image.source "
+                    "label, naming another project as theirs; set source to your own repository's URL",
+                    key=changed[0],
+                    line=line_of(lines.get(file, {}), changed[0]),
+                )
+            )
     return tuple(found)
 
 
@@ -466,14 +539,17 @@ PUBLISHED_AT = ("registry", "repository")
 # entries have all of it; a team's new CUDA or ROCm version or torch minor may not).
 _REQUIRED_FACTS = {
     "torch": {"python": 'the Python versions it has wheels for, e.g. python = ["3.12", "3.13"]'},
-    **{backend: {"archs": 'the GPU archs its wheels carry, e.g. archs = ["9.0"] or ["gfx942"]',
-                 "devel_base": 'its devel image, e.g. devel_base = "nvidia/cuda:13.0.3-cudnn-devel-ubuntu24.04"'}
-       for backend in BACKENDS},
+    **{
+        backend: {
+            "archs": 'the GPU archs its wheels carry, e.g. archs = ["9.0"] or ["gfx942"]',
+            "devel_base": 'its devel image, e.g. devel_base = "nvidia/cuda:13.0.3-cudnn-devel-ubuntu24.04"',
+        }
+        for backend in BACKENDS
+    },
 }
 
 
-def _check_overridden_facts(check: Checker, overrides: Mapping[str, Any], facts: Mapping[str, Any], where: str,
-                            bundles: tuple[str, ...]) -> None:
+def _check_overridden_facts(check: Checker, overrides: Mapping[str, Any], facts: Mapping[str, Any], where: str, bundles: tuple[str, ...]) -> None:
     """The entries a team's [compat] touched, merged: complete, and every backend version a torch release
     lists has its own entry (else the stacks that use it fail far from the cause)."""
     for table, required in _REQUIRED_FACTS.items():
@@ -486,14 +562,20 @@ def _check_overridden_facts(check: Checker, overrides: Mapping[str, Any], facts:
     for name, entry in overrides.get("families", {}).items():
         for index, bundle in enumerate(entry.get("bundles", ())):
             if bundle not in bundles:
-                check.fail(where, f"compat.families.{name}.bundles[{index}]",
-                           f"unknown bundle {bundle!r}; AMD's hierarchy (rocm-bootstrap) knows: {', '.join(bundles)}")
+                check.fail(
+                    where,
+                    f"compat.families.{name}.bundles[{index}]",
+                    f"unknown bundle {bundle!r}; AMD's hierarchy (rocm-bootstrap) knows: {', '.join(bundles)}",
+                )
     for minor in overrides.get("torch", {}):
         for backend in BACKENDS:
             for index, version in enumerate(facts["torch"][minor].get(backend, ())):
                 if version not in facts.get(backend, {}):
-                    check.fail(where, f"compat.torch.{minor}.{backend}[{index}]",
-                               f'no [compat.{backend}."{version}"] entry describes {backend} {version}: add one (archs, devel_base)')
+                    check.fail(
+                        where,
+                        f"compat.torch.{minor}.{backend}[{index}]",
+                        f'no [compat.{backend}."{version}"] entry describes {backend} {version}: add one (archs, devel_base)',
+                    )
 
 
 MAX_PROBLEMS = 50  # a generated or pasted matrix can hold millions of wrong values; the first ones say what is wrong
@@ -553,9 +635,12 @@ def resolve_matrix(sources: MatrixSources, compat_data: Mapping[str, Any]) -> Ma
     try:
         return _resolve(sources, compat_data, lines)
     except UserError as error:
-        raise UserError([Problem(p.where, p.message, key=p.key, line=p.line or (line_of(lines[p.where], p.key) if p.where in lines
-                                                                                 and p.key else None))
-                         for p in error.problems]) from None
+        raise UserError(
+            [
+                Problem(p.where, p.message, key=p.key, line=p.line or (line_of(lines[p.where], p.key) if p.where in lines and p.key else None))
+                for p in error.problems
+            ]
+        ) from None
 
 
 def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapping[str, Mapping[str, int]]) -> Matrix:
@@ -598,16 +683,19 @@ def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapp
         entries = []
     if not broken_facts and all(value is not INVALID for name, value in top.items() if fields.TOP[name].inherited):
         for index, entry in enumerate(entries):
-            stack = _StackReader(check, merged, index, entry, top, compat, merged.where("compat", last) if overrides else None,
-                                 flavors, layers).read()
+            stack = _StackReader(check, merged, index, entry, top, compat, merged.where("compat", last) if overrides else None, flavors, layers).read()
             if stack is not None:
                 stacks.append(stack)
 
     described = sum(map(_most_targets, stacks))
     if described > MAX_TARGETS and not check.problems:
-        check.fail(merged.where("torch", last), "torch", f"the [[torch]] entries describe up to {described:,} targets (each backend "
-                                                         f"version x Python x flavor x ROCm family), more than the {MAX_TARGETS:,} "
-                                                         "buildkit expands at once; split the matrix or narrow its lists")
+        check.fail(
+            merged.where("torch", last),
+            "torch",
+            f"the [[torch]] entries describe up to {described:,} targets (each backend "
+            f"version x Python x flavor x ROCm family), more than the {MAX_TARGETS:,} "
+            "buildkit expands at once; split the matrix or narrow its lists",
+        )
     if check.problems:
         # Stacks that inherit the same bad default would repeat its problem once each.
         raise UserError(first_problems(list(dict.fromkeys(check.problems)), last))

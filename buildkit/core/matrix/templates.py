@@ -54,8 +54,9 @@ class TemplateSet(jinja2.BaseLoader):
     def flavors(self) -> frozenset[str]:
         """FLAVOR.Dockerfile.j2 at the top of a template folder; names starting with _ are parts that flavors
         extend, not flavors."""
-        return frozenset(name.removesuffix(FLAVOR_SUFFIX) for name in self.files
-                         if name.endswith(FLAVOR_SUFFIX) and "/" not in name and not name.startswith("_"))
+        return frozenset(
+            name.removesuffix(FLAVOR_SUFFIX) for name in self.files if name.endswith(FLAVOR_SUFFIX) and "/" not in name and not name.startswith("_")
+        )
 
     def builtin(self, names: Iterable[str]) -> bool:
         """Whether every one of these templates is buildkit's own."""
@@ -89,14 +90,20 @@ class TemplateSet(jinja2.BaseLoader):
                 continue
             for block in _outer_blocks(tree):
                 if block.name not in above:
-                    problems.append(Problem(file.filename, f"block {block.name!r} is not defined by {' or '.join(parents)} or what it "
-                                                           f"extends, so it would be dropped without a word; blocks to fill: "
-                                                           f"{', '.join(sorted(above))}{did_you_mean(block.name, above)}",
-                                            line=block.lineno))
+                    problems.append(
+                        Problem(
+                            file.filename,
+                            f"block {block.name!r} is not defined by {' or '.join(parents)} or what it "
+                            f"extends, so it would be dropped without a word; blocks to fill: "
+                            f"{', '.join(sorted(above))}{did_you_mean(block.name, above)}",
+                            line=block.lineno,
+                        )
+                    )
         return problems
 
-    def _defined_blocks(self, tree_of: Callable[[TemplateFile], jinja2.nodes.Template | None], known: dict[str, set[str] | None],
-                        names: Iterable[str]) -> set[str] | None:
+    def _defined_blocks(
+        self, tree_of: Callable[[TemplateFile], jinja2.nodes.Template | None], known: dict[str, set[str] | None], names: Iterable[str]
+    ) -> set[str] | None:
         """Every block the named templates and the templates they extend define (None: one cannot be read, or they
         extend themselves), each template's answer kept in `known`. A walk with a stack of its own, not recursion:
         a chain of templates each extending the next is as long as the folder is large."""
@@ -119,8 +126,11 @@ class TemplateSet(jinja2.BaseLoader):
             stack.pop()
             answers = [known.get(parent) for parent in parents or ()]
             read = [answer for answer in answers if answer is not None]
-            known[name] = None if tree is None or parents is None or len(read) < len(answers) else \
-                {block.name for block in tree.find_all(jinja2.nodes.Block)}.union(*read)
+            known[name] = (
+                None
+                if tree is None or parents is None or len(read) < len(answers)
+                else {block.name for block in tree.find_all(jinja2.nodes.Block)}.union(*read)
+            )
         found: set[str] = set()
         for name in names:
             answer = known.get(name)
@@ -129,8 +139,7 @@ class TemplateSet(jinja2.BaseLoader):
             found |= answer
         return found
 
-    def _parsed(self, tree_of: Callable[[TemplateFile], jinja2.nodes.Template | None],
-                name: str) -> tuple[jinja2.nodes.Template | None, list[str] | None]:
+    def _parsed(self, tree_of: Callable[[TemplateFile], jinja2.nodes.Template | None], name: str) -> tuple[jinja2.nodes.Template | None, list[str] | None]:
         file = self.files.get(name)
         tree = tree_of(file) if file is not None and file.problem is None else None
         return tree, _extended(tree) if tree is not None else None

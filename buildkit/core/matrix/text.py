@@ -107,9 +107,13 @@ def parse_toml(data: bytes, shown: str) -> TextFile:
     except tomllib.TOMLDecodeError as error:
         message = str(error)
         line = _TOML_LINE_RE.search(message)
-        raise UserError(Problem(
-            shown, f"TOML syntax error: {_TOML_LINE_RE.sub('', message).strip()}", line=int(line.group(1)) if line else None,
-        )) from None
+        raise UserError(
+            Problem(
+                shown,
+                f"TOML syntax error: {_TOML_LINE_RE.sub('', message).strip()}",
+                line=int(line.group(1)) if line else None,
+            )
+        ) from None
     except RecursionError:
         raise UserError(Problem(shown, "TOML nesting is too deep to be a matrix (arrays or tables nested hundreds of levels)")) from None
     except ValueError:  # tomllib's int() of a decimal longer than Python converts
@@ -122,5 +126,4 @@ def _long_integer(text: str, shown: str) -> Problem:
     found = _LONG_INTEGER_RE.search(text)
     line = text.count("\n", 0, found.start()) + 1 if found else None
     key = LineIndex(text).key_at(line) if line else ""
-    return Problem(shown, f"an integer of more than {limit} digits: no key takes one; write the number the key expects",
-                   key=key, line=line)
+    return Problem(shown, f"an integer of more than {limit} digits: no key takes one; write the number the key expects", key=key, line=line)

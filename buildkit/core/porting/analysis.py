@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 # --- the static report -----------------------------------------------------------------------------------------
 
 # What is CUDA-only once hipify has run: runtime/driver/library identifiers and CUDA-only headers.
-_IDENTIFIER_RE = re.compile(r"\b(?:(?:cuda|cublas(?:Lt)?|cufft|curand|cusparse(?:Lt)?|cusolver(?:Dn|Sp)?|cudnn|nvrtc|nvtx|nccl)[A-Z]\w*"
-                            r"|cu[A-Z][a-z]\w*|CU(?:DA|BLAS)_[A-Z0-9_]+)\b")
+_IDENTIFIER_RE = re.compile(
+    r"\b(?:(?:cuda|cublas(?:Lt)?|cufft|curand|cusparse(?:Lt)?|cusolver(?:Dn|Sp)?|cudnn|nvrtc|nvtx|nccl)[A-Z]\w*"
+    r"|cu[A-Z][a-z]\w*|CU(?:DA|BLAS)_[A-Z0-9_]+)\b"
+)
 # Every pattern below reads a bounded stretch from where it starts (a header name, a launch's kernel, a dotted PTX
 # mnemonic): on a line of 150 KB, one that could run to the line's end from each of its starts took minutes.
 _INCLUDE_RE = re.compile(r'#\s*include\s*[<"]([^>"\n]{1,1024})[>"]')
@@ -73,8 +75,10 @@ _CUB_MACROS = {
     "CUB_NAMESPACE_BEGIN": "BEGIN_HIPCUB_NAMESPACE",
     "CUB_NAMESPACE_END": "END_HIPCUB_NAMESPACE",
     "CUB_PTX_ARCH": "HIPCUB_ARCH (always 1 with the rocPRIM backend)",
-    "CUB_MAX": "HIPCUB_MAX", "CUB_MIN": "HIPCUB_MIN",
-    "CUB_QUOTIENT_FLOOR": "HIPCUB_QUOTIENT_FLOOR", "CUB_QUOTIENT_CEILING": "HIPCUB_QUOTIENT_CEILING",
+    "CUB_MAX": "HIPCUB_MAX",
+    "CUB_MIN": "HIPCUB_MIN",
+    "CUB_QUOTIENT_FLOOR": "HIPCUB_QUOTIENT_FLOOR",
+    "CUB_QUOTIENT_CEILING": "HIPCUB_QUOTIENT_CEILING",
     "CUB_STDERR": "HIPCUB_STDERR",
 }
 _CUB_MACRO_RE = re.compile(r"\bCUB_[A-Z0-9_]+\b")
@@ -85,12 +89,30 @@ _HALF_WAVEFRONT = (1 << 32) - 1
 # machine), nvcc's documented mode macros (__CUDACC_RDC__, _EWP__, _DEBUG__, _RELAXED_CONSTEXPR__,
 # _EXTENDED_LAMBDA__) and HIP's NVIDIA platform. hipcc 6.4's `-dM -E` after hip/hip_runtime.h (host and device
 # passes, Debian unstable's, read) defines none of them, so a ROCm build never does.
-NVIDIA_ONLY_MACROS = frozenset({
-    "__CUDACC__", "__NVCC__", "__CUDA_ARCH__", "__CUDA_ARCH_LIST__", "__CUDACC_VER_MAJOR__", "__CUDACC_VER_MINOR__",
-    "__CUDACC_VER_BUILD__", "__CUDA_API_VER_MAJOR__", "__CUDA_API_VER_MINOR__", "__NVCC_DIAG_PRAGMA_SUPPORT__",
-    "__CUDACC_DEVICE_ATOMIC_BUILTINS__", "__CUDACC_RDC__", "__CUDACC_EWP__", "__CUDACC_DEBUG__", "__CUDACC_RELAXED_CONSTEXPR__",
-    "__CUDACC_EXTENDED_LAMBDA__", "CUDART_VERSION", "CUDA_VERSION", "__HIP_PLATFORM_NVIDIA__", "__HIP_PLATFORM_NVCC__",
-})
+NVIDIA_ONLY_MACROS = frozenset(
+    {
+        "__CUDACC__",
+        "__NVCC__",
+        "__CUDA_ARCH__",
+        "__CUDA_ARCH_LIST__",
+        "__CUDACC_VER_MAJOR__",
+        "__CUDACC_VER_MINOR__",
+        "__CUDACC_VER_BUILD__",
+        "__CUDA_API_VER_MAJOR__",
+        "__CUDA_API_VER_MINOR__",
+        "__NVCC_DIAG_PRAGMA_SUPPORT__",
+        "__CUDACC_DEVICE_ATOMIC_BUILTINS__",
+        "__CUDACC_RDC__",
+        "__CUDACC_EWP__",
+        "__CUDACC_DEBUG__",
+        "__CUDACC_RELAXED_CONSTEXPR__",
+        "__CUDACC_EXTENDED_LAMBDA__",
+        "CUDART_VERSION",
+        "CUDA_VERSION",
+        "__HIP_PLATFORM_NVIDIA__",
+        "__HIP_PLATFORM_NVCC__",
+    }
+)
 # What HIP's clang defines itself for a HIP file, in both passes and in the device pass only (hipcc 6.4's
 # `-dM -E`); a C++ compiler (g++ with hip/hip_runtime.h included) defines none of them.
 _HIP_COMPILER_MACROS = {"__HIP__": "1", "__HIPCC__": "1", "__clang__": "1"}
@@ -114,13 +136,19 @@ class BuildMacros:
         return cls(
             Macros({**_HIP_COMPILER_MACROS, **hipcc_defines}, NVIDIA_ONLY_MACROS | set(_HIP_DEVICE_MACROS), "hipcc (host)"),
             Macros({**_HIP_COMPILER_MACROS, **_HIP_DEVICE_MACROS, **hipcc_defines}, NVIDIA_ONLY_MACROS, "hipcc (device)"),
-            Macros(dict(cxx_defines), cxx_undefined - set(cxx_defines), "c++"), origin)
+            Macros(dict(cxx_defines), cxx_undefined - set(cxx_defines), "c++"),
+            origin,
+        )
 
     @classmethod
     def dumped(cls, host: Mapping[str, str | None], device: Mapping[str, str | None], cxx: Mapping[str, str | None], origin: str) -> BuildMacros:
         """From the compilers' own `-dM -E` (with the build's flags): every macro they define before the file's code."""
-        return cls(Macros(host, NVIDIA_ONLY_MACROS - set(host), "hipcc (host)"), Macros(device, NVIDIA_ONLY_MACROS - set(device), "hipcc (device)"),
-                   Macros(cxx, (NVIDIA_ONLY_MACROS | set(_HIP_COMPILER_MACROS) | set(_HIP_DEVICE_MACROS)) - set(cxx), "c++"), origin)
+        return cls(
+            Macros(host, NVIDIA_ONLY_MACROS - set(host), "hipcc (host)"),
+            Macros(device, NVIDIA_ONLY_MACROS - set(device), "hipcc (device)"),
+            Macros(cxx, (NVIDIA_ONLY_MACROS | set(_HIP_COMPILER_MACROS) | set(_HIP_DEVICE_MACROS)) - set(cxx), "c++"),
+            origin,
+        )
 
     def for_file(self, name: str) -> list[Macros]:
         if name.endswith(_HIPCC_FILES):
@@ -170,45 +198,93 @@ def scan(hipified_text: str, device_source: bool, names: Definitions | None = No
         include = _INCLUDE_RE.search(code)
         if include:
             header = include.group(1)
-            library = libcuxx_advice(header) if header.startswith("cuda/") else \
-                next((about for prefix, about in _CUDA_ONLY_LIBRARIES if header.startswith(prefix)), None)
+            library = (
+                libcuxx_advice(header)
+                if header.startswith("cuda/")
+                else next((about for prefix, about in _CUDA_ONLY_LIBRARIES if header.startswith(prefix)), None)
+            )
             if library:
                 found.append(Found(number, "library", f"#include <{header}>", library, True))
             elif _CUDA_HEADER_RE.match(header):
                 found.append(Found(number, "unmapped", f"#include <{header}>", "a CUDA header hipify has no HIP mapping for", True))
             continue
         found += [Found(number, "unmapped", name, "a CUDA identifier hipify has no HIP mapping for", True) for name in _IDENTIFIER_RE.findall(code)]
-        found += [Found(number, "unmapped", name, f"a CUB macro hipify does not map; hipCUB's: {_CUB_MACROS[name]}" if name in _CUB_MACROS
-                        else "a CUB macro hipify does not map, and hipCUB has none of that name", True)
-                  for name in dict.fromkeys(_CUB_MACRO_RE.findall(code))]
+        found += [
+            Found(
+                number,
+                "unmapped",
+                name,
+                f"a CUB macro hipify does not map; hipCUB's: {_CUB_MACROS[name]}"
+                if name in _CUB_MACROS
+                else "a CUB macro hipify does not map, and hipCUB has none of that name",
+                True,
+            )
+            for name in dict.fromkeys(_CUB_MACRO_RE.findall(code))
+        ]
         for call in _SYNC_INTRINSIC_RE.finditer(code):
             found += _mask_finding(number, call.group(1), _arguments(code, call.end(), 1), names)
-        found += [Found(number, "warp", name, f"{name} has no HIP counterpart (HIP 6.4 declares none): a wavefront runs in lockstep, "
-                        "rewrite without it", True) for name in _MISSING_INTRINSIC_RE.findall(code)]
+        found += [
+            Found(number, "warp", name, f"{name} has no HIP counterpart (HIP 6.4 declares none): a wavefront runs in lockstep, rewrite without it", True)
+            for name in _MISSING_INTRINSIC_RE.findall(code)
+        ]
         if _WARP_32_RE.search(code) and _LANE_WORDS_RE.search(code):
-            found.append(Found(number, "warp", code.strip()[:60], "lane arithmetic for 32-thread warps: a wavefront has 64 lanes on gfx9 "
-                               "(CDNA: MI100 to MI355X) and 32 on RDNA; use warpSize", False))
+            found.append(
+                Found(
+                    number,
+                    "warp",
+                    code.strip()[:60],
+                    "lane arithmetic for 32-thread warps: a wavefront has 64 lanes on gfx9 (CDNA: MI100 to MI355X) and 32 on RDNA; use warpSize",
+                    False,
+                )
+            )
         found += _warp_size_constant(number, code)
         for launch in _LAUNCH_RE.finditer(code):
             found += _launch_finding(number, _arguments(code, launch.end(), 2)[1:2], names)
         if _INLINE_ASM_RE.search(code) and (device_source or _PTX_RE.search(code)):
-            found.append(Found(number, "inline-asm", "asm(...)", "inline assembly (PTX): AMD GPUs do not run PTX; rewrite it with HIP "
-                               "intrinsics or __builtin_amdgcn_* builtins", True))
+            found.append(
+                Found(
+                    number,
+                    "inline-asm",
+                    "asm(...)",
+                    "inline assembly (PTX): AMD GPUs do not run PTX; rewrite it with HIP intrinsics or __builtin_amdgcn_* builtins",
+                    True,
+                )
+            )
     return found
 
 
-def findings(produced: str, hipified_text: str, origin: str, original_text: str | None, names: Definitions,
-             macros: BuildMacros) -> list[Finding]:
+def findings(produced: str, hipified_text: str, origin: str, original_text: str | None, names: Definitions, macros: BuildMacros) -> list[Finding]:
     """What will not port in one hipified file, at the lines of the user's file it was made from (`original_text`
     is None when hipify left the file as it was), each with its state under the ROCm build's macros."""
     lines = LineMap(original_text, hipified_text) if original_text is not None else None
     activity = Activity(hipified_text, macros.for_file(produced))
-    found = [Finding(origin, lines.original(item.line) if lines else item.line, "preprocessor", item.directive[:60], item.problem, True,
-                     f"{produced}:{item.line}" if lines else "") for item in activity.unbalanced]
+    found = [
+        Finding(
+            origin,
+            lines.original(item.line) if lines else item.line,
+            "preprocessor",
+            item.directive[:60],
+            item.problem,
+            True,
+            f"{produced}:{item.line}" if lines else "",
+        )
+        for item in activity.unbalanced
+    ]
     for item in scan(hipified_text, origin.endswith(DEVICE_SOURCES), names):
         where = activity.at(item.line)
-        found.append(Finding(origin, lines.original(item.line) if lines else item.line, item.kind, item.subject, item.detail,
-                             item.blocks and where.state != INACTIVE, f"{produced}:{item.line}" if lines else "", where.state, where.condition))
+        found.append(
+            Finding(
+                origin,
+                lines.original(item.line) if lines else item.line,
+                item.kind,
+                item.subject,
+                item.detail,
+                item.blocks and where.state != INACTIVE,
+                f"{produced}:{item.line}" if lines else "",
+                where.state,
+                where.condition,
+            )
+        )
     return found
 
 
@@ -223,7 +299,7 @@ def _arguments(code: str, start: int, count: int) -> list[str]:
     the call's closing parenthesis or the end of the line; [] when they run past MAX_ARGUMENT_CHARS (not read)."""
     arguments: list[str] = []
     depth, begun = 0, start
-    window = code[start:start + MAX_ARGUMENT_CHARS + 1]
+    window = code[start : start + MAX_ARGUMENT_CHARS + 1]
     for found in _ARGUMENT_SYNTAX_RE.finditer(window):
         char = found.group()
         if char in "([{":
@@ -231,7 +307,7 @@ def _arguments(code: str, start: int, count: int) -> list[str]:
         elif char in ")]}" and depth:
             depth -= 1
         elif depth == 0:  # a top-level comma, or the call's closing parenthesis
-            argument = code[begun:start + found.start()].strip()
+            argument = code[begun : start + found.start()].strip()
             if char != ",":
                 return [*arguments, argument][:count] if argument else arguments[:count]
             arguments.append(argument)
@@ -249,25 +325,57 @@ def _mask_finding(number: int, name: str, mask: list[str], names: Definitions) -
     resolved = resolve(shown, names) if shown else None
     via = f" ({resolved.via})" if resolved and resolved.via and resolved.via != shown else ""
     if resolved and resolved.bits == 32:
-        return [Found(number, "warp", name, f"the mask {shown}{via} is 32 bits: HIP >= 6.2's {name} requires a 64-bit mask (a "
-                      "static_assert: 'The mask must be a 64-bit integer') and a wavefront has 64 lanes on gfx9 (CDNA), so it names "
-                      "half of one; pass a 64-bit mask such as __activemask() or ~0ull", True)]
+        return [
+            Found(
+                number,
+                "warp",
+                name,
+                f"the mask {shown}{via} is 32 bits: HIP >= 6.2's {name} requires a 64-bit mask (a "
+                "static_assert: 'The mask must be a 64-bit integer') and a wavefront has 64 lanes on gfx9 (CDNA), so it names "
+                "half of one; pass a 64-bit mask such as __activemask() or ~0ull",
+                True,
+            )
+        ]
     if resolved and resolved.bits == 64:
         if resolved.value == _HALF_WAVEFRONT:
-            return [Found(number, "warp", name, f"the mask {shown}{via} is 64 bits but sets 32 lanes: a wavefront has 64 on gfx9 "
-                          "(CDNA); use __activemask() or ~0ull for the whole wavefront", False)]
+            return [
+                Found(
+                    number,
+                    "warp",
+                    name,
+                    f"the mask {shown}{via} is 64 bits but sets 32 lanes: a wavefront has 64 on gfx9 "
+                    "(CDNA); use __activemask() or ~0ull for the whole wavefront",
+                    False,
+                )
+            ]
         return []  # a 64-bit mask: what HIP asks for
-    return [Found(number, "warp", name, f"HIP has {name} from ROCm 6.2 only, with a 64-bit mask (64 lanes on gfx9, 32 on RDNA), and "
-                  f"the width of {shown or 'its mask'} could not be read from the tree: check that the mask is 64-bit and covers "
-                  "the whole wavefront", False)]
+    return [
+        Found(
+            number,
+            "warp",
+            name,
+            f"HIP has {name} from ROCm 6.2 only, with a 64-bit mask (64 lanes on gfx9, 32 on RDNA), and "
+            f"the width of {shown or 'its mask'} could not be read from the tree: check that the mask is 64-bit and covers "
+            "the whole wavefront",
+            False,
+        )
+    ]
 
 
 def _warp_size_constant(number: int, code: str) -> list[Found]:
     defined = Definitions.of([code])
-    return [Found(number, "warp", f"{name} = 32", "a warp size written as 32: a wavefront has 64 lanes on gfx9 (CDNA) and 32 on RDNA; "
-                  "use warpSize in device code, at::cuda::warp_size() on the host, or C10_WARP_SIZE_UPPER_BOUND (64) to size arrays",
-                  False)
-            for name, value in defined.values.items() if _WARP_SIZE_NAME_RE.search(name) and integer(value) == 32]
+    return [
+        Found(
+            number,
+            "warp",
+            f"{name} = 32",
+            "a warp size written as 32: a wavefront has 64 lanes on gfx9 (CDNA) and 32 on RDNA; "
+            "use warpSize in device code, at::cuda::warp_size() on the host, or C10_WARP_SIZE_UPPER_BOUND (64) to size arrays",
+            False,
+        )
+        for name, value in defined.values.items()
+        if _WARP_SIZE_NAME_RE.search(name) and integer(value) == 32
+    ]
 
 
 def _launch_finding(number: int, block: list[str], names: Definitions) -> list[Found]:
@@ -275,9 +383,17 @@ def _launch_finding(number: int, block: list[str], names: Definitions) -> list[F
     if threads != 32:
         return []
     shown = block[0][5:-1] if block[0].startswith("dim3(") and block[0].endswith(")") else block[0]
-    return [Found(number, "warp", f"block {shown}", f"a launch with 32 threads along x{f' ({via})' if via and via != shown else ''}: one "
-                  "CUDA warp, but half a 64-lane wavefront on gfx9 (CDNA), so half its lanes idle and code that takes the block for "
-                  "one warp is wrong there; size it from warpSize (at::cuda::warp_size() on the host)", False)]
+    return [
+        Found(
+            number,
+            "warp",
+            f"block {shown}",
+            f"a launch with 32 threads along x{f' ({via})' if via and via != shown else ''}: one "
+            "CUDA warp, but half a 64-lane wavefront on gfx9 (CDNA), so half its lanes idle and code that takes the block for "
+            "one warp is wrong there; size it from warpSize (at::cuda::warp_size() on the host)",
+            False,
+        )
+    ]
 
 
 # --- mapping hipified lines back to the user's -----------------------------------------------------------------
@@ -368,8 +484,9 @@ def _once(lines: list[str]) -> dict[str, int]:
 # --- the compile verdict ---------------------------------------------------------------------------------------
 
 COMPILED, DEFECT, MISSING, ELSEWHERE, TOOLCHAIN = "ok", "error", "missing", "environment", "toolchain"
-_ROCM_TORCH = ("a ROCm build of torch: PyTorch's ROCm build writes it and no CUDA header of this torch becomes it; "
-               "check with torch from PyTorch's ROCm wheel index")
+_ROCM_TORCH = (
+    "a ROCm build of torch: PyTorch's ROCm build writes it and no CUDA header of this torch becomes it; check with torch from PyTorch's ROCm wheel index"
+)
 # Where a header the compile check did not find comes from, first match wins. Debian's package names and
 # suites as `apt-cache madison` lists them (Debian 12 bookworm, 13 trixie, unstable); ROCm's own packages
 # where Debian has none.
@@ -405,7 +522,10 @@ _HEADER_SOURCES = (
 # The first ROCm/HIP release whose include/hip holds each public header added since HIP 5.0 (ROCm/HIP's git
 # history, read at its rocm-* tags): a header missing from an older HIP is that HIP's age, not a missing package.
 HIP_HEADERS_SINCE = {
-    "hip/hip_math_constants.h": "5.3", "hip/hip_bf16.h": "5.6", "hip/hip_deprecated.h": "6.0", "hip/hip_fp8.h": "6.2",
+    "hip/hip_math_constants.h": "5.3",
+    "hip/hip_bf16.h": "5.6",
+    "hip/hip_deprecated.h": "6.0",
+    "hip/hip_fp8.h": "6.2",
 }
 # libcu++ (CUDA's C++ standard library, cuda/std/* and cuda/*): no ROCm library provides it, so a missing one is
 # code to change. Where rocPRIM 6.4 (Debian unstable's librocprim-dev, read) or HIP has a device-side counterpart
@@ -428,8 +548,10 @@ def libcuxx_advice(header: str) -> str:
     counterpart = _LIBCUXX_COUNTERPARTS.get(header)
     if counterpart is None and header.startswith("cuda/std/"):
         counterpart = f"<{header.removeprefix('cuda/std/')}> from the C++ standard library"
-    return (f"{header} is libcu++ (CUDA's C++ standard library), which no ROCm library provides: the code must change; "
-            f"on ROCm use {counterpart or 'the C++ standard library, or rewrite it'} (guard the CUDA include with #ifndef USE_ROCM)")
+    return (
+        f"{header} is libcu++ (CUDA's C++ standard library), which no ROCm library provides: the code must change; "
+        f"on ROCm use {counterpart or 'the C++ standard library, or rewrite it'} (guard the CUDA include with #ifndef USE_ROCM)"
+    )
 
 
 def header_advice(header: str, hip_version: str = "") -> str:
@@ -437,19 +559,25 @@ def header_advice(header: str, hip_version: str = "") -> str:
     since = HIP_HEADERS_SINCE.get(header)
     if since and hip_version and _version(hip_version) < _version(since):
         major, minor = _version(since)
-        return (f"this HIP ({hip_version}) is too old for {header}; HIP >= {since} has it: check with a newer ROCm, or guard "
-                f"the include with #if HIP_VERSION >= {major * 10000000 + minor * 100000} if older ones must build")
-    return next((advice for prefix, advice in _HEADER_SOURCES if header.startswith(prefix)),
-                "it is in none of this tree, torch's, Python's or the toolchain's include folders: add its folder "
-                "with --include-dir, or install the library that provides it")
+        return (
+            f"this HIP ({hip_version}) is too old for {header}; HIP >= {since} has it: check with a newer ROCm, or guard "
+            f"the include with #if HIP_VERSION >= {major * 10000000 + minor * 100000} if older ones must build"
+        )
+    return next(
+        (advice for prefix, advice in _HEADER_SOURCES if header.startswith(prefix)),
+        "it is in none of this tree, torch's, Python's or the toolchain's include folders: add its folder "
+        "with --include-dir, or install the library that provides it",
+    )
 
 
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text)[:2])
 
 
-_DIAGNOSTIC_RE = re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?:(?P<column>\d+):)?\s+"
-                            r"(?P<kind>fatal error|error|warning|note|required from)\b:?\s*(?P<message>.*)$")
+_DIAGNOSTIC_RE = re.compile(
+    r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?:(?P<column>\d+):)?\s+"
+    r"(?P<kind>fatal error|error|warning|note|required from)\b:?\s*(?P<message>.*)$"
+)
 _INCLUDED_FROM_RE = re.compile(r"^(?:In file included|\s*) from (?P<path>[^\s:][^:]*):(?P<line>\d+)[:,]")
 _MISSING_RE = re.compile(r"^'?(?P<header>[^':]+?)'?(?: file not found|: No such file or directory)$")
 # HIP's hip/amd_detail/host_defines.h defines __noinline__ as nothing for any compiler but clang, so that
@@ -509,8 +637,7 @@ def _diagnostics(output: str) -> list[_Diagnostic]:
     return found
 
 
-def judge_compile(output: str, returncode: int, users: Callable[[str, int], Location | None], compiler: str = "the compiler",
-                  hip_version: str = "") -> Verdict:
+def judge_compile(output: str, returncode: int, users: Callable[[str, int], Location | None], compiler: str = "the compiler", hip_version: str = "") -> Verdict:
     """A compiler's result for one file. `users(path, line)` is the user's location for a path in the user's
     tree (None elsewhere: torch's, ROCm's or the system's headers). An error in someone else's header is the
     user's when the compiler's notes lead back into the user's code (a template instantiated there); every
@@ -529,8 +656,13 @@ def judge_compile(output: str, returncode: int, users: Callable[[str, int], Loca
         where = users(first.path, first.line)
         included = f" (included at {where})" if where else f" (included by {first.path}:{first.line})"
         if header.startswith("cuda/"):  # libcu++: the code must change, wherever the include sits
-            return Verdict(DEFECT, f"{where or f'{first.path}:{first.line}'}: error: {libcuxx_advice(header)}", where, header,
-                           (CodeError(str(where), f"'{header}' file not found"),) if where else ())
+            return Verdict(
+                DEFECT,
+                f"{where or f'{first.path}:{first.line}'}: error: {libcuxx_advice(header)}",
+                where,
+                header,
+                (CodeError(str(where), f"'{header}' file not found"),) if where else (),
+            )
         return Verdict(MISSING, f"{header} is not installed here{included}: {header_advice(header, hip_version)}", where, header)
     found: dict[tuple[str, int], tuple[Location, str]] = {}
     for error in errors:
@@ -545,16 +677,20 @@ def judge_compile(output: str, returncode: int, users: Callable[[str, int], Loca
     if _NOINLINE_RE.search(output):
         user = next((users(path, line) for path, line in first.included_from if users(path, line)), None)
         order = f" (the standard header included at {user} comes after <hip/hip_runtime.h>)" if user else ""
-        return Verdict(ELSEWHERE, f"{compiler} failed in {first.path}:{first.line}: HIP's __noinline__ macro (hip/amd_detail/"
-                       "host_defines.h defines it empty for compilers other than clang) turns libstdc++'s [[__gnu__::__noinline__]] "
-                       f"into [[__gnu__::]]{order}: include the C++ standard and torch headers before <hip/hip_runtime.h>, or "
-                       "compile the file with hipcc (a .cu or .hip file)", user)
+        return Verdict(
+            ELSEWHERE,
+            f"{compiler} failed in {first.path}:{first.line}: HIP's __noinline__ macro (hip/amd_detail/"
+            "host_defines.h defines it empty for compilers other than clang) turns libstdc++'s [[__gnu__::__noinline__]] "
+            f"into [[__gnu__::]]{order}: include the C++ standard and torch headers before <hip/hip_runtime.h>, or "
+            "compile the file with hipcc (a .cu or .hip file)",
+            user,
+        )
     return Verdict(ELSEWHERE, f"{compiler} failed in {first.path}:{first.line}, outside your code: {first.message}")
 
 
 def _users_location(diagnostics: list[_Diagnostic], error: _Diagnostic, users: Callable[[str, int], Location | None]) -> Location | None:
     """Where an error is the user's: its own place, or a note after it (before the next error) in the user's code."""
-    for diagnostic in diagnostics[diagnostics.index(error):]:
+    for diagnostic in diagnostics[diagnostics.index(error) :]:
         if diagnostic.kind in ("error", "fatal error") and diagnostic is not error:
             return None  # only the notes that explain this error
         location = users(diagnostic.path, diagnostic.line)

@@ -19,33 +19,63 @@ if TYPE_CHECKING:
 # Integer types by width on Linux (LP64: long is 64 bits). HIP's __activemask() and __ballot() return
 # unsigned long long (hip/amd_detail/amd_warp_functions.h, HIP 6.4).
 TYPE_BITS = {
-    "int": 32, "unsigned": 32, "unsigned int": 32, "signed": 32, "signed int": 32, "uint32_t": 32, "int32_t": 32, "uint": 32,
-    "long": 64, "unsigned long": 64, "long long": 64, "unsigned long long": 64, "long int": 64, "unsigned long int": 64,
-    "long long int": 64, "unsigned long long int": 64, "uint64_t": 64, "int64_t": 64, "size_t": 64, "lane_mask_t": 64,
-    "__hip_uint64_t": 64, "__hip_uint32_t": 32,
+    "int": 32,
+    "unsigned": 32,
+    "unsigned int": 32,
+    "signed": 32,
+    "signed int": 32,
+    "uint32_t": 32,
+    "int32_t": 32,
+    "uint": 32,
+    "long": 64,
+    "unsigned long": 64,
+    "long long": 64,
+    "unsigned long long": 64,
+    "long int": 64,
+    "unsigned long int": 64,
+    "long long int": 64,
+    "unsigned long long int": 64,
+    "uint64_t": 64,
+    "int64_t": 64,
+    "size_t": 64,
+    "lane_mask_t": 64,
+    "__hip_uint64_t": 64,
+    "__hip_uint32_t": 32,
 }
 _SIXTY_FOUR_BIT_CALLS = frozenset({"__activemask", "__ballot", "__ballot64", "__ballot_sync", "__lanemask_lt", "__lanemask_gt", "__lanemask_eq"})
-_TYPE = (r"(?:unsigned\s+long\s+long(?:\s+int)?|unsigned\s+long(?:\s+int)?|unsigned\s+int|unsigned|signed\s+int|signed"
-         r"|long\s+long(?:\s+int)?|long(?:\s+int)?|int|u?int(?:32|64)_t|size_t|lane_mask_t|__hip_uint(?:32|64)_t|uint|auto)")
+_TYPE = (
+    r"(?:unsigned\s+long\s+long(?:\s+int)?|unsigned\s+long(?:\s+int)?|unsigned\s+int|unsigned|signed\s+int|signed"
+    r"|long\s+long(?:\s+int)?|long(?:\s+int)?|int|u?int(?:32|64)_t|size_t|lane_mask_t|__hip_uint(?:32|64)_t|uint|auto)"
+)
 # Each pattern reads a bounded stretch from where it starts (a value, a dim3's arguments): on a line of "int a = b "
 # repeated for 64 KB, a value read to the line's end from each declaration took minutes. A longer value is not read
 # (the name's width is then not told, as for a name defined nowhere).
 MAX_VALUE_CHARS = 256
 _DEFINE_RE = re.compile(rf"^\s*#\s*define\s+(?P<name>[A-Za-z_]\w*)(?!\()\s+(?P<value>\S(?:.{{0,{MAX_VALUE_CHARS - 2}}}\S)?)\s*$")
-_DECLARATION_RE = re.compile(rf"(?<![\w:.>])(?P<type>{_TYPE})\s+(?P<name>[A-Za-z_]\w*)\s*"
-                             # (?=(?P<run>...))(?P=run): the run taken whole, never given back a character at a time
-                             rf"(?:=\s*(?=(?P<run>(?:[^;,{{}}()]|\([^;{{}}()]{{0,{MAX_VALUE_CHARS}}}\)){{1,{MAX_VALUE_CHARS}}}))(?P<value>(?P=run))"
-                             rf"|\{{(?P<braced>[^}}]{{0,{MAX_VALUE_CHARS}}})\}})?\s*(?=[;,)])")
+_DECLARATION_RE = re.compile(
+    rf"(?<![\w:.>])(?P<type>{_TYPE})\s+(?P<name>[A-Za-z_]\w*)\s*"
+    # (?=(?P<run>...))(?P=run): the run taken whole, never given back a character at a time
+    rf"(?:=\s*(?=(?P<run>(?:[^;,{{}}()]|\([^;{{}}()]{{0,{MAX_VALUE_CHARS}}}\)){{1,{MAX_VALUE_CHARS}}}))(?P<value>(?P=run))"
+    rf"|\{{(?P<braced>[^}}]{{0,{MAX_VALUE_CHARS}}})\}})?\s*(?=[;,)])"
+)
 _DIM3_RE = re.compile(rf"\bdim3\s+(?P<name>[A-Za-z_]\w*)\s*[({{](?P<args>[^;]{{0,{MAX_VALUE_CHARS}}}?)[)}}]\s*;")
-_CAST_RE = re.compile(rf"^(?:static_cast|reinterpret_cast)\s*<\s*(?P<type>{_TYPE})\s*>\s*\((?P<inner>.*)\)$|^\(\s*(?P<ctype>{_TYPE})\s*\)\s*(?P<cinner>.+)$"
-                      rf"|^(?P<ftype>{_TYPE})\s*[({{](?P<finner>.*)[)}}]$")
+_CAST_RE = re.compile(
+    rf"^(?:static_cast|reinterpret_cast)\s*<\s*(?P<type>{_TYPE})\s*>\s*\((?P<inner>.*)\)$|^\(\s*(?P<ctype>{_TYPE})\s*\)\s*(?P<cinner>.+)$"
+    rf"|^(?P<ftype>{_TYPE})\s*[({{](?P<finner>.*)[)}}]$"
+)
 _C_CAST_RE = re.compile(rf"^\(\s*{_TYPE}\s*\)$")  # (unsigned) before a unary minus is a cast, not a subtraction
 _CALL_RE = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*\(.*\)$")
 _NAME_RE = re.compile(r"^[A-Za-z_]\w*$")
 _ALL_ONES = {32: (1 << 32) - 1, 64: (1 << 64) - 1}
 _OPERATIONS: dict[str, Callable[[int, int], int]] = {
-    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "&": lambda a, b: a & b, "<<": lambda a, b: a << b if b < 64 else 0,
-    ">>": lambda a, b: a >> b, "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "|": lambda a, b: a | b,
+    "^": lambda a, b: a ^ b,
+    "&": lambda a, b: a & b,
+    "<<": lambda a, b: a << b if b < 64 else 0,
+    ">>": lambda a, b: a >> b,
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
 }
 _AMBIGUOUS = "\0"  # a name the tree defines in more than one way
 
@@ -123,9 +153,14 @@ def _top_level_split(text: str, operators: tuple[str, ...]) -> tuple[str, str, s
             continue
         for operator in operators:
             start = index - len(operator) + 1
-            if start > 0 and text[start:index + 1] == operator and text[start - 1] not in "<>=!&|^+-*/" and \
-                    (index + 1 >= len(text) or text[index + 1] not in "<>=&|") and not _C_CAST_RE.match(text[:start].strip()):
-                return text[:start].strip(), operator, text[index + 1:].strip()
+            if (
+                start > 0
+                and text[start : index + 1] == operator
+                and text[start - 1] not in "<>=!&|^+-*/"
+                and (index + 1 >= len(text) or text[index + 1] not in "<>=&|")
+                and not _C_CAST_RE.match(text[:start].strip())
+            ):
+                return text[:start].strip(), operator, text[index + 1 :].strip()
     return None
 
 

@@ -212,8 +212,9 @@ def _evaluate(text: str, macros: Macros) -> tuple[dict[int, LineState], tuple[Un
         match = _DIRECTIVE_RE.match(directive)
         keyword, rest = (match[1], match[2].strip()) if match else ("", "")
         # #elif, #else and #endif belong to the region that holds their #if; every other directive to its own
-        holder, holder_why = (current, why) if keyword not in ("elif", "elifdef", "elifndef", "else", "endif") or not stack else \
-            (stack[-1].enclosing, stack[-1].outer_why)
+        holder, holder_why = (
+            (current, why) if keyword not in ("elif", "elifdef", "elifndef", "else", "endif") or not stack else (stack[-1].enclosing, stack[-1].outer_why)
+        )
         truth: Truth
         if keyword in ("if", "ifdef", "ifndef"):
             truth = evaluate(rest if keyword == "if" else f"{'!' if keyword == 'ifndef' else ''}defined({rest.split()[0] if rest else ''})")
@@ -231,8 +232,9 @@ def _evaluate(text: str, macros: Macros) -> tuple[dict[int, LineState], tuple[Un
                 truth = evaluate(f"{'!' if keyword == 'elifndef' else ''}defined({rest.split()[0] if rest else ''})")
             here = False if branch.taken is True else _and(truth, None if branch.taken is None else True)
             taken = True if branch.taken is True or truth is True else None if branch.taken is None or truth is None else False
-            stack[-1] = _Branch(branch.enclosing, taken, here, directive if keyword != "else" else f"#else of {branch.opening}", branch.opening,
-                                branch.outer_why)
+            stack[-1] = _Branch(
+                branch.enclosing, taken, here, directive if keyword != "else" else f"#else of {branch.opening}", branch.opening, branch.outer_why
+            )
         elif keyword == "endif" and stack:
             stack.pop()
             opened.pop()
@@ -242,7 +244,7 @@ def _evaluate(text: str, macros: Macros) -> tuple[dict[int, LineState], tuple[Un
                 defined.pop(name[1], None)
                 undefined.discard(name[1])
                 if current is True and keyword == "define":
-                    defined[name[1]] = None if name[2] else rest[len(name[1]):].strip()
+                    defined[name[1]] = None if name[2] else rest[len(name[1]) :].strip()
                 elif current is True:
                     undefined.add(name[1])
         if holder is not True:
@@ -253,25 +255,55 @@ def _evaluate(text: str, macros: Macros) -> tuple[dict[int, LineState], tuple[Un
     if current is not True:
         for number in range(last + 1, len(physical_lines(text)) + 1):
             states[number] = LineState(_state(current), condition())
-    unbalanced += [Unbalanced(line, directive, "never closed: no #endif before the end of the file (the compiler stops with "
-                                               "\"unterminated conditional directive\")") for line, directive in opened]
+    unbalanced += [
+        Unbalanced(line, directive, 'never closed: no #endif before the end of the file (the compiler stops with "unterminated conditional directive")')
+        for line, directive in opened
+    ]
     return states, tuple(sorted(unbalanced, key=lambda found: found.line))
 
 
 # --- #if expressions -----------------------------------------------------------------------------------------
 
-_TOKEN_RE = re.compile(r"\s*(?:(?P<number>\d[\w.]*)|(?P<name>[A-Za-z_]\w*)|(?P<char>'(?:\\.|[^'\\])*')"
-                       r"|(?P<op>&&|\|\||<<|>>|<=|>=|==|!=|[-+*/%<>&|^!~?:(),]))")
+_TOKEN_RE = re.compile(
+    r"\s*(?:(?P<number>\d[\w.]*)|(?P<name>[A-Za-z_]\w*)|(?P<char>'(?:\\.|[^'\\])*')"
+    r"|(?P<op>&&|\|\||<<|>>|<=|>=|==|!=|[-+*/%<>&|^!~?:(),]))"
+)
 _HAS_RE = re.compile(r"^__has_\w+$|^__building_module$")
 _BINARY = {  # precedence, lowest first
-    "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6, "<": 7, ">": 7, "<=": 7, ">=": 7,
-    "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10,
+    "||": 1,
+    "&&": 2,
+    "|": 3,
+    "^": 4,
+    "&": 5,
+    "==": 6,
+    "!=": 6,
+    "<": 7,
+    ">": 7,
+    "<=": 7,
+    ">=": 7,
+    "<<": 8,
+    ">>": 8,
+    "+": 9,
+    "-": 9,
+    "*": 10,
+    "/": 10,
+    "%": 10,
 }
 _ARITHMETIC: dict[str, Callable[[int, int], int]] = {
-    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "&": lambda a, b: a & b, "==": lambda a, b: int(a == b),
-    "!=": lambda a, b: int(a != b), "<": lambda a, b: int(a < b), ">": lambda a, b: int(a > b), "<=": lambda a, b: int(a <= b),
-    ">=": lambda a, b: int(a >= b), "<<": lambda a, b: a << b if 0 <= b < 64 else 0, ">>": lambda a, b: a >> b if 0 <= b < 64 else 0,
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "|": lambda a, b: a | b,
+    "^": lambda a, b: a ^ b,
+    "&": lambda a, b: a & b,
+    "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b),
+    "<": lambda a, b: int(a < b),
+    ">": lambda a, b: int(a > b),
+    "<=": lambda a, b: int(a <= b),
+    ">=": lambda a, b: int(a >= b),
+    "<<": lambda a, b: a << b if 0 <= b < 64 else 0,
+    ">>": lambda a, b: a >> b if 0 <= b < 64 else 0,
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
 }
 _UNKNOWN = "?"  # a token standing for a value nobody here knows
 # Bounds of one #if: beyond them the condition is open (not decidable here), never an error. Macros expanding inside

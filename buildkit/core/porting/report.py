@@ -68,9 +68,14 @@ class HipifyReport:
         if defects:
             reasons.append(f"{len(defects)} file{'s' if len(defects) > 1 else ''} with errors in your code")
         if self.checked and not defects and not any(c.status == COMPILED for c in self.compiled):
-            reasons.append("the compile check compiled nothing: " + (
-                self.compile_skipped or self.toolchain_limit or ("no .cu, .hip, .cpp or .cc file to compile" if not self.compiled
-                                                                 else "no file compiled, each for a reason outside your code")))
+            reasons.append(
+                "the compile check compiled nothing: "
+                + (
+                    self.compile_skipped
+                    or self.toolchain_limit
+                    or ("no .cu, .hip, .cpp or .cc file to compile" if not self.compiled else "no file compiled, each for a reason outside your code")
+                )
+            )
         return reasons
 
     @property

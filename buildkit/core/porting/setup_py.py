@@ -170,10 +170,15 @@ def _extension(call: ast.Call, literals: dict[str, object], shown: str, text: st
     sources = _inside(_strings(values.get("sources")), "sources", where, outside)
     include_dirs = _inside(_strings(values.get("include_dirs")), "include_dirs", where, outside)
     return ExtensionFlags(
-        name=str(values.get("name", "")), line=call.lineno, sources=sources,
+        name=str(values.get("name", "")),
+        line=call.lineno,
+        sources=sources,
         defines=tuple(f"-D{name}" if value is None else f"-D{name}={value}" for name, value in _pairs(macros)),
-        include_dirs=include_dirs, cxx_flags=_flags_inside(_strings(cxx), where, outside),
-        nvcc_flags=_flags_inside(_strings(nvcc), where, outside), unread=tuple(unread), outside=tuple(dict.fromkeys(outside)),
+        include_dirs=include_dirs,
+        cxx_flags=_flags_inside(_strings(cxx), where, outside),
+        nvcc_flags=_flags_inside(_strings(nvcc), where, outside),
+        unread=tuple(unread),
+        outside=tuple(dict.fromkeys(outside)),
     )
 
 
@@ -199,7 +204,7 @@ def _flags_inside(flags: tuple[str, ...], where: str, outside: list[str]) -> tup
     for flag in flags:
         lone = kept[-1] if kept and kept[-1] in _PATH_FLAGS else None  # a flag whose path is this one
         prefix = next((p for p in _PATH_FLAGS if flag.startswith(p) and flag != p), None)
-        path = flag if lone else flag[len(prefix):] if prefix else None
+        path = flag if lone else flag[len(prefix) :] if prefix else None
         if path is not None and leads_outside(path):
             if lone:
                 kept.pop()
@@ -247,8 +252,12 @@ class ProjectFlags:
         def joined(pick: Callable[[ExtensionFlags], tuple[str, ...]]) -> tuple[str, ...]:
             return tuple(dict.fromkeys(flag for extension in own for flag in pick(extension)))
 
-        return UnitFlags((*joined(lambda e: e.defines), *self.defines), (*joined(lambda e: e.nvcc_flags), *self.hipcc_flags),
-                         (*joined(lambda e: e.cxx_flags), *self.cxx_flags), joined(lambda e: e.include_dirs))
+        return UnitFlags(
+            (*joined(lambda e: e.defines), *self.defines),
+            (*joined(lambda e: e.nvcc_flags), *self.hipcc_flags),
+            (*joined(lambda e: e.cxx_flags), *self.cxx_flags),
+            joined(lambda e: e.include_dirs),
+        )
 
     def described(self) -> list[str]:
         """Where each flag came from, one line each, for the report."""
@@ -261,8 +270,10 @@ class ProjectFlags:
             if extension.unread:
                 line += f" (not literal, not read: {', '.join(extension.unread)}; pass them with -D, --hipcc-flags or --cxx-flags)"
             if extension.outside:
-                line += (f" (outside the source tree, not used: {', '.join(extension.outside)}; hipify and its compile check read "
-                         "the tree only: copy what it needs into it)")
+                line += (
+                    f" (outside the source tree, not used: {', '.join(extension.outside)}; hipify and its compile check read "
+                    "the tree only: copy what it needs into it)"
+                )
             lines.append(line)
         options = [*self.defines, *(f"hipcc: {f}" for f in self.hipcc_flags), *(f"c++: {f}" for f in self.cxx_flags)]
         if options:

@@ -9,8 +9,10 @@ from __future__ import annotations
 # recompresses the base image's gzip layers too, so an image's layers are all pulled alike; oci-mediatypes
 # because Docker's v2 manifests have no zstd layer type (podman refuses zstd there).
 ZSTD_LEVEL = 3
-_OPTIONS = {"zstd": f"compression=zstd,compression-level={ZSTD_LEVEL},force-compression=true,oci-mediatypes=true",
-            "gzip": "compression=gzip,oci-mediatypes=true"}
+_OPTIONS = {
+    "zstd": f"compression=zstd,compression-level={ZSTD_LEVEL},force-compression=true,oci-mediatypes=true",
+    "gzip": "compression=gzip,oci-mediatypes=true",
+}
 
 
 def exporter_options(compression: str) -> list[str]:

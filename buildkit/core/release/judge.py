@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 GPU_MODES = ("auto", "require", "skip")
 CPU_BUILD = "torch is a CPU build: this image would run on the CPU"
 
+
 # The probe's library checks, by name, and which library of the vendor's each must find. A ROCm torch
 # answers for MIOpen through torch.backends.cudnn and for RCCL through torch.cuda.nccl (buildkit/image/probe.py).
 def _wanted_library(vendor: Vendor, check: str) -> str | None:
@@ -61,13 +62,24 @@ def _backend_checks(expect: ImageIdentity, torch: Mapping[str, Any]) -> list[Che
     vendor = expect.vendor
     for other, version in builds.items():
         if other is not vendor and version is not None:
-            return [Check("backend", False, f"torch is a {other.backend_display} build ({other.torch_version_field} {version}) in a "
-                          f"{vendor.backend_display} image: it cannot use an {vendor.display} GPU and would run on the CPU")]
+            return [
+                Check(
+                    "backend",
+                    False,
+                    f"torch is a {other.backend_display} build ({other.torch_version_field} {version}) in a "
+                    f"{vendor.backend_display} image: it cannot use an {vendor.display} GPU and would run on the CPU",
+                )
+            ]
     built = builds[vendor]
     if _minor(built) != _minor(expect.reported_backend_version):
         reports = f" (whose torch reports {vendor.torch_version_field} {expect.backend_runtime})" if expect.backend_runtime else ""
-        return [Check("backend", False, f"torch.version.{vendor.torch_version_field} is {built}, the image is labelled "
-                      f"{vendor.backend_label(expect.backend_version)}{reports}")]
+        return [
+            Check(
+                "backend",
+                False,
+                f"torch.version.{vendor.torch_version_field} is {built}, the image is labelled {vendor.backend_label(expect.backend_version)}{reports}",
+            )
+        ]
     others = ", ".join(other.torch_version_field.upper() for other in VENDORS if other is not vendor)
     return [Check("backend", True, f"{vendor.backend_display} ({vendor.torch_version_field} {built}), no {others}")]
 
@@ -95,8 +107,11 @@ def _companion_ops_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> l
             checks.append(Check(f"{name} ops", True, f"{name} {info.get('version')}: its compiled ops load"))
         else:
             why = "do not load" if info.get("ops") is False else "cannot be asked for (no extension module)"
-            checks.append(Check(f"{name} ops", False, f"{name} {info.get('version')}: its compiled ops {why}; its GPU operators "
-                                                      f"fail ({expect.vendor.missing_arch_error})"))
+            checks.append(
+                Check(
+                    f"{name} ops", False, f"{name} {info.get('version')}: its compiled ops {why}; its GPU operators fail ({expect.vendor.missing_arch_error})"
+                )
+            )
     return checks
 
 
@@ -107,7 +122,7 @@ def _arch_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check
     vendor = expect.vendor
     declared = vendor.compiled_arch_names(expect.archs)
     # an arch the build JIT-compiles for (PTX: compute_120) serves it too
-    jit = [vendor.jit_arch_prefix + a[len(vendor.arch_prefix):] for a in declared] if vendor.jit_arch_prefix else [None] * len(declared)
+    jit = [vendor.jit_arch_prefix + a[len(vendor.arch_prefix) :] for a in declared] if vendor.jit_arch_prefix else [None] * len(declared)
     missing = [a for a, jitted in zip(declared, jit) if a not in compiled and jitted not in compiled]
     if missing:
         return [Check("arch list", False, f"the image declares {', '.join(missing)} but torch was built for {' '.join(compiled)}")]
@@ -126,7 +141,7 @@ def _device_code_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> lis
         return []
     installed = {_canonical(name) for name in report.get("distributions") or {}}
     declared = {_canonical(name) for name in expect.device_packages}
-    prefixes = {name[:name.index("gfx")] for name in declared if "gfx" in name}
+    prefixes = {name[: name.index("gfx")] for name in declared if "gfx" in name}
     missing = sorted(declared - installed)
     extra = sorted(name for name in installed - declared if any(name.startswith(prefix) for prefix in prefixes))
     parts = []
@@ -161,8 +176,7 @@ def _cpu_checks(expect: ImageIdentity, report: Mapping[str, Any]) -> list[Check]
     """torch.compile, OpenMP, numpy, linalg on the CPU: they need no GPU, so they count in every mode."""
     entries = report.get("checks")
     if entries is None:
-        return [Check("CPU checks", False, f"the probe (version {report.get('probe_version')}) tried none of "
-                                          "torch.compile, OpenMP, numpy interop and linalg")]
+        return [Check("CPU checks", False, f"the probe (version {report.get('probe_version')}) tried none of torch.compile, OpenMP, numpy interop and linalg")]
     return [named_check(entry, expect) for entry in entries]
 
 

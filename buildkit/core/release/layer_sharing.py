@@ -63,8 +63,9 @@ class LayerKeys:
     def of(self, item: PlannedImage) -> tuple[PlannedLayer, ...]:
         target = item.target
         base = (target.base_reference, target.platforms)
-        os_layer = PlannedLayer(OS, self._key((OS, item.template, *base, target.python, target.installer, target.uv,
-                                                target.os_packages, target.compile, target.user)))
+        os_layer = PlannedLayer(
+            OS, self._key((OS, item.template, *base, target.python, target.installer, target.uv, target.os_packages, target.compile, target.user))
+        )
         below, above = self._install_layers(item)
         own = PlannedLayer(OWN, item.fingerprint[:KEY_LENGTH])
         if assembled_on_base(item):
@@ -84,17 +85,24 @@ class LayerKeys:
             return found[1]
         # what every layer's share of the resolution depends on; a family image's own device extras only
         # choose its device packages, which their layers name
-        resolution = (install.index_url, target.channel, target.channel_date, target.torch_requirement, target.companions,
-                      install.installer, target.uv, target.platforms,
-                      tuple(layer.packages for layer in install.layers if not layer.name.startswith(DEVICE_PREFIX)))
+        resolution = (
+            install.index_url,
+            target.channel,
+            target.channel_date,
+            target.torch_requirement,
+            target.companions,
+            install.installer,
+            target.uv,
+            target.platforms,
+            tuple(layer.packages for layer in install.layers if not layer.name.startswith(DEVICE_PREFIX)),
+        )
         installed = {layer.name: layer for layer in install.layers}
 
         def keyed(copies: tuple[LayerCopy, ...]) -> tuple[PlannedLayer, ...]:
             layers = []
             for copy in copies:
                 layer = installed[copy.stage]
-                own = (install.narrowing and (install.narrowing.requirement, install.narrowing.drop), repr(install.trim)) \
-                    if layer.name == TORCH else ()
+                own = (install.narrowing and (install.narrowing.requirement, install.narrowing.drop), repr(install.trim)) if layer.name == TORCH else ()
                 neutral = layer.python_neutral or copy.folder != copy.stage  # a layer's files no Python changes
                 python = () if neutral else (target.python,)
                 layers.append(PlannedLayer(copy.folder, _key((copy.folder, layer.packages, resolution, own, python)), neutral))
@@ -127,8 +135,11 @@ def pushed_layers(manifest: Mapping[str, Any], config: Mapping[str, Any]) -> tup
     named by the build step that made it (its config's history); () where the two do not line up."""
     layers = manifest.get("layers")
     history = [step for step in config.get("history") or [] if isinstance(step, Mapping) and not step.get("empty_layer")]
-    if not isinstance(layers, list) or len(layers) != len(history) or not all(
-            isinstance(layer, Mapping) and isinstance(layer.get("digest"), str) and type(layer.get("size")) is int for layer in layers):
+    if (
+        not isinstance(layers, list)
+        or len(layers) != len(history)
+        or not all(isinstance(layer, Mapping) and isinstance(layer.get("digest"), str) and type(layer.get("size")) is int for layer in layers)
+    ):
         return ()
     return tuple(BuiltLayer(layer["digest"], layer["size"], layer_name(str(step.get("created_by", "")))) for layer, step in zip(layers, history))
 
@@ -159,8 +170,14 @@ def node_costs(images: Mapping[str, Sequence[BuiltLayer]]) -> dict[str, list[Nod
             chain = 0
             while chain < min(len(layers), len(held_layers)) and layers[chain].digest == held_layers[chain].digest:
                 chain += 1
-            found.append(NodeCost(other, tuple(layer.name for layer in shared), sum(layer.size for layer in shared),
-                                  sum(layer.size for layer in layers if layer.digest not in held),
-                                  sum(layer.size for layer in layers[chain:])))
+            found.append(
+                NodeCost(
+                    other,
+                    tuple(layer.name for layer in shared),
+                    sum(layer.size for layer in shared),
+                    sum(layer.size for layer in layers if layer.digest not in held),
+                    sum(layer.size for layer in layers[chain:]),
+                )
+            )
         costs[name] = sorted(found, key=lambda cost: (cost.fetched_bytes, cost.unpacked_bytes, cost.held))
     return costs

@@ -29,9 +29,7 @@ def _public(version: str) -> str:
     return version.split("+", 1)[0]
 
 
-def compare(
-    first: str, first_report: Mapping[str, Any], second: str, second_report: Mapping[str, Any], vendor_packages: Sequence[str]
-) -> Parity:
+def compare(first: str, first_report: Mapping[str, Any], second: str, second_report: Mapping[str, Any], vendor_packages: Sequence[str]) -> Parity:
     """Every difference between two probe reports that is not a vendor runtime package or a local tag."""
     differences = []
     for key, name in (("os", "OS"), ("python", "Python")):

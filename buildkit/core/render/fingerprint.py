@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 FINGERPRINT_SCHEMA = 5
 
 
-def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_labels: Mapping[str, str],
-                target_text: str | None = None) -> str:
+def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_labels: Mapping[str, str], target_text: str | None = None) -> str:
     """sha256 over everything that determines the image: the digest of the template sources the target's
     Dockerfile is rendered from, every field of the target (base image and its digest, packages, user, ...),
     the build args and the labels. The same inputs give the same hex on any machine.
@@ -30,10 +29,15 @@ def fingerprint(target: Target, templates: str, args: Mapping[str, str], image_l
     args and labels are dicts in the order their code writes them, the same on every machine (sorting them cost
     a plan more than hashing). `target_text`: repr(target), where the caller has it.
     """
-    text = "\n".join((
-        f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}", templates, repr(target) if target_text is None else target_text,
-        repr(dict(args)), repr(dict(image_labels)),
-    ))
+    text = "\n".join(
+        (
+            f"buildkit-fingerprint/{FINGERPRINT_SCHEMA}",
+            templates,
+            repr(target) if target_text is None else target_text,
+            repr(dict(args)),
+            repr(dict(image_labels)),
+        )
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -44,8 +48,12 @@ def _repr_function() -> Callable[[Target, Callable[[Any], str]], str]:
     """repr(target) as the dataclass writes it, one f-string, with the tuples and records targets share (not their
     own tags and twins) read through `shared` (a cache of their reprs)."""
     own = {"tag_names", "twins"}
-    parts = [f"{name}={{target.{name}!r}}" if name in own or dataclasses.fields(Target)[index].type in ("str", "int", "bool", "str | None")
-             else f"{name}={{shared(target.{name})}}" for index, name in enumerate(_TARGET_FIELDS)]
+    parts = [
+        f"{name}={{target.{name}!r}}"
+        if name in own or dataclasses.fields(Target)[index].type in ("str", "int", "bool", "str | None")
+        else f"{name}={{shared(target.{name})}}"
+        for index, name in enumerate(_TARGET_FIELDS)
+    ]
     namespace: dict[str, Any] = {}
     exec(f'def target_repr(target, shared):\n    return f"Target({", ".join(parts)})"\n', namespace)
     target_repr: Callable[[Target, Callable[[Any], str]], str] = namespace["target_repr"]

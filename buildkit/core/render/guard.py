@@ -28,13 +28,23 @@ def guard_config(target: Target) -> str:
     """The guard's config as compact JSON with sorted keys: one shell-quoted argument of the template's install
     step. Written out around its values (every target of a matrix has one: encoding the whole object each time
     costs a plan more than the rest of its labels), its twins encoded once per distinct list."""
-    return (f'{{"backend":{_STRING(target.backend_label)},"pair":{_STRING(target.pair or "")},'
-            f'"reference":{_STRING(f"{target.image_name}:{target.tag_names[0]}")},'  # its immutable tag (tags[0])
-            f'"twins":{_twins(target.twins)},"vendor":{_STRING(target.vendor)}}}')
+    return (
+        f'{{"backend":{_STRING(target.backend_label)},"pair":{_STRING(target.pair or "")},'
+        f'"reference":{_STRING(f"{target.image_name}:{target.tag_names[0]}")},'  # its immutable tag (tags[0])
+        f'"twins":{_twins(target.twins)},"vendor":{_STRING(target.vendor)}}}'
+    )
 
 
 @functools.lru_cache(4096)
 def _twins(twins: tuple[Twin, ...]) -> str:
-    return _COMPACT.encode([{"vendor": twin.vendor, "reference": twin.reference, **({"archs": list(twin.archs)} if twin.archs else {}),
-                             **({"bundle": twin.bundle, "family": twin.bundle_family} if twin.bundle else {})}
-                            for twin in twins])
+    return _COMPACT.encode(
+        [
+            {
+                "vendor": twin.vendor,
+                "reference": twin.reference,
+                **({"archs": list(twin.archs)} if twin.archs else {}),
+                **({"bundle": twin.bundle, "family": twin.bundle_family} if twin.bundle else {}),
+            }
+            for twin in twins
+        ]
+    )

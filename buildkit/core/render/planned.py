@@ -108,10 +108,20 @@ def template_variables(planned: PlannedImage) -> dict[str, Any]:
     }
 
 
-
 # What each variable is (template_variables): a type these fix is no guard of a shape (buildkit.core.render.shapes).
-VARIABLE_TYPES = {"target": Target, "build_args": dict[str, str], "template": str, "shared_stage": str, "tools_stage": str,
-                  "install": TorchInstall | None, "assembled": bool, "support": str, "gb_per_job": int, "gpu_guard": str, "labels": dict[str, str]}
+VARIABLE_TYPES = {
+    "target": Target,
+    "build_args": dict[str, str],
+    "template": str,
+    "shared_stage": str,
+    "tools_stage": str,
+    "install": TorchInstall | None,
+    "assembled": bool,
+    "support": str,
+    "gb_per_job": int,
+    "gpu_guard": str,
+    "labels": dict[str, str],
+}
 
 
 def template_name(flavor: str) -> str:
@@ -133,4 +143,3 @@ def build_args(target: Target) -> dict[str, str]:
         # PIP_PRE lets pip take dev builds; the date makes each day's nightly a new fingerprint
         args.update({"PIP_PRE": "1", "NIGHTLY_DATE": target.channel_date})
     return args
-

@@ -109,7 +109,6 @@ def _parent(tree: jinja2.nodes.Template, filename: str) -> tuple[str, str, int] 
     return None
 
 
-
 Meanwhile = Callable[[], bool]  # a step of the caller's own work, done while it waits; False once none is left
 
 
@@ -134,8 +133,15 @@ class BoundedRunner(Protocol):
 
 
 class Renderer:
-    def __init__(self, loader: jinja2.BaseLoader, source: str, support: Mapping[str, bytes], compat: Compat | None,
-                 bounded: BoundedRunner | None = None, marker: str = "") -> None:
+    def __init__(
+        self,
+        loader: jinja2.BaseLoader,
+        source: str,
+        support: Mapping[str, bytes],
+        compat: Compat | None,
+        bounded: BoundedRunner | None = None,
+        marker: str = "",
+    ) -> None:
         """`support`: the image-side scripts every build context carries (SUPPORT_FILES, by name); `compat`: the
         facts install plans come from (None: a renderer of images already planned, the template worker); `bounded`:
         where renders of templates that are not buildkit's own go; None renders every template here (for
@@ -171,10 +177,13 @@ class Renderer:
         except jinja2.TemplateNotFound:
             if referrer:
                 raise UserError(Problem(referrer, f"template {name!r} is not in the template folders (target {target.id})")) from None
-            raise UserError(Problem(
-                "templates", f"no template {name} for flavor {target.flavor!r} (target {target.id}); "
-                "add it to your template_dir or use a built-in flavor (runtime, devel)",
-            )) from None
+            raise UserError(
+                Problem(
+                    "templates",
+                    f"no template {name} for flavor {target.flavor!r} (target {target.id}); "
+                    "add it to your template_dir or use a built-in flavor (runtime, devel)",
+                )
+            ) from None
 
     def templates_digest(self, name: str, target: Target) -> str:
         """sha256 of the sources of `name` and every template it extends, includes or imports."""
@@ -198,8 +207,13 @@ class Renderer:
                 sources[current], references = self._references[current]
                 for referenced in references:
                     if referenced is None:
-                        raise UserError(Problem(current, "a template may include or extend only templates named in quotes "
-                                                         f"(a computed name cannot be fingerprinted) (target {target.id})"))
+                        raise UserError(
+                            Problem(
+                                current,
+                                "a template may include or extend only templates named in quotes "
+                                f"(a computed name cannot be fingerprinted) (target {target.id})",
+                            )
+                        )
                     pending.append((referenced, current))
             self._refuse_extends_cycle(name, target)
             text = "".join(f"{key}:{len(value)}:{value}\n" for key, value in sorted(sources.items()))
@@ -214,9 +228,10 @@ class Renderer:
         while (parent := self._parents.get(chain[-1])) is not None:
             if parent[0] in chain:
                 _, filename, line = self._parents[chain[chain.index(parent[0])]] or parent
-                loop = " -> ".join([*chain[chain.index(parent[0]):], parent[0]])
-                raise UserError(Problem(filename, f"template extends itself ({loop}), so it would recurse without end; "
-                                                  f"{SHADOWING_HINT} (target {target.id})", line=line))
+                loop = " -> ".join([*chain[chain.index(parent[0]) :], parent[0]])
+                raise UserError(
+                    Problem(filename, f"template extends itself ({loop}), so it would recurse without end; {SHADOWING_HINT} (target {target.id})", line=line)
+                )
             chain.append(parent[0])
 
     def plan(self, target: Target) -> PlannedImage:
@@ -286,13 +301,14 @@ class Renderer:
                 texts[index] = text
         bounded = [index for index, item in enumerate(items) if index not in texts and self._is_bounded(item)]
         if bounded:
-            # _is_bounded holds only where there is a bounded runner
-            texts.update(zip(bounded, self.bounded.render_all(self.loader, self.source,  # type: ignore[union-attr]
-                                                              [items[index] for index in bounded])))
+            runner = self.bounded
+            assert runner is not None  # _is_bounded holds only where there is a bounded runner
+            texts.update(zip(bounded, runner.render_all(self.loader, self.source, [items[index] for index in bounded])))
         # Rendered's fields are PlannedImage's, in order, then its own
-        return tuple(Rendered(*planned_values(item), dockerfile=texts[index] if index in texts else self.text(item),
-                              support=self._support_of(item))
-                     for index, item in enumerate(items))
+        return tuple(
+            Rendered(*planned_values(item), dockerfile=texts[index] if index in texts else self.text(item), support=self._support_of(item))
+            for index, item in enumerate(items)
+        )
 
     def prepare(self) -> None:
         """Before rendering: the bounded runner gets ready while the caller plans, where a team template is in use."""
@@ -332,8 +348,7 @@ class Renderer:
         name = template_name(target.flavor)
         self.templates_digest(name, target)  # a template that cannot be found or parsed fails here, as in plan()
         install = None if target.flavor == SOURCE_FLAVOR else self._install(target)
-        return PlannedImage(target, name, build_args(target), {**labels.image_labels(target, self.source), labels.FINGERPRINT: _DRAFT},
-                            _DRAFT, install)
+        return PlannedImage(target, name, build_args(target), {**labels.image_labels(target, self.source), labels.FINGERPRINT: _DRAFT}, _DRAFT, install)
 
     def _render_alone(self, batch: list[PlannedImage]) -> None:
         runner = self.bounded if self._is_bounded(batch[0]) else None
@@ -349,8 +364,9 @@ class Renderer:
             found = self._bounded[planned.template] = self.bounded is not None and not self.builtin(planned)
         return found
 
-    def _shaped(self, planned: PlannedImage, write: bool = True, plan: Callable[[], PlannedImage] | None = None,
-                meanwhile: Meanwhile | None = None) -> str | None:
+    def _shaped(
+        self, planned: PlannedImage, write: bool = True, plan: Callable[[], PlannedImage] | None = None, meanwhile: Meanwhile | None = None
+    ) -> str | None:
         """The image's text from its template's shape for its values (a shape rendered from it, or from `plan()`
         where it is a draft, when none of the template's shapes so far stands for it); with `write` False, "ok"
         once its size is checked. None where the template has no shape, or the shape cannot write these values:
@@ -392,8 +408,9 @@ class Renderer:
 
     def _over_output(self, planned: PlannedImage, limit: int) -> Problem:
         filename = self._template(planned.template, planned.target).filename or planned.template
-        return Problem(filename, f"the template writes more than {limit:,} characters, beyond its budget (a Dockerfile "
-                                 f"is kilobytes) (target {planned.target.id})")
+        return Problem(
+            filename, f"the template writes more than {limit:,} characters, beyond its budget (a Dockerfile is kilobytes) (target {planned.target.id})"
+        )
 
     def shape_data(self, planned: PlannedImage, limit: int | None = None) -> ShapeData | None:
         """The shape of this image's render: its template rendered with every value a hole, each value it looks
@@ -408,8 +425,9 @@ class Renderer:
             recorder = Recorder(real, self.marker, TEXT_FILTERS)  # its filters: the names that derive a hole
             self.environment.recording = recorder
             try:
-                text = self._generate(template, {name: recorder.view(value, (name,), VARIABLE_TYPES.get(name)) for name, value in variables.items()},
-                                      planned, limit)
+                text = self._generate(
+                    template, {name: recorder.view(value, (name,), VARIABLE_TYPES.get(name)) for name, value in variables.items()}, planned, limit
+                )
             except NotParametric as refused:
                 if refused.patterns <= real:
                     return None  # nothing left to make real

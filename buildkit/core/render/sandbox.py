@@ -47,22 +47,24 @@ def dockerfile_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
-
 MAX_PRODUCT_ITEMS = 1_000_000  # characters or items one `*` may produce: a Dockerfile is a few KB
 MAX_EXPONENT = 256
 # The text filters a shape applies to a hole's value when it fills a target's text (buildkit.core.render.shapes), with how
 # long they make a text of n characters at most: quote's worst is a ' as '"'"' (5), dockerfile_string escapes each
 # character with one backslash at most, and both add two quotes.
 # Filling applies them to thousands of targets' values, many the same (a vendor, a Python): their results are kept.
-TEXT_FILTERS = {"shell_quote": TextFilter(functools.lru_cache(4096)(shlex.quote), 5, 2),
-                "dockerfile_string": TextFilter(functools.lru_cache(4096)(dockerfile_string), 2, 2)}
+TEXT_FILTERS = {
+    "shell_quote": TextFilter(functools.lru_cache(4096)(shlex.quote), 5, 2),
+    "dockerfile_string": TextFilter(functools.lru_cache(4096)(dockerfile_string), 2, 2),
+}
 
 
 def _public_attributes(record: type) -> set[str]:
     """What a template may read of a record straight: its fields and its public properties (plain data computed
     from them)."""
-    computed = (name for klass in record.__mro__ for name, value in vars(klass).items()
-                if isinstance(value, (property, cached_property)) and not name.startswith("_"))
+    computed = (
+        name for klass in record.__mro__ for name, value in vars(klass).items() if isinstance(value, (property, cached_property)) and not name.startswith("_")
+    )
     return {*(field.name for field in dataclasses.fields(record)), *computed}
 
 
@@ -95,7 +97,8 @@ class Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     While `recording` is set, the render is a shape render: the hooks below give holes their meaning."""
 
     TRUSTED: ClassVar[dict[type, set[str]]] = {
-        record: _public_attributes(record) for record in (Target, User, Twin, TorchInstall, InstallLayer, LayerCopy, Narrowing, Vendor)}
+        record: _public_attributes(record) for record in (Target, User, Twin, TorchInstall, InstallLayer, LayerCopy, Narrowing, Vendor)
+    }
     intercepted_binops = frozenset({"*", "**"})
     code_generator_class = _CodeGenerator
     recording: Recorder | None = None
@@ -214,9 +217,7 @@ def template_problem(name: str, error: BaseException, target: Target) -> Problem
     return Problem(where, f"{_one_line(message)} (target {target.id})", line=line)
 
 
-SHADOWING_HINT = ("a team template of a built-in name shadows it: give yours a flavor's name, <flavor>.Dockerfile.j2, "
-                   "to extend the built-in one")
-
+SHADOWING_HINT = "a team template of a built-in name shadows it: give yours a flavor's name, <flavor>.Dockerfile.j2, to extend the built-in one"
 
 
 def _one_line(text: str) -> str:

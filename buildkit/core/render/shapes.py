@@ -52,11 +52,27 @@ JOIN = "\ue002join:"
 
 # Filters that read their argument only through the protocols holes support (iteration, length, a mapping's
 # items, the environment's getattr), so they take holes as they are.
-PASS_THROUGH_FILTERS = frozenset({"list", "length", "count", "first", "last", "dictsort", "map", "select", "reject",
-                                  "default", "d"})
+PASS_THROUGH_FILTERS = frozenset({"list", "length", "count", "first", "last", "dictsort", "map", "select", "reject", "default", "d"})
 # Tests that depend on a value's type alone (a guard fixes it): answered from the representative's value.
-TYPE_TESTS = frozenset({"defined", "undefined", "none", "string", "mapping", "sequence", "iterable", "callable",
-                        "number", "integer", "float", "boolean", "true", "false", "escaped"})
+TYPE_TESTS = frozenset(
+    {
+        "defined",
+        "undefined",
+        "none",
+        "string",
+        "mapping",
+        "sequence",
+        "iterable",
+        "callable",
+        "number",
+        "integer",
+        "float",
+        "boolean",
+        "true",
+        "false",
+        "escaped",
+    }
+)
 
 
 class NotParametric(BaseException):
@@ -106,11 +122,46 @@ class Symbolic:
 
 # Every operation Python offers on a value refuses on a stand-in (the subclasses below allow some): comparing,
 # hashing, converting, iterating, indexing, arithmetic, calling. Set on the class after it is made, as a loop.
-for _operation in ("__str__", "__repr__", "__format__", "__bool__", "__len__", "__iter__", "__reversed__", "__contains__",
-                   "__hash__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__getitem__", "__add__", "__radd__",
-                   "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__floordiv__",
-                   "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__neg__", "__pos__", "__abs__",
-                   "__invert__", "__int__", "__float__", "__index__", "__call__"):
+for _operation in (
+    "__str__",
+    "__repr__",
+    "__format__",
+    "__bool__",
+    "__len__",
+    "__iter__",
+    "__reversed__",
+    "__contains__",
+    "__hash__",
+    "__eq__",
+    "__ne__",
+    "__lt__",
+    "__le__",
+    "__gt__",
+    "__ge__",
+    "__getitem__",
+    "__add__",
+    "__radd__",
+    "__sub__",
+    "__rsub__",
+    "__mul__",
+    "__rmul__",
+    "__truediv__",
+    "__rtruediv__",
+    "__floordiv__",
+    "__rfloordiv__",
+    "__mod__",
+    "__rmod__",
+    "__pow__",
+    "__rpow__",
+    "__neg__",
+    "__pos__",
+    "__abs__",
+    "__invert__",
+    "__int__",
+    "__float__",
+    "__index__",
+    "__call__",
+):
     setattr(Symbolic, _operation, _refuse)
 
 
@@ -150,8 +201,7 @@ class Sequence(Symbolic):
     def _elements(self) -> list[object]:
         self._recorder.guard(self._path, LENGTH)
         self._recorder.iterated[self._path] = self._real
-        return [self._recorder.view(element, (*self._path, (ITEM, index)), _element(self._declared, index))
-                for index, element in enumerate(self._real)]
+        return [self._recorder.view(element, (*self._path, (ITEM, index)), _element(self._declared, index)) for index, element in enumerate(self._real)]
 
     def __iter__(self) -> Iterator[object]:
         return iter(self._elements())
@@ -327,8 +377,19 @@ class Recorder:
         if value is None or kind in (bool, int, float) or pattern(path) in self.real:
             self.guard(path, VALUE)
             return value
-        proxy: type[Symbolic] | None = (Hole if kind is str else Sequence if kind in (tuple, list) else Table if kind is dict
-                                        else Record if _is_record(value) else Function if kind is FunctionType else None)
+        proxy: type[Symbolic] | None = (
+            Hole
+            if kind is str
+            else Sequence
+            if kind in (tuple, list)
+            else Table
+            if kind is dict
+            else Record
+            if _is_record(value)
+            else Function
+            if kind is FunctionType
+            else None
+        )
         if proxy is None:
             self.guard(path, VALUE)
             return value
@@ -450,7 +511,7 @@ class Recorder:
         literals, slots = [], []
         start = 0
         for found in self._markers.finditer(text):
-            literals.append(text[start:found.start()])
+            literals.append(text[start : found.start()])
             slots.append(int(found.group(1)))
             start = found.end()
         literals.append(text[start:])
@@ -469,15 +530,23 @@ class ShapeData:
     real: frozenset[Path]  # the patterns the render read as real values
 
     def to_json(self) -> dict[str, list[Any]]:
-        return {"guards": [[_path_json(path), kind] for path, kind in self.guards],
-                "values": [[_path_json(path), list(transforms)] for path, transforms in self.values],
-                "literals": list(self.literals), "slots": list(self.slots), "real": [_path_json(path) for path in self.real]}
+        return {
+            "guards": [[_path_json(path), kind] for path, kind in self.guards],
+            "values": [[_path_json(path), list(transforms)] for path, transforms in self.values],
+            "literals": list(self.literals),
+            "slots": list(self.slots),
+            "real": [_path_json(path) for path in self.real],
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ShapeData:
-        return cls(tuple((_path_of(path), str(kind)) for path, kind in data["guards"]),
-                   tuple((_path_of(path), tuple(map(str, transforms))) for path, transforms in data["values"]),
-                   tuple(map(str, data["literals"])), tuple(map(int, data["slots"])), frozenset(map(_path_of, data["real"])))
+        return cls(
+            tuple((_path_of(path), str(kind)) for path, kind in data["guards"]),
+            tuple((_path_of(path), tuple(map(str, transforms))) for path, transforms in data["values"]),
+            tuple(map(str, data["literals"])),
+            tuple(map(int, data["slots"])),
+            frozenset(map(_path_of, data["real"])),
+        )
 
 
 def _path_json(path: Path) -> list[Any]:
@@ -551,8 +620,13 @@ class PathTree:
     their install plan, across flavors too) gives the same answers again, since records are frozen. A variable
     asked only for itself (a stage's name) is read inline."""
 
-    def __init__(self, getattr_: Callable[[Any, str], Any], requests: Iterable[tuple[Path, str]],
-                 trusted: Mapping[type, Iterable[str]] = {}, sample: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        getattr_: Callable[[Any, str], Any],
+        requests: Iterable[tuple[Path, str]],
+        trusted: Mapping[type, Iterable[str]] = {},
+        sample: Mapping[str, Any] | None = None,
+    ) -> None:
         """`trusted`: per record type, the attributes getattr_ reads with Python's getattr; `sample`: a target's
         variables, whose records' types the code checks first for those (a type check, not a table look-up)."""
         self._getattr, self._trusted = getattr_, trusted
@@ -574,22 +648,27 @@ class PathTree:
             body: list[str] = []
             constants: list[Any] = []
             self._emit(root, (name,), "v", 2, body, constants, (sample or {}).get(name, _MISSING), first)
-            readers.append(_variable_reader(getattr_, "\n".join(body), tuple((type(item), item) for item in constants),
-                                            len(self.position) - first))
-        answers = [f"variables.get(N[{index}], MISSING)" if reader is None else f"*R[{index}](variables.get(N[{index}], MISSING))"
-                   for index, reader in enumerate(readers)]
+            readers.append(_variable_reader(getattr_, "\n".join(body), tuple((type(item), item) for item in constants), len(self.position) - first))
+        answers = [
+            f"variables.get(N[{index}], MISSING)" if reader is None else f"*R[{index}](variables.get(N[{index}], MISSING))"
+            for index, reader in enumerate(readers)
+        ]
         code = f"lambda variables: [{', '.join(answers)}]"
         self.read: Callable[[Mapping[str, Any]], list[Any]] = eval(code, {"R": readers, "N": list(roots), "MISSING": _MISSING})
         self.size = len(self.position)
 
-    def _emit(self, node: _Node, path: Path, value: str, depth: int, lines: list[str], constants: list[Any], sample: Any,
-              first: int) -> None:
+    def _emit(self, node: _Node, path: Path, value: str, depth: int, lines: list[str], constants: list[Any], sample: Any, first: int) -> None:
         """The code that reads `node`'s requests into `out`, numbered from `first` (the variable's first answer)."""
         indent = "    " * depth
         for kind in node.kinds:
             self.position[(path, kind)] = len(self.position)
-            answer = {TEXT: value, TYPE: f"type({value})", LENGTH: f"length({value})", KEYS: f"keys({value})",
-                      VALUE: f"{value} if type({value}) in PLAIN else frozen({value})"}[kind]
+            answer = {
+                TEXT: value,
+                TYPE: f"type({value})",
+                LENGTH: f"length({value})",
+                KEYS: f"keys({value})",
+                VALUE: f"{value} if type({value}) in PLAIN else frozen({value})",
+            }[kind]
             lines.append(f"{indent}out[{self.position[(path, kind)] - first}] = {answer}")
         for step, child in node.children.items():
             constants.append(step[1])
@@ -600,8 +679,13 @@ class PathTree:
             else:
                 read = {ATTRIBUTE: f"ga({value}, {argument})", ITEM: f"{value}[{argument}]", CALL: f"call({value}, {argument})"}[step[0]]
             inner = f"v{depth}"
-            lines += [f"{indent}try:", f"{indent}    {inner} = {read}", f"{indent}except ERRORS:", f"{indent}    {inner} = MISSING",
-                      f"{indent}if {inner} is not MISSING:"]
+            lines += [
+                f"{indent}try:",
+                f"{indent}    {inner} = {read}",
+                f"{indent}except ERRORS:",
+                f"{indent}    {inner} = MISSING",
+                f"{indent}if {inner} is not MISSING:",
+            ]
             before = len(lines)
             self._emit(child, (*path, step), inner, depth + 1, lines, constants, self._sample_step(sample, step), first)
             if len(lines) == before:
@@ -630,18 +714,28 @@ def read(v):
 
 
 @functools.lru_cache(256)
-def _variable_reader(getattr_: Callable[[Any, str], Any], body: str, typed_constants: tuple[tuple[type, Any], ...],
-                     size: int) -> Callable[[Any], list[Any]]:
+def _variable_reader(getattr_: Callable[[Any, str], Any], body: str, typed_constants: tuple[tuple[type, Any], ...], size: int) -> Callable[[Any], list[Any]]:
     """One variable's compiled reader, made once for every tree that asks the same of it (its code, its steps'
     arguments, typed so that 1 and True stay apart, and the sandbox's getattr). The list it answers is shared:
     callers copy it."""
+
     def read_attribute(value: Any, name: str) -> Any:  # what the sandbox reads, _MISSING for its Undefined
         found = getattr_(value, name)
         return _MISSING if isinstance(found, Undefined) else found
 
-    namespace: dict[str, Any] = {"MISSING": _MISSING, "SIZE": size, "K": [item for _, item in typed_constants], "LAST": [_MISSING, [_MISSING] * size],
-                 "ga": read_attribute, "call": _call, "ERRORS": _READ_ERRORS, "length": _length, "keys": _keys,
-                 "frozen": frozen, "PLAIN": _PLAIN}
+    namespace: dict[str, Any] = {
+        "MISSING": _MISSING,
+        "SIZE": size,
+        "K": [item for _, item in typed_constants],
+        "LAST": [_MISSING, [_MISSING] * size],
+        "ga": read_attribute,
+        "call": _call,
+        "ERRORS": _READ_ERRORS,
+        "length": _length,
+        "keys": _keys,
+        "frozen": frozen,
+        "PLAIN": _PLAIN,
+    }
     exec(compile(_READER.format(body=body or "        pass"), "<buildkit path tree>", "exec"), namespace)
     read: Callable[[Any], list[Any]] = namespace["read"]
     return read
@@ -680,18 +774,20 @@ class Shape:
     def __init__(self, data: ShapeData, filters: Mapping[str, TextFilter]) -> None:
         self.data = data
         # a joined sequence's slot: its separator (the last name), the filters before it apply to each element
-        joins = [names[-1][len(JOIN):] if names and names[-1].startswith(JOIN) else None for _, names in data.values]
+        joins = [names[-1][len(JOIN) :] if names and names[-1].startswith(JOIN) else None for _, names in data.values]
         chains = [names[:-1] if join is not None else names for (_, names), join in zip(data.values, joins)]
         unknown = {name for names in chains for name in names if name not in filters}
         if unknown or any(slot >= len(data.values) for slot in data.slots) or len(data.literals) != len(data.slots) + 1:
             raise Unsupported(f"a shape with unknown filters {sorted(unknown)} or slots")
         self._filters = [tuple(filters[name] for name in names) for names in chains]
         # the values a filter changes, with their chains: most values are written as they are
-        self._filtered = [(index, tuple(text_filter.function for text_filter in chain))
-                          for index, chain in enumerate(self._filters) if chain and joins[index] is None]
+        self._filtered = [
+            (index, tuple(text_filter.function for text_filter in chain)) for index, chain in enumerate(self._filters) if chain and joins[index] is None
+        ]
         # the joined sequences: each element through its chain, then the separator between them
-        self._joined = [(index, tuple(text_filter.function for text_filter in self._filters[index]), join)
-                        for index, join in enumerate(joins) if join is not None]
+        self._joined = [
+            (index, tuple(text_filter.function for text_filter in self._filters[index]), join) for index, join in enumerate(joins) if join is not None
+        ]
         # each slot's text among the values' texts, picked at C speed (a slot may repeat a value)
         self._slot_texts: Callable[[list[str]], tuple[str, ...]] = _picker(list(data.slots))
         # the text is its literals with each slot's text between them: one join (str.format would scan the

@@ -87,8 +87,13 @@ def model_host(gpu: GpuModel, compat: Compat, engine: EngineFacts | None = DOCKE
     if gpu.vendor == NVIDIA.name:
         node = DeviceNode("/dev/nvidia0", "", 0, True)
         cdi = (CdiSpec("/etc/cdi/nvidia.yaml", NVIDIA.cdi_kind, (CdiDevice("all", (node.path,)), CdiDevice("0", (node.path,)))),)
-        return HostFacts(gpus=(device,), nvidia_driver=newest_driver(compat), nvidia_nodes=(node,),
-                         cdi_specs=cdi if engine is not None and engine.kind == "podman" else (), engine=engine)
+        return HostFacts(
+            gpus=(device,),
+            nvidia_driver=newest_driver(compat),
+            nvidia_nodes=(node,),
+            cdi_specs=cdi if engine is not None and engine.kind == "podman" else (),
+            engine=engine,
+        )
     kfd, render = (DeviceNode(path, "render", MODEL_RENDER_GID, True) for path in ("/dev/kfd", "/dev/dri/renderD128"))
     return HostFacts(gpus=(device,), amdgpu_loaded=True, kfd=kfd, render_nodes=(render,), engine=engine)
 
@@ -198,9 +203,18 @@ def chooser(targets: Sequence[Target], compat: Compat, pages: Mapping[str, str],
         row = [answers.answer(gpu, by_torch[torch], python) for torch, python in combos]
         decisions[gpu.key] = rows.setdefault(json.dumps(row), len(rows))
     # rows[decisions[gpu key]][i] answers combos[i]: [image index or -1, [[text index, fix index], ...]]
-    data = {"fields": IMAGE_FIELDS, "images": answers.images, "pages": list(answers.pages.items), "refs": list(answers.refs.items), "lines": answers.lines,
-            "texts": list(answers.texts.items), "decisions": decisions, "rows": [json.loads(row) for row in rows],
-            "combos": [f"{torch}|{python}" for torch, python in combos], "pythons": {torch: list(versions) for torch, versions in pythons.items()}}
+    data = {
+        "fields": IMAGE_FIELDS,
+        "images": answers.images,
+        "pages": list(answers.pages.items),
+        "refs": list(answers.refs.items),
+        "lines": answers.lines,
+        "texts": list(answers.texts.items),
+        "decisions": decisions,
+        "rows": [json.loads(row) for row in rows],
+        "combos": [f"{torch}|{python}" for torch, python in combos],
+        "pythons": {torch: list(versions) for torch, versions in pythons.items()},
+    }
     return Chooser(models, torches, pythons, data)
 
 
@@ -233,15 +247,25 @@ class _Answers:
         repository, colon, tag = reference.rpartition(":")  # the repository is the same for most images: once
         prefix = self.refs.index(repository + colon)
         facts = self.facts.get(target.id, {})
-        fields = {"id": target.id, "page": self.pages.index(page), "ref": prefix if tag == target.id else [prefix, tag], "vendor": target.vendor,
-                  "backend": backend_label(target), "twin": tag_of(twins[0]) if twins else "",
-                  "cpu": self.texts.finding(cpu_finding(host, self.compat, twins[0])) if twins else 0,
-                  "smoke": facts.get("smoke"), "gpu": facts.get("gpu"), "size": facts.get("size")}
+        fields = {
+            "id": target.id,
+            "page": self.pages.index(page),
+            "ref": prefix if tag == target.id else [prefix, tag],
+            "vendor": target.vendor,
+            "backend": backend_label(target),
+            "twin": tag_of(twins[0]) if twins else "",
+            "cpu": self.texts.finding(cpu_finding(host, self.compat, twins[0])) if twins else 0,
+            "smoke": facts.get("smoke"),
+            "gpu": facts.get("gpu"),
+            "size": facts.get("size"),
+        }
         self.images.append([fields[name] for name in IMAGE_FIELDS])
         if target.vendor not in self.lines:
-            self.lines[target.vendor] = {"docker": run_prefix("docker", target.vendor, host),
-                                         "podman": run_prefix("podman", target.vendor, model_host(gpu, self.compat, PODMAN)),
-                                         "resource": of_vendor(target.vendor).k8s_resource}
+            self.lines[target.vendor] = {
+                "docker": run_prefix("docker", target.vendor, host),
+                "podman": run_prefix("podman", target.vendor, model_host(gpu, self.compat, PODMAN)),
+                "resource": of_vendor(target.vendor).k8s_resource,
+            }
         return self.indexes[target.id]
 
 

@@ -53,8 +53,7 @@ class Evidence:
 
     def merged(self, later: Evidence) -> Evidence:
         """This record with what a later document says: its values win where it has them; tags gather."""
-        changes = {f.name: getattr(later, f.name) for f in fields(later)
-                   if f.name not in _TIED and not _empty(getattr(later, f.name))}
+        changes = {f.name: getattr(later, f.name) for f in fields(later) if f.name not in _TIED and not _empty(getattr(later, f.name))}
         for field, tied in _TIED.items():  # said together with another field, or not at all
             if tied and not _empty(getattr(later, tied)):
                 changes[field] = getattr(later, field)
@@ -166,48 +165,79 @@ def _built(reader: _Reader, target: Mapping[str, Any], path: str) -> Evidence:
         passed = reader.value(smoke, "passed", f"{path}smoke.", bool, "true or false")
         kernels = reader.text(smoke, "kernels", f"{path}smoke.")
     return Evidence(
-        target=_target(reader, target, path), status=reader.text(target, "status", path), smoke=passed, kernels=kernels or "",
-        error=reader.text(target, "error", path), digest=reader.text(target, "digest", path), size=reader.count(target, "size", path),
-        tags=reader.texts(target, "tags", path), layers=_layers(reader, target, path),
+        target=_target(reader, target, path),
+        status=reader.text(target, "status", path),
+        smoke=passed,
+        kernels=kernels or "",
+        error=reader.text(target, "error", path),
+        digest=reader.text(target, "digest", path),
+        size=reader.count(target, "size", path),
+        tags=reader.texts(target, "tags", path),
+        layers=_layers(reader, target, path),
     )
 
 
 def _published(reader: _Reader, target: Mapping[str, Any], path: str) -> Evidence:
     status = reader.text(target, "status", path)
     return Evidence(
-        target=_target(reader, target, path), status=status, error=reader.text(target, "error", path),
+        target=_target(reader, target, path),
+        status=status,
+        error=reader.text(target, "error", path),
         # published: it passed its smoke test in this run; skipped-unchanged: the same image was published after passing it
         smoke=True if status in ("published", "skipped-unchanged") else False if status == "failed" else None,
-        digest=reader.text(target, "digest", path), size=reader.count(target, "size", path), tags=reader.texts(target, "tags", path),
+        digest=reader.text(target, "digest", path),
+        size=reader.count(target, "size", path),
+        tags=reader.texts(target, "tags", path),
     )
 
 
 def _verification(reader: _Reader, document: Mapping[str, Any]) -> Evidence:
-    checks = tuple(Check(reader.text(check, "name", f"checks[{index}]."),
-                         reader.value(check, "passed", f"checks[{index}].", bool, "true or false", False),
-                         reader.text(check, "detail", f"checks[{index}]."))
-                   for index, check in enumerate(reader.objects(document, "checks")))
+    checks = tuple(
+        Check(
+            reader.text(check, "name", f"checks[{index}]."),
+            reader.value(check, "passed", f"checks[{index}].", bool, "true or false", False),
+            reader.text(check, "detail", f"checks[{index}]."),
+        )
+        for index, check in enumerate(reader.objects(document, "checks"))
+    )
     tests = tuple(reader.text(test, "summary", f"gpu_tests[{index}].") for index, test in enumerate(reader.objects(document, "gpu_tests")))
-    layers = tuple(BuiltLayer(reader.text(layer, "digest", f"layers[{index}]."), reader.count(layer, "bytes", f"layers[{index}].") or 0,
-                              reader.text(layer, "name", f"layers[{index}]."))
-                   for index, layer in enumerate(reader.objects(document, "layers")))
+    layers = tuple(
+        BuiltLayer(
+            reader.text(layer, "digest", f"layers[{index}]."),
+            reader.count(layer, "bytes", f"layers[{index}].") or 0,
+            reader.text(layer, "name", f"layers[{index}]."),
+        )
+        for index, layer in enumerate(reader.objects(document, "layers"))
+    )
     image = reader.text(document, "image")
     return Evidence(
-        target=_target(reader, document, "", "target"), digest=image.partition("@")[2], checks=checks,
-        signatures_checked=reader.value(document, "signatures_checked", "", bool, "true or false", False), gpu_tests=tests,
-        layers=layers, layers_compressed=bool(layers), created=reader.text(document, "created"),
+        target=_target(reader, document, "", "target"),
+        digest=image.partition("@")[2],
+        checks=checks,
+        signatures_checked=reader.value(document, "signatures_checked", "", bool, "true or false", False),
+        gpu_tests=tests,
+        layers=layers,
+        layers_compressed=bool(layers),
+        created=reader.text(document, "created"),
     )
 
 
 def _sbom(reader: _Reader, document: Mapping[str, Any]) -> Evidence:
     metadata = reader.value(document, "metadata", "", Mapping, "an object", {})
     root = reader.value(metadata, "component", "metadata.", Mapping, "an object", {})
-    properties = {reader.text(item, "name", f"metadata.component.properties[{index}]."): reader.text(item, "value", f"metadata.component.properties[{index}].")
-                  for index, item in enumerate(reader.objects(root, "properties", "metadata.component."))}
+    properties = {
+        reader.text(item, "name", f"metadata.component.properties[{index}]."): reader.text(item, "value", f"metadata.component.properties[{index}].")
+        for index, item in enumerate(reader.objects(root, "properties", "metadata.component."))
+    }
     target = properties.get(labels.TARGET, "")
     if not target:
-        raise UserError(Problem(reader.name, f"an SBOM of an image without the {labels.TARGET} label: not an image buildkit built "
-                                             "(`buildkit sbom` records the image's labels as properties)"))
+        raise UserError(
+            Problem(
+                reader.name,
+                f"an SBOM of an image without the {labels.TARGET} label: not an image buildkit built "
+                "(`buildkit sbom` records the image's labels as properties)",
+            )
+        )
     packages, os_name = [], ""
     for index, component in enumerate(reader.objects(document, "components")):
         path = f"components[{index}]."
@@ -217,5 +247,9 @@ def _sbom(reader: _Reader, document: Mapping[str, Any]) -> Evidence:
             packages.append(Package(ecosystem, reader.text(component, "name", path), reader.text(component, "version", path), purl))
         elif reader.text(component, "type", path) == "operating-system":
             os_name = reader.text(component, "description", path) or f"{reader.text(component, 'name', path)} {reader.text(component, 'version', path)}"
-    return Evidence(target=target, packages=tuple(sorted(packages, key=lambda p: (p.ecosystem, p.name, p.version))), os_name=os_name,
-                    created=properties.get(labels.CREATED, ""))
+    return Evidence(
+        target=target,
+        packages=tuple(sorted(packages, key=lambda p: (p.ecosystem, p.name, p.version))),
+        os_name=os_name,
+        created=properties.get(labels.CREATED, ""),
+    )

@@ -71,8 +71,9 @@ class Sharing:
         """The fewest dimensions whose group of images is exactly those holding the layer, named; "" for none."""
         if digest not in self.described:
             held = frozenset(self.holders.get(digest, ()))
-            self.described[digest] = next((_name(target, dims, len(held) - 1) for dims, groups in self.groups
-                                           if groups.get(tuple(_value(target, d) for d in dims)) == held), "")
+            self.described[digest] = next(
+                (_name(target, dims, len(held) - 1) for dims, groups in self.groups if groups.get(tuple(_value(target, d) for d in dims)) == held), ""
+            )
         return self.described[digest]
 
     def of(self, digest: str, target: Target, twins: Sequence[str]) -> Holders:

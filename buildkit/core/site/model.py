@@ -130,8 +130,12 @@ class ImageEntry:
     @property
     def missing(self) -> tuple[str, ...]:
         """The documents of it the site was not given."""
-        lacking = {"report": not self.evidence.status, "SBOM": not self.packages, "verification": not self.evidence.checks,
-                   "SBOM of the previous nightly": self.diff is None}
+        lacking = {
+            "report": not self.evidence.status,
+            "SBOM": not self.packages,
+            "verification": not self.evidence.checks,
+            "SBOM of the previous nightly": self.diff is None,
+        }
         return tuple(what for what, lacks in lacking.items() if lacks)
 
 
@@ -278,7 +282,7 @@ def _version(text: str) -> float:
         release = Version(text).release
     except ValueError:
         return -1.0
-    number: float = sum(part / 100 ** index for index, part in enumerate(release[:4]))  # (int ** int is typed Any: a power may be a float)
+    number: float = sum(part / 100**index for index, part in enumerate(release[:4]))  # (int ** int is typed Any: a power may be a float)
     return number
 
 
@@ -295,7 +299,7 @@ def _rows(targets: Sequence[Target]) -> list[tuple[tuple[str, str, str], list[Ta
 
 
 def _parts(members: Sequence[Target]) -> list[Sequence[Target]]:
-    return [members[start:start + ROW_PAGE_IMAGES] for start in range(0, len(members), ROW_PAGE_IMAGES)]
+    return [members[start : start + ROW_PAGE_IMAGES] for start in range(0, len(members), ROW_PAGE_IMAGES)]
 
 
 def _row_path(row: tuple[str, str, str], part: int, parts: int) -> str:
@@ -317,15 +321,19 @@ def _sizes(images: Sequence[ImageEntry]) -> BarChart | None:
     for torch in sorted({image.target.torch for image in sized}, key=Version, reverse=True)[:3]:
         of_torch = [image for image in sized if image.target.torch == torch]
         python = max({image.target.python for image in of_torch}, key=Version)
-        chosen = sorted((image for image in of_torch if image.target.python == python),
-                        key=lambda i: (-of_vendor(i.target.vendor).routing_rank, -_version(i.target.backend_version), i.target.family))
+        chosen = sorted(
+            (image for image in of_torch if image.target.python == python),
+            key=lambda i: (-of_vendor(i.target.vendor).routing_rank, -_version(i.target.backend_version), i.target.family),
+        )
         groups.append((f"torch {torch}, Python {python}", [Item(image.backend, image.evidence.size or 0, image.target.vendor) for image in chosen]))
     return bar_chart("Image size per GPU family", "The size of each runtime image, by the GPUs it is built for.", groups)
 
 
 def _hand_written() -> BarChart:
-    groups = [(scenario, [Item("hand-written Dockerfile", by_hand * 1_000_000, "hand"), Item("buildkit", ours * 1_000_000, "nvidia")])
-              for scenario, by_hand, ours in HAND_WRITTEN]
+    groups = [
+        (scenario, [Item("hand-written Dockerfile", by_hand * 1_000_000, "hand"), Item("buildkit", ours * 1_000_000, "nvidia")])
+        for scenario, by_hand, ours in HAND_WRITTEN
+    ]
     chart = bar_chart("What a node pulls, against a hand-written image", f"Measured by {HAND_WRITTEN_SOURCE}.", groups)
     assert chart is not None  # the groups are constants
     return chart
@@ -360,17 +368,21 @@ def _context(targets: Sequence[Target], compat: Compat, today: Mapping[str, Evid
     for vendor in VENDORS:
         model = next((gpu for gpu in gpus if gpu.vendor == vendor.name), None)
         if model is not None:  # the flags depend on the vendor only, not on which of its GPUs
-            lines[vendor.name] = (run_prefix("docker", vendor.name, model_host(model, compat)),
-                                  run_prefix("podman", vendor.name, model_host(model, compat, PODMAN)))
+            lines[vendor.name] = (
+                run_prefix("docker", vendor.name, model_host(model, compat)),
+                run_prefix("podman", vendor.name, model_host(model, compat, PODMAN)),
+            )
     packages = {target.id: today[target.id].packages for target in targets if target.id in today}
-    return _Context(compat, today, previous, gpus, Sharing(targets, holders, SHARERS_SHOWN), lines,
-                    base_lists(targets, packages, PACKAGES_SHOWN), Placements(compat))
+    return _Context(
+        compat, today, previous, gpus, Sharing(targets, holders, SHARERS_SHOWN), lines, base_lists(targets, packages, PACKAGES_SHOWN), Placements(compat)
+    )
 
 
 def _layer_rows(target: Target, evidence: Evidence, twins: Sequence[Target], sharing: Sharing) -> tuple[LayerRow, ...]:
     twin_ids = [twin.id for twin in twins]
-    return tuple(LayerRow(layer, sharing.of(layer.digest, target, twin_ids) if layer.size >= SHARED_LAYER_MIN else Holders("", (), 0))
-                 for layer in evidence.layers)
+    return tuple(
+        LayerRow(layer, sharing.of(layer.digest, target, twin_ids) if layer.size >= SHARED_LAYER_MIN else Holders("", (), 0)) for layer in evidence.layers
+    )
 
 
 def _entry(item: PlannedImage, twins: tuple[Target, ...], page: str, context: _Context) -> ImageEntry:
@@ -381,10 +393,21 @@ def _entry(item: PlannedImage, twins: tuple[Target, ...], page: str, context: _C
     docker, podman = context.lines.get(target.vendor, ("docker run --rm -it", "podman run --rm -it"))
     reference = command_line(target.tags[0])
     return ImageEntry(
-        target=target, fingerprint=item.fingerprint, page=page, evidence=evidence, smoke=smoke_verdict(evidence),
-        gpu_test=gpu_verdict(evidence), floating=floating, floating_moved=moved, twins=twins, docker=f"{docker} {reference}",
-        podman=f"{podman} {reference}", placement=context.placements.of(target) if target.flavor == RUNTIME else "",
-        pull=_pull(target, evidence, twins, before, context), layers=_layer_rows(target, evidence, twins, context.sharing), previous=before,
+        target=target,
+        fingerprint=item.fingerprint,
+        page=page,
+        evidence=evidence,
+        smoke=smoke_verdict(evidence),
+        gpu_test=gpu_verdict(evidence),
+        floating=floating,
+        floating_moved=moved,
+        twins=twins,
+        docker=f"{docker} {reference}",
+        podman=f"{podman} {reference}",
+        placement=context.placements.of(target) if target.flavor == RUNTIME else "",
+        pull=_pull(target, evidence, twins, before, context),
+        layers=_layer_rows(target, evidence, twins, context.sharing),
+        previous=before,
         diff=package_diff(before.packages, evidence.packages) if before and before.packages and evidence.packages else None,
         packages=package_lists(target, evidence.packages, evidence.os_name, context.bases, PACKAGES_SHOWN),
     )
@@ -428,14 +451,23 @@ def _other_vendor(images: Sequence[ImageEntry], context: _Context) -> tuple[Othe
         other = next(vendor for vendor in VENDORS if vendor.name != image.target.vendor)
         reference = tag_of(image.target)
         named = finding.title.startswith(reference)
-        found.setdefault((other.display, finding.title[len(reference):] if named else finding.title, named), []).append(image)
-    return tuple(OtherVendor(gpus, (("it" if len(members) == 1 else "each") if named else "") + text, tuple(members))
-                 for (gpus, text, named), members in found.items())
+        found.setdefault((other.display, finding.title[len(reference) :] if named else finding.title, named), []).append(image)
+    return tuple(
+        OtherVendor(gpus, (("it" if len(members) == 1 else "each") if named else "") + text, tuple(members)) for (gpus, text, named), members in found.items()
+    )
 
 
 def _row_page(path: str, title: str, row: MatrixRow, images: Sequence[ImageEntry], context: _Context) -> RowPage:
-    return RowPage(path, title, row, tuple(images), _other_vendor(images, context), _said(images, lambda image: image.evidence.checks),
-                   _said(images, lambda image: image.packages), _said(images, lambda image: (image.missing,) if image.missing else ()))
+    return RowPage(
+        path,
+        title,
+        row,
+        tuple(images),
+        _other_vendor(images, context),
+        _said(images, lambda image: image.evidence.checks),
+        _said(images, lambda image: image.packages),
+        _said(images, lambda image: (image.missing,) if image.missing else ()),
+    )
 
 
 def _matrix(rows: Sequence[MatrixRow], images: int) -> tuple[MatrixPage, ...]:
@@ -455,8 +487,7 @@ def _matrix(rows: Sequence[MatrixRow], images: int) -> tuple[MatrixPage, ...]:
     return tuple(pages)
 
 
-def build_site(planned: Sequence[PlannedImage], compat: Compat, today: Mapping[str, Evidence], previous: Mapping[str, Evidence],
-               generated: str) -> Site:
+def build_site(planned: Sequence[PlannedImage], compat: Compat, today: Mapping[str, Evidence], previous: Mapping[str, Evidence], generated: str) -> Site:
     """The site for the planned targets, tonight's documents (`today`, by target) and the previous nightly's."""
     targets = [item.target for item in planned]
     by_pair: dict[str, list[Target]] = {}
@@ -465,31 +496,57 @@ def build_site(planned: Sequence[PlannedImage], compat: Compat, today: Mapping[s
             by_pair.setdefault(target.pair, []).append(target)
     rows = _rows(targets)
     # each row's pages: (path, title, its targets)
-    parts = {key: [(_row_path(key, number, len(split)), _row_title(key, number, len(split)), part) for number, part in enumerate(split, 1)]
-             for key, members in rows for split in [_parts(members)]}
+    parts = {
+        key: [(_row_path(key, number, len(split)), _row_title(key, number, len(split)), part) for number, part in enumerate(split, 1)]
+        for key, members in rows
+        for split in [_parts(members)]
+    }
     paths = {target.id: path for split in parts.values() for path, _, part in split for target in part}
     context = _context(targets, compat, today, previous)
-    entries = {item.target.id: _entry(item, tuple(t for t in by_pair.get(item.target.pair or "", ()) if t.vendor != item.target.vendor),
-                                      paths[item.target.id], context) for item in planned}
-    matrix_rows = [MatrixRow(*key, next((t.pair for t in members if t.pair), "") or "", tuple(entries[t.id] for t in members))
-                   for key, members in rows]
-    pages = [_row_page(path, title, matrix_row, [entries[target.id] for target in part], context)
-             for matrix_row, (key, _) in zip(matrix_rows, rows) for path, title, part in parts[key]]
+    entries = {
+        item.target.id: _entry(
+            item, tuple(t for t in by_pair.get(item.target.pair or "", ()) if t.vendor != item.target.vendor), paths[item.target.id], context
+        )
+        for item in planned
+    }
+    matrix_rows = [MatrixRow(*key, next((t.pair for t in members if t.pair), "") or "", tuple(entries[t.id] for t in members)) for key, members in rows]
+    pages = [
+        _row_page(path, title, matrix_row, [entries[target.id] for target in part], context)
+        for matrix_row, (key, _) in zip(matrix_rows, rows)
+        for path, title, part in parts[key]
+    ]
     images = list(entries.values())
     outside = sorted(set(today) - set(entries))
     notes: tuple[str, ...] = ()
     if outside:  # ids from documents: shown as text, whatever they hold
-        notes = (f"{len(outside)} image(s) of the documents are not targets of this matrix and are left out: "
-                 f"{', '.join(printable(name, 80) for name in outside[:3])}{' …' if len(outside) > 3 else ''}",)
+        notes = (
+            f"{len(outside)} image(s) of the documents are not targets of this matrix and are left out: "
+            f"{', '.join(printable(name, 80) for name in outside[:3])}{' …' if len(outside) > 3 else ''}",
+        )
     counts = Counts(
-        images=len(images), pairs=len(by_pair), reported=sum(1 for image in images if image.target.id in today),
+        images=len(images),
+        pairs=len(by_pair),
+        reported=sum(1 for image in images if image.target.id in today),
         smoke_passed=sum(1 for image in images if image.smoke.state == "passed"),
         smoke_failed=sum(1 for image in images if image.smoke.state == "failed"),
         gpu_signed=sum(1 for image in images if image.gpu_test.state == "signed"),
     )
-    facts = {image.target.id: {"smoke": [image.smoke.state, image.smoke.text], "gpu": [image.gpu_test.state, image.gpu_test.text],
-                               "size": image.evidence.size} for image in images if image.target.id in today}
+    facts = {
+        image.target.id: {"smoke": [image.smoke.state, image.smoke.text], "gpu": [image.gpu_test.state, image.gpu_test.text], "size": image.evidence.size}
+        for image in images
+        if image.target.id in today
+    }
     bases = tuple({base.path: base for base in context.bases.values()}.values())
-    return Site(generated, tuple(sorted({target.image_name for target in targets})), tuple(pages), _matrix(matrix_rows, len(images)),
-                chooser(targets, compat, {image.target.id: image.href for image in images}, facts), _sizes(images), _hand_written(), counts,
-                notes, tuple(sorted(bases, key=lambda base: base.path)), context.placements.placements())
+    return Site(
+        generated,
+        tuple(sorted({target.image_name for target in targets})),
+        tuple(pages),
+        _matrix(matrix_rows, len(images)),
+        chooser(targets, compat, {image.target.id: image.href for image in images}, facts),
+        _sizes(images),
+        _hand_written(),
+        counts,
+        notes,
+        tuple(sorted(bases, key=lambda base: base.path)),
+        context.placements.placements(),
+    )

@@ -118,8 +118,7 @@ def base_lists(targets: Sequence[Target], packages: Mapping[str, Sequence[Packag
     return found
 
 
-def package_lists(target: Target, packages: Sequence[Package], os: str, bases: Mapping[tuple[str, Kind], BaseList],
-                  limit: int) -> tuple[PackageList, ...]:
+def package_lists(target: Target, packages: Sequence[Package], os: str, bases: Mapping[tuple[str, Kind], BaseList], limit: int) -> tuple[PackageList, ...]:
     """The image's packages per ecosystem it has any of, each against its kind's base list; at most `limit` listed.
     `os` names its operating system."""
     lists = []

@@ -63,5 +63,6 @@ class Placements:
         return next(candidate for number in range(1, len(taken) + 2) if (candidate := base if number == 1 else f"{base}-{number}") not in taken)
 
     def placements(self) -> tuple[Placement, ...]:
-        return tuple(Placement(anchor, tuple((backend, tuple(torches)) for backend, torches in uses.items()), spec)
-                     for anchor, spec, uses in self.found.values())
+        return tuple(
+            Placement(anchor, tuple((backend, tuple(torches)) for backend, torches in uses.items()), spec) for anchor, spec, uses in self.found.values()
+        )

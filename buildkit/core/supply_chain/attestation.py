@@ -105,8 +105,9 @@ def passing_gpu_test(predicate: Any, vendor: str, tested_arch: str | None = None
     if not isinstance(predicate, Mapping) or not isinstance(predicate.get("verdict"), Mapping):
         return False, "not a buildkit GPU test predicate"
     if predicate.get("predicate_version") != PREDICATE_VERSION:
-        return False, (f"GPU test predicate version {predicate.get('predicate_version')!r} is not one this buildkit reads "
-                       f"({PREDICATE_VERSION}); upgrade buildkit")
+        return False, (
+            f"GPU test predicate version {predicate.get('predicate_version')!r} is not one this buildkit reads ({PREDICATE_VERSION}); upgrade buildkit"
+        )
     tested_vendor = (predicate.get("image") or {}).get("vendor")
     if tested_vendor != vendor:
         return False, f"the GPU test is for a {tested_vendor or 'unknown'} image, this image is {display}'s"
@@ -138,5 +139,7 @@ def gpu_test_summary(predicate: Mapping[str, Any]) -> str:
     torch = predicate.get("torch") or {}
     build = next((f"{v.torch_version_display} {torch[v.torch_version_field]}" for v in VENDORS if torch.get(v.torch_version_field)), "CPU")
     driver = host.get("driver") or "driver unknown"
-    return (f"{gpus}; {driver}; torch {torch.get('version', '?')} ({build}); "
-            f"{predicate.get('tested_at') or 'date unknown'} on {host.get('runner') or 'an unnamed runner'}")
+    return (
+        f"{gpus}; {driver}; torch {torch.get('version', '?')} ({build}); "
+        f"{predicate.get('tested_at') or 'date unknown'} on {host.get('runner') or 'an unnamed runner'}"
+    )

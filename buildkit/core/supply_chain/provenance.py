@@ -50,13 +50,17 @@ def read_provenance(statement: Mapping[str, Any]) -> Provenance | None:
         definition = predicate.get("buildDefinition") or {}
         details = predicate.get("runDetails") or {}
         return Provenance(
-            predicate_type, (details.get("builder") or {}).get("id", ""), definition.get("buildType", ""),
+            predicate_type,
+            (details.get("builder") or {}).get("id", ""),
+            definition.get("buildType", ""),
             (details.get("metadata") or {}).get("finishedOn", ""),
             _materials(definition.get("resolvedDependencies")),
             _parameters((definition.get("externalParameters") or {}).get("request", {}).get("args")),
         )
     return Provenance(
-        predicate_type, (predicate.get("builder") or {}).get("id", ""), predicate.get("buildType", ""),
+        predicate_type,
+        (predicate.get("builder") or {}).get("id", ""),
+        predicate.get("buildType", ""),
         (predicate.get("metadata") or {}).get("buildFinishedOn", ""),
         _materials(predicate.get("materials")),
         _parameters((predicate.get("invocation") or {}).get("parameters", {}).get("args")),

@@ -67,10 +67,8 @@ def deb_packages(status: str, os_id: str, os_version: str) -> list[Package]:
             continue
         arch = entry.get("Architecture", "")
         source = entry.get("Source", "").split(" ")[0]
-        purl = PackageURL("deb", namespace, entry["Package"], entry["Version"],
-                          {**({"arch": arch} if arch else {}), **qualifiers})
-        found.append(Package("deb", entry["Package"], entry["Version"], purl.to_string(), arch,
-                             source if source != entry["Package"] else ""))
+        purl = PackageURL("deb", namespace, entry["Package"], entry["Version"], {**({"arch": arch} if arch else {}), **qualifiers})
+        found.append(Package("deb", entry["Package"], entry["Version"], purl.to_string(), arch, source if source != entry["Package"] else ""))
     return found
 
 
@@ -90,5 +88,10 @@ def image_contents(inventory: Mapping[str, Any]) -> Contents:
     os_release = inventory.get("os") or {}
     os_id, os_version = os_release.get("id", ""), os_release.get("version_id", "")
     packages = deb_packages(inventory.get("dpkg_status") or "", os_id, os_version) + pypi_packages(inventory.get("distributions"))
-    return Contents(os_id, os_version, os_release.get("pretty_name", ""), inventory.get("python", ""),
-                    tuple(sorted(packages, key=lambda p: (p.ecosystem, p.name, p.version))))
+    return Contents(
+        os_id,
+        os_version,
+        os_release.get("pretty_name", ""),
+        inventory.get("python", ""),
+        tuple(sorted(packages, key=lambda p: (p.ecosystem, p.name, p.version))),
+    )

@@ -239,7 +239,6 @@ class Plan:
     notes: tuple[Note, ...]
 
 
-
 def target_id(prefix: str, torch: str, backend: str, backend_version: str, python: str, flavor: str, family: str = "") -> str:
     return f"{prefix}{torch}-{backend}{backend_version}{f'-{family}' if family else ''}-py{python}-{flavor}"
 
@@ -270,8 +269,9 @@ def _python_for_flavor(matrix: Matrix, flavor: str, backend: str, version: str) 
     return matrix.compat.os_python.get(release.devel_os, "") if release else ""
 
 
-def _family_archs(matrix: Matrix, stack: Stack, vendor: Vendor, version: str, archs: tuple[str, ...], thin: bool,
-                  notes: list[Note]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _family_archs(
+    matrix: Matrix, stack: Stack, vendor: Vendor, version: str, archs: tuple[str, ...], thin: bool, notes: list[Note]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """(family, its archs) per image of a ROCm version: one per declared family for thin wheels (the
     family's gfx targets among the stack's archs), else one image with every arch ("" family). A family
     the stack's narrowed arch list leaves empty builds no image, and the plan says so."""
@@ -283,8 +283,13 @@ def _family_archs(matrix: Matrix, stack: Stack, vendor: Vendor, version: str, ar
         if kept:
             images.append((name, kept))
         else:
-            notes.append(Note(f"{stack.torch} {vendor.index_tag(version)}-{name}", f"left out: the stack's {vendor.backend_display} archs "
-                              f"({' '.join(archs)}) hold none of family {name}'s", (("torch", stack.torch), ("backend", vendor.backend), ("family", name))))
+            notes.append(
+                Note(
+                    f"{stack.torch} {vendor.index_tag(version)}-{name}",
+                    f"left out: the stack's {vendor.backend_display} archs ({' '.join(archs)}) hold none of family {name}'s",
+                    (("torch", stack.torch), ("backend", vendor.backend), ("family", name)),
+                )
+            )
     return tuple(images)
 
 
@@ -301,8 +306,9 @@ def family_bundle(compat: Compat, family: str) -> str:
     return covering.key if covering else ""
 
 
-def device_code(compat: Compat, layout: RocmLayout, version: str, archs: tuple[str, ...], wheel_archs: tuple[str, ...],
-                companions: tuple[str, ...]) -> tuple[DeviceCode, ...]:
+def device_code(
+    compat: Compat, layout: RocmLayout, version: str, archs: tuple[str, ...], wheel_archs: tuple[str, ...], companions: tuple[str, ...]
+) -> tuple[DeviceCode, ...]:
     """The device code a thin image carries: its archs' (one with the wheels' whole list: every gfx target its
     index has device packages for, what torch's device-all asks for), torch's and its companions'."""
     carried = compat.device_archs(version) if archs == wheel_archs else archs
@@ -339,8 +345,16 @@ class _Image:
     def facts(self) -> dict[str, str]:
         """Target.facts of its target."""
         shared = self.version.prototype
-        return {"torch": shared.torch, "python": self.python, "backend": shared.backend, "backend_version": shared.backend_version,
-                "flavor": self.flavor, "vendor": shared.vendor, "family": self.family, "id": self.id}
+        return {
+            "torch": shared.torch,
+            "python": self.python,
+            "backend": shared.backend,
+            "backend_version": shared.backend_version,
+            "flavor": self.flavor,
+            "vendor": shared.vendor,
+            "family": self.family,
+            "id": self.id,
+        }
 
 
 @dataclass(frozen=True)
@@ -362,9 +376,12 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[_Ima
     for backend in BACKENDS:
         vendor = of_backend(backend)
         if not stack.backends[backend] and any(stack.backends.values()):  # a stack of one vendor's images says why
-            why = (f"the compatibility data lists no {vendor.backend_display} wheels for torch {release.minor} yet "
-                   "(`buildkit compat check` adds them once an index carries them)" if not release.backends[backend]
-                   else f"the stack lists no {vendor.backend_display} version")
+            why = (
+                f"the compatibility data lists no {vendor.backend_display} wheels for torch {release.minor} yet "
+                "(`buildkit compat check` adds them once an index carries them)"
+                if not release.backends[backend]
+                else f"the stack lists no {vendor.backend_display} version"
+            )
             notes.append(Note(f"{stack.torch}", f"no {vendor.display} images: {why}", (("torch", stack.torch), ("backend", backend))))
         for version in stack.backends[backend]:
             facts = compat.backend(backend, version)
@@ -377,45 +394,80 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[_Ima
             index_url = layout.index if layout and layout.index else compat.wheel_index_url(matrix.wheel_index, stack.channel, vendor.index_tag(version))
             # what every target of this backend version shares, whatever its flavor and Python
             prototype = Target(
-                id="", vendor=vendor.name, backend=backend, backend_version=version, torch=stack.torch, python="", flavor="", pair=None,
-                base_image="", index_url=index_url, archs=(),
+                id="",
+                vendor=vendor.name,
+                backend=backend,
+                backend_version=version,
+                torch=stack.torch,
+                python="",
+                flavor="",
+                pair=None,
+                base_image="",
+                index_url=index_url,
+                archs=(),
                 # exact builds for the same backend as torch (0.29.1+rocm7.2); the nightly channel takes the newest
-                companions=tuple(name if stack.channel == "nightly" else f"{name}=={release.companion_version(name, stack.torch)}+{local}"
-                                 for name in stack.companions),
-                packages=stack.packages, os_packages=stack.os_packages, channel=stack.channel, user=matrix.user,
-                registry=matrix.registry, repository=matrix.repository, tag_names=(),
-                unconfirmed=tuple([f"torch {release.minor}: {item}" for item in release.unconfirmed if item == f"{backend} {version}"]
-                                  + [f"{backend} {version}: {item}" for item in facts.unconfirmed]),
-                thin_wheels=facts.thin_wheels, supported_platforms=compat.platforms(release.minor, backend, version),
+                companions=tuple(
+                    name if stack.channel == "nightly" else f"{name}=={release.companion_version(name, stack.torch)}+{local}" for name in stack.companions
+                ),
+                packages=stack.packages,
+                os_packages=stack.os_packages,
+                channel=stack.channel,
+                user=matrix.user,
+                registry=matrix.registry,
+                repository=matrix.repository,
+                tag_names=(),
+                unconfirmed=tuple(
+                    [f"torch {release.minor}: {item}" for item in release.unconfirmed if item == f"{backend} {version}"]
+                    + [f"{backend} {version}: {item}" for item in facts.unconfirmed]
+                ),
+                thin_wheels=facts.thin_wheels,
+                supported_platforms=compat.platforms(release.minor, backend, version),
                 arm64_archs=stack.archs.get(backend, built.arm64_archs) if ARM64 in facts.platforms else (),
-                compile=stack.compile, locked_packages=locked_packages, wheel_archs=built.archs,
-                installer=stack.installer, uv=compat.uv if stack.installer == "uv" else "", compression=matrix.compression,
-                layout=layout.name if layout else "", layers=facts.layers, max_layer_size=stack.max_layer_size,
-                local_version=local, backend_runtime=facts.runtime,
+                compile=stack.compile,
+                locked_packages=locked_packages,
+                wheel_archs=built.archs,
+                installer=stack.installer,
+                uv=compat.uv if stack.installer == "uv" else "",
+                compression=matrix.compression,
+                layout=layout.name if layout else "",
+                layers=facts.layers,
+                max_layer_size=stack.max_layer_size,
+                local_version=local,
+                backend_runtime=facts.runtime,
             )
-            shared = _Version(prototype, {"vendor_record": vendor, "backend_label": vendor.backend_label(version),
-                                          "container_environment": vendor.environment(version)})
+            shared = _Version(
+                prototype, {"vendor_record": vendor, "backend_label": vendor.backend_label(version), "container_environment": vendor.environment(version)}
+            )
             stack_archs = stack.archs.get(backend, built.archs)
             # per image of the version (one per ROCm family, or one with every arch): its archs, bundle, device code
             # and the variant AMD's plugin would report for it
-            images = [(family, archs, family_bundle(compat, family), code, _device_packages(code),
-                       compat.amd.variant_values(archs) if layout else ()) for family, archs, code in (
-                (family, archs, device_code(compat, layout, version, archs, built.archs, stack.companions) if layout else ())
-                for family, archs in _family_archs(matrix, stack, vendor, version, stack_archs, layout is not None, notes))]
+            images = [
+                (family, archs, family_bundle(compat, family), code, _device_packages(code), compat.amd.variant_values(archs) if layout else ())
+                for family, archs, code in (
+                    (family, archs, device_code(compat, layout, version, archs, built.archs, stack.companions) if layout else ())
+                    for family, archs in _family_archs(matrix, stack, vendor, version, stack_archs, layout is not None, notes)
+                )
+            ]
             for flavor in stack.flavors:
                 if flavor == SOURCE_FLAVOR and not of_backend(backend).builds_from_source:
-                    notes.append(Note(f"{stack.torch} {flavor}", "the source flavor compiles ROCm torch only; "
-                                      "its CUDA twin is the runtime flavor's", (("torch", stack.torch), ("flavor", flavor))))
+                    notes.append(
+                        Note(
+                            f"{stack.torch} {flavor}",
+                            "the source flavor compiles ROCm torch only; its CUDA twin is the runtime flavor's",
+                            (("torch", stack.torch), ("flavor", flavor)),
+                        )
+                    )
                     continue
                 only_python = _python_for_flavor(matrix, flavor, backend, version)
                 skipped = [p for p in stack.python if only_python is not None and p != only_python]
                 if skipped:
-                    notes.append(Note(
-                        f"{stack.torch} {flavor}",
-                        f"Python {', '.join(skipped)} skipped: the vendors' devel base images ship Python "
-                        f"{only_python or '(unknown)'} only",
-                        (("torch", stack.torch), ("flavor", flavor)),
-                    ))
+                    notes.append(
+                        Note(
+                            f"{stack.torch} {flavor}",
+                            f"Python {', '.join(skipped)} skipped: the vendors' devel base images ship Python {only_python or '(unknown)'} only",
+                            (("torch", stack.torch), ("flavor", flavor)),
+                        )
+                    )
                 twin = stack.pair.get(backend) == version and flavor != SOURCE_FLAVOR  # source has no CUDA side
                 builder = facts.devel_base if flavor == SOURCE_FLAVOR else ""
                 builder_digest = matrix.lock.base_digest(builder) if builder else ""
@@ -429,11 +481,26 @@ def _stack_targets(matrix: Matrix, stack: Stack, notes: list[Note]) -> list[_Ima
                     for family, archs, bundle, code, device_packages, variant in flavor_images:
                         ident = target_id(matrix.tag_prefix, stack.torch, backend, version, python, flavor, family)
                         floating = floating_tag(matrix.tag_prefix, stack.torch, backend, python, flavor, family)
-                        targets.append(_Image(
-                            shared, ident, python, flavor, family, bundle, archs, code, device_packages, variant,
-                            pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None, base, base_digest,
-                            (ident, floating) if twin else (ident,), builder, builder_digest,
-                        ))
+                        targets.append(
+                            _Image(
+                                shared,
+                                ident,
+                                python,
+                                flavor,
+                                family,
+                                bundle,
+                                archs,
+                                code,
+                                device_packages,
+                                variant,
+                                pair_key(matrix.tag_prefix, stack.torch, python, flavor) if twin else None,
+                                base,
+                                base_digest,
+                                (ident, floating) if twin else (ident,),
+                                builder,
+                                builder_digest,
+                            )
+                        )
     return targets
 
 
@@ -446,12 +513,14 @@ def _settle_pairs(targets: list[_Image], notes: list[Note]) -> None:
     for target in targets:
         if target.pair and len(halves[target.pair]) < len(BACKENDS):
             missing = next(b for b in BACKENDS if b not in halves[target.pair])
-            notes.append(Note(
-                target.pair,
-                f"unpaired: {target.id} has no {missing} twin (not in the stack's {missing} versions, "
-                "or removed by include/exclude); it is built alone and no pair tag moves for it",
-                tuple(target.facts().items()),
-            ))
+            notes.append(
+                Note(
+                    target.pair,
+                    f"unpaired: {target.id} has no {missing} twin (not in the stack's {missing} versions, "
+                    "or removed by include/exclude); it is built alone and no pair tag moves for it",
+                    tuple(target.facts().items()),
+                )
+            )
             target.pair, target.tag_names = None, target.tag_names[:1]  # floating tags are for twins
 
 
@@ -469,9 +538,15 @@ def _link_twins(targets: list[_Image], compat: Compat) -> None:
             # arch lists only where there is a choice (ROCm family images): a lone twin's narrowed archs do not
             # change the image that names it
             several = len(others) > 1
-            target.twins = tuple(Twin(o.version.prototype.vendor, f"{o.version.prototype.image_name}:{o.tag_names[0]}", o.archs if several else (),
-                                      *(_bundle_and_family(compat, o.bundle) if several else ()))
-                                 for o in others)
+            target.twins = tuple(
+                Twin(
+                    o.version.prototype.vendor,
+                    f"{o.version.prototype.image_name}:{o.tag_names[0]}",
+                    o.archs if several else (),
+                    *(_bundle_and_family(compat, o.bundle) if several else ()),
+                )
+                for o in others
+            )
 
 
 def _bundle_and_family(compat: Compat, bundle: str) -> tuple[str, str]:
@@ -489,13 +564,28 @@ def expand(matrix: Matrix) -> Plan:
         targets.extend(_stack_targets(matrix, stack, notes))
     filtered = apply_rules(matrix.include, matrix.exclude, [target.facts() for target in targets])
     if filtered.unmatched:
-        raise UserError(first_problems([matrix.problem(matrix.files[-1], f"include rule {{ {matrix.include[index]} }} matches no "
-                                                       "target of this matrix; check its keys and globs against `buildkit plan`",
-                                                       f"include[{index}]") for index in filtered.unmatched], matrix.files[-1]))
+        raise UserError(
+            first_problems(
+                [
+                    matrix.problem(
+                        matrix.files[-1],
+                        f"include rule {{ {matrix.include[index]} }} matches no target of this matrix; check its keys and globs against `buildkit plan`",
+                        f"include[{index}]",
+                    )
+                    for index in filtered.unmatched
+                ],
+                matrix.files[-1],
+            )
+        )
     if filtered.emptied_by is not None:
-        raise UserError(matrix.problem(matrix.files[-1], f"exclude rule {{ {matrix.exclude[filtered.emptied_by]} }} removes the last "
-                                       "targets of this matrix: nothing is left to build; narrow it or remove it",
-                                       f"exclude[{filtered.emptied_by}]"))
+        raise UserError(
+            matrix.problem(
+                matrix.files[-1],
+                f"exclude rule {{ {matrix.exclude[filtered.emptied_by]} }} removes the last "
+                "targets of this matrix: nothing is left to build; narrow it or remove it",
+                f"exclude[{filtered.emptied_by}]",
+            )
+        )
     targets = [targets[index] for index in filtered.kept]
     # a note about targets the rules removed (the devel images of a stack a team's include leaves out) is not
     # the team's concern: only those an include rule could keep and no exclude rule removes whole are said
@@ -504,12 +594,14 @@ def expand(matrix: Matrix) -> Plan:
     bad_tags = [name for target in targets for name in target.tag_names if grammar.tag(name)]
     if bad_tags:
         more = f" (and {len(bad_tags) - 1} more)" if len(bad_tags) > 1 else ""
-        raise UserError(matrix.problem(
-            matrix.files[-1],
-            f"tag {bad_tags[0]!r} ({len(bad_tags[0])} characters){more} is not valid: expected {grammar.tag(bad_tags[0])}; "
-            "shorten tag_prefix or the flavor name",
-            "tag_prefix",
-        ))
+        raise UserError(
+            matrix.problem(
+                matrix.files[-1],
+                f"tag {bad_tags[0]!r} ({len(bad_tags[0])} characters){more} is not valid: expected {grammar.tag(bad_tags[0])}; "
+                "shorten tag_prefix or the flavor name",
+                "tag_prefix",
+            )
+        )
     _settle_pairs(targets, notes)
     _link_twins(targets, matrix.compat)
     return Plan(tuple(map(_target, targets)), (*map(Note.of_warning, matrix.warnings), *dict.fromkeys(notes)))
@@ -531,18 +623,52 @@ def _target(image: _Image) -> Target:
     computed again (functools.cached_property takes a lock each time it computes one, on Python 3.11)."""
     shared = image.version.prototype
     target = Target(
-        id=image.id, vendor=shared.vendor, backend=shared.backend, backend_version=shared.backend_version, torch=shared.torch,
-        python=image.python, flavor=image.flavor, pair=image.pair, base_image=image.base_image, index_url=shared.index_url,
-        archs=image.archs, companions=shared.companions, packages=shared.packages, os_packages=shared.os_packages,
-        channel=shared.channel, user=shared.user, registry=shared.registry, repository=shared.repository,
-        tag_names=image.tag_names, unconfirmed=shared.unconfirmed, thin_wheels=shared.thin_wheels,
-        supported_platforms=shared.supported_platforms, platforms=shared.platforms, arm64_archs=shared.arm64_archs,
-        compile=shared.compile, installer=shared.installer, uv=shared.uv, compression=shared.compression,
-        base_digest=image.base_digest, builder_digest=image.builder_digest, locked_packages=shared.locked_packages,
-        channel_date=shared.channel_date, builder_image=image.builder_image, source_checkout=shared.source_checkout,
-        max_jobs=shared.max_jobs, wheel_archs=shared.wheel_archs, twins=image.twins, family=image.family, bundle=image.bundle,
-        layout=shared.layout, layers=shared.layers, max_layer_size=shared.max_layer_size, local_version=shared.local_version,
-        device_code=image.device_code, gfx_arch_variant=image.gfx_arch_variant, backend_runtime=shared.backend_runtime,
+        id=image.id,
+        vendor=shared.vendor,
+        backend=shared.backend,
+        backend_version=shared.backend_version,
+        torch=shared.torch,
+        python=image.python,
+        flavor=image.flavor,
+        pair=image.pair,
+        base_image=image.base_image,
+        index_url=shared.index_url,
+        archs=image.archs,
+        companions=shared.companions,
+        packages=shared.packages,
+        os_packages=shared.os_packages,
+        channel=shared.channel,
+        user=shared.user,
+        registry=shared.registry,
+        repository=shared.repository,
+        tag_names=image.tag_names,
+        unconfirmed=shared.unconfirmed,
+        thin_wheels=shared.thin_wheels,
+        supported_platforms=shared.supported_platforms,
+        platforms=shared.platforms,
+        arm64_archs=shared.arm64_archs,
+        compile=shared.compile,
+        installer=shared.installer,
+        uv=shared.uv,
+        compression=shared.compression,
+        base_digest=image.base_digest,
+        builder_digest=image.builder_digest,
+        locked_packages=shared.locked_packages,
+        channel_date=shared.channel_date,
+        builder_image=image.builder_image,
+        source_checkout=shared.source_checkout,
+        max_jobs=shared.max_jobs,
+        wheel_archs=shared.wheel_archs,
+        twins=image.twins,
+        family=image.family,
+        bundle=image.bundle,
+        layout=shared.layout,
+        layers=shared.layers,
+        max_layer_size=shared.max_layer_size,
+        local_version=shared.local_version,
+        device_code=image.device_code,
+        gfx_arch_variant=image.gfx_arch_variant,
+        backend_runtime=shared.backend_runtime,
     )
     cached = vars(target)
     cached.update(image.version.cached)
@@ -576,20 +702,31 @@ def narrow_for_source(
             if target.family:
                 archs = tuple(arch for arch in target.archs if arch in gpu_archs)
                 if not archs:
-                    notes.append(Note(target.id, f"left out: family {target.family} ({' '.join(target.archs)}) has none of "
-                                                 f"--gpu-arch {' '.join(gpu_archs)}", tuple(target.facts.items())))
+                    notes.append(
+                        Note(
+                            target.id,
+                            f"left out: family {target.family} ({' '.join(target.archs)}) has none of --gpu-arch {' '.join(gpu_archs)}",
+                            tuple(target.facts.items()),
+                        )
+                    )
                     continue
             extra = [a for a in archs if a not in target.archs]
             if extra and target.flavor != SOURCE_FLAVOR:
-                raise UserError(Problem("--gpu-arch", f"{', '.join(extra)} not in {target.id}'s wheel arch list; "
-                                                      "only the source flavor compiles for new archs"))
+                raise UserError(
+                    Problem("--gpu-arch", f"{', '.join(extra)} not in {target.id}'s wheel arch list; only the source flavor compiles for new archs")
+                )
             layout = compat.rocm_layouts.get(target.layout) if target.device_code else None
             if layout is not None:
                 carried = compat.device_archs(target.backend_version)
                 missing = [arch for arch in archs if arch not in carried]
                 if missing:
-                    raise UserError(Problem("--gpu-arch", f"{', '.join(missing)}: no device package on {target.index_url} "
-                                                          f"({target.layout} layout) for {target.id}; it has: {', '.join(carried)}"))
+                    raise UserError(
+                        Problem(
+                            "--gpu-arch",
+                            f"{', '.join(missing)}: no device package on {target.index_url} "
+                            f"({target.layout} layout) for {target.id}; it has: {', '.join(carried)}",
+                        )
+                    )
                 code = layout.device_code(compat.amd, archs, tuple(_requirement_name(c) for c in target.companions))
                 target = replace(target, archs=archs, device_code=code, gfx_arch_variant=compat.amd.variant_values(archs))
             else:
@@ -611,6 +748,11 @@ def choose_platforms(targets: tuple[Target, ...], requested: tuple[str, ...]) ->
         if platforms:
             chosen.append(replace(target, platforms=platforms))
         else:
-            notes.append(Note(target.id, f"left out: its wheels exist for {', '.join(target.supported_platforms)} only, "
-                                         f"not {', '.join(requested)}", tuple(target.facts.items())))
+            notes.append(
+                Note(
+                    target.id,
+                    f"left out: its wheels exist for {', '.join(target.supported_platforms)} only, not {', '.join(requested)}",
+                    tuple(target.facts.items()),
+                )
+            )
     return tuple(chosen), notes

@@ -26,15 +26,21 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
 ARCH_TABLE_SOURCE = "wheel-arch-table"
-ARCH_TABLE_SOURCE_TEXT = ("The table PYTORCH_RELEASES_CODE_CC in a torch wheel's torch/cuda/__init__.py: the release's own CUDA builds "
-                          "and, from torch 2.13 on, each one's compute capabilities per machine; read by byte ranges by "
-                          "`buildkit compat check`, as data (never imported)")
+ARCH_TABLE_SOURCE_TEXT = (
+    "The table PYTORCH_RELEASES_CODE_CC in a torch wheel's torch/cuda/__init__.py: the release's own CUDA builds "
+    "and, from torch 2.13 on, each one's compute capabilities per machine; read by byte ranges by "
+    "`buildkit compat check`, as data (never imported)"
+)
 ARCH_FLAGS_SOURCE = "wheel-arch-flags"
-ARCH_FLAGS_SOURCE_TEXT = ("The arch flags a torch build was compiled with (the string torch.cuda.get_arch_list() splits, in "
-                          "torch/lib/libtorch_python.so's .rodata), read from the wheel by byte ranges by `buildkit compat check`")
+ARCH_FLAGS_SOURCE_TEXT = (
+    "The arch flags a torch build was compiled with (the string torch.cuda.get_arch_list() splits, in "
+    "torch/lib/libtorch_python.so's .rodata), read from the wheel by byte ranges by `buildkit compat check`"
+)
 CODE_SOURCE = "wheel-code-objects"
-CODE_SOURCE_TEXT = ("The GPU code in torch wheels' libraries (the SASS and PTX entries of libtorch_cuda.so's .nv_fatbin, the offload "
-                    "bundles of libtorch_hip.so's .hip_fatbin), read by `buildkit compat check --deep`")
+CODE_SOURCE_TEXT = (
+    "The GPU code in torch wheels' libraries (the SASS and PTX entries of libtorch_cuda.so's .nv_fatbin, the offload "
+    "bundles of libtorch_hip.so's .hip_fatbin), read by `buildkit compat check --deep`"
+)
 SOURCE_TEXTS = {ARCH_FLAGS_SOURCE: ARCH_FLAGS_SOURCE_TEXT, CODE_SOURCE: CODE_SOURCE_TEXT, ARCH_TABLE_SOURCE: ARCH_TABLE_SOURCE_TEXT}
 _RANK = {ARCH_FLAGS_SOURCE: 3, CODE_SOURCE: 2, ARCH_TABLE_SOURCE: 1}  # a cited report ranks as the table
 _PLATFORM_ORDER = (AMD64, ARM64)
@@ -150,8 +156,12 @@ def arch_updates(compat: Compat, readings: Iterable[ArchReading], builds: Mappin
                 continue
             if held.release == newest and _rank(held.sources) > _rank(r.source for r in deciding.values()):
                 continue
-        wanted = ArchList(deciding[AMD64].archs if AMD64 in deciding else (), deciding[ARM64].archs if ARM64 in deciding else (),
-                          newest, tuple(sorted({r.source for r in agreeing}, key=lambda source: -_RANK[source])))
+        wanted = ArchList(
+            deciding[AMD64].archs if AMD64 in deciding else (),
+            deciding[ARM64].archs if ARM64 in deciding else (),
+            newest,
+            tuple(sorted({r.source for r in agreeing}, key=lambda source: -_RANK[source])),
+        )
         if held != wanted:
             updates.append(ArchUpdate(minor, build, wanted, tuple(deciding[p] for p in _PLATFORM_ORDER if p in deciding)))
     return updates

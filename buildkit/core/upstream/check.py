@@ -108,8 +108,13 @@ class IndexFacts:
         return self.read_pytorch
 
 
-def index_facts(url: str, probed: Iterable[str], pages: Mapping[str, Sequence[str]],
-                layout_pages: Mapping[str, Sequence[tuple[str, str, str]]] | None = None, read_pytorch: bool = True) -> IndexFacts:
+def index_facts(
+    url: str,
+    probed: Iterable[str],
+    pages: Mapping[str, Sequence[str]],
+    layout_pages: Mapping[str, Sequence[tuple[str, str, str]]] | None = None,
+    read_pytorch: bool = True,
+) -> IndexFacts:
     """Facts from each existing variant page's file names, and from the torch page of each layout index read
     (layout -> (file name, variant tag, local version) of each of its wheels)."""
     wheels = {w for tag, names in pages.items() for name in names for w in read_wheel_name(name, tag)}
@@ -280,8 +285,9 @@ def _compare_index(compat: Compat, facts: IndexFacts) -> list[Difference]:
             continue  # a new torch release is PyTorch's index's (or PyPI's) to describe
         if minor in compat.torch and not wheels:
             if facts.read_pytorch:  # a layout index (AMD's) carries a few releases only
-                differences.append(Difference(minor, f"torch {minor}", False, writable=False,
-                                              note="no wheel on the index; remove the entry by hand if it was withdrawn"))
+                differences.append(
+                    Difference(minor, f"torch {minor}", False, writable=False, note="no wheel on the index; remove the entry by hand if it was withdrawn")
+                )
             continue
         index = _from_index(wheels, compat.torch[minor].releases if minor in compat.torch else ())
         data = _from_data(compat, minor) if minor in compat.torch else _Facts(frozenset(), frozenset(), frozenset(), {})
@@ -293,14 +299,20 @@ def _compare_index(compat: Compat, facts: IndexFacts) -> list[Difference]:
             if (not on_index and not facts.judges(compat, backend, version)) or (on_index and (backend, version) not in index.current):
                 continue
             described = compat.backend(backend, version) is not None
-            differences.append(Difference(
-                minor, f"{backend} {version}", on_index, writable=described or not on_index,
-                note="" if described or not on_index else f'describe [{backend}."{version}"] (archs, devel_base) in the data first',
-            ))
+            differences.append(
+                Difference(
+                    minor,
+                    f"{backend} {version}",
+                    on_index,
+                    writable=described or not on_index,
+                    note="" if described or not on_index else f'describe [{backend}."{version}"] (archs, devel_base) in the data first',
+                )
+            )
         for variant in sorted(index.variants & data.variants, key=_variant_key):
             for platform in sorted(index.platforms[variant] ^ data.platforms[variant]):
-                differences.append(Difference(minor, f"{variant[0]} {variant[1]} on {platform}", platform in index.platforms[variant],
-                                              writable=platform == ARM64))
+                differences.append(
+                    Difference(minor, f"{variant[0]} {variant[1]} on {platform}", platform in index.platforms[variant], writable=platform == ARM64)
+                )
     return differences
 
 
@@ -367,8 +379,13 @@ def pending_facts(compat: Compat, facts: CheckFacts) -> tuple[Pending, ...]:
             backend, _, version = build.partition(" ")
             read = facts.index is not None and facts.index.judges(compat, backend, version)
             if backend == "cuda" and version in listed and not read:
-                found.append(Pending(minor, build, f"torch {tables[minor].version}'s own table lists it, {source} says it was not built; "
-                                                   f"{_decider(compat, backend, version)} settles it"))
+                found.append(
+                    Pending(
+                        minor,
+                        build,
+                        f"torch {tables[minor].version}'s own table lists it, {source} says it was not built; {_decider(compat, backend, version)} settles it",
+                    )
+                )
     return tuple(found)
 
 
@@ -383,8 +400,11 @@ def _compare_archs(compat: Compat, facts: CheckFacts) -> list[Difference]:
     otherwise than the data (or that the data does not hold per release yet)."""
     differences = []
     for build in facts.table_builds(compat):
-        note = (f"torch {build.release}'s own table lists it; unconfirmed until PyTorch's index serves it" if build.described
-                else f'torch {build.release}\'s own table lists it; describe [{build.backend}."{build.version}"] (archs, devel_base) in the data first')
+        note = (
+            f"torch {build.release}'s own table lists it; unconfirmed until PyTorch's index serves it"
+            if build.described
+            else f'torch {build.release}\'s own table lists it; describe [{build.backend}."{build.version}"] (archs, devel_base) in the data first'
+        )
         differences.append(Difference(build.minor, build.build, True, writable=build.described, note=note))
     for update in facts.arch_updates(compat):
         differences.append(Difference(update.minor, f"{update.build} archs", True, note=update.describe()))
@@ -406,14 +426,29 @@ def compare_amd(compat: Compat) -> tuple[AmdDifference, ...]:
     describes that rocm-bootstrap does not know (a target AMD dropped or renamed, or one a newer rocm-bootstrap
     will add). None of it is written: products and sources are read by a person."""
     amd, described = compat.amd, compat.gfx_targets
-    found = [AmdDifference(f"gfx target {name}" + (f" ({', '.join(b.key for b in amd.chain(name)[1:])})" if amd.chain(name) else ""),
-                           True, f"describe [gfx.{name}] (family, products, sources) in the data")
-             for name in amd.targets if name not in described]
-    found += [AmdDifference(f"bundle {bundle.key}", True, f"{bundle.display_name}, {bundle.level.replace('_', '-')} of "
-                                                          f"{', '.join(bundle.members)}: none of its targets is in [gfx]")
-              for bundle in amd.bundles.values() if bundle.level != "target" and not any(gfx in described for gfx in bundle.members)]
-    found += [AmdDifference(f"gfx target {name}", False, "rocm-bootstrap does not know it: check its name, or a newer "
-                                                         "rocm-bootstrap") for name in described if name not in amd.chains]
+    found = [
+        AmdDifference(
+            f"gfx target {name}" + (f" ({', '.join(b.key for b in amd.chain(name)[1:])})" if amd.chain(name) else ""),
+            True,
+            f"describe [gfx.{name}] (family, products, sources) in the data",
+        )
+        for name in amd.targets
+        if name not in described
+    ]
+    found += [
+        AmdDifference(
+            f"bundle {bundle.key}",
+            True,
+            f"{bundle.display_name}, {bundle.level.replace('_', '-')} of {', '.join(bundle.members)}: none of its targets is in [gfx]",
+        )
+        for bundle in amd.bundles.values()
+        if bundle.level != "target" and not any(gfx in described for gfx in bundle.members)
+    ]
+    found += [
+        AmdDifference(f"gfx target {name}", False, "rocm-bootstrap does not know it: check its name, or a newer rocm-bootstrap")
+        for name in described
+        if name not in amd.chains
+    ]
     return tuple(found)
 
 

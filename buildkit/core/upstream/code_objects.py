@@ -48,6 +48,8 @@ MAX_BUNDLE_BYTES = 1 << 30  # a decompressed bundle larger than this is not a re
 MAX_ENTRIES = 4096
 MAX_TARGET_ID = 1024
 MAX_BUNDLE_HEADER = 32 + MAX_ENTRIES * (24 + MAX_TARGET_ID)  # all a bundle's header can hold within those bounds
+
+
 class CodeObjectError(ValueError):
     """The bytes are not an ELF shared library, or its GPU code sections are malformed."""
 
@@ -98,7 +100,7 @@ def elf_sections(data: bytes | memoryview) -> dict[str, tuple[int, int]]:
         raise CodeObjectError("not an ELF file")
     if view[4] != 2 or view[5] != 1:
         raise CodeObjectError("not a 64-bit little-endian ELF file")
-    shoff, = struct.unpack_from("<Q", view, 0x28)
+    (shoff,) = struct.unpack_from("<Q", view, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", view, 0x3A)
     if shnum == 0 or shoff == 0:
         raise CodeObjectError("it has no section headers (stripped of them, or more than 65,279), so its GPU code cannot be found")
@@ -110,7 +112,7 @@ def elf_sections(data: bytes | memoryview) -> dict[str, tuple[int, int]]:
     names_at, names_size = headers[shstrndx][4], headers[shstrndx][5]
     if names_at + names_size > len(view):
         raise CodeObjectError("its section name table runs past the end of the file")
-    names = bytes(view[names_at:names_at + names_size])
+    names = bytes(view[names_at : names_at + names_size])
     sections = {}
     for name, kind, _flags, _addr, offset, size in headers:
         end = names.find(b"\0", name)
@@ -130,7 +132,7 @@ def _section(data: bytes | memoryview, name: str) -> memoryview:
     offset, size = sections[name]
     if offset + size > len(view):
         raise CodeObjectError(f"section {name} runs past the end of the file")
-    return view[offset:offset + size]
+    return view[offset : offset + size]
 
 
 def cuda_code(data: bytes | memoryview) -> CudaCode:
@@ -170,10 +172,9 @@ def _fatbins(section: memoryview) -> Iterator[list[tuple[int, int]]]:
         entries: list[tuple[int, int]] = []
         while entry + _ENTRY_ARCH_OFFSET + 4 <= stop:
             kind, _version, entry_header, payload = _ENTRY_HEAD.unpack_from(section, entry)
-            arch, = struct.unpack_from("<I", section, entry + _ENTRY_ARCH_OFFSET)
+            (arch,) = struct.unpack_from("<I", section, entry + _ENTRY_ARCH_OFFSET)
             if entry_header < _ENTRY_ARCH_OFFSET + 4:
-                raise CodeObjectError(f"an entry of the fat binary at offset {position} has a header of {entry_header} bytes, too short "
-                                      "to hold its target")
+                raise CodeObjectError(f"an entry of the fat binary at offset {position} has a header of {entry_header} bytes, too short to hold its target")
             if len(entries) == MAX_ENTRIES:
                 raise CodeObjectError(f"the fat binary at offset {position} has more than {MAX_ENTRIES} entries")
             entries.append((kind, arch))
@@ -220,7 +221,7 @@ def _bundles(section: memoryview) -> Iterator[Callable[[int], bytes]]:
 
 
 def _plain(section: memoryview, start: int, wanted: int) -> bytes:
-    return bytes(section[start:start + wanted])
+    return bytes(section[start : start + wanted])
 
 
 def _compressed(raw: memoryview, start: int) -> tuple[Callable[[int], bytes], int]:
@@ -243,7 +244,7 @@ def _compressed(raw: memoryview, start: int) -> tuple[Callable[[int], bytes], in
         raise CodeObjectError(f"a compressed offload bundle at offset {start} claims {total} bytes, past the section")
     if method not in (0, 1):
         raise CodeObjectError(f"a compressed offload bundle with method {method}, neither zlib nor zstd")
-    payload = raw[start + header:start + total] if total else raw[start + header:]
+    payload = raw[start + header : start + total] if total else raw[start + header :]
 
     def first(wanted: int) -> bytes:
         wanted = min(wanted, size)  # never past what the wrapper declares, whatever the stream holds
@@ -277,11 +278,11 @@ def _bundle_gfx(first: Callable[[int], bytes]) -> set[str]:
 
 
 def _bundle_targets(bundle: memoryview) -> list[str]:
-    if bytes(bundle[:len(BUNDLE_MAGIC)]) != BUNDLE_MAGIC:
+    if bytes(bundle[: len(BUNDLE_MAGIC)]) != BUNDLE_MAGIC:
         return []
     if len(bundle) < len(BUNDLE_MAGIC) + 8:
         raise _CutShort
-    count, = struct.unpack_from("<Q", bundle, len(BUNDLE_MAGIC))
+    (count,) = struct.unpack_from("<Q", bundle, len(BUNDLE_MAGIC))
     if count > MAX_ENTRIES:
         raise CodeObjectError(f"an offload bundle claims {count} code objects, more than the {MAX_ENTRIES} a library's bundle holds")
     position, found = len(BUNDLE_MAGIC) + 8, []
@@ -294,7 +295,7 @@ def _bundle_targets(bundle: memoryview) -> list[str]:
             raise CodeObjectError(f"an offload bundle's target id claims {id_length} bytes, more than the {MAX_TARGET_ID} an id takes")
         if position + id_length > len(bundle):
             raise _CutShort
-        target = bytes(bundle[position:position + id_length]).decode("ascii", "replace")
+        target = bytes(bundle[position : position + id_length]).decode("ascii", "replace")
         position += id_length
         gfx = _GFX.search(target)
         if gfx and target.startswith("hip"):

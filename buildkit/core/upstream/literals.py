@@ -53,8 +53,7 @@ def module_constants(text: str, shown: str = "the module") -> dict[str, object]:
     return found
 
 
-def assigned_literal(text: str, name: str, shown: str = "the module", max_chars: int = MAX_LITERAL_CHARS,
-                     max_depth: int = MAX_LITERAL_DEPTH) -> object:
+def assigned_literal(text: str, name: str, shown: str = "the module", max_chars: int = MAX_LITERAL_CHARS, max_depth: int = MAX_LITERAL_DEPTH) -> object:
     """The literal a top-level `NAME = ...` (or `NAME: TYPE = ...`) assigns: a scalar, or a bracketed literal of at
     most `max_chars` characters nested at most `max_depth` deep; ABSENT when the module assigns no such name."""
     _bounded(text, shown)
@@ -69,8 +68,7 @@ def assigned_literal(text: str, name: str, shown: str = "the module", max_chars:
     return ABSENT
 
 
-def cut_literal(text: str, start: int, name: str = "the value", max_chars: int = MAX_LITERAL_CHARS,
-                max_depth: int = MAX_LITERAL_DEPTH) -> str:
+def cut_literal(text: str, start: int, name: str = "the value", max_chars: int = MAX_LITERAL_CHARS, max_depth: int = MAX_LITERAL_DEPTH) -> str:
     """The bracketed literal that starts at `start`: its brackets counted (outside strings and comments) until the
     first closes, refused past `max_chars` characters or `max_depth` levels before anything parses it. Its strings
     hold no escape and no line break (keys and names of a table need neither, and a string then ends where it
@@ -99,7 +97,7 @@ def cut_literal(text: str, start: int, name: str = "the value", max_chars: int =
         elif char in _CLOSERS:
             depth -= 1
             if depth == 0:
-                return text[start:position + 1]
+                return text[start : position + 1]
         position += 1
     raise LiteralError(f"{name} does not end within {max_chars:,} characters")
 

@@ -57,15 +57,13 @@ def propose_matrix(text: str, compat: Compat, default_python: Sequence[str], def
 def _unblock_companions(entry: TomlTable, release: TorchRelease, version: str, default_companions: Sequence[str]) -> None:
     """`companions = []` was written while the companions of this release were unknown: once the data knows
     them, the entry takes the default companions again."""
-    if "companions" in entry and list(entry["companions"]) == [] and all(
-            release.companion_version(name, version) for name in default_companions):
+    if "companions" in entry and list(entry["companions"]) == [] and all(release.companion_version(name, version) for name in default_companions):
         del entry["companions"]
 
 
 def confirmed(compat: Compat, release: TorchRelease, backend: str) -> list[str]:
     """The backend versions a release has wheels for, less those the data marks unconfirmed."""
-    return [v for v in release.backends[backend]
-            if f"{backend} {v}" not in release.unconfirmed and compat.backend(backend, v) is not None]
+    return [v for v in release.backends[backend] if f"{backend} {v}" not in release.unconfirmed and compat.backend(backend, v) is not None]
 
 
 def unbuildable(compat: Compat, release: TorchRelease, backend: str, version: str, families: Sequence[str]) -> list[str]:
@@ -86,8 +84,9 @@ def _on_pytorch_index(compat: Compat, backend: str, version: str) -> bool:
     return not (layout and layout.index)
 
 
-def new_entry(compat: Compat, release: TorchRelease, default_python: Sequence[str], default_companions: Sequence[str],
-              families: Sequence[str] = ()) -> tomlkit.items.Table:
+def new_entry(
+    compat: Compat, release: TorchRelease, default_python: Sequence[str], default_companions: Sequence[str], families: Sequence[str] = ()
+) -> tomlkit.items.Table:
     version = release.newest_release or ""
     entry = tomlkit.table()
     entry["version"] = version

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 PYPI_SOURCE = "pypi"
-PYPI_SOURCE_TEXT = ("The package index pip installs from (PEP 691 JSON pages: files, upload times, Requires-Python) and its "
-                    "wheels' METADATA and torch/version.py, read by byte ranges by `buildkit compat check`")
+PYPI_SOURCE_TEXT = (
+    "The package index pip installs from (PEP 691 JSON pages: files, upload times, Requires-Python) and its "
+    "wheels' METADATA and torch/version.py, read by byte ranges by `buildkit compat check`"
+)
 
 
 @dataclass(frozen=True)

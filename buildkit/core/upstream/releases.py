@@ -40,8 +40,15 @@ _CPYTHON = re.compile(r"^cp(\d)(\d+)$")
 # The distributions a torch wheel pins that carry a backend's libraries, and triton, which is built per backend
 _BACKEND_LIBRARIES = re.compile(r"^(cuda-toolkit|cuda-bindings|nvidia-.+|triton|pytorch-triton-rocm|rocm|rocm-sdk-.+|amd-torch-device-.+)$")
 # What the markers of a pinned requirement are evaluated against: the Linux images buildkit builds
-_LINUX = {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix", "platform_machine": "x86_64",
-          "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+_LINUX = {
+    "platform_system": "Linux",
+    "sys_platform": "linux",
+    "os_name": "posix",
+    "platform_machine": "x86_64",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "extra": "",
+}
 _PYTHONS = tuple(f"3.{minor}" for minor in range(8, 21))  # the CPythons a marker is weighed against
 MAX_VERSION_LENGTH = 64  # a version string longer than this is not a real release's (and packaging is slow on them)
 
@@ -74,7 +81,9 @@ def read_metadata(text: str) -> WheelMetadata:
 
     requirements = headers.get_all("Requires-Dist", [])[:MAX_REQUIREMENTS]
     return WheelMetadata(
-        name=field("Name"), version=field("Version"), requires_python=field("Requires-Python"),
+        name=field("Name"),
+        version=field("Version"),
+        requires_python=field("Requires-Python"),
         requires_dist=tuple(str(value) for value in requirements if len(str(value)) <= MAX_FIELD_CHARS),
     )
 
@@ -126,8 +135,11 @@ def backend_pins(requires_dist: Iterable[str]) -> tuple[str, ...]:
 def _holds_on_linux(marker: Marker) -> tuple[bool, ...]:
     """Whether a marker holds on each Linux machine and Python an image may have (none where it cannot be evaluated)."""
     try:
-        return tuple(marker.evaluate({**_LINUX, "platform_machine": machine, "python_version": python, "python_full_version": f"{python}.0"})
-                     for machine in _PLATFORM for python in _PYTHONS)
+        return tuple(
+            marker.evaluate({**_LINUX, "platform_machine": machine, "python_version": python, "python_full_version": f"{python}.0"})
+            for machine in _PLATFORM
+            for python in _PYTHONS
+        )
     except (InvalidMarker, ValueError):
         return ()
 
@@ -181,8 +193,7 @@ class Release:
     def date(self) -> str:
         return self.uploaded
 
-    def with_contents(self, metadata: WheelMetadata | None, version_module: Mapping[str, str],
-                      arch_table: ArchTable | None = None) -> Release:
+    def with_contents(self, metadata: WheelMetadata | None, version_module: Mapping[str, str], arch_table: ArchTable | None = None) -> Release:
         return replace(self, metadata=metadata, version_module=dict(version_module), arch_table=arch_table)
 
 
@@ -216,13 +227,24 @@ def releases(project: str, files: Iterable[PublishedFile], local: str | None = N
                     linux.append((python_order(tag.interpreter), published))
         dates = sorted(p.uploaded for p, _, _ in entries if p.uploaded)
         chosen = max(linux, key=lambda item: item[0])[1] if linux else entries[0][0]
-        arm64 = next((published.filename for published, _local, tags in entries
-                      if chosen.filename.rsplit("-", 1)[0] == published.filename.rsplit("-", 1)[0]
-                      and any(linux_platform(tag.platform) == ARM64 for tag in tags)), "")
+        arm64 = next(
+            (
+                published.filename
+                for published, _local, tags in entries
+                if chosen.filename.rsplit("-", 1)[0] == published.filename.rsplit("-", 1)[0] and any(linux_platform(tag.platform) == ARM64 for tag in tags)
+            ),
+            "",
+        )
         found[public] = Release(
-            project=canonicalize_name(project), version=public, local=entries[0][1], uploaded=dates[0] if dates else "",
-            pythons=tuple(sorted(pythons, key=Version)), platforms=tuple(sorted(platforms)),
-            requires_python=chosen.requires_python, wheel=chosen.filename, arm64_wheel=arm64,
+            project=canonicalize_name(project),
+            version=public,
+            local=entries[0][1],
+            uploaded=dates[0] if dates else "",
+            pythons=tuple(sorted(pythons, key=Version)),
+            platforms=tuple(sorted(platforms)),
+            requires_python=chosen.requires_python,
+            wheel=chosen.filename,
+            arm64_wheel=arm64,
         )
     return dict(sorted(found.items(), key=lambda item: Version(item[0])))
 
