@@ -23,7 +23,7 @@ from buildkit.adapters.forked import Forked, can_fork, contiguous_parts, split_m
 from buildkit.adapters.template_worker import TemplateWorker
 from buildkit.core import grammar
 from buildkit.core.matrix.fields import Rule, emptied_by
-from buildkit.core.matrix.resolve import Matrix, parse_selectors
+from buildkit.core.matrix.resolve import CommandLine, Matrix, parse_selectors
 from buildkit.core.release.layer_sharing import LayerKeys, holders
 from buildkit.core.render.planned import PlannedImage, Rendered, template_name
 from buildkit.core.render.renderer import Renderer
@@ -191,15 +191,7 @@ def select_targets(choices: Choices = Choices(), rendering: bool = False) -> Sel
 
 
 def _select_targets(choices: Choices, rendering: bool) -> Selection:
-    matrix = load_matrix(choices.matrix)
-    if choices.registry is not None:
-        if grammar.registry(choices.registry):
-            raise UserError(Problem("--registry", f"expected {grammar.registry(choices.registry)}, got {choices.registry!r}"))
-        matrix = replace(matrix, registry=choices.registry)
-    if choices.compression is not None:
-        matrix = replace(matrix, compression=choices.compression)
-    if choices.channel is not None:
-        matrix = replace(matrix, stacks=tuple(replace(stack, channel=choices.channel) for stack in matrix.stacks))
+    matrix = load_matrix(choices.matrix, command_line=CommandLine(registry=choices.registry, compression=choices.compression, channel=choices.channel))
     # the marker that shape renders print holes with is drawn at random, so no template or matrix value can hold it
     renderer = Renderer(matrix.templates, matrix.source, image_support_files(), matrix.compat, TemplateWorker(), marker="\ue000" + secrets.token_hex(16))
     if rendering:

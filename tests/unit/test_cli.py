@@ -390,3 +390,19 @@ def test_plan_ids_lists_one_target_id_per_line_and_the_table_keeps_ids_whole(cli
     narrow.print(plan_table(select_targets(Choices(selectors=("torch=2.15.0",))).plan()))
     text = narrow.export_text()
     assert "2.15.0-rocm7.14-strix-halo-py3.13-runtime" in text  # never folded mid-id at 80 columns
+
+
+def test_the_command_lines_matrix_values_are_validated_once_with_the_files(cli, team_matrix):
+    """--registry, --channel and --compression are laid over the matrix before it is validated: a bad one is one
+    message naming the option (nothing built), and --channel sets every stack's, a stack's own included."""
+    result = cli("publish", "--registry", "bad host", "--dry-run", "--select", "id=2.14.1-cuda13.0-py3.12-runtime")
+    assert result.code == 2 and result.err.count("error:") == 1, result.err
+    assert "error: --registry: registry: expected a registry host" in result.err and "bad host" in result.err
+    from buildkit.app.targets import Choices, select_targets
+
+    path = team_matrix(
+        'extends = "default"\ninclude = [{ torch = "2.14.1", python = "3.12", flavor = "runtime" }]\n[[torch]]\nversion = "2.14.1"\nchannel = "test"\n'
+    )
+    chosen = select_targets(Choices(matrix=path, channel="nightly", registry="registry.example.com:5000", today="20261222"))
+    assert {(t.channel, t.registry, t.channel_date) for t in chosen.targets} == {("nightly", "registry.example.com:5000", "20261222")}
+    assert chosen.matrix.warnings == ()  # a registry of the command line's is meant: no fork warning about `source`

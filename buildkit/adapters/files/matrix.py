@@ -18,7 +18,7 @@ from typing import Any
 from buildkit.adapters.files.bundled import builtin_templates_dir, compat_data, default_matrix_path
 from buildkit.adapters.files.inputs import NotReadable, describe_path, read_regular, walk
 from buildkit.core.matrix.lock import LOCK_NAME, Lock, read_lock
-from buildkit.core.matrix.resolve import Layer, Matrix, MatrixSources, resolve_matrix
+from buildkit.core.matrix.resolve import CommandLine, Layer, Matrix, MatrixSources, resolve_matrix
 from buildkit.core.matrix.templates import UNREAD_FOLDER, TemplateFile, TemplateSet
 from buildkit.core.matrix.text import LineIndex, TextFile, parse_toml
 from buildkit.errors import Problem, UserError
@@ -234,13 +234,14 @@ def read_templates(layers: list[Layer]) -> TemplateSet:
     return templates
 
 
-def read_sources(path: Path | None, use_lock: bool = True) -> MatrixSources:
+def read_sources(path: Path | None, use_lock: bool = True, command_line: CommandLine = CommandLine()) -> MatrixSources:
     """Every file a matrix is made of, read once: its `extends` chain, its matrix.lock (unless use_lock is
-    off) and its templates."""
+    off) and its templates; with what the command line sets of it."""
     layers = read_layers(path if path is not None else default_matrix_path())
-    return MatrixSources(tuple(layers), read_templates(layers), _lock_file(path) if use_lock else None)
+    return MatrixSources(tuple(layers), read_templates(layers), _lock_file(path) if use_lock else None, command_line)
 
 
-def load_matrix(path: Path | None, use_lock: bool = True) -> Matrix:
-    """Read a matrix (read_sources), then layer and validate it; errors carry file, key path and line."""
-    return resolve_matrix(read_sources(path, use_lock), compat_data())
+def load_matrix(path: Path | None, use_lock: bool = True, command_line: CommandLine = CommandLine()) -> Matrix:
+    """Read a matrix (read_sources), lay the command line's values over it, then layer and validate it once;
+    errors carry file (or option), key path and line."""
+    return resolve_matrix(read_sources(path, use_lock, command_line), compat_data())

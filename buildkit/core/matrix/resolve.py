@@ -11,7 +11,7 @@ problem, each naming its file, key path and what was expected, before anything i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,13 +44,32 @@ class Layer:
     unread_templates: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, kw_only=True)
+class CommandLine:
+    """What a command's options set of the matrix itself (publish's --registry and --channel, build's --compression):
+    laid over the files' values before the matrix is validated, so each is checked once, by the rule of its key, and
+    a problem names the option."""
+
+    registry: str | None = None
+    compression: str | None = None
+    channel: str | None = None  # every stack's, its own included
+
+    def values(self) -> Iterator[tuple[str, str, str]]:
+        """(key, option, value) of each value set."""
+        for key in ("registry", "compression", "channel"):
+            value = getattr(self, key)
+            if value is not None:
+                yield key, f"--{key}", value
+
+
 @dataclass(frozen=True)
 class MatrixSources:
-    """Everything a matrix is made of, as the file loader read it."""
+    """Everything a matrix is made of, as the file loader read it, and what the command line sets of it."""
 
     layers: tuple[Layer, ...]  # the `extends` chain, base first
     templates: TemplateSet = field(default_factory=lambda: TemplateSet(()))
     lock: TextFile | None = None  # matrix.lock, parsed; None when there is none (or it is not used)
+    command_line: CommandLine = CommandLine()
 
 
 @dataclass(frozen=True)
@@ -158,6 +177,19 @@ def _merge_stacks(merged: Merged, child: list[Any], path: str) -> None:
             merged.stack_origin[(index, key)] = path
         merged.stack_origin[(index, "")] = path
         merged.stack_index[index] = position
+
+
+def lay_command_line(merged: Merged, command_line: CommandLine) -> None:
+    """The command line's values over the files': a top-level key's, and a channel over every stack's own too (the
+    option names what it sets for the whole run). Each is located at its option."""
+    for key, option, value in command_line.values():
+        merged.data[key] = value
+        merged.key_origin[key] = option
+        if key in fields.STACK:  # a key a stack may set for itself (channel)
+            for index, stack in enumerate(merged.data.get("torch", [])):
+                if isinstance(stack, dict):
+                    stack[key] = value
+                    merged.stack_origin[(index, key)] = option
 
 
 def merge_layers(layers: tuple[Layer, ...]) -> Merged:
@@ -648,6 +680,8 @@ def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapp
     lock = read_lock(sources.lock.data, sources.lock.shown) if sources.lock is not None else Lock()
     flavors = sources.templates.flavors()
     merged = merge_layers(layers)
+    warnings = _warnings(merged, layers, lines)  # about the files: what the command line sets is meant
+    lay_command_line(merged, sources.command_line)
     check = Checker()
     check.problems.extend(merged.problems)
     last = layers[-1].path if layers else "matrix"
@@ -718,5 +752,5 @@ def _resolve(sources: MatrixSources, compat_data: Mapping[str, Any], lines: Mapp
         compat_overridden=overrides is not None,
         lock=lock,
         lines=lines,
-        warnings=_warnings(merged, layers, lines),
+        warnings=warnings,
     )
