@@ -41,9 +41,9 @@ FLAVORS = 10
 PER_RELEASE = len(PYTHONS) * BACKENDS_PER_RELEASE * FLAVORS
 
 
-def write_matrix(folder: Path, targets: int, bad_pythons: int = 0) -> Path:
-    """A matrix of `targets` targets (a multiple of PER_RELEASE); `bad_pythons` adds that many invalid values (one
-    problem each)."""
+def write_matrix(folder: Path, targets: int, bad_rules: int = 0) -> Path:
+    """A matrix of `targets` targets (a multiple of PER_RELEASE); `bad_rules` adds that many include rules that match
+    no target (one problem each; a list of thousands of invalid Pythons is refused whole by its bound of 16)."""
     folder.mkdir(parents=True, exist_ok=True)
     templates = folder / "templates"
     templates.mkdir(exist_ok=True)
@@ -55,10 +55,10 @@ def write_matrix(folder: Path, targets: int, bad_pythons: int = 0) -> Path:
     lines = [
         'extends = "default"',
         'template_dir = "templates"',
-        'include = [{ torch = "9.*" }]',
+        "include = " + json.dumps([{"torch": "9.*"}, *({"id": f"nothing-{i}*"} for i in range(bad_rules))]).replace('": ', '" = '),
         "rocm_families = []",
         f"flavors = {json.dumps(flavors)}",
-        f"python = {json.dumps(PYTHONS + ['x' * (i + 1) for i in range(bad_pythons)])}",
+        f"python = {json.dumps(PYTHONS)}",
         "",
     ]
     for index in range(-(-targets // PER_RELEASE)):
@@ -187,7 +187,7 @@ def main() -> None:
         folder = Path(tmp)
         ten = write_matrix(folder / "10k", 10_000)
         hundred = write_matrix(folder / "100k", 100_000)
-        errors = {n: write_matrix(folder / f"errors{n}", 1_000, bad_pythons=n) for n in (1_000, 4_000)}
+        errors = {n: write_matrix(folder / f"errors{n}", 1_000, bad_rules=n) for n in (1_000, 4_000)}
         rules = write_rules_matrix(folder / "rules", 40_000)
         out = folder / "stdout"
         stolen = steal_seconds()
