@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from buildkit.cli import main
+from testkit.schedule import unit_of_work
 
 # No Hypothesis test may fail by the machine's speed: no per-example deadline and no "too slow" health check
 # (both wall-clock measures) in any test, whatever its own @settings leave out.
@@ -23,20 +24,15 @@ settings.load_profile("buildkit")
 CPU_HOGS_ENV = "BUILDKIT_TEST_CPU_HOGS"  # that many processes spin on the CPU while the suite runs: a busy machine
 
 
-INTEGRATION = "tests/integration/"
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """pytest-xdist (-n) runs the tests on a worker per core. The integration tests go to one worker together, in
-    order: they share that worker's session images, registry and wheel indexes, and never build at once on the one
-    engine. Every other test goes with the rest of its module (its module's fixtures are made once), the modules
-    spread over the workers beside them. (A scheduler of our own: xdist's loadgroup marks do not reach pytest 9.2's
-    node ids, so they would group nothing.)"""
+    """pytest-xdist (-n) runs the tests on a worker per core, a unit of work at a time: the integration group on one
+    worker, every other module spread over the workers beside it (testkit.schedule). (A scheduler of our own:
+    xdist's loadgroup marks do not reach pytest 9.2's node ids, so they would group nothing.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class IntegrationTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return INTEGRATION if nodeid.startswith(INTEGRATION) else nodeid.split("::", 1)[0]
+            return unit_of_work(nodeid)
 
     return IntegrationTogether(config, log)
 
