@@ -119,12 +119,7 @@ def write_atomic(path: Path, data: bytes, option: str) -> None:
 def write_below(root: Path, relative: str, data: bytes, option: str) -> None:
     """A file in a folder buildkit writes into file by file without owning it (`build --out`'s build
     contexts): created with its folders, atomically, never through a symlink inside `root`."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as error:
-        raise UserError(Problem(option, f"cannot create or open {root}: {error.strerror}; pick a folder you can write to")) from None
-    try:
+    with _below(root, relative, option) as descriptor:
         *parents, name = relative.split("/")  # buildkit's own names (contexts/<target id>/Dockerfile)
         with _folder(descriptor, parents, create=True) as parent:
             assert parent is not None  # created when missing
@@ -132,24 +127,13 @@ def write_below(root: Path, relative: str, data: bytes, option: str) -> None:
             if info is not None and stat.S_ISLNK(info.st_mode):
                 raise _Blocked(relative, _SYMLINK)
             _replace_file(parent, name, data, None, 0o666 & ~_umask())
-    except _Blocked as blocked:
-        raise UserError(Problem(str(root / blocked.relative), blocked.reason)) from None
-    except OSError as error:
-        raise UserError(Problem(option, f"cannot write {root / relative}: {error.strerror}")) from None
-    finally:
-        os.close(descriptor)
 
 
 def open_below(root: Path, relative: str, append: bool, option: str) -> int:
     """A descriptor for writing a file that grows while it is read (a build log users tail), below `root`,
     reached without following any symlink: a planted link is refused, not written through."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as error:
-        raise UserError(Problem(option, f"cannot create or open {root}: {error.strerror}; pick a folder you can write to")) from None
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_APPEND if append else os.O_TRUNC)
-    try:
+    with _below(root, relative, option) as descriptor:
         *parents, name = relative.split("/")
         with _folder(descriptor, parents, create=True) as parent:
             assert parent is not None
@@ -164,6 +148,19 @@ def open_below(root: Path, relative: str, append: bool, option: str) -> int:
                 raise _Blocked(relative, "is in the way and is not a regular file; move it away")
             os.set_blocking(opened, True)
             return opened
+
+
+@contextmanager
+def _below(root: Path, relative: str, option: str) -> Iterator[int]:
+    """`root`, created with its folders, opened for work on the file `relative` below it: a planted link
+    (_Blocked) or a failed write becomes one message naming the file, and the folder is closed after."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise UserError(Problem(option, f"cannot create or open {root}: {error.strerror}; pick a folder you can write to")) from None
+    try:
+        yield descriptor
     except _Blocked as blocked:
         raise UserError(Problem(str(root / blocked.relative), blocked.reason)) from None
     except OSError as error:
